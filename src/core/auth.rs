@@ -1,0 +1,130 @@
+//! Credentials: how tokens look, how they are checked, and who a caller is.
+//!
+//! A token is `sb_<kind>_<id>_<secret>`: `kind` says what it is (`admin`, `team`,
+//! `agent`), `id` (16 hex digits) finds the stored credential without comparing secrets,
+//! and `secret` (64 hex digits, 256 random bits) is checked by comparing its SHA-256 digest
+//! in constant time. Only digests are stored. A fast hash is right here: the secret is
+//! random, not a password, so there is nothing to brute-force.
+
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::error::{CoreError, CoreResult};
+
+/// What a token stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    Admin,
+    Team,
+    Agent,
+}
+
+impl TokenKind {
+    fn prefix(self) -> &'static str {
+        match self {
+            TokenKind::Admin => "sb_admin_",
+            TokenKind::Team => "sb_team_",
+            TokenKind::Agent => "sb_agent_",
+        }
+    }
+}
+
+/// A SHA-256 digest of a token secret.
+pub type SecretHash = [u8; 32];
+
+/// A freshly minted token: the text is shown to the client once, the rest is stored.
+pub struct NewToken {
+    pub text: String,
+    pub id: String,
+    pub hash: SecretHash,
+}
+
+/// Mints a token of the given kind.
+pub fn mint(kind: TokenKind) -> NewToken {
+    let mut rng = rand::rng();
+    let id = hex::encode(rng.random::<[u8; 8]>());
+    let secret = hex::encode(rng.random::<[u8; 32]>());
+    NewToken {
+        text: format!("{}{id}_{secret}", kind.prefix()),
+        hash: digest(&secret),
+        id,
+    }
+}
+
+/// A token split into its parts, not yet checked against anything.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ParsedToken<'a> {
+    pub kind: TokenKind,
+    pub id: &'a str,
+    pub secret: &'a str,
+}
+
+/// Splits a presented token; `None` when it cannot be one of ours.
+pub fn parse(token: &str) -> Option<ParsedToken<'_>> {
+    for kind in [TokenKind::Admin, TokenKind::Team, TokenKind::Agent] {
+        if let Some(rest) = token.strip_prefix(kind.prefix()) {
+            let (id, secret) = rest.split_once('_')?;
+            return Some(ParsedToken { kind, id, secret });
+        }
+    }
+    None
+}
+
+pub fn digest(secret: &str) -> SecretHash {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+/// Checks a presented secret against a stored digest in constant time.
+pub fn verify(secret: &str, stored: &SecretHash) -> bool {
+    digest(secret).ct_eq(stored).into()
+}
+
+/// The error for every token the server does not accept. One message for all cases, so
+/// the answer does not tell an attacker which part was wrong.
+pub fn invalid_token() -> CoreError {
+    CoreError::unauthorized("the bearer token is missing, malformed, revoked or unknown")
+}
+
+/// Reads an `Authorization` header value.
+pub fn bearer(header: Option<&str>) -> CoreResult<&str> {
+    let value = header
+        .ok_or_else(|| CoreError::unauthorized("missing 'Authorization: Bearer <token>' header"))?;
+    let (scheme, token) = value.split_once(' ').ok_or_else(invalid_token)?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return Err(invalid_token());
+    }
+    Ok(token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_tokens_parse_and_verify() {
+        for kind in [TokenKind::Admin, TokenKind::Team, TokenKind::Agent] {
+            let token = mint(kind);
+            let parsed = parse(&token.text).expect("parses");
+            assert_eq!(parsed.kind, kind);
+            assert_eq!(parsed.id, token.id);
+            assert!(verify(parsed.secret, &token.hash));
+            assert!(!verify("not-the-secret", &token.hash));
+        }
+    }
+
+    #[test]
+    fn foreign_strings_do_not_parse() {
+        assert_eq!(parse("hello"), None);
+        assert_eq!(parse("sb_agent_nounderscore"), None);
+    }
+
+    #[test]
+    fn bearer_header_forms() {
+        assert_eq!(bearer(Some("Bearer abc")).ok(), Some("abc"));
+        assert_eq!(bearer(Some("bearer abc")).ok(), Some("abc"));
+        assert!(bearer(None).is_err());
+        assert!(bearer(Some("Basic abc")).is_err());
+        assert!(bearer(Some("Bearer ")).is_err());
+    }
+}

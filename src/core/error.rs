@@ -1,0 +1,208 @@
+//! The one error model of Switchboard.
+//!
+//! Every operation that does not succeed answers with the contract's error body
+//! (`success: false`, `error_code`, `error_message`, `details`, `suggested_action`),
+//! whatever the transport. The codes are a closed set so clients can match on them; each
+//! transport maps a code to its own status (HTTP in `http::error`, a reply frame on the
+//! WebSocket), never to a different code.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::store::StoreError;
+
+/// Machine-readable error codes: the contract's seven plus what a server needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// Referenced agent does not exist in the team (contract).
+    AgentNotFound,
+    /// Referenced message does not exist, or is not visible to the caller (contract).
+    MessageNotFound,
+    /// A recipient is not a valid member of the team (contract).
+    InvalidRecipient,
+    /// Message content exceeds the length limits (contract).
+    MessageTooLong,
+    /// The message does not require a response (contract).
+    ResponseNotRequired,
+    /// The response deadline has passed (contract).
+    ResponseDeadlinePassed,
+    /// Communication is disabled for the agent or its team (contract).
+    CommunicationDisabled,
+    /// An agent with this id is already registered in the team.
+    AgentAlreadyRegistered,
+    /// Referenced task does not exist, or is not visible to the caller.
+    TaskNotFound,
+    /// The task is in a state where this action is not allowed.
+    InvalidTaskTransition,
+    /// No token, or a token the server does not know.
+    Unauthorized,
+    /// A valid token acting outside its rights.
+    Forbidden,
+    /// The input is malformed or breaks a rule; `details.field` names the field.
+    ValidationError,
+    /// The resource does not exist (or the route is unknown).
+    NotFound,
+    /// The route exists but not with this HTTP method.
+    MethodNotAllowed,
+    /// The request conflicts with the current state (e.g. a duplicate id).
+    Conflict,
+    /// The request body or frame is larger than the server accepts.
+    PayloadTooLarge,
+    /// The caller sends faster than the server allows.
+    RateLimited,
+    /// Storage (or another dependency) is not available; nothing was changed.
+    Unavailable,
+    /// A bug on our side; the request may or may not have taken effect.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// What a client can usually do about an error with this code.
+    fn default_suggestion(self) -> &'static str {
+        match self {
+            ErrorCode::AgentNotFound => {
+                "Check the agent id; list the team's agents to see who is registered."
+            }
+            ErrorCode::MessageNotFound => {
+                "Check the message id; only messages you sent or received are visible."
+            }
+            ErrorCode::InvalidRecipient => {
+                "Send only to registered members of your team (not to yourself)."
+            }
+            ErrorCode::MessageTooLong => {
+                "Shorten the text to at most 2000 characters; put bulk data in content.data or an attachment."
+            }
+            ErrorCode::ResponseNotRequired => "Send a new message instead of a response.",
+            ErrorCode::ResponseDeadlinePassed => {
+                "Send a new message to the original sender instead."
+            }
+            ErrorCode::CommunicationDisabled => {
+                "Ask the team owner to enable communication for the team or agent."
+            }
+            ErrorCode::AgentAlreadyRegistered => {
+                "Use a different agent_id, or remove the existing agent first."
+            }
+            ErrorCode::TaskNotFound => {
+                "Check the task id; only its originator and assignees can see a task."
+            }
+            ErrorCode::InvalidTaskTransition => {
+                "Read the task to see its current status and who may act on it."
+            }
+            ErrorCode::Unauthorized => "Send a valid token as 'Authorization: Bearer <token>'.",
+            ErrorCode::Forbidden => "Use a token that has rights on this resource.",
+            ErrorCode::ValidationError => {
+                "Fix the field named in details and send the request again."
+            }
+            ErrorCode::NotFound => "Check the path and the ids in it.",
+            ErrorCode::MethodNotAllowed => {
+                "Use a method this path supports (see the Allow header)."
+            }
+            ErrorCode::Conflict => "Read the current state and retry with a different request.",
+            ErrorCode::PayloadTooLarge => {
+                "Send a smaller body; the limit is in details.limit_bytes."
+            }
+            ErrorCode::RateLimited => {
+                "Slow down and retry after the delay in details.retry_after_ms."
+            }
+            ErrorCode::Unavailable => "Retry later; nothing was changed by this request.",
+            ErrorCode::InternalError => "Retry later and report the request id to the operator.",
+        }
+    }
+}
+
+/// An operation's failure, carried unchanged from the core to every transport.
+///
+/// It *is* the wire body: `success` is always false. Constructors pick a default
+/// `suggested_action` per code so every error tells the client what to do next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, thiserror::Error)]
+#[error("{error_code:?}: {error_message}")]
+pub struct CoreError {
+    /// Always `false`.
+    pub success: bool,
+    pub error_code: ErrorCode,
+    /// A sentence for a person.
+    pub error_message: String,
+    /// Structured facts about the error (e.g. `field`, `invalid_ids`); may be empty.
+    #[schema(value_type = Object)]
+    pub details: Map<String, Value>,
+    /// What the client can do about it.
+    pub suggested_action: String,
+}
+
+impl CoreError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        CoreError {
+            success: false,
+            error_code: code,
+            error_message: message.into(),
+            details: Map::new(),
+            suggested_action: code.default_suggestion().to_owned(),
+        }
+    }
+
+    /// Adds one entry to `details`.
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn suggest(mut self, action: impl Into<String>) -> Self {
+        self.suggested_action = action.into();
+        self
+    }
+
+    /// A rule about one input field was broken; `details.field` names it.
+    pub fn validation(field: &str, message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::ValidationError, message).with("field", field)
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::Unauthorized, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::Forbidden, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn agent_not_found(agent_id: &str) -> Self {
+        CoreError::new(
+            ErrorCode::AgentNotFound,
+            format!("agent '{agent_id}' does not exist in this team"),
+        )
+        .with("agent_id", agent_id)
+    }
+
+    pub fn communication_disabled(message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::CommunicationDisabled, message)
+    }
+
+    /// Storage failed; the cause is logged here and never sent to the client.
+    pub fn unavailable(cause: &dyn std::error::Error) -> Self {
+        tracing::error!(error = %cause, "storage failure");
+        CoreError::new(
+            ErrorCode::Unavailable,
+            "the server could not reach its storage; nothing was changed",
+        )
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        CoreError::new(ErrorCode::InternalError, message)
+    }
+}
+
+/// A storage error reaching a caller means "unavailable": conflicts that have a meaning
+/// (a duplicate id) are translated by the operation before this conversion is used.
+impl From<StoreError> for CoreError {
+    fn from(err: StoreError) -> Self {
+        CoreError::unavailable(&err)
+    }
+}
+
+/// Shorthand for the result of every core operation.
+pub type CoreResult<T> = Result<T, CoreError>;

@@ -1,0 +1,236 @@
+//! The registry: teams, agents and their credentials, held in memory.
+//!
+//! Every request needs its caller and usually some team members (recipients, senders'
+//! roles, capability matches). Asking SQLite each time would put several queries on
+//! every hot path, so the registry keeps the whole set in memory. The database stays the
+//! source of truth: the registry is filled from it at start-up and changed only by
+//! after-commit hooks of the writer, which run in commit order, so the registry never
+//! shows something that is not committed and never reorders changes.
+//!
+//! The lock is a `std::sync::RwLock`: reads are many, writes rare, every critical section
+//! is a few map operations, and it is never held across an `.await`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::auth::{self, SecretHash, TokenKind};
+use super::time::Timestamp;
+
+/// Whether an agent can take on work (the contract's availability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    Available,
+    Busy,
+    Unavailable,
+}
+
+impl AgentStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentStatus::Available => "available",
+            AgentStatus::Busy => "busy",
+            AgentStatus::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl FromStr for AgentStatus {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        match s {
+            "available" => Ok(AgentStatus::Available),
+            "busy" => Ok(AgentStatus::Busy),
+            "unavailable" => Ok(AgentStatus::Unavailable),
+            _ => Err(()),
+        }
+    }
+}
+
+/// A team as stored.
+#[derive(Debug, Clone)]
+pub struct TeamRecord {
+    pub pk: i64,
+    pub team_id: String,
+    pub name: String,
+    pub key_id: String,
+    pub key_hash: SecretHash,
+    pub communication_enabled: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An agent as stored. A removed agent keeps its row (messages point at it) but has no
+/// token and is no longer a member.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub pk: i64,
+    pub team_pk: i64,
+    pub agent_id: String,
+    pub role: String,
+    pub capabilities: Vec<String>,
+    pub address: Option<String>,
+    pub status: AgentStatus,
+    pub communication_enabled: bool,
+    pub token_id: Option<String>,
+    pub token_hash: Option<SecretHash>,
+    pub registered_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub removed_at: Option<Timestamp>,
+}
+
+impl AgentRecord {
+    pub fn is_member(&self) -> bool {
+        self.removed_at.is_none()
+    }
+
+    /// Case-insensitive capability check.
+    pub fn has_capability(&self, wanted: &str) -> bool {
+        let wanted = wanted.to_lowercase();
+        self.capabilities.iter().any(|c| c.to_lowercase() == wanted)
+    }
+}
+
+/// Who is making a call, as decided by the token alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// The server admin: creates teams, and may manage any team.
+    Admin,
+    /// A team key: manages its own team's agents and settings.
+    Team { team: i64 },
+    /// An agent token: acts as that agent inside its team.
+    Agent { team: i64, agent: i64 },
+}
+
+#[derive(Default)]
+struct Inner {
+    admin_hash: Option<SecretHash>,
+    teams: HashMap<i64, Arc<TeamRecord>>,
+    team_by_id: HashMap<String, i64>,
+    team_by_key: HashMap<String, i64>,
+    agents: HashMap<i64, Arc<AgentRecord>>,
+    /// Current members of each team, by agent id (sorted, for stable listings).
+    members: HashMap<i64, BTreeMap<String, i64>>,
+    agent_by_token: HashMap<String, i64>,
+}
+
+/// See the module documentation.
+#[derive(Default)]
+pub struct Registry {
+    inner: RwLock<Inner>,
+}
+
+impl Registry {
+    fn read(&self) -> RwLockReadGuard<'_, Inner> {
+        // A poisoned lock means a panic while the maps were being changed; the maps are
+        // still structurally sound (each change is a few inserts), so keep serving.
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_admin_hash(&self, hash: SecretHash) {
+        self.write().admin_hash = Some(hash);
+    }
+
+    /// Decides who presents `token`; `None` for anything not currently valid.
+    pub fn authenticate(&self, token: &str) -> Option<Caller> {
+        let inner = self.read();
+        match auth::parse(token) {
+            Some(parsed) if parsed.kind == TokenKind::Team => {
+                let team = inner.teams.get(inner.team_by_key.get(parsed.id)?)?;
+                auth::verify(parsed.secret, &team.key_hash)
+                    .then_some(Caller::Team { team: team.pk })
+            }
+            Some(parsed) if parsed.kind == TokenKind::Agent => {
+                let agent = inner.agents.get(inner.agent_by_token.get(parsed.id)?)?;
+                let hash = agent.token_hash.as_ref()?;
+                auth::verify(parsed.secret, hash).then_some(Caller::Agent {
+                    team: agent.team_pk,
+                    agent: agent.pk,
+                })
+            }
+            // The admin token may be any string the operator chose, so it is checked
+            // whole against its digest.
+            _ => {
+                let hash = inner.admin_hash.as_ref()?;
+                auth::verify(token, hash).then_some(Caller::Admin)
+            }
+        }
+    }
+
+    pub fn team(&self, pk: i64) -> Option<Arc<TeamRecord>> {
+        self.read().teams.get(&pk).cloned()
+    }
+
+    pub fn team_by_id(&self, team_id: &str) -> Option<Arc<TeamRecord>> {
+        let inner = self.read();
+        inner.teams.get(inner.team_by_id.get(team_id)?).cloned()
+    }
+
+    /// Any agent ever registered (including removed ones).
+    pub fn agent(&self, pk: i64) -> Option<Arc<AgentRecord>> {
+        self.read().agents.get(&pk).cloned()
+    }
+
+    /// A current member of the team by agent id.
+    pub fn member(&self, team_pk: i64, agent_id: &str) -> Option<Arc<AgentRecord>> {
+        let inner = self.read();
+        let pk = inner.members.get(&team_pk)?.get(agent_id)?;
+        inner.agents.get(pk).cloned()
+    }
+
+    /// All current members of a team, ordered by agent id.
+    pub fn members(&self, team_pk: i64) -> Vec<Arc<AgentRecord>> {
+        let inner = self.read();
+        inner
+            .members
+            .get(&team_pk)
+            .map(|m| {
+                m.values()
+                    .filter_map(|pk| inner.agents.get(pk).cloned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn member_count(&self, team_pk: i64) -> usize {
+        self.read().members.get(&team_pk).map_or(0, BTreeMap::len)
+    }
+
+    /// Adds or replaces a team (after its write committed).
+    pub fn put_team(&self, team: TeamRecord) {
+        let mut inner = self.write();
+        inner.team_by_id.insert(team.team_id.clone(), team.pk);
+        inner.team_by_key.insert(team.key_id.clone(), team.pk);
+        inner.members.entry(team.pk).or_default();
+        inner.teams.insert(team.pk, Arc::new(team));
+    }
+
+    /// Adds or replaces an agent (after its write committed), keeping membership and
+    /// token lookup in step: a removed agent leaves both.
+    pub fn put_agent(&self, agent: AgentRecord) {
+        let mut inner = self.write();
+        if let Some(old) = inner.agents.get(&agent.pk).cloned()
+            && let Some(token_id) = &old.token_id
+        {
+            inner.agent_by_token.remove(token_id);
+        }
+        let members = inner.members.entry(agent.team_pk).or_default();
+        if agent.is_member() {
+            members.insert(agent.agent_id.clone(), agent.pk);
+        } else {
+            members.remove(&agent.agent_id);
+        }
+        if let Some(token_id) = &agent.token_id {
+            inner.agent_by_token.insert(token_id.clone(), agent.pk);
+        }
+        inner.agents.insert(agent.pk, Arc::new(agent));
+    }
+}

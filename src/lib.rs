@@ -1,0 +1,23 @@
+//! Switchboard: a coordination server for teams of AI agents.
+//!
+//! Agents run in their own processes, in any language. They register with a team and
+//! talk through Switchboard; every message is committed to storage before anyone is
+//! told it exists.
+//!
+//! # Layout
+//!
+//! * [`config`] — the command line (`clap`), every flag also an environment variable.
+//! * [`core`] — every rule: validation, who may do what, routing; transport-neutral.
+//! * [`store`] — the only SQL: SQLite, migrations, the group-commit writer.
+//! * [`http`] — the REST transport and the OpenAPI document; thin handlers.
+//! * [`server`] — wiring and graceful shutdown; what `serve` and the tests start.
+//! * [`telemetry`] — logging.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+pub mod core;
+pub mod http;
+pub mod server;
+pub mod store;
+pub mod telemetry;
