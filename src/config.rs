@@ -1,0 +1,129 @@
+//! The command line. Every flag of `serve` is also an environment variable
+//! `SWITCHBOARD_<FLAG>`, so a container is configured without a wrapper script.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::store::Durability;
+
+/// Switchboard: a coordination server for teams of AI agents.
+///
+/// Agents register with a team and talk through Switchboard: REST for request/response
+/// work, a WebSocket for live push. Everything is committed to a SQLite file before
+/// anyone is told it exists.
+#[derive(Debug, Parser)]
+#[command(name = "switchboard", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    ///
+    /// On the very first start without --admin-token, an admin token is generated and
+    /// printed once; keep it, it creates teams.
+    Serve(ServeArgs),
+    /// Print the OpenAPI document (JSON) to stdout.
+    Openapi,
+    /// Exit 0 if a server on this machine answers /healthz, 1 otherwise (for container
+    /// health checks; reads the same SWITCHBOARD_LISTEN as `serve`).
+    Healthcheck(HealthcheckArgs),
+}
+
+/// Settings of `switchboard healthcheck`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthcheckArgs {
+    /// The server's listen address; an unspecified IP (0.0.0.0, ::) means this machine.
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Seconds to wait for the answer.
+    #[arg(long, default_value_t = 3)]
+    pub timeout: u64,
+}
+
+/// Settings of `switchboard serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// SQLite database file; it and its folder are created if missing.
+    #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]
+    pub database: PathBuf,
+
+    /// Admin token (creates teams). Without it, the token from an earlier start is kept;
+    /// on the first start one is generated and printed once.
+    #[arg(long, env = "SWITCHBOARD_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<Secret>,
+
+    /// `normal`: a commit survives a crash of the process. `full`: it also survives a
+    /// power cut (one fsync per group commit; slower).
+    #[arg(long, env = "SWITCHBOARD_DURABILITY", value_enum, default_value_t = Durability::Normal)]
+    pub durability: Durability,
+
+    /// Largest request body accepted, in bytes; larger ones get 413 PAYLOAD_TOO_LARGE.
+    #[arg(long, env = "SWITCHBOARD_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
+    pub max_body_bytes: usize,
+
+    /// Seconds to wait for in-flight requests and connections at shutdown.
+    #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
+    pub shutdown_timeout: u64,
+
+    /// Log format; the level comes from RUST_LOG (default `info`).
+    #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// A secret from the command line or the environment; never printed by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl FromStr for Secret {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().len() < 16 {
+            return Err("use at least 16 characters".to_owned());
+        }
+        Ok(Secret(s.trim().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let secret = Secret("super-secret-admin-token".to_owned());
+        assert!(!format!("{secret:?}").contains("super"));
+    }
+}

@@ -1,0 +1,79 @@
+//! `/v1/teams`: create (admin), read, update.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::AppState;
+use super::error::ApiResult;
+use super::extract::{Auth, JsonBody, PathParams};
+use crate::core::CoreError;
+use crate::core::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam};
+
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_team))
+        .routes(routes!(get_team, update_team))
+}
+
+/// Create a team (admin token). Answers the team key, once.
+#[utoipa::path(post, path = "/v1/teams", tag = "teams", security(("bearer" = [])),
+    request_body = CreateTeam,
+    responses(
+        (status = 201, description = "Team created; store the team key", body = TeamCreated),
+        (status = 400, description = "VALIDATION_ERROR", body = CoreError),
+        (status = 401, description = "UNAUTHORIZED", body = CoreError),
+        (status = 403, description = "FORBIDDEN: not the admin token", body = CoreError),
+        (status = 409, description = "CONFLICT: the team id is taken", body = CoreError),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = CoreError),
+        (status = 503, description = "UNAVAILABLE", body = CoreError),
+    ))]
+async fn create_team(
+    State(state): State<AppState>,
+    Auth(caller): Auth,
+    JsonBody(input): JsonBody<CreateTeam>,
+) -> ApiResult<(StatusCode, Json<TeamCreated>)> {
+    let created = state.core.create_team(&caller, input).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Read a team (any of its agents, its team key, or the admin).
+#[utoipa::path(get, path = "/v1/teams/{team_id}", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    responses(
+        (status = 200, description = "The team", body = TeamView),
+        (status = 401, description = "UNAUTHORIZED", body = CoreError),
+        (status = 403, description = "FORBIDDEN: another team's token", body = CoreError),
+        (status = 404, description = "NOT_FOUND (admin only; others get 403)", body = CoreError),
+    ))]
+async fn get_team(
+    State(state): State<AppState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+) -> ApiResult<Json<TeamView>> {
+    Ok(Json(state.core.get_team(&caller, &team_id)?))
+}
+
+/// Rename a team or switch its communication on or off (team key or admin).
+#[utoipa::path(patch, path = "/v1/teams/{team_id}", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    request_body = UpdateTeam,
+    responses(
+        (status = 200, description = "The updated team", body = TeamView),
+        (status = 400, description = "VALIDATION_ERROR", body = CoreError),
+        (status = 401, description = "UNAUTHORIZED", body = CoreError),
+        (status = 403, description = "FORBIDDEN: not this team's key", body = CoreError),
+        (status = 404, description = "NOT_FOUND", body = CoreError),
+        (status = 503, description = "UNAVAILABLE", body = CoreError),
+    ))]
+async fn update_team(
+    State(state): State<AppState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+    JsonBody(patch): JsonBody<UpdateTeam>,
+) -> ApiResult<Json<TeamView>> {
+    Ok(Json(
+        state.core.update_team(&caller, &team_id, patch).await?,
+    ))
+}

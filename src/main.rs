@@ -1,0 +1,90 @@
+//! The `switchboard` binary: parse the command line, set up logging, call the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use switchboard::config::{Cli, Command};
+use switchboard::server::{Server, ServerConfig};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Openapi => match switchboard::http::openapi_document().to_pretty_json() {
+            Ok(json) => {
+                println!("{json}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: cannot render the OpenAPI document: {err}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Healthcheck(args) => {
+            match switchboard::server::healthcheck(
+                args.listen,
+                std::time::Duration::from_secs(args.timeout),
+            )
+            .await
+            {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(err) => {
+                    eprintln!("unhealthy: {err}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Serve(args) => {
+            switchboard::telemetry::init(args.log_format);
+            let server = match Server::start(ServerConfig::from(&args)).await {
+                Ok(server) => server,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            if let Some(token) = server.generated_admin_token() {
+                println!(
+                    "\nNo admin token was configured, so one was generated. It is shown only this once;\n\
+                     only its digest is stored. Keep it to create teams:\n\n    {token}\n"
+                );
+            }
+            let stop = server.stop_token();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutdown requested; finishing in-flight work");
+                stop.cancel();
+            });
+            server.wait().await;
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,299 @@
+//! Wiring: storage, core, transports, and a graceful stop.
+//!
+//! [`Server::start`] is what `switchboard serve` runs and what the integration tests
+//! start on `127.0.0.1:0`: there is one way to run the server.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServeArgs;
+use crate::core::Core;
+use crate::http::{self, AppState, HttpSettings};
+use crate::store::{Durability, Store, StoreError, StoreOptions};
+
+/// Everything needed to run a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub database: PathBuf,
+    pub admin_token: Option<String>,
+    pub durability: Durability,
+    pub max_body_bytes: usize,
+    pub shutdown_timeout: Duration,
+    /// How long a write waits for a database lock held elsewhere before failing.
+    pub busy_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults for a server on `listen` with its database at `database`.
+    pub fn new(listen: SocketAddr, database: PathBuf) -> Self {
+        ServerConfig {
+            listen,
+            database,
+            admin_token: None,
+            durability: Durability::Normal,
+            max_body_bytes: 1024 * 1024,
+            shutdown_timeout: Duration::from_secs(10),
+            busy_timeout: StoreOptions::default().busy_timeout,
+        }
+    }
+}
+
+impl From<&ServeArgs> for ServerConfig {
+    fn from(args: &ServeArgs) -> Self {
+        ServerConfig {
+            listen: args.listen,
+            database: args.database.clone(),
+            admin_token: args.admin_token.as_ref().map(|s| s.0.clone()),
+            durability: args.durability,
+            max_body_bytes: args.max_body_bytes,
+            shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+            busy_timeout: StoreOptions::default().busy_timeout,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the database: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    generated_admin_token: Option<String>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Opens storage, loads the registry, binds the listener and starts serving.
+    pub async fn start(config: ServerConfig) -> Result<Server, StartError> {
+        // Before anything is written, so the first storage batches are counted too.
+        let metrics = http::ops::MetricsHandle::global();
+        let store = Store::open(
+            &config.database,
+            StoreOptions {
+                durability: config.durability,
+                busy_timeout: config.busy_timeout,
+            },
+        )
+        .await?;
+        let (core, generated_admin_token) =
+            Core::open(store.clone(), config.admin_token.as_deref()).await?;
+
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| StartError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+
+        let state = AppState { core, metrics };
+        let app = http::app(
+            state,
+            &HttpSettings {
+                max_body_bytes: config.max_body_bytes,
+            },
+        );
+
+        let stop = CancellationToken::new();
+        let serve_stop = stop.clone();
+        let grace = config.shutdown_timeout;
+        let task = tokio::spawn(async move {
+            let serving = axum::serve(CountingListener(listener), app)
+                .with_graceful_shutdown(serve_stop.clone().cancelled_owned());
+            let mut serving = std::pin::pin!(serving.into_future());
+            tokio::select! {
+                result = &mut serving => {
+                    if let Err(err) = result {
+                        tracing::error!(error = %err, "HTTP server failed");
+                    }
+                }
+                // In-flight requests get `grace` to finish after the stop signal.
+                () = async { serve_stop.cancelled().await; tokio::time::sleep(grace).await } => {
+                    tracing::warn!("in-flight requests did not finish within {grace:?}; closing");
+                }
+            }
+            store.close().await;
+            tracing::info!("server stopped");
+        });
+        tracing::info!(%addr, database = %config.database.display(), "switchboard listening");
+        Ok(Server {
+            addr,
+            generated_admin_token,
+            stop,
+            task,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The admin token generated at this start, if one was (first start, no flag).
+    pub fn generated_admin_token(&self) -> Option<&str> {
+        self.generated_admin_token.as_deref()
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn stop_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    /// Stops accepting, lets in-flight work finish, closes storage; returns when done.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.wait().await;
+    }
+
+    /// Waits until the server has stopped (after [`Server::stop_token`] is cancelled).
+    pub async fn wait(self) {
+        if let Err(err) = self.task.await {
+            tracing::error!(error = %err, "server task ended abnormally");
+        }
+    }
+}
+
+/// Asks the server listening on `listen` for `/healthz`; `Ok` when it answers 200.
+///
+/// A hand-written HTTP/1.1 request over a plain socket: it runs inside the server's
+/// container image, where nothing else (curl, a TLS stack) needs to be present.
+pub async fn healthcheck(listen: SocketAddr, timeout: Duration) -> io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut target = listen;
+    if target.ip().is_unspecified() {
+        target.set_ip(if target.is_ipv4() {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        });
+    }
+    let check = async {
+        let mut stream = TcpStream::connect(target).await?;
+        stream
+            .write_all(
+                format!("GET /healthz HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n")
+                    .as_bytes(),
+            )
+            .await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        if answer.starts_with(b"HTTP/1.1 200") {
+            Ok(())
+        } else {
+            let line = String::from_utf8_lossy(&answer);
+            let line = line.lines().next().unwrap_or("no answer").to_owned();
+            Err(io::Error::other(format!("{target} answered: {line}")))
+        }
+    };
+    tokio::time::timeout(timeout, check).await.map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{target} did not answer within {timeout:?}"),
+        )
+    })?
+}
+
+/// The TCP listener, counting open connections for `/metrics` and disabling Nagle's
+/// algorithm (small frames and responses must leave at once).
+struct CountingListener(TcpListener);
+
+impl axum::serve::Listener for CountingListener {
+    type Io = CountedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.0.accept().await {
+                Ok((stream, addr)) => {
+                    if let Err(err) = stream.set_nodelay(true) {
+                        tracing::debug!(error = %err, "set_nodelay failed");
+                    }
+                    metrics::gauge!("switchboard_open_connections").increment(1.0);
+                    return (CountedStream(stream), addr);
+                }
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+/// A connection that leaves the open-connections gauge when dropped.
+struct CountedStream(TcpStream);
+
+impl Drop for CountedStream {
+    fn drop(&mut self) {
+        metrics::gauge!("switchboard_open_connections").decrement(1.0);
+    }
+}
+
+impl AsyncRead for CountedStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for CountedStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+}
