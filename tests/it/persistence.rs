@@ -1,0 +1,214 @@
+//! Persistence: a restart (graceful or a killed process) keeps everything acknowledged.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::{ADMIN, TestApp};
+
+#[tokio::test]
+async fn a_restart_keeps_teams_agents_tokens_and_settings() {
+    let mut app = TestApp::start().await;
+    let team = app.team("research").await;
+    let planner = app.agent(&team, "planner", &["planning"]).await;
+    let removed = app.agent(&team, "removed", &[]).await;
+    app.delete("/v1/teams/research/agents/removed")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    app.patch("/v1/teams/research/agents/planner")
+        .token(&team.key)
+        .json(json!({"status": "busy", "communication_enabled": false}))
+        .send()
+        .await
+        .expect_status(200);
+
+    app.restart().await;
+
+    let me = app
+        .get("/v1/teams/research/agents/planner")
+        .token(&planner.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(me.body["agent"]["status"], "busy");
+    assert_eq!(me.body["agent"]["communication_enabled"], false);
+    assert_eq!(me.body["agent"]["capabilities"], json!(["planning"]));
+    app.get("/v1/teams/research")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    app.get("/v1/teams/research")
+        .token(ADMIN)
+        .send()
+        .await
+        .expect_status(200);
+    app.get("/v1/teams/research")
+        .token(&removed.token)
+        .send()
+        .await
+        .expect_error(401, "UNAUTHORIZED");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_generated_admin_token_is_shown_once_and_survives_restarts() {
+    let mut app = TestApp::start_with(|c| c.admin_token = None).await;
+    let generated = app
+        .server()
+        .generated_admin_token()
+        .expect("first start generates a token")
+        .to_owned();
+    app.post("/v1/teams")
+        .token(&generated)
+        .json(json!({"name": "x"}))
+        .send()
+        .await
+        .expect_status(201);
+
+    app.restart().await;
+    assert_eq!(
+        app.server().generated_admin_token(),
+        None,
+        "shown only once"
+    );
+    app.post("/v1/teams")
+        .token(&generated)
+        .json(json!({"name": "y"}))
+        .send()
+        .await
+        .expect_status(201);
+    // Only a digest is stored, never the token itself.
+    let bytes = std::fs::read(app.database()).expect("db file");
+    assert!(
+        !bytes
+            .windows(generated.len())
+            .any(|w| w == generated.as_bytes())
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_clean_stop_leaves_the_wal_checkpointed() {
+    let app = TestApp::start().await;
+    app.team("research").await;
+    let db = app.database();
+    app.stop().await;
+    let wal = db.with_extension("db-wal");
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert_eq!(
+        wal_len, 0,
+        "WAL should be folded back into the database at shutdown"
+    );
+}
+
+/// The server binary as a child process, so it can be killed without warning.
+struct Process {
+    child: Child,
+    base: String,
+}
+
+impl Process {
+    fn start(database: &std::path::Path) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--admin-token",
+                ADMIN,
+            ])
+            .arg("--database")
+            .arg(database)
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("server binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("server printed its address")
+                .expect("line");
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && let Some(addr) = entry["addr"].as_str()
+            {
+                break addr.to_owned();
+            }
+        };
+        // Keep draining the log so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Process {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+}
+
+#[tokio::test]
+async fn a_killed_process_loses_nothing_it_acknowledged() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("kill.db");
+    let http = reqwest::Client::new();
+
+    let server = Process::start(&db);
+    let team: Value = http
+        .post(format!("{}/v1/teams", server.base))
+        .bearer_auth(ADMIN)
+        .json(&json!({"name": "durable", "team_id": "durable"}))
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for i in 0..20 {
+        let res = http
+            .post(format!("{}/v1/teams/durable/agents", server.base))
+            .bearer_auth(&key)
+            .json(&json!({"agent_id": format!("a{i}"), "role": "r", "capabilities": []}))
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(res.status(), 201);
+        let body: Value = res.json().await.expect("json");
+        tokens.push(body["token"].as_str().expect("token").to_owned());
+    }
+    server.kill();
+
+    let server = Process::start(&db);
+    for token in &tokens {
+        let res = http
+            .get(format!("{}/v1/teams/durable", server.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(res.status(), 200);
+    }
+    let listed: Value = http
+        .get(format!("{}/v1/teams/durable/agents", server.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("sent")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(listed["total_count"], 20);
+    server.kill();
+}

@@ -1,0 +1,283 @@
+//! The test harness: a real server on `127.0.0.1:0` with a fresh SQLite file, and a
+//! real HTTP client. Tests read as scenarios through these helpers.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use switchboard::server::{Server, ServerConfig};
+use tempfile::TempDir;
+
+pub const ADMIN: &str = "test-admin-token-0123456789";
+
+/// A running server and a client for it.
+pub struct TestApp {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub config: ServerConfig,
+    server: Option<Server>,
+    /// Holds the database folder until the test ends.
+    _dir: TempDir,
+}
+
+impl TestApp {
+    /// A server with the defaults of `switchboard serve` and a fresh database.
+    pub async fn start() -> TestApp {
+        TestApp::start_with(|_| {}).await
+    }
+
+    /// Like [`TestApp::start`], after `adjust` changed the configuration.
+    pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
+        init();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = ServerConfig::new(
+            "127.0.0.1:0".parse().expect("addr"),
+            dir.path().join("data").join("switchboard.db"),
+        );
+        config.admin_token = Some(ADMIN.to_owned());
+        adjust(&mut config);
+        let server = Server::start(config.clone()).await.expect("server starts");
+        TestApp {
+            base: format!("http://{}", server.local_addr()),
+            // A hung request fails the test instead of hanging the run.
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            config,
+            server: Some(server),
+            _dir: dir,
+        }
+    }
+
+    pub fn database(&self) -> PathBuf {
+        self.config.database.clone()
+    }
+
+    pub fn server(&self) -> &Server {
+        self.server.as_ref().expect("server running")
+    }
+
+    /// Stops the server gracefully and starts it again on the same database file (on a
+    /// new port).
+    pub async fn restart(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+        let server = Server::start(self.config.clone())
+            .await
+            .expect("server restarts");
+        self.base = format!("http://{}", server.local_addr());
+        self.server = Some(server);
+    }
+
+    /// Stops the server gracefully.
+    pub async fn stop(mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn req(&self, method: Method, path: &str) -> Req {
+        Req {
+            builder: self.http.request(method, self.url(path)),
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Req {
+        self.req(Method::GET, path)
+    }
+
+    pub fn post(&self, path: &str) -> Req {
+        self.req(Method::POST, path)
+    }
+
+    pub fn patch(&self, path: &str) -> Req {
+        self.req(Method::PATCH, path)
+    }
+
+    pub fn delete(&self, path: &str) -> Req {
+        self.req(Method::DELETE, path)
+    }
+
+    /// Creates a team with the admin token.
+    pub async fn team(&self, team_id: &str) -> Team {
+        let res = self
+            .post("/v1/teams")
+            .token(ADMIN)
+            .json(json!({"name": format!("Team {team_id}"), "team_id": team_id}))
+            .send()
+            .await
+            .expect_status(201);
+        Team {
+            id: team_id.to_owned(),
+            key: res.str("team_key"),
+        }
+    }
+
+    /// Registers an agent with the team key.
+    pub async fn agent(&self, team: &Team, agent_id: &str, capabilities: &[&str]) -> Agent {
+        let res = self
+            .post(&format!("/v1/teams/{}/agents", team.id))
+            .token(&team.key)
+            .json(json!({"agent_id": agent_id, "role": format!("role of {agent_id}"), "capabilities": capabilities}))
+            .send()
+            .await
+            .expect_status(201);
+        Agent {
+            id: agent_id.to_owned(),
+            token: res.body["token"].as_str().expect("token").to_owned(),
+        }
+    }
+}
+
+pub struct Team {
+    pub id: String,
+    pub key: String,
+}
+
+#[derive(Clone)]
+pub struct Agent {
+    pub id: String,
+    pub token: String,
+}
+
+/// A request being built.
+pub struct Req {
+    builder: reqwest::RequestBuilder,
+}
+
+impl Req {
+    pub fn token(self, token: &str) -> Req {
+        Req {
+            builder: self.builder.bearer_auth(token),
+        }
+    }
+
+    pub fn header(self, name: &str, value: &str) -> Req {
+        Req {
+            builder: self.builder.header(name, value),
+        }
+    }
+
+    pub fn json(self, body: Value) -> Req {
+        Req {
+            builder: self.builder.json(&body),
+        }
+    }
+
+    pub fn raw(self, body: impl Into<reqwest::Body>) -> Req {
+        Req {
+            builder: self
+                .builder
+                .header("content-type", "application/json")
+                .body(body),
+        }
+    }
+
+    /// A body sent with whatever Content-Type was set (or none).
+    pub fn raw_untyped(self, body: impl Into<reqwest::Body>) -> Req {
+        Req {
+            builder: self.builder.body(body),
+        }
+    }
+
+    pub async fn send(self) -> Res {
+        let response = self.builder.send().await.expect("request sent");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body read");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Res {
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+/// A response: status and JSON body (a string if the body was not JSON).
+#[derive(Debug)]
+pub struct Res {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Res {
+    #[track_caller]
+    pub fn expect_status(self, status: u16) -> Res {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {:#}",
+            self.body
+        );
+        self
+    }
+
+    /// Asserts the error body of the contract with this status and code.
+    #[track_caller]
+    pub fn expect_error(self, status: u16, code: &str) -> Res {
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {:#}",
+            self.body
+        );
+        assert_eq!(self.body["success"], false, "{:#}", self.body);
+        assert_eq!(self.body["error_code"], code, "{:#}", self.body);
+        assert!(
+            self.body["error_message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "error_message missing: {:#}",
+            self.body
+        );
+        assert!(
+            self.body["details"].is_object(),
+            "details missing: {:#}",
+            self.body
+        );
+        assert!(
+            self.body["suggested_action"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "suggested_action missing: {:#}",
+            self.body
+        );
+        self
+    }
+
+    /// Asserts a `VALIDATION_ERROR` that names `field`.
+    #[track_caller]
+    pub fn expect_invalid(self, field: &str) -> Res {
+        let res = self.expect_error(400, "VALIDATION_ERROR");
+        assert_eq!(res.body["details"]["field"], field, "{:#}", res.body);
+        res
+    }
+
+    #[track_caller]
+    pub fn str(&self, key: &str) -> String {
+        self.body[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("no string '{key}' in {:#}", self.body))
+            .to_owned()
+    }
+}
+
+fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        if std::env::var_os("TEST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_env("TEST_LOG"))
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
