@@ -1,0 +1,287 @@
+//! The pieces every scenario uses: the server as a child process, a lean HTTP load
+//! generator, latency statistics and the result table.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::net::TcpStream;
+
+pub const ADMIN: &str = "bench-admin-token-0123456789";
+
+/// The release server binary running on a temporary database.
+pub struct ServerProcess {
+    child: Child,
+    pub addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl ServerProcess {
+    pub fn start(extra: &[&str]) -> ServerProcess {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db: PathBuf = dir.path().join("bench.db");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--admin-token",
+                ADMIN,
+            ])
+            .arg("--database")
+            .arg(&db)
+            .args(extra)
+            .env("RUST_LOG", "warn,switchboard::server=info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server binary");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("server printed its address")
+                .expect("line");
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && let Some(addr) = entry["addr"].as_str()
+            {
+                break addr.parse().expect("addr");
+            }
+        };
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                if line.contains("\"ERROR\"") || line.contains("\"WARN\"") {
+                    eprintln!("server: {line}");
+                }
+            }
+        });
+        ServerProcess {
+            child,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    /// Resident memory of the server process, in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What one load run measured.
+#[derive(Default)]
+pub struct LoadResult {
+    pub ok: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    /// Latencies in microseconds, unsorted.
+    pub latencies: Vec<u32>,
+}
+
+impl LoadResult {
+    pub fn per_second(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Builds the `i`-th request of connection `conn`.
+pub type MakeRequest = Arc<dyn Fn(usize, u64) -> Request<Full<Bytes>> + Send + Sync>;
+
+/// Runs `connections` keep-alive HTTP/1.1 connections in a closed loop (each sends its
+/// next request when the previous answer arrived) for `duration`, after `warmup`.
+pub async fn http_load(
+    addr: SocketAddr,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    expect: StatusCode,
+    make: MakeRequest,
+) -> LoadResult {
+    let measuring = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::with_capacity(connections);
+    for conn in 0..connections {
+        let make = make.clone();
+        let measuring = measuring.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut result = LoadResult::default();
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
+            tokio::spawn(connection);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let req = make(conn, i);
+                i += 1;
+                let started = Instant::now();
+                let ok = match sender.send_request(req).await {
+                    Ok(res) => {
+                        let status = res.status();
+                        let body = res.into_body().collect().await;
+                        if status != expect && body.is_ok() {
+                            if result.errors == 0 {
+                                eprintln!("unexpected {status}: {:?}", body.map(|b| b.to_bytes()));
+                            }
+                            false
+                        } else {
+                            body.is_ok()
+                        }
+                    }
+                    Err(err) => {
+                        eprintln!("request failed: {err}");
+                        break;
+                    }
+                };
+                if measuring.load(Ordering::Relaxed) {
+                    if ok {
+                        result.ok += 1;
+                        result
+                            .latencies
+                            .push(started.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                    } else {
+                        result.errors += 1;
+                    }
+                }
+            }
+            result
+        }));
+    }
+    tokio::time::sleep(warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(duration).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut total = LoadResult {
+        elapsed,
+        ..LoadResult::default()
+    };
+    for task in tasks {
+        let r = task.await.expect("load task");
+        total.ok += r.ok;
+        total.errors += r.errors;
+        total.latencies.extend(r.latencies);
+    }
+    total
+}
+
+/// The `q`-quantile (0.0–1.0) of microsecond samples, in milliseconds.
+pub fn quantile_ms(samples: &mut [u32], q: f64) -> f64 {
+    if samples.is_empty() {
+        return f64::NAN;
+    }
+    samples.sort_unstable();
+    let idx = ((samples.len() - 1) as f64 * q).round() as usize;
+    samples[idx] as f64 / 1000.0
+}
+
+/// One line of the result table.
+pub struct Row {
+    pub scenario: String,
+    pub setting: String,
+    pub rate: String,
+    pub p50: String,
+    pub p99: String,
+    pub rss: String,
+    pub note: String,
+}
+
+impl Row {
+    pub fn from_load(
+        scenario: &str,
+        setting: String,
+        mut result: LoadResult,
+        rss_kib: u64,
+        note: String,
+    ) -> Row {
+        Row {
+            scenario: scenario.to_owned(),
+            setting,
+            rate: format!("{:.0} req/s", result.per_second()),
+            p50: format!("{:.2} ms", quantile_ms(&mut result.latencies, 0.50)),
+            p99: format!("{:.2} ms", quantile_ms(&mut result.latencies, 0.99)),
+            rss: format!("{:.1} MiB", rss_kib as f64 / 1024.0),
+            note: if result.errors > 0 {
+                format!("{} errors; {note}", result.errors)
+            } else {
+                note
+            },
+        }
+    }
+}
+
+pub fn print_table(rows: &[Row]) {
+    let header = [
+        "scenario",
+        "setting",
+        "rate",
+        "p50",
+        "p99",
+        "server RSS",
+        "note",
+    ];
+    let cells: Vec<[&str; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.scenario.as_str(),
+                &r.setting,
+                &r.rate,
+                &r.p50,
+                &r.p99,
+                &r.rss,
+                &r.note,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cols: [&str; 7]| {
+        let parts: Vec<String> = cols
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("| {} |", parts.join(" | "));
+    };
+    line(header);
+    let dashes: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    println!("|-{}-|", dashes.join("-|-"));
+    for row in cells {
+        line(row);
+    }
+}

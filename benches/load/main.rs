@@ -1,0 +1,69 @@
+//! Switchboard's load benchmark: a program, not a timed test.
+//!
+//! `cargo bench --bench load` builds the server in release mode, starts it as a child
+//! process on loopback with a fresh database, drives it with many concurrent real
+//! connections and prints a table (rate, p50/p99 latency, server RSS). Name scenarios to
+//! run a subset: `cargo bench --bench load -- healthz`.
+//!
+//! The load generator runs on the same machine as the server, so both share the CPU:
+//! figures are for "server and client on one box", and `/healthz` is the ceiling every
+//! other figure is compared with.
+
+mod harness;
+mod scenarios;
+
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Options of the benchmark.
+#[derive(Debug, Clone, Parser)]
+pub struct Opts {
+    /// Scenarios to run (all when none is named).
+    pub scenarios: Vec<String>,
+    /// Seconds of measurement per scenario.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Seconds of warm-up before measuring.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Concurrent connections for HTTP scenarios.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Accepted for compatibility with `cargo bench`'s own arguments.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
+impl Opts {
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs(self.duration)
+    }
+
+    pub fn warmup(&self) -> Duration {
+        Duration::from_secs(self.warmup)
+    }
+
+    fn wants(&self, name: &str) -> bool {
+        self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)
+    }
+}
+
+fn main() {
+    let opts = Opts::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut rows = Vec::new();
+    runtime.block_on(async {
+        for (name, scenario) in scenarios::ALL {
+            if opts.wants(name) {
+                eprintln!("running {name} …");
+                rows.extend(scenario(opts.clone()).await);
+            }
+        }
+    });
+    harness::print_table(&rows);
+}
