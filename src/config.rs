@@ -73,6 +73,15 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Most sending operations (messages, responses, broadcasts, assistance requests,
+    /// task actions) per second per agent; above it, RATE_LIMITED. No limit by default.
+    #[arg(long, env = "SWITCHBOARD_RATE_LIMIT", value_parser = positive_rate)]
+    pub rate_limit: Option<f64>,
+
+    /// Short bursts above --rate-limit that are still accepted (default: one second's worth).
+    #[arg(long, env = "SWITCHBOARD_RATE_LIMIT_BURST", value_parser = positive_rate, requires = "rate_limit")]
+    pub rate_limit_burst: Option<f64>,
+
     /// Seconds to wait for in-flight requests and connections at shutdown.
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,
@@ -80,6 +89,13 @@ pub struct ServeArgs {
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err("a positive number".to_owned()),
+    }
 }
 
 /// How log lines look.

@@ -16,7 +16,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServeArgs;
-use crate::core::Core;
+use crate::core::ratelimit::RateLimit;
+use crate::core::{Core, CoreSettings};
 use crate::http::{self, AppState, HttpSettings};
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
@@ -31,6 +32,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// How long a write waits for a database lock held elsewhere before failing.
     pub busy_timeout: Duration,
+    /// Per-agent limit on sending operations.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl ServerConfig {
@@ -44,6 +47,7 @@ impl ServerConfig {
             max_body_bytes: 1024 * 1024,
             shutdown_timeout: Duration::from_secs(10),
             busy_timeout: StoreOptions::default().busy_timeout,
+            rate_limit: None,
         }
     }
 }
@@ -58,6 +62,7 @@ impl From<&ServeArgs> for ServerConfig {
             max_body_bytes: args.max_body_bytes,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             busy_timeout: StoreOptions::default().busy_timeout,
+            rate_limit: None,
         }
     }
 }
@@ -96,8 +101,14 @@ impl Server {
             },
         )
         .await?;
-        let (core, generated_admin_token) =
-            Core::open(store.clone(), config.admin_token.as_deref()).await?;
+        let (core, generated_admin_token) = Core::open(
+            store.clone(),
+            CoreSettings {
+                admin_token: config.admin_token.clone(),
+                rate_limit: config.rate_limit,
+            },
+        )
+        .await?;
 
         let listener =
             TcpListener::bind(config.listen)

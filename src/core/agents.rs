@@ -178,27 +178,27 @@ impl Core {
             removed_at: None,
         };
         let core = self.clone();
-        let agent =
-            self.store()
-                .write_then(
-                    move |conn| {
-                        Box::pin(async move {
-                            // The unique key decides races between two registrations.
-                            let pk = store::agents::insert(conn, &record).await.map_err(
-                                |e| match e {
-                                    StoreError::Conflict => already_registered(&record.agent_id),
-                                    other => other.into(),
-                                },
-                            )?;
-                            Ok::<_, CoreError>(AgentRecord { pk, ..record })
-                        })
-                    },
-                    move |agent| {
-                        core.registry().put_agent(agent.clone());
-                        agent
-                    },
-                )
-                .await?;
+        let agent = self
+            .store()
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        // The unique key decides races between two registrations.
+                        let pk = store::agents::insert(tx.conn().await?, &record)
+                            .await
+                            .map_err(|e| match e {
+                                StoreError::Conflict => already_registered(&record.agent_id),
+                                other => other.into(),
+                            })?;
+                        Ok::<_, CoreError>(AgentRecord { pk, ..record })
+                    })
+                },
+                move |agent| {
+                    core.registry().put_agent(agent.clone());
+                    Ok(agent)
+                },
+            )
+            .await?;
         tracing::info!(team_id = %team.team_id, agent_id = %agent.agent_id, "agent registered");
         Ok(AgentRegistered {
             success: true,
@@ -296,10 +296,11 @@ impl Core {
         let updated = self
             .store()
             .write_then(
-                move |conn| {
+                move |tx| {
                     Box::pin(async move {
                         // Read inside the transaction so concurrent patches compose.
-                        let mut agent = store::agents::get(conn, pk).await?;
+                        let conn = tx.conn().await?;
+                        let mut agent = store::agents::get(&mut *conn, pk).await?;
                         if !agent.is_member() {
                             return Err(CoreError::agent_not_found(&agent.agent_id));
                         }
@@ -325,7 +326,7 @@ impl Core {
                 },
                 move |agent| {
                     core.registry().put_agent(agent.clone());
-                    agent
+                    Ok(agent)
                 },
             )
             .await?;
@@ -350,9 +351,10 @@ impl Core {
         let removed = self
             .store()
             .write_then(
-                move |conn| {
+                move |tx| {
                     Box::pin(async move {
-                        let mut agent = store::agents::get(conn, pk).await?;
+                        let conn = tx.conn().await?;
+                        let mut agent = store::agents::get(&mut *conn, pk).await?;
                         if !agent.is_member() {
                             return Err(CoreError::agent_not_found(&agent.agent_id));
                         }
@@ -367,7 +369,7 @@ impl Core {
                 },
                 move |agent| {
                     core.registry().put_agent(agent.clone());
-                    agent
+                    Ok(agent)
                 },
             )
             .await?;

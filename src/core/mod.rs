@@ -7,10 +7,16 @@
 //! No axum or sqlx type appears in this API.
 
 pub mod agents;
+pub mod assistance;
 pub mod auth;
+pub mod broadcasts;
+pub mod delivery;
 pub mod error;
 pub mod ids;
+pub mod messages;
+pub mod ratelimit;
 pub mod registry;
+pub mod team_metrics;
 pub mod teams;
 pub mod time;
 
@@ -30,6 +36,16 @@ pub struct Core {
 struct Inner {
     store: Store,
     registry: Registry,
+    rate_limiter: ratelimit::RateLimiter,
+}
+
+/// Settings of the core.
+#[derive(Debug, Clone, Default)]
+pub struct CoreSettings {
+    /// The operator's admin token; see [`Core::open`].
+    pub admin_token: Option<String>,
+    /// Limit on sending operations per agent; none when `None`.
+    pub rate_limit: Option<ratelimit::RateLimit>,
 }
 
 /// What the caller needs on a team for an operation.
@@ -50,11 +66,11 @@ impl Core {
     /// once (only its digest is stored).
     pub async fn open(
         store: Store,
-        admin_token: Option<&str>,
+        settings: CoreSettings,
     ) -> Result<(Core, Option<String>), StoreError> {
         let registry = Registry::default();
         let mut generated = None;
-        let admin_hash = match admin_token {
+        let admin_hash = match settings.admin_token.as_deref() {
             Some(token) => {
                 let hash = auth::digest(token);
                 write_admin_hash(&store, hash).await?;
@@ -81,7 +97,11 @@ impl Core {
             registry.put_agent(agent);
         }
         let core = Core {
-            inner: Arc::new(Inner { store, registry }),
+            inner: Arc::new(Inner {
+                store,
+                registry,
+                rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
+            }),
         };
         Ok((core, generated))
     }
@@ -151,9 +171,10 @@ impl Core {
 
 async fn write_admin_hash(store: &Store, hash: auth::SecretHash) -> Result<(), StoreError> {
     store
-        .write(move |conn| {
+        .write(move |tx| {
             Box::pin(async move {
-                store::settings::put(conn, store::settings::ADMIN_TOKEN_HASH, &hash).await
+                store::settings::put(tx.conn().await?, store::settings::ADMIN_TOKEN_HASH, &hash)
+                    .await
             })
         })
         .await

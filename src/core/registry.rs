@@ -116,6 +116,9 @@ struct Inner {
     /// Current members of each team, by agent id (sorted, for stable listings).
     members: HashMap<i64, BTreeMap<String, i64>>,
     agent_by_token: HashMap<String, i64>,
+    /// Every agent ever registered in each team (removed ones too), by agent id: filters
+    /// on senders must find old messages of removed agents.
+    all_by_id: HashMap<i64, HashMap<String, i64>>,
 }
 
 /// See the module documentation.
@@ -200,6 +203,11 @@ impl Registry {
             .unwrap_or_default()
     }
 
+    /// The `pk` of an agent id in a team, removed agents included.
+    pub fn agent_pk_by_id(&self, team_pk: i64, agent_id: &str) -> Option<i64> {
+        self.read().all_by_id.get(&team_pk)?.get(agent_id).copied()
+    }
+
     pub fn member_count(&self, team_pk: i64) -> usize {
         self.read().members.get(&team_pk).map_or(0, BTreeMap::len)
     }
@@ -231,6 +239,11 @@ impl Registry {
         if let Some(token_id) = &agent.token_id {
             inner.agent_by_token.insert(token_id.clone(), agent.pk);
         }
+        inner
+            .all_by_id
+            .entry(agent.team_pk)
+            .or_default()
+            .insert(agent.agent_id.clone(), agent.pk);
         inner.agents.insert(agent.pk, Arc::new(agent));
     }
 }

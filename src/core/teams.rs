@@ -91,9 +91,9 @@ impl Core {
         let team = self
             .store()
             .write_then(
-                move |conn| {
+                move |tx| {
                     Box::pin(async move {
-                        let pk = store::teams::insert(conn, &record).await.map_err(|e| match e {
+                        let pk = store::teams::insert(tx.conn().await?, &record).await.map_err(|e| match e {
                             StoreError::Conflict => CoreError::new(
                                 ErrorCode::Conflict,
                                 format!("a team with id '{}' already exists", record.team_id),
@@ -107,7 +107,7 @@ impl Core {
                 },
                 move |team| {
                     registry.registry().put_team(team.clone());
-                    team
+                    Ok(team)
                 },
             )
             .await?;
@@ -148,11 +148,12 @@ impl Core {
         let updated = self
             .store()
             .write_then(
-                move |conn| {
+                move |tx| {
                     Box::pin(async move {
                         // Read inside the transaction: a concurrent patch earlier in the
                         // batch is seen, so neither is lost.
-                        let mut team = store::teams::get(conn, pk).await?;
+                        let conn = tx.conn().await?;
+                        let mut team = store::teams::get(&mut *conn, pk).await?;
                         if let Some(name) = patch.name {
                             team.name = name.trim().to_owned();
                         }
@@ -166,7 +167,7 @@ impl Core {
                 },
                 move |team| {
                     core.registry().put_team(team.clone());
-                    team
+                    Ok(team)
                 },
             )
             .await?;

@@ -31,6 +31,29 @@ impl FromRequestParts<AppState> for Auth {
     }
 }
 
+/// The optional `Idempotency-Key` header: a retry with the same key returns the first
+/// answer instead of acting twice.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        match parts.headers.get("idempotency-key") {
+            None => Ok(IdempotencyKey(None)),
+            Some(value) => value
+                .to_str()
+                .map(|v| IdempotencyKey(Some(v.to_owned())))
+                .map_err(|_| {
+                    ApiError(CoreError::validation(
+                        "Idempotency-Key",
+                        "the key must be visible ASCII",
+                    ))
+                }),
+        }
+    }
+}
+
 /// A JSON body, decoded whatever the `Content-Type` (so `curl -d` works), with errors
 /// that name the field: malformed JSON, a wrong type, a missing or unknown field.
 pub struct JsonBody<T>(pub T);

@@ -5,8 +5,11 @@
 //! the routing and cannot drift from it.
 
 pub mod agents;
+pub mod assistance;
+pub mod broadcasts;
 pub mod error;
 pub mod extract;
+pub mod messages;
 pub mod openapi;
 pub mod ops;
 pub mod teams;
@@ -48,6 +51,9 @@ pub fn api() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::base())
         .merge(teams::router())
         .merge(agents::router())
+        .merge(messages::router())
+        .merge(broadcasts::router())
+        .merge(assistance::router())
         .merge(ops::router())
 }
 

@@ -23,6 +23,7 @@ pub const BEARER: &str = "bearer";
     tags(
         (name = "teams", description = "Teams and their communication switch"),
         (name = "agents", description = "The agent registry: registration, lookup by capability and status"),
+        (name = "messages", description = "The agent communication contract: send, inbox, read, respond, broadcast, assistance"),
         (name = "operations", description = "Health, readiness and metrics"),
     )
 )]

@@ -9,12 +9,14 @@ use super::AppState;
 use super::error::ApiResult;
 use super::extract::{Auth, JsonBody, PathParams};
 use crate::core::CoreError;
+use crate::core::team_metrics::TeamMetrics;
 use crate::core::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_team))
         .routes(routes!(get_team, update_team))
+        .routes(routes!(team_metrics))
 }
 
 /// Create a team (admin token). Answers the team key, once.
@@ -76,4 +78,23 @@ async fn update_team(
     Ok(Json(
         state.core.update_team(&caller, &team_id, patch).await?,
     ))
+}
+
+/// Communication metrics per agent: sent, received, unread, responses given and the
+/// median response time (any member, the team key, the admin).
+#[utoipa::path(get, path = "/v1/teams/{team_id}/metrics", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    responses(
+        (status = 200, description = "Per-agent figures, by agent id", body = TeamMetrics),
+        (status = 401, description = "UNAUTHORIZED", body = CoreError),
+        (status = 403, description = "FORBIDDEN", body = CoreError),
+        (status = 404, description = "NOT_FOUND", body = CoreError),
+        (status = 503, description = "UNAVAILABLE", body = CoreError),
+    ))]
+async fn team_metrics(
+    State(state): State<AppState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+) -> ApiResult<Json<TeamMetrics>> {
+    Ok(Json(state.core.team_metrics(&caller, &team_id).await?))
 }
