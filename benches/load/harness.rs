@@ -13,22 +13,30 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
 pub const ADMIN: &str = "bench-admin-token-0123456789";
 
-/// The release server binary running on a temporary database.
+/// The release server binary running on a temporary (or kept) database.
 pub struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl ServerProcess {
     pub fn start(extra: &[&str]) -> ServerProcess {
         let dir = tempfile::tempdir().expect("temp dir");
-        let db: PathBuf = dir.path().join("bench.db");
+        let db = dir.path().join("bench.db");
+        let mut server = ServerProcess::start_on(&db, extra);
+        server._dir = Some(dir);
+        server
+    }
+
+    /// A server on a database that outlives it (see `--data-dir`).
+    pub fn start_on(db: &std::path::Path, extra: &[&str]) -> ServerProcess {
+        let db: PathBuf = db.to_path_buf();
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
             .args([
                 "serve",
@@ -70,17 +78,32 @@ impl ServerProcess {
         ServerProcess {
             child,
             addr,
-            _dir: dir,
+            _dir: None,
         }
     }
 
-    /// Resident memory of the server process, in KiB.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's own memory (anonymous resident pages: heap, stacks), in KiB. Pages
+    /// of the database file mapped by SQLite's readers are the kernel's page cache and
+    /// are left out (see [`ServerProcess::mapped_kib`]).
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("RssAnon:")
+    }
+
+    /// Resident pages of mapped files (the database), in KiB.
+    pub fn mapped_kib(&self) -> u64 {
+        self.status_kib("RssFile:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0)
     }
@@ -90,6 +113,84 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A client for set-up calls (creating teams, registering agents).
+pub struct Setup {
+    http: reqwest::Client,
+    base: String,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct AgentCreds {
+    pub id: String,
+    pub token: String,
+}
+
+impl Setup {
+    pub fn new(server: &ServerProcess) -> Setup {
+        Setup {
+            http: reqwest::Client::new(),
+            base: server.base(),
+        }
+    }
+
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        token: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        let res = req.send().await.expect("setup call");
+        let status = res.status();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "setup {path}: {status} {body}");
+        body
+    }
+
+    /// A team with `n` agents named `{prefix}{i}`; returns the team key and the agents.
+    pub async fn team(
+        &self,
+        team_id: &str,
+        prefix: &str,
+        n: usize,
+        capabilities: &[&str],
+    ) -> (String, Vec<AgentCreds>) {
+        let team = self
+            .call(
+                reqwest::Method::POST,
+                "/v1/teams",
+                ADMIN,
+                Some(json!({"name": team_id, "team_id": team_id})),
+            )
+            .await;
+        let key = team["team_key"].as_str().expect("key").to_owned();
+        let mut agents = Vec::with_capacity(n);
+        for i in 0..n {
+            let id = format!("{prefix}{i}");
+            let res = self
+                .call(
+                    reqwest::Method::POST,
+                    &format!("/v1/teams/{team_id}/agents"),
+                    &key,
+                    Some(json!({"agent_id": id, "role": "bench", "capabilities": capabilities})),
+                )
+                .await;
+            agents.push(AgentCreds {
+                id,
+                token: res["token"].as_str().expect("token").to_owned(),
+            });
+        }
+        (key, agents)
     }
 }
 
@@ -193,6 +294,55 @@ pub async fn http_load(
         total.latencies.extend(r.latencies);
     }
     total
+}
+
+/// Sends exactly `total` requests over `connections` keep-alive connections, as fast as
+/// the server answers (for seeding data); returns how long it took and how many failed.
+pub async fn http_count(
+    addr: SocketAddr,
+    connections: usize,
+    total: u64,
+    expect: StatusCode,
+    make: MakeRequest,
+) -> (Duration, u64) {
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(connections);
+    for conn in 0..connections {
+        let make = make.clone();
+        let next = next.clone();
+        tasks.push(tokio::spawn(async move {
+            let stream = TcpStream::connect(addr).await.expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
+            tokio::spawn(connection);
+            let mut failed = 0u64;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let res = sender.send_request(make(conn, i)).await.expect("request");
+                let status = res.status();
+                let body = res.into_body().collect().await.expect("body");
+                if status != expect {
+                    if failed == 0 {
+                        eprintln!("unexpected {status}: {:?}", body.to_bytes());
+                    }
+                    failed += 1;
+                }
+            }
+            failed
+        }));
+    }
+    let mut failed = 0;
+    for task in tasks {
+        failed += task.await.expect("seed task");
+    }
+    (started.elapsed(), failed)
 }
 
 /// The `q`-quantile (0.0–1.0) of microsecond samples, in milliseconds.

@@ -30,6 +30,10 @@ pub struct Opts {
     /// Concurrent connections for HTTP scenarios.
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+    /// Keep seeded databases (and the tokens to use them) in this folder and reuse them
+    /// on later runs, so large data sets are seeded once.
+    #[arg(long)]
+    pub data_dir: Option<std::path::PathBuf>,
     /// Accepted for compatibility with `cargo bench`'s own arguments.
     #[arg(long, hide = true)]
     pub bench: bool,
@@ -57,11 +61,12 @@ fn main() {
         .build()
         .expect("runtime");
     let mut rows = Vec::new();
+    let shared = std::sync::Arc::new(scenarios::Shared::default());
     runtime.block_on(async {
         for (name, scenario) in scenarios::ALL {
             if opts.wants(name) {
                 eprintln!("running {name} …");
-                rows.extend(scenario(opts.clone()).await);
+                rows.extend(scenario(opts.clone(), shared.clone()).await);
             }
         }
     });

@@ -3,28 +3,62 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 
 use crate::Opts;
-use crate::harness::{Row, ServerProcess, http_load};
+use crate::harness::{Row, ServerProcess, Setup, http_count, http_load};
 
-type Scenario = fn(Opts) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
+type Scenario = fn(Opts, Arc<Shared>) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
 
-pub const ALL: &[(&str, Scenario)] = &[("healthz", |o| Box::pin(healthz(o)))];
+/// Figures one scenario measures and a later one compares with.
+#[derive(Default)]
+pub struct Shared {
+    /// `/healthz` requests per second, as f64 bits.
+    healthz: AtomicU64,
+}
+
+impl Shared {
+    fn healthz(&self) -> Option<f64> {
+        match self.healthz.load(Ordering::Relaxed) {
+            0 => None,
+            bits => Some(f64::from_bits(bits)),
+        }
+    }
+}
+
+pub const ALL: &[(&str, Scenario)] = &[
+    ("healthz", |o, s| Box::pin(healthz(o, s))),
+    ("send_message", |o, s| Box::pin(send_message(o, s))),
+    ("get_messages", |o, s| Box::pin(get_messages(o, s))),
+    ("broadcast", |o, s| Box::pin(broadcast(o, s))),
+];
+
+fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
+    let mut req = Request::get(path).header("host", host);
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    req.body(Full::new(Bytes::new())).expect("request")
+}
+
+fn post(host: &str, path: &str, token: &str, body: String) -> Request<Full<Bytes>> {
+    Request::post(path)
+        .header("host", host)
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request")
+}
 
 /// The HTTP ceiling: a constant answer, no storage.
-async fn healthz(opts: Opts) -> Vec<Row> {
+async fn healthz(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
     let host = server.addr.to_string();
-    let make = Arc::new(move |_: usize, _: u64| {
-        Request::get("/healthz")
-            .header("host", host.as_str())
-            .body(Full::new(Bytes::new()))
-            .expect("request")
-    });
+    let make = Arc::new(move |_: usize, _: u64| get(&host, "/healthz", None));
     let result = http_load(
         server.addr,
         opts.connections,
@@ -34,11 +68,207 @@ async fn healthz(opts: Opts) -> Vec<Row> {
         make,
     )
     .await;
+    shared
+        .healthz
+        .store(result.per_second().to_bits(), Ordering::Relaxed);
     vec![Row::from_load(
         "healthz",
         format!("{} conns", opts.connections),
         result,
         server.rss_kib(),
         "HTTP ceiling".to_owned(),
+    )]
+}
+
+/// SEND_MESSAGE to one recipient, every 2xx committed; compared with `/healthz`.
+async fn send_message(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
+    let mut rows = Vec::new();
+    if shared.healthz().is_none() {
+        rows.extend(healthz(opts.clone(), shared.clone()).await);
+    }
+    let server = ServerProcess::start(&[]);
+    let setup = Setup::new(&server);
+    let (_, agents) = setup.team("bench", "a", opts.connections + 1, &[]).await;
+    let host = server.addr.to_string();
+    let senders: Vec<(String, String)> = agents[1..]
+        .iter()
+        .map(|a| (a.id.clone(), a.token.clone()))
+        .collect();
+    let sink = agents[0].id.clone();
+    // Bodies are formatted from a template: the generator shares the CPU with the
+    // server, so it must cost as little per request as it does for /healthz.
+    let make = Arc::new(move |conn: usize, i: u64| {
+        let (id, token) = &senders[conn % senders.len()];
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
+        );
+        post(&host, "/v1/messages", token, body)
+    });
+    let result = http_load(
+        server.addr,
+        opts.connections,
+        opts.warmup(),
+        opts.duration(),
+        StatusCode::CREATED,
+        make,
+    )
+    .await;
+    let ratio = shared.healthz().map_or(String::new(), |h| {
+        format!(
+            "{:.0}% of /healthz (target ≥ 50%)",
+            100.0 * result.per_second() / h
+        )
+    });
+    rows.push(Row::from_load(
+        "send_message",
+        format!("{} conns, 1 recipient", opts.connections),
+        result,
+        server.rss_kib(),
+        ratio,
+    ));
+    rows
+}
+
+/// GET_MESSAGES with filters on a large store: 1,000,000 messages across 1,000 agents
+/// (seeded through SEND_MESSAGE), each query by a random agent with one of several filter
+/// combinations; target p99 ≤ 10 ms.
+async fn get_messages(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
+    const AGENTS: usize = 1000;
+    const MESSAGES: u64 = 1_000_000;
+    // With --data-dir the seeded database and its tokens are kept and reused.
+    let kept = opts.data_dir.as_ref().map(|d| {
+        (
+            d.join("get_messages.db"),
+            d.join("get_messages.tokens.json"),
+        )
+    });
+    let reuse = kept
+        .as_ref()
+        .is_some_and(|(db, tokens)| db.exists() && tokens.exists());
+    let server = match &kept {
+        Some((db, _)) => {
+            std::fs::create_dir_all(db.parent().expect("dir")).expect("data dir");
+            ServerProcess::start_on(db, &[])
+        }
+        None => ServerProcess::start(&[]),
+    };
+    let creds: Vec<crate::harness::AgentCreds> = match &kept {
+        Some((_, tokens)) if reuse => {
+            serde_json::from_slice(&std::fs::read(tokens).expect("tokens")).expect("tokens json")
+        }
+        _ => Setup::new(&server).team("big", "a", AGENTS, &[]).await.1,
+    };
+    if let Some((_, tokens)) = &kept {
+        std::fs::write(tokens, serde_json::to_vec(&creds).expect("json")).expect("write tokens");
+    }
+    let agents: Arc<Vec<(String, String)>> = Arc::new(
+        creds
+            .iter()
+            .map(|a| (a.id.clone(), a.token.clone()))
+            .collect(),
+    );
+    let host = server.addr.to_string();
+
+    let seed_agents = agents.clone();
+    let seed_host = host.clone();
+    let types = ["information", "request", "response", "coordination"];
+    let priorities = ["low", "normal", "high", "urgent"];
+    let seed = Arc::new(move |_: usize, i: u64| {
+        let from = (i % AGENTS as u64) as usize;
+        // A recipient that is never the sender, spread evenly.
+        let to = (from + 1 + ((i / AGENTS as u64) % (AGENTS as u64 - 1)) as usize) % AGENTS;
+        let (id, token) = &seed_agents[from];
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{}"],"message_type":"{}","priority":"{}","content":{{"text":"seed message {i}"}}}}"#,
+            seed_agents[to].0,
+            types[(i % 4) as usize],
+            priorities[((i / 4) % 4) as usize],
+        );
+        post(&seed_host, "/v1/messages", token, body)
+    });
+    if reuse {
+        eprintln!("  reusing the seeded database in --data-dir");
+    } else {
+        eprintln!("  seeding {MESSAGES} messages …");
+        let (took, failed) = http_count(server.addr, 64, MESSAGES, StatusCode::CREATED, seed).await;
+        eprintln!("  seeded in {:.1} s ({failed} failed)", took.as_secs_f64());
+    }
+    let seeded_rss = server.rss_kib();
+
+    let filters = [
+        "?limit=50",
+        "?limit=50&message_types=request,coordination",
+        "?limit=50&unread_only=true&sort_order=oldest_first",
+        "?limit=20&priority=high",
+        "?limit=50&senders=a1,a2,a3,a500,a999",
+        "?limit=50&since_timestamp=2000-01-01T00:00:00Z&message_types=information",
+    ];
+    let mut rows = Vec::new();
+    for connections in [1, 8, opts.connections] {
+        let agents = agents.clone();
+        let host = host.clone();
+        let make = Arc::new(move |conn: usize, i: u64| {
+            let (_, token) = &agents[(conn * 7919 + i as usize * 104_729) % AGENTS];
+            let path = format!(
+                "/v1/messages{}",
+                filters[(i as usize + conn) % filters.len()]
+            );
+            get(&host, &path, Some(token))
+        });
+        let result = http_load(
+            server.addr,
+            connections,
+            opts.warmup(),
+            opts.duration(),
+            StatusCode::OK,
+            make,
+        )
+        .await;
+        rows.push(Row::from_load(
+            "get_messages",
+            format!("{connections} conns, 1M msgs / 1k agents"),
+            result,
+            seeded_rss.max(server.rss_kib()),
+            format!(
+                "filters rotate; target p99 ≤ 10 ms; {:.0} MiB of the file mapped",
+                server.mapped_kib() as f64 / 1024.0
+            ),
+        ));
+    }
+    rows
+}
+
+/// BROADCAST_UPDATE to a 100-agent team (99 recipients each); target ≥ 2,000/s.
+async fn broadcast(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
+    let server = ServerProcess::start(&[]);
+    let setup = Setup::new(&server);
+    let (_, agents) = setup.team("hundred", "m", 100, &[]).await;
+    let agents: Vec<(String, String)> = agents
+        .iter()
+        .map(|a| (a.id.clone(), a.token.clone()))
+        .collect();
+    let host = server.addr.to_string();
+    let make = Arc::new(move |conn: usize, i: u64| {
+        let (id, token) = &agents[(conn + i as usize * 64) % agents.len()];
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","update_type":"progress","urgency":"info","content":{{"summary":"step {i} done","details":"all good"}}}}"#
+        );
+        post(&host, "/v1/broadcasts", token, body)
+    });
+    let result = http_load(
+        server.addr,
+        opts.connections,
+        opts.warmup(),
+        opts.duration(),
+        StatusCode::CREATED,
+        make,
+    )
+    .await;
+    vec![Row::from_load(
+        "broadcast",
+        format!("{} conns, 100-agent team", opts.connections),
+        result,
+        server.rss_kib(),
+        "99 inbox entries each; target ≥ 2,000/s".to_owned(),
     )]
 }

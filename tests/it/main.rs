@@ -5,8 +5,12 @@ mod support;
 
 mod agents;
 mod cli;
+mod coordination;
 mod docs;
 mod errors;
+mod inbox;
 mod persistence;
 mod readme;
+mod respond;
+mod send;
 mod teams;

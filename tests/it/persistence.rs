@@ -212,3 +212,183 @@ async fn a_killed_process_loses_nothing_it_acknowledged() {
     assert_eq!(listed["total_count"], 20);
     server.kill();
 }
+
+#[tokio::test]
+async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
+    let mut app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let read_one = app.send(&a, &[&b], "read me").await;
+    let unread_one = app.send(&a, &[&b], "leave me").await;
+    let question = app
+        .send_with(
+            &a,
+            json!({"recipient_agent_ids": ["b"], "requires_response": true}),
+        )
+        .await
+        .expect_status(201)
+        .str("message_id");
+    app.post("/v1/messages/read")
+        .token(&b.token)
+        .json(json!({"agent_id": "b", "message_ids": [read_one]}))
+        .send()
+        .await
+        .expect_status(200);
+    app.post(&format!("/v1/messages/{question}/responses"))
+        .token(&b.token)
+        .json(json!({"responder_agent_id": "b", "response_content": {"text": "yes", "status": "completed"}}))
+        .send()
+        .await
+        .expect_status(201);
+    let keyed = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": "keyed"}});
+    let first = app
+        .post("/v1/messages")
+        .token(&a.token)
+        .header("idempotency-key", "k1")
+        .json(keyed.clone())
+        .send()
+        .await
+        .expect_status(201);
+
+    app.restart().await;
+
+    let inbox = app
+        .inbox(&b, "?sort_order=oldest_first")
+        .await
+        .expect_status(200);
+    let seen: Vec<(String, bool)> = inbox.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| {
+            (
+                m["message_id"].as_str().unwrap_or_default().to_owned(),
+                m["read_status"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen[..3],
+        [
+            (read_one, true),
+            (unread_one, false),
+            (question.clone(), false)
+        ]
+    );
+    assert_eq!(inbox.body["total_count"], 4);
+    let original = app
+        .get(&format!("/v1/messages/{question}"))
+        .token(&a.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(original.body["responses"][0]["status"], "completed");
+    // A retry after the restart still gets the first answer, not a second message.
+    let retry = app
+        .post("/v1/messages")
+        .token(&a.token)
+        .header("idempotency-key", "k1")
+        .json(keyed)
+        .send()
+        .await
+        .expect_status(201);
+    assert_eq!(retry.body, first.body);
+    assert_eq!(app.inbox(&b, "").await.body["total_count"], 4);
+    // Sequence numbers continue where they were.
+    let next = app.send(&a, &[&b], "after").await;
+    let newest = app.inbox(&b, "?limit=1").await;
+    assert_eq!(newest.body["messages"][0]["message_id"], next.as_str());
+    assert_eq!(newest.body["messages"][0]["seq"], 5);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_killed_process_keeps_every_acknowledged_message() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("kill.db");
+    let http = reqwest::Client::new();
+    let call = |server: &Process,
+                method: reqwest::Method,
+                path: &str,
+                token: &str,
+                body: Option<Value>| {
+        let mut req = http
+            .request(method, format!("{}{path}", server.base))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        async move {
+            let res = req.send().await.expect("sent");
+            let status = res.status().as_u16();
+            (status, res.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+
+    let server = Process::start(&db);
+    let (_, team) = call(
+        &server,
+        reqwest::Method::POST,
+        "/v1/teams",
+        ADMIN,
+        Some(json!({"name": "k", "team_id": "k"})),
+    )
+    .await;
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for id in ["a", "b"] {
+        let (_, agent) = call(
+            &server,
+            reqwest::Method::POST,
+            "/v1/teams/k/agents",
+            &key,
+            Some(json!({"agent_id": id, "role": "r", "capabilities": []})),
+        )
+        .await;
+        tokens.push(agent["token"].as_str().expect("token").to_owned());
+    }
+    let sends = (0..100).map(|i| {
+        call(
+            &server,
+            reqwest::Method::POST,
+            "/v1/messages",
+            &tokens[0],
+            Some(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": format!("m{i}")}})),
+        )
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    let acknowledged: std::collections::HashSet<String> = answers
+        .iter()
+        .filter(|(status, _)| *status == 201)
+        .map(|(_, body)| body["message_id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(acknowledged.len(), 100);
+    server.kill();
+
+    let server = Process::start(&db);
+    let mut stored = std::collections::HashSet::new();
+    let mut cursor = String::new();
+    loop {
+        let (_, page) = call(
+            &server,
+            reqwest::Method::GET,
+            &format!("/v1/messages?limit=100{cursor}"),
+            &tokens[1],
+            None,
+        )
+        .await;
+        for m in page["messages"].as_array().expect("messages") {
+            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    assert!(
+        acknowledged.is_subset(&stored),
+        "every acknowledged message survived SIGKILL"
+    );
+    server.kill();
+}

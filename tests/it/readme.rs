@@ -75,3 +75,32 @@ async fn the_foundation_walkthrough_works_as_written() {
     assert_eq!(answers[5]["error_code"], "AGENT_ALREADY_REGISTERED");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_messaging_walkthrough_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}",
+        walkthrough("foundation"),
+        walkthrough("messaging")
+    );
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    // Six answers of the foundation part, then the messaging ones.
+    let answers = &answers[6..];
+    assert_eq!(answers.len(), 9, "{out}");
+    assert_eq!(
+        answers[0]["delivery_status"]["pending_delivery"],
+        serde_json::json!(["coder"])
+    );
+    assert_eq!(answers[1]["total_count"], 1);
+    assert_eq!(answers[1]["messages"][0]["priority"], "high");
+    assert_eq!(answers[2]["marked_read"].as_array().map(Vec::len), Some(1));
+    assert_eq!(answers[3]["original_message_updated"], true);
+    assert_eq!(answers[4]["recipients"], serde_json::json!(["coder"]));
+    assert_eq!(answers[5]["potential_responders"][0]["agent_id"], "planner");
+    assert_eq!(answers[6]["error_code"], "INVALID_RECIPIENT");
+    assert_eq!(answers[7]["error_code"], "MESSAGE_TOO_LONG");
+    assert_eq!(answers[8]["error_code"], "RESPONSE_NOT_REQUIRED");
+    app.stop().await;
+}

@@ -141,6 +141,71 @@ pub struct Team {
     pub key: String,
 }
 
+impl TestApp {
+    /// SEND_MESSAGE from `from` with the given body fields merged into a valid default
+    /// body; returns the response.
+    pub async fn send_with(&self, from: &Agent, fields: Value) -> Res {
+        let mut body = json!({
+            "sender_agent_id": from.id,
+            "recipient_agent_ids": [],
+            "message_type": "information",
+            "content": {"text": "hello"},
+        });
+        merge(&mut body, fields);
+        self.post("/v1/messages")
+            .token(&from.token)
+            .json(body)
+            .send()
+            .await
+    }
+
+    /// Sends a plain message and returns its id.
+    pub async fn send(&self, from: &Agent, to: &[&Agent], text: &str) -> String {
+        let ids: Vec<&str> = to.iter().map(|a| a.id.as_str()).collect();
+        self.send_with(
+            from,
+            json!({"recipient_agent_ids": ids, "content": {"text": text}}),
+        )
+        .await
+        .expect_status(201)
+        .str("message_id")
+    }
+
+    /// GET_MESSAGES for `agent` with a query string (starting with `?`, or empty).
+    pub async fn inbox(&self, agent: &Agent, query: impl AsRef<str>) -> Res {
+        self.get(&format!("/v1/messages{}", query.as_ref()))
+            .token(&agent.token)
+            .send()
+            .await
+    }
+}
+
+/// Merges `patch` into `target` (objects recursively; `null` removes a key).
+pub fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(&k);
+                } else {
+                    merge(t.entry(k).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+/// The `message_id`s of an inbox answer, in order.
+pub fn ids_of(res: &Res) -> Vec<String> {
+    res.body["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no messages in {:#}", res.body))
+        .iter()
+        .map(|m| m["message_id"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 #[derive(Clone)]
 pub struct Agent {
     pub id: String,
