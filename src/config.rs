@@ -82,6 +82,16 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_RATE_LIMIT_BURST", value_parser = positive_rate, requires = "rate_limit")]
     pub rate_limit_burst: Option<f64>,
 
+    /// Seconds between the server's WebSocket pings; a connection that has not answered
+    /// by the next ping is closed (code 4001).
+    #[arg(long, env = "SWITCHBOARD_WS_PING_INTERVAL", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_ping_interval: u64,
+
+    /// Frames a WebSocket connection may have waiting to be written; a connection that
+    /// falls further behind is closed (code 4008) and resumes from its cursor.
+    #[arg(long, env = "SWITCHBOARD_WS_OUTBOX", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_outbox: u64,
+
     /// Seconds to wait for in-flight requests and connections at shutdown.
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,

@@ -9,7 +9,9 @@
 //! * [`config`] — the command line (`clap`), every flag also an environment variable.
 //! * [`core`] — every rule: validation, who may do what, routing; transport-neutral.
 //! * [`store`] — the only SQL: SQLite, migrations, the group-commit writer.
+//! * [`hub`] — live connections per agent, bounded outboxes, push after commit.
 //! * [`http`] — the REST transport and the OpenAPI document; thin handlers.
+//! * [`ws`] — the WebSocket transport: upgrade, frames, the session loop.
 //! * [`server`] — wiring and graceful shutdown; what `serve` and the tests start.
 //! * [`telemetry`] — logging.
 
@@ -18,6 +20,8 @@
 pub mod config;
 pub mod core;
 pub mod http;
+pub mod hub;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod ws;

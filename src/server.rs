@@ -14,12 +14,15 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::config::ServeArgs;
 use crate::core::ratelimit::RateLimit;
 use crate::core::{Core, CoreSettings};
 use crate::http::{self, AppState, HttpSettings};
+use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
+use crate::ws::{WsContext, WsSettings};
 
 /// Everything needed to run a server.
 #[derive(Debug, Clone)]
@@ -34,6 +37,10 @@ pub struct ServerConfig {
     pub busy_timeout: Duration,
     /// Per-agent limit on sending operations.
     pub rate_limit: Option<RateLimit>,
+    /// Seconds between WebSocket pings (and the time allowed for the pong).
+    pub ws_ping_interval: Duration,
+    /// Frames a WebSocket connection may have waiting.
+    pub ws_outbox: usize,
 }
 
 impl ServerConfig {
@@ -48,6 +55,8 @@ impl ServerConfig {
             shutdown_timeout: Duration::from_secs(10),
             busy_timeout: StoreOptions::default().busy_timeout,
             rate_limit: None,
+            ws_ping_interval: Duration::from_secs(20),
+            ws_outbox: 1024,
         }
     }
 }
@@ -63,6 +72,8 @@ impl From<&ServeArgs> for ServerConfig {
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             busy_timeout: StoreOptions::default().busy_timeout,
             rate_limit: None,
+            ws_ping_interval: Duration::from_secs(20),
+            ws_outbox: 1024,
         }
     }
 }
@@ -106,23 +117,33 @@ impl Server {
             CoreSettings {
                 admin_token: config.admin_token.clone(),
                 rate_limit: config.rate_limit,
+                hub: HubSettings {
+                    outbox: config.ws_outbox,
+                },
             },
         )
         .await?;
 
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| StartError::Bind {
-                    addr: config.listen,
-                    source,
-                })?;
-        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+        let bind_error = |source| StartError::Bind {
             addr: config.listen,
             source,
-        })?;
+        };
+        let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
+        let addr = listener.local_addr().map_err(bind_error)?;
 
-        let state = AppState { core, metrics };
+        let ws = WsContext {
+            settings: WsSettings {
+                ping_interval: config.ws_ping_interval,
+                max_frame_bytes: config.max_body_bytes,
+            },
+            shutdown: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        };
+        let state = AppState {
+            core: core.clone(),
+            metrics,
+            ws: ws.clone(),
+        };
         let app = http::app(
             state,
             &HttpSettings {
@@ -131,12 +152,19 @@ impl Server {
         );
 
         let stop = CancellationToken::new();
-        let serve_stop = stop.clone();
         let grace = config.shutdown_timeout;
+        let saver = tokio::spawn(save_presence_every_second(core.clone(), stop.clone()));
+        let serve_stop = stop.clone();
         let task = tokio::spawn(async move {
             let serving = axum::serve(CountingListener(listener), app)
                 .with_graceful_shutdown(serve_stop.clone().cancelled_owned());
             let mut serving = std::pin::pin!(serving.into_future());
+            let deadline = async {
+                serve_stop.cancelled().await;
+                // Sessions get their close frame (1001) as soon as the stop is requested.
+                ws.shutdown.cancel();
+                tokio::time::sleep(grace).await;
+            };
             tokio::select! {
                 result = &mut serving => {
                     if let Err(err) = result {
@@ -144,9 +172,22 @@ impl Server {
                     }
                 }
                 // In-flight requests get `grace` to finish after the stop signal.
-                () = async { serve_stop.cancelled().await; tokio::time::sleep(grace).await } => {
+                () = deadline => {
                     tracing::warn!("in-flight requests did not finish within {grace:?}; closing");
                 }
+            }
+            // axum does not wait for upgraded connections: wait for the sessions here.
+            ws.shutdown.cancel();
+            ws.tracker.close();
+            if tokio::time::timeout(grace, ws.tracker.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!("WebSocket sessions did not end within {grace:?}");
+            }
+            let _ = saver.await;
+            if let Err(err) = core.save_presence().await {
+                tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
             }
             store.close().await;
             tracing::info!("server stopped");
@@ -184,6 +225,21 @@ impl Server {
     pub async fn wait(self) {
         if let Err(err) = self.task.await {
             tracing::error!(error = %err, "server task ended abnormally");
+        }
+    }
+}
+
+/// Acks and last activity are kept in memory by the hub and written once a second.
+async fn save_presence_every_second(core: Core, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            _ = tick.tick() => {
+                if let Err(err) = core.save_presence().await {
+                    tracing::warn!(error = %err, "saving acknowledged cursors failed");
+                }
+            }
         }
     }
 }

@@ -53,6 +53,12 @@ pub struct AgentView {
     pub communication_enabled: bool,
     pub registered_at: Timestamp,
     pub updated_at: Timestamp,
+    /// Whether it has a live WebSocket connection now.
+    pub connected: bool,
+    /// When its oldest live connection opened.
+    pub connected_since: Option<Timestamp>,
+    /// Its last activity over a connection (a frame, or its last disconnect).
+    pub last_seen_at: Option<Timestamp>,
 }
 
 /// Answer of a registration. The token is shown here once and never again.
@@ -373,6 +379,8 @@ impl Core {
                 },
             )
             .await?;
+        // Its token no longer works; its live connections end too.
+        self.hub().kick(removed.pk);
         tracing::info!(team_id = %team.team_id, agent_id = %removed.agent_id, "agent removed");
         Ok(AgentRemoved {
             success: true,
@@ -393,7 +401,11 @@ impl Core {
     }
 
     pub(crate) fn agent_view(&self, team: &TeamRecord, agent: &AgentRecord) -> AgentView {
+        let presence = self.hub().presence(agent.pk);
         AgentView {
+            connected: presence.connected,
+            connected_since: presence.connected_since,
+            last_seen_at: presence.last_seen_at,
             agent_id: agent.agent_id.clone(),
             team_id: team.team_id.clone(),
             role: agent.role.clone(),

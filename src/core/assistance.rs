@@ -3,7 +3,8 @@
 //! **Ranking.** A candidate's `capability_match` is the share of
 //! `required_capabilities` it has (case-insensitive; 1.0 when none are required).
 //! Candidates are ordered by `capability_match` (highest first), then availability
-//! (`available`, then `busy`, then `unavailable`), then agent id. Agents with no
+//! (`available`, then `busy`, then `unavailable`), then whether they are connected now
+//! (connected first), then agent id. Agents with no
 //! matching capability are left out of `potential_responders`, unless named in
 //! `target_agents`.
 //!
@@ -81,6 +82,8 @@ pub struct PotentialResponder {
     /// Share of the required capabilities the agent has, 0.0–1.0.
     pub capability_match: f64,
     pub availability: AgentStatus,
+    /// Whether it has a live connection now (ours, beyond the contract).
+    pub connected: bool,
 }
 
 /// Answer of REQUEST_ASSISTANCE.
@@ -168,29 +171,32 @@ impl Core {
                 .filter(|a| a.pk != requester.pk)
                 .collect()
         };
-        let mut ranked: Vec<(f64, &AgentRecord)> = candidates
+        let mut ranked: Vec<(f64, bool, &AgentRecord)> = candidates
             .iter()
             .map(|a| {
                 (
                     capability_match(a, &input.required_capabilities),
+                    self.hub().is_connected(a.pk),
                     a.as_ref(),
                 )
             })
-            .filter(|(score, _)| targeted || *score > 0.0)
+            .filter(|(score, _, _)| targeted || *score > 0.0)
             .collect();
-        ranked.sort_by(|(sa, a), (sb, b)| {
+        ranked.sort_by(|(sa, ca, a), (sb, cb, b)| {
             sb.partial_cmp(sa)
                 .unwrap_or(Ordering::Equal)
                 .then(availability_rank(a.status).cmp(&availability_rank(b.status)))
+                .then(cb.cmp(ca))
                 .then(a.agent_id.cmp(&b.agent_id))
         });
         let potential_responders: Vec<PotentialResponder> = ranked
             .iter()
-            .map(|(score, a)| PotentialResponder {
+            .map(|(score, connected, a)| PotentialResponder {
                 agent_id: a.agent_id.clone(),
                 role: a.role.clone(),
                 capability_match: *score,
                 availability: a.status,
+                connected: *connected,
             })
             .collect();
 

@@ -14,9 +14,12 @@ use utoipa::ToSchema;
 
 use super::Core;
 use super::error::{CoreError, CoreResult, ErrorCode};
-use super::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus};
+use super::messages::{
+    Content, MessageKind, MessageType, Priority, ResponseStatus, event_of, view_of,
+};
 use super::registry::{AgentRecord, Caller, TeamRecord};
 use super::time::Timestamp;
+use crate::hub::{Event, Push, Reservation};
 use crate::store::{self, WriteTx};
 
 /// The contract's `delivery_status`.
@@ -123,7 +126,12 @@ impl Idempotency {
 
 enum Outcome<T> {
     Replayed(T),
-    Fresh(T, store::messages::PostSlot),
+    Fresh(
+        T,
+        store::messages::PostSlot,
+        Vec<Reservation>,
+        Option<Arc<Event>>,
+    ),
 }
 
 impl Core {
@@ -252,8 +260,9 @@ impl Core {
             .into_iter()
             .partition(|a| a.communication_enabled);
         let deliver_pks: Vec<i64> = live.iter().map(|a| a.pk).collect();
-        let pending: Vec<String> = live.iter().map(|a| a.agent_id.clone()).collect();
         let failed: Vec<String> = disabled.iter().map(|a| a.agent_id.clone()).collect();
+        let sender_id = sender.agent_id.clone();
+        let hub = self.hub().clone();
 
         self.store()
             .write_self_contained(
@@ -268,15 +277,32 @@ impl Core {
                         }
                         let timestamp = Timestamp::now();
                         check(&mut *tx, timestamp).await?;
+                        // Outbox slots on live connections are reserved now, so the answer
+                        // says exactly who gets the message pushed; the frames go out
+                        // through them once the batch has committed.
+                        let mut reservations = Vec::new();
+                        let mut delivered_to = Vec::new();
+                        let mut pending_delivery = Vec::new();
+                        for agent in &live {
+                            let reservation = hub.reserve(agent.pk);
+                            if reservation.delivers() {
+                                delivered_to.push(agent.agent_id.clone());
+                                reservations.push(reservation);
+                            } else {
+                                pending_delivery.push(agent.agent_id.clone());
+                            }
+                        }
                         let posted = Posted {
                             message_id: message.message_id.clone(),
                             timestamp,
                             delivery: DeliveryStatus {
-                                delivered_to: Vec::new(),
+                                delivered_to,
                                 failed_delivery: failed,
-                                pending_delivery: pending,
+                                pending_delivery,
                             },
                         };
+                        let event = (!reservations.is_empty())
+                            .then(|| event_of(view_of(&message, &sender_id, timestamp)));
                         // The answer is known before the write (ids and timestamp are
                         // chosen here), so it is stored with the message.
                         let answer = answer(&posted);
@@ -300,13 +326,27 @@ impl Core {
                             response.map(|(original_pk, status)| (original_pk, agent_pk, status)),
                             idempotency,
                         ));
-                        Ok::<_, CoreError>(Outcome::Fresh(answer, slot))
+                        Ok::<_, CoreError>(Outcome::Fresh(answer, slot, reservations, event))
                     })
                 },
                 |outcome| match outcome {
                     Outcome::Replayed(answer) => Ok(answer),
-                    Outcome::Fresh(answer, slot) => {
-                        slot.outcome()?;
+                    Outcome::Fresh(answer, slot, reservations, event) => {
+                        let written = slot.outcome()?;
+                        if let Some(event) = event {
+                            for reservation in reservations {
+                                let seq = written
+                                    .entries
+                                    .iter()
+                                    .find(|(pk, _)| *pk == reservation.agent_pk());
+                                if let Some((_, seq)) = seq {
+                                    reservation.deliver(Push {
+                                        seq: *seq,
+                                        event: event.clone(),
+                                    });
+                                }
+                            }
+                        }
                         Ok(answer)
                     }
                 },

@@ -125,8 +125,9 @@ pub struct CoreError {
     /// A sentence for a person.
     pub error_message: String,
     /// Structured facts about the error (e.g. `field`, `invalid_ids`); may be empty.
+    /// Boxed so an error stays small on the `Err` path of every result.
     #[schema(value_type = Object)]
-    pub details: Map<String, Value>,
+    pub details: Box<Map<String, Value>>,
     /// What the client can do about it.
     pub suggested_action: String,
 }
@@ -137,7 +138,7 @@ impl CoreError {
             success: false,
             error_code: code,
             error_message: message.into(),
-            details: Map::new(),
+            details: Box::default(),
             suggested_action: code.default_suggestion().to_owned(),
         }
     }

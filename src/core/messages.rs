@@ -19,6 +19,7 @@ use super::error::{CoreError, CoreResult, ErrorCode};
 use super::registry::{AgentRecord, Caller, TeamRecord};
 use super::time::Timestamp;
 use super::{Core, ids};
+use crate::hub::{Event, FrameKind, frame_of};
 use crate::store;
 
 /// Longest `content.text` (and response text, broadcast summary, assistance description).
@@ -219,8 +220,9 @@ pub struct SendResult {
 pub struct MessageView {
     pub message_id: String,
     pub kind: MessageKind,
-    /// The recipient's sequence number of this entry (its cursor); null when the caller
-    /// is not a recipient (a sender reading its own message).
+    /// The recipient's sequence number of this entry (its cursor); absent when the
+    /// caller is not a recipient (a sender reading its own message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
     pub sender_agent_id: String,
     /// The sender's role when it sent the message.
@@ -1020,6 +1022,34 @@ impl Core {
         .await
     }
 
+    /// The agent's inbox entries after sequence number `after`, oldest first, at most
+    /// `limit`, as `(seq, frame)`: what a reconnecting connection replays. Frames are
+    /// rendered here directly (not through a shared [`Event`]): each is sent once.
+    pub async fn inbox_after(
+        &self,
+        agent_pk: i64,
+        after: i64,
+        limit: i64,
+    ) -> CoreResult<Vec<(i64, String)>> {
+        let items = store::messages::list_inbox(
+            self.store().reader(),
+            agent_pk,
+            &InboxFilter::default(),
+            SortOrder::OldestFirst,
+            Some(after),
+            limit,
+        )
+        .await?;
+        Ok(items
+            .into_iter()
+            .map(|item| {
+                let view = self.view(item.message, None, item.read_at.is_some());
+                let body = serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned());
+                (item.seq, frame_of(FrameKind::Message, item.seq, &body))
+            })
+            .collect())
+    }
+
     /// A message the agent may refer to (it sent or received it), or `MESSAGE_NOT_FOUND`.
     async fn visible_message(
         &self,
@@ -1070,6 +1100,38 @@ impl Core {
             response_status: m.response_status,
         }
     }
+}
+
+/// A message about to be written, as its recipients will see it (before its sequence
+/// number is known).
+pub(crate) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestamp) -> MessageView {
+    MessageView {
+        message_id: m.message_id.clone(),
+        kind: m.kind,
+        seq: None,
+        sender_agent_id: sender_agent_id.to_owned(),
+        sender_role: m.sender_role.clone(),
+        message_type: m.message_type,
+        content: m.content.clone(),
+        priority: m.priority,
+        timestamp,
+        read_status: false,
+        requires_response: m.requires_response,
+        response_deadline: m.response_deadline,
+        context_reference: m.context_reference.clone(),
+        thread_id: m.thread_id.clone(),
+        in_reply_to: m.in_reply_to.clone(),
+        response_status: m.response_status,
+    }
+}
+
+/// The push of an inbox entry: a `message` frame carrying the view (serialised once, on
+/// first use, and shared by all recipients; each frame adds its own `seq`).
+pub(crate) fn event_of(mut view: MessageView) -> Arc<Event> {
+    view.seq = None;
+    Event::new(FrameKind::Message, move || {
+        serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned())
+    })
 }
 
 fn check_deadline(original: &MessageRecord, now: Timestamp) -> CoreResult<()> {

@@ -25,6 +25,7 @@ use std::sync::Arc;
 pub use error::{CoreError, CoreResult, ErrorCode};
 pub use registry::{AgentRecord, AgentStatus, Caller, Registry, TeamRecord};
 
+use crate::hub::{Hub, HubSettings};
 use crate::store::{self, Store, StoreError};
 
 /// Handle to the core; cheap to clone (an `Arc`).
@@ -37,15 +38,17 @@ struct Inner {
     store: Store,
     registry: Registry,
     rate_limiter: ratelimit::RateLimiter,
+    hub: Arc<Hub>,
 }
 
 /// Settings of the core.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CoreSettings {
     /// The operator's admin token; see [`Core::open`].
     pub admin_token: Option<String>,
     /// Limit on sending operations per agent; none when `None`.
     pub rate_limit: Option<ratelimit::RateLimit>,
+    pub hub: HubSettings,
 }
 
 /// What the caller needs on a team for an operation.
@@ -96,11 +99,16 @@ impl Core {
         for agent in store::agents::load_all(store.reader()).await? {
             registry.put_agent(agent);
         }
+        let hub = Hub::new(
+            settings.hub,
+            store::agents::load_presence(store.reader()).await?,
+        );
         let core = Core {
             inner: Arc::new(Inner {
                 store,
                 registry,
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
+                hub,
             }),
         };
         Ok((core, generated))
@@ -112,6 +120,35 @@ impl Core {
 
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.inner.hub
+    }
+
+    /// Writes acknowledged cursors and last activity kept in memory by the hub (called
+    /// every second and at shutdown). A failed write keeps them for the next call.
+    pub async fn save_presence(&self) -> Result<(), StoreError> {
+        let unsaved = self.hub().take_unsaved();
+        if unsaved.is_empty() {
+            return Ok(());
+        }
+        let rows = unsaved.clone();
+        let result = self
+            .store()
+            .write_self_contained(
+                move |tx| {
+                    Box::pin(
+                        async move { store::agents::save_presence(tx.conn().await?, &rows).await },
+                    )
+                },
+                Ok,
+            )
+            .await;
+        if result.is_err() {
+            self.hub().unsaved(&unsaved);
+        }
+        result
     }
 
     /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody).

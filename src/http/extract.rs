@@ -90,6 +90,15 @@ pub fn too_large(limit: Option<usize>) -> CoreError {
     }
 }
 
+/// Decodes an already parsed JSON value into `T`, naming the field on failure (the
+/// WebSocket transport decodes frames this way, with the same errors as REST bodies).
+pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, CoreError> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        field_error(&path, &err.into_inner().to_string())
+    })
+}
+
 /// Decodes JSON text into `T`, naming the field on failure (`content.text`,
 /// `recipient_agent_ids[2]`, …).
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoreError> {

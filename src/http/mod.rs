@@ -37,6 +37,7 @@ use extract::BodyLimit;
 pub struct AppState {
     pub core: Core,
     pub metrics: ops::MetricsHandle,
+    pub ws: crate::ws::WsContext,
 }
 
 /// Settings of the HTTP transport.
@@ -54,6 +55,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(broadcasts::router())
         .merge(assistance::router())
+        .merge(crate::ws::router())
         .merge(ops::router())
 }
 

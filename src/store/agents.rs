@@ -119,3 +119,45 @@ pub async fn load_all(pool: &SqlitePool) -> Result<Vec<AgentRecord>, StoreError>
         .map(from_row)
         .collect()
 }
+
+/// Every agent's acknowledged cursor and last activity, for the hub at start-up.
+pub async fn load_presence(
+    pool: &SqlitePool,
+) -> Result<Vec<(i64, i64, Option<Timestamp>)>, StoreError> {
+    let rows = sqlx::query("SELECT pk, acked_seq, last_seen_at FROM agents")
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok((
+                r.try_get("pk")?,
+                r.try_get("acked_seq")?,
+                r.try_get::<Option<i64>, _>("last_seen_at")?
+                    .map(Timestamp::from_micros),
+            ))
+        })
+        .collect()
+}
+
+/// Writes acknowledged cursors and last activity, `(agent pk, acked seq, last seen)`,
+/// in one statement (a cursor never moves back).
+pub async fn save_presence(
+    conn: &mut SqliteConnection,
+    agents: &[(i64, i64, Option<Timestamp>)],
+) -> Result<(), StoreError> {
+    let rows: Vec<(i64, i64, Option<i64>)> = agents
+        .iter()
+        .map(|(pk, acked, seen)| (*pk, *acked, seen.map(Timestamp::micros)))
+        .collect();
+    let json =
+        serde_json::to_string(&rows).map_err(|e| StoreError::Corrupt(format!("presence: {e}")))?;
+    sqlx::query(
+        "UPDATE agents SET acked_seq = MAX(acked_seq, j.value->>1),
+                           last_seen_at = COALESCE(j.value->>2, last_seen_at)
+         FROM json_each(?) j WHERE agents.pk = j.value->>0",
+    )
+    .bind(json)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

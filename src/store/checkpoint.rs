@@ -61,5 +61,6 @@ async fn checkpoint(
     let log: i64 = row.try_get(1)?;
     let done: i64 = row.try_get(2)?;
     metrics::gauge!("switchboard_store_wal_frames").set(log as f64);
+    metrics::gauge!("switchboard_store_wal_backlog_frames").set((log - done).max(0) as f64);
     Ok((log, done))
 }
