@@ -82,6 +82,27 @@ impl ServerProcess {
         }
     }
 
+    /// Waits (up to 30 s) until the WAL is fully checkpointed, so a measurement after
+    /// seeding sees the steady state, not the checkpointer catching up.
+    pub async fn settle(&self) {
+        let url = format!("{}/metrics", self.base());
+        for _ in 0..300 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let Ok(res) = reqwest::get(&url).await else {
+                continue;
+            };
+            let text = res.text().await.unwrap_or_default();
+            let backlog = text
+                .lines()
+                .find_map(|l| l.strip_prefix("switchboard_store_wal_backlog_frames "))
+                .and_then(|v| v.trim().parse::<f64>().ok());
+            if backlog == Some(0.0) {
+                return;
+            }
+        }
+        eprintln!("  (the WAL did not settle within 30 s)");
+    }
+
     pub fn base(&self) -> String {
         format!("http://{}", self.addr)
     }

@@ -10,6 +10,7 @@
 //! other figure is compared with.
 
 mod harness;
+mod live;
 mod scenarios;
 
 use std::time::Duration;

@@ -35,6 +35,10 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("send_message", |o, s| Box::pin(send_message(o, s))),
     ("get_messages", |o, s| Box::pin(get_messages(o, s))),
     ("broadcast", |o, s| Box::pin(broadcast(o, s))),
+    ("ws_idle", |o, _| Box::pin(crate::live::idle(o))),
+    ("ws_push", |o, _| Box::pin(crate::live::push_latency(o))),
+    ("ws_fanout", |o, _| Box::pin(crate::live::fanout(o))),
+    ("ws_replay", |o, _| Box::pin(crate::live::replay(o))),
 ];
 
 fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
@@ -193,6 +197,7 @@ async fn get_messages(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
         let (took, failed) = http_count(server.addr, 64, MESSAGES, StatusCode::CREATED, seed).await;
         eprintln!("  seeded in {:.1} s ({failed} failed)", took.as_secs_f64());
     }
+    server.settle().await;
     let seeded_rss = server.rss_kib();
 
     let filters = [

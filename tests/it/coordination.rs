@@ -171,9 +171,9 @@ async fn helpers_are_ranked_by_capability_match_then_availability() {
     assert_eq!(
         res.body["potential_responders"],
         json!([
-            {"agent_id": "both-free", "role": "role of both-free", "capability_match": 1.0, "availability": "available"},
-            {"agent_id": "both-busy", "role": "role of both-busy", "capability_match": 1.0, "availability": "busy"},
-            {"agent_id": "rust-only", "role": "role of rust-only", "capability_match": 0.5, "availability": "available"},
+            {"agent_id": "both-free", "role": "role of both-free", "capability_match": 1.0, "availability": "available", "connected": false},
+            {"agent_id": "both-busy", "role": "role of both-busy", "capability_match": 1.0, "availability": "busy", "connected": false},
+            {"agent_id": "rust-only", "role": "role of rust-only", "capability_match": 0.5, "availability": "available", "connected": false},
         ])
     );
     // Broadcast to the whole team: everyone else got it, as a request needing a response.

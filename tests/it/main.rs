@@ -2,6 +2,7 @@
 //! clients, a fresh SQLite file per test. One binary, one module per area.
 
 mod support;
+mod wsclient;
 
 mod agents;
 mod cli;
@@ -9,6 +10,7 @@ mod coordination;
 mod docs;
 mod errors;
 mod inbox;
+mod live;
 mod persistence;
 mod readme;
 mod respond;

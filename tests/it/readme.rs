@@ -104,3 +104,118 @@ async fn the_messaging_walkthrough_works_as_written() {
     assert_eq!(answers[8]["error_code"], "RESPONSE_NOT_REQUIRED");
     app.stop().await;
 }
+
+/// The README's WebSocket section: the documented `websocat` line (its URL and header)
+/// opened with the test client, the documented client frames typed into it, and the
+/// documented server frames coming back. (The line itself was checked with websocat by
+/// hand; the tests do not need it installed.)
+#[tokio::test]
+async fn the_websocket_section_works_as_written() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}\necho \"TOKEN=$CODER_TOKEN\"",
+        walkthrough("foundation"),
+        walkthrough("messaging")
+    );
+    let out = run(&app, &script).await;
+    let token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKEN="))
+        .expect("token printed")
+        .to_owned();
+
+    let section = README
+        .split("## Live push over WebSocket")
+        .nth(1)
+        .expect("section")
+        .split("\n## ")
+        .next()
+        .expect("end");
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("websocat "))
+        .expect("a websocat line");
+    let url = line
+        .split_whitespace()
+        .nth(1)
+        .expect("url")
+        .replace("ws://localhost:8080", &app.base.replacen("http", "ws", 1));
+    assert!(
+        line.contains(r#"-H "Authorization: Bearer $CODER_TOKEN""#),
+        "{line}"
+    );
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connects");
+
+    // The json blocks of the section: server frames first, then the frames to type.
+    let blocks: Vec<&str> = section
+        .split("```json\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap_or(""))
+        .collect();
+    let documented_types: Vec<String> = blocks[0]
+        .lines()
+        .map(|l| {
+            l.split(r#""type":""#)
+                .nth(1)
+                .and_then(|t| t.split('"').next())
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    let typed: Vec<&str> = blocks[1].lines().collect();
+    for frame in &typed {
+        socket
+            .send(Message::Text((*frame).into()))
+            .await
+            .expect("sent");
+    }
+    let mut seen_types = Vec::new();
+    let mut replies = Vec::new();
+    while replies.len() < typed.iter().filter(|f| f.contains("request_id")).count() {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+            .await
+            .expect("frames arrive")
+            .expect("open")
+            .expect("readable");
+        if let Message::Text(text) = message {
+            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
+            assert!(text.starts_with(r#"{"type":""#), "type comes first: {text}");
+            seen_types.push(frame["type"].as_str().unwrap_or_default().to_owned());
+            if frame["type"] == "reply" {
+                assert_eq!(frame["ok"], true, "{frame}");
+                replies.push(frame);
+            }
+        }
+    }
+    assert_eq!(
+        seen_types[..4],
+        documented_types[..],
+        "hello, the replayed messages, caught_up"
+    );
+    // Operations of one connection run side by side: replies are matched by request_id.
+    let sent = replies
+        .iter()
+        .find(|r| r["request_id"] == "r1")
+        .expect("reply to r1");
+    assert_eq!(
+        sent["result"]["delivery_status"]["pending_delivery"],
+        serde_json::json!(["planner"])
+    );
+    let inbox = replies
+        .iter()
+        .find(|r| r["request_id"] == "r2")
+        .expect("reply to r2");
+    assert!(inbox["result"]["messages"].is_array());
+    app.stop().await;
+}

@@ -1,0 +1,358 @@
+//! WebSocket scenarios: idle memory, push latency, broadcast fan-out, replay speed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::Opts;
+use crate::harness::{AgentCreds, Row, ServerProcess, Setup, http_count, quantile_ms};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Opens a WebSocket for `token` and reads until `caught_up`.
+async fn connect(server: &ServerProcess, token: &str, query: &str) -> Socket {
+    let url = format!("ws://{}/v1/ws{query}", server.addr);
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connect");
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Text(text) = message
+            && text.contains(r#""type":"caught_up""#)
+        {
+            break;
+        }
+    }
+    socket
+}
+
+fn row(
+    scenario: &str,
+    setting: String,
+    rate: String,
+    p50: String,
+    p99: String,
+    rss: u64,
+    note: String,
+) -> Row {
+    Row {
+        scenario: scenario.to_owned(),
+        setting,
+        rate,
+        p50,
+        p99,
+        rss: format!("{:.1} MiB", rss as f64 / 1024.0),
+        note,
+    }
+}
+
+/// 10,000 idle authenticated connections; server memory growth per connection
+/// (target ≤ 20 KiB).
+pub async fn idle(_opts: Opts) -> Vec<Row> {
+    const AGENTS: usize = 1000;
+    const PER_AGENT: usize = 10;
+    let server = ServerProcess::start(&[]);
+    let (_, agents) = Setup::new(&server).team("idle", "i", AGENTS, &[]).await;
+    // Warm the server (allocator arenas, caches) with one connection before measuring.
+    drop(connect(&server, &agents[0].token, "").await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = server.rss_kib();
+    let mut sockets = Vec::with_capacity(AGENTS * PER_AGENT);
+    let started = Instant::now();
+    for round in 0..PER_AGENT {
+        let opened =
+            futures_util::future::join_all(agents.iter().map(|a| connect(&server, &a.token, "")))
+                .await;
+        sockets.extend(opened);
+        eprintln!("  {} connections open", (round + 1) * AGENTS);
+    }
+    let took = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = server.rss_kib();
+    let per = (after.saturating_sub(before)) as f64 * 1024.0 / sockets.len() as f64 / 1024.0;
+    let rows = vec![row(
+        "ws_idle",
+        format!("{} connections", sockets.len()),
+        format!(
+            "{:.0} conn/s opened",
+            sockets.len() as f64 / took.as_secs_f64()
+        ),
+        "-".into(),
+        "-".into(),
+        after,
+        format!(
+            "{per:.1} KiB per connection (target ≤ 20); before {:.1} MiB",
+            before as f64 / 1024.0
+        ),
+    )];
+    drop(sockets);
+    rows
+}
+
+/// Push latency with 1,000 connected agents and 2,000 messages/s: from the SEND_MESSAGE
+/// answer to the frame at the recipient (target p50 ≤ 1 ms, p99 ≤ 5 ms).
+pub async fn push_latency(opts: Opts) -> Vec<Row> {
+    const AGENTS: usize = 1000;
+    const RATE: u64 = 2000;
+    let server = ServerProcess::start(&[]);
+    let (_, agents) = Setup::new(&server).team("push", "p", AGENTS, &[]).await;
+    let agents = Arc::new(agents);
+    // When each message's frame arrived, by message number.
+    let arrived: Arc<Mutex<HashMap<u64, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    let mut readers = Vec::new();
+    for agent in agents.iter() {
+        let mut socket = connect(&server, &agent.token, "").await;
+        let arrived = arrived.clone();
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(message)) = socket.next().await {
+                if let Message::Text(text) = message {
+                    let now = Instant::now();
+                    // The text is "n<number>."; a string search is enough.
+                    if let Some(n) = text
+                        .as_str()
+                        .split("\"text\":\"n")
+                        .nth(1)
+                        .and_then(|r| r.split('.').next())
+                        .and_then(|n| n.parse().ok())
+                    {
+                        arrived.lock().expect("lock").insert(n, now);
+                    }
+                }
+            }
+        }));
+    }
+    let total = RATE * opts.duration;
+    let answered: Arc<Mutex<HashMap<u64, (Instant, Instant)>>> =
+        Arc::new(Mutex::new(HashMap::new()));
+    let host = server.addr;
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    let mut inflight = Vec::new();
+    for n in 0..total {
+        tick.tick().await;
+        let from = (n as usize * 7) % AGENTS;
+        let to = (from + 1 + (n as usize % (AGENTS - 1))) % AGENTS;
+        let AgentCreds { id, token } = &agents[from];
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{}"],"message_type":"information","content":{{"text":"n{n}."}}}}"#,
+            agents[to].id
+        );
+        let req = http
+            .post(format!("http://{host}/v1/messages"))
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body);
+        let answered = answered.clone();
+        inflight.push(tokio::spawn(async move {
+            let sent = Instant::now();
+            let res = req.send().await.expect("send");
+            let ok = res.status() == 201;
+            let _ = res.bytes().await;
+            if ok {
+                answered
+                    .lock()
+                    .expect("lock")
+                    .insert(n, (sent, Instant::now()));
+            }
+        }));
+    }
+    for task in inflight {
+        let _ = task.await;
+    }
+    let elapsed = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = server.rss_kib();
+    let answered = answered.lock().expect("lock").clone();
+    let arrived = arrived.lock().expect("lock").clone();
+    let mut after_answer = Vec::new();
+    let mut after_send = Vec::new();
+    let mut missing = 0;
+    for (n, (sent, answer)) in &answered {
+        match arrived.get(n) {
+            Some(at) => {
+                after_answer.push(at.saturating_duration_since(*answer).as_micros() as u32);
+                after_send.push(at.saturating_duration_since(*sent).as_micros() as u32);
+            }
+            None => missing += 1,
+        }
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    vec![
+        row(
+            "ws_push",
+            format!("{AGENTS} agents, {RATE} msg/s"),
+            format!("{:.0} msg/s", answered.len() as f64 / elapsed.as_secs_f64()),
+            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.5)),
+            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.99)),
+            rss,
+            format!("answer → frame (0 when the frame came first); {missing} frames missing"),
+        ),
+        row(
+            "ws_push",
+            format!("{AGENTS} agents, {RATE} msg/s"),
+            "-".into(),
+            format!("{:.2} ms", quantile_ms(&mut after_send, 0.5)),
+            format!("{:.2} ms", quantile_ms(&mut after_send, 0.99)),
+            rss,
+            "request sent → frame at the recipient".into(),
+        ),
+    ]
+}
+
+/// One broadcast to 1,000 connected agents: time until every frame arrived (target
+/// ≤ 50 ms).
+pub async fn fanout(_opts: Opts) -> Vec<Row> {
+    const AGENTS: usize = 1001;
+    const ROUNDS: usize = 20;
+    let server = ServerProcess::start(&[]);
+    let (_, agents) = Setup::new(&server).team("fan", "f", AGENTS, &[]).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let mut readers = Vec::new();
+    for agent in &agents[1..] {
+        let mut socket = connect(&server, &agent.token, "").await;
+        let tx = tx.clone();
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(message)) = socket.next().await {
+                if let Message::Text(text) = message
+                    && let Some(round) = text
+                        .as_str()
+                        .split("\"text\":\"round ")
+                        .nth(1)
+                        .and_then(|r| r.split('"').next())
+                        .and_then(|n| n.parse().ok())
+                {
+                    let _ = tx.send((round, Instant::now()));
+                }
+            }
+        }));
+    }
+    let sender = &agents[0];
+    let http = reqwest::Client::new();
+    let mut spans = Vec::new();
+    for round in 0..ROUNDS {
+        let started = Instant::now();
+        let res = http
+            .post(format!("{}/v1/broadcasts", server.base()))
+            .bearer_auth(&sender.token)
+            .json(&json!({"sender_agent_id": sender.id, "update_type": "progress", "urgency": "info", "content": {"summary": format!("round {round}")}}))
+            .send()
+            .await
+            .expect("broadcast");
+        assert_eq!(res.status(), 201);
+        let mut got = 0;
+        let mut last = started;
+        while got < AGENTS - 1 {
+            let (r, at) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+                .await
+                .expect("frames arrive")
+                .expect("open");
+            if r == round {
+                got += 1;
+                last = at;
+            }
+        }
+        spans.push(last.duration_since(started).as_micros() as u32);
+    }
+    for reader in readers {
+        reader.abort();
+    }
+    let rss = server.rss_kib();
+    vec![row(
+        "ws_fanout",
+        format!("1 broadcast → {} connections", AGENTS - 1),
+        format!("{ROUNDS} rounds"),
+        format!("{:.2} ms", quantile_ms(&mut spans.clone(), 0.5)),
+        format!("{:.2} ms", quantile_ms(&mut spans, 1.0)),
+        rss,
+        "request sent → last frame arrived (p99 column: worst round); target ≤ 50 ms".into(),
+    )]
+}
+
+/// An agent reconnecting with 100,000 missed entries (target ≥ 100,000 entries/s).
+pub async fn replay(_opts: Opts) -> Vec<Row> {
+    const ENTRIES: u64 = 100_000;
+    let server = ServerProcess::start(&[]);
+    let (_, agents) = Setup::new(&server).team("replay", "r", 9, &[]).await;
+    let agents = Arc::new(agents);
+    let host = server.addr.to_string();
+    let seed_agents = agents.clone();
+    let seed = Arc::new(move |_: usize, i: u64| {
+        let from = &seed_agents[1 + (i % 8) as usize];
+        let body = format!(
+            r#"{{"sender_agent_id":"{}","recipient_agent_ids":["r0"],"message_type":"information","content":{{"text":"missed {i}"}}}}"#,
+            from.id
+        );
+        hyper::Request::post("/v1/messages")
+            .header("host", host.as_str())
+            .header("authorization", format!("Bearer {}", from.token))
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+            .expect("request")
+    });
+    let (took, failed) =
+        http_count(server.addr, 64, ENTRIES, hyper::StatusCode::CREATED, seed).await;
+    eprintln!(
+        "  seeded {ENTRIES} entries in {:.1} s ({failed} failed)",
+        took.as_secs_f64()
+    );
+    server.settle().await;
+
+    let mut rows = Vec::new();
+    let attempts: usize = std::env::var("REPLAY_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    for attempt in 0..attempts {
+        let url = format!("ws://{}/v1/ws?since=0", server.addr);
+        let mut request = url.into_client_request().expect("request");
+        request.headers_mut().insert(
+            "authorization",
+            format!("Bearer {}", agents[0].token)
+                .parse()
+                .expect("header"),
+        );
+        let started = Instant::now();
+        let (mut socket, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("connect");
+        let mut frames = 0u64;
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Text(text) = message {
+                if text.starts_with(r#"{"type":"message""#) {
+                    frames += 1;
+                } else if text.contains(r#""type":"caught_up""#) {
+                    break;
+                }
+            }
+        }
+        let elapsed = started.elapsed();
+        let _ = socket.close(None).await;
+        rows.push(row(
+            "ws_replay",
+            format!("{frames} missed entries, run {}", attempt + 1),
+            format!("{:.0} entries/s", frames as f64 / elapsed.as_secs_f64()),
+            "-".into(),
+            "-".into(),
+            server.rss_kib(),
+            format!(
+                "connect → caught_up in {:.0} ms; target ≥ 100,000/s",
+                elapsed.as_secs_f64() * 1000.0
+            ),
+        ));
+    }
+    rows
+}
