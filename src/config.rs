@@ -92,6 +92,24 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_WS_OUTBOX", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub ws_outbox: u64,
 
+    /// Allow task callback URLs on loopback and private networks (refused by default, so
+    /// a client cannot make the server call into its own network).
+    #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CALLBACKS")]
+    pub allow_private_callbacks: bool,
+
+    /// Seconds one callback attempt may take before it counts as failed.
+    #[arg(long, env = "SWITCHBOARD_CALLBACK_TIMEOUT", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub callback_timeout: u64,
+
+    /// Attempts per callback before it is given up (the outcome is recorded on the task).
+    #[arg(long, env = "SWITCHBOARD_CALLBACK_MAX_ATTEMPTS", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub callback_max_attempts: u32,
+
+    /// Milliseconds before the second attempt of a failed callback; doubled for each
+    /// further one, up to ten minutes.
+    #[arg(long, env = "SWITCHBOARD_CALLBACK_RETRY_BASE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub callback_retry_base_ms: u64,
+
     /// Seconds to wait for in-flight requests and connections at shutdown.
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,

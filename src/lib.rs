@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod callbacks;
 pub mod config;
 pub mod core;
 pub mod http;

@@ -16,8 +16,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::callbacks::{self, CallbackSettings};
 use crate::config::ServeArgs;
 use crate::core::ratelimit::RateLimit;
+use crate::core::tasks::TaskSettings;
 use crate::core::{Core, CoreSettings};
 use crate::http::{self, AppState, HttpSettings};
 use crate::hub::HubSettings;
@@ -41,6 +43,8 @@ pub struct ServerConfig {
     pub ws_ping_interval: Duration,
     /// Frames a WebSocket connection may have waiting.
     pub ws_outbox: usize,
+    /// How task callbacks are sent (timeout, retries, private addresses).
+    pub callbacks: CallbackSettings,
 }
 
 impl ServerConfig {
@@ -57,6 +61,7 @@ impl ServerConfig {
             rate_limit: None,
             ws_ping_interval: Duration::from_secs(20),
             ws_outbox: 1024,
+            callbacks: CallbackSettings::default(),
         }
     }
 }
@@ -71,9 +76,18 @@ impl From<&ServeArgs> for ServerConfig {
             max_body_bytes: args.max_body_bytes,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             busy_timeout: StoreOptions::default().busy_timeout,
-            rate_limit: None,
-            ws_ping_interval: Duration::from_secs(20),
-            ws_outbox: 1024,
+            rate_limit: args.rate_limit.map(|per_second| RateLimit {
+                per_second,
+                burst: args.rate_limit_burst.unwrap_or(per_second).max(1.0),
+            }),
+            ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
+            ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),
+            callbacks: CallbackSettings {
+                timeout: Duration::from_secs(args.callback_timeout),
+                max_attempts: i64::from(args.callback_max_attempts),
+                retry_base: Duration::from_millis(args.callback_retry_base_ms),
+                allow_private: args.allow_private_callbacks,
+            },
         }
     }
 }
@@ -120,6 +134,9 @@ impl Server {
                 hub: HubSettings {
                     outbox: config.ws_outbox,
                 },
+                tasks: TaskSettings {
+                    allow_private_callbacks: config.callbacks.allow_private,
+                },
             },
         )
         .await?;
@@ -154,6 +171,7 @@ impl Server {
         let stop = CancellationToken::new();
         let grace = config.shutdown_timeout;
         let saver = tokio::spawn(save_presence_every_second(core.clone(), stop.clone()));
+        let sender = tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone()));
         let serve_stop = stop.clone();
         let task = tokio::spawn(async move {
             let serving = axum::serve(CountingListener(listener), app)
@@ -186,6 +204,7 @@ impl Server {
                 tracing::warn!("WebSocket sessions did not end within {grace:?}");
             }
             let _ = saver.await;
+            let _ = sender.await;
             if let Err(err) = core.save_presence().await {
                 tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
             }

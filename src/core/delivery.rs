@@ -14,12 +14,10 @@ use utoipa::ToSchema;
 
 use super::Core;
 use super::error::{CoreError, CoreResult, ErrorCode};
-use super::messages::{
-    Content, MessageKind, MessageType, Priority, ResponseStatus, event_of, view_of,
-};
+use super::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus, event_for};
 use super::registry::{AgentRecord, Caller, TeamRecord};
 use super::time::Timestamp;
-use crate::hub::{Event, Push, Reservation};
+use crate::hub::{Event, Hub, Push, Reservation};
 use crate::store::{self, WriteTx};
 
 /// The contract's `delivery_status`.
@@ -126,12 +124,7 @@ impl Idempotency {
 
 enum Outcome<T> {
     Replayed(T),
-    Fresh(
-        T,
-        store::messages::PostSlot,
-        Vec<Reservation>,
-        Option<Arc<Event>>,
-    ),
+    Fresh(T, store::messages::PostSlot, Pushes),
 }
 
 impl Core {
@@ -277,21 +270,8 @@ impl Core {
                         }
                         let timestamp = Timestamp::now();
                         check(&mut *tx, timestamp).await?;
-                        // Outbox slots on live connections are reserved now, so the answer
-                        // says exactly who gets the message pushed; the frames go out
-                        // through them once the batch has committed.
-                        let mut reservations = Vec::new();
-                        let mut delivered_to = Vec::new();
-                        let mut pending_delivery = Vec::new();
-                        for agent in &live {
-                            let reservation = hub.reserve(agent.pk);
-                            if reservation.delivers() {
-                                delivered_to.push(agent.agent_id.clone());
-                                reservations.push(reservation);
-                            } else {
-                                pending_delivery.push(agent.agent_id.clone());
-                            }
-                        }
+                        let (delivered_to, pending_delivery, pushes) =
+                            reserve_pushes(&hub, &live, &message, &sender_id, timestamp);
                         let posted = Posted {
                             message_id: message.message_id.clone(),
                             timestamp,
@@ -301,8 +281,6 @@ impl Core {
                                 pending_delivery,
                             },
                         };
-                        let event = (!reservations.is_empty())
-                            .then(|| event_of(view_of(&message, &sender_id, timestamp)));
                         // The answer is known before the write (ids and timestamp are
                         // chosen here), so it is stored with the message.
                         let answer = answer(&posted);
@@ -326,31 +304,77 @@ impl Core {
                             response.map(|(original_pk, status)| (original_pk, agent_pk, status)),
                             idempotency,
                         ));
-                        Ok::<_, CoreError>(Outcome::Fresh(answer, slot, reservations, event))
+                        Ok::<_, CoreError>(Outcome::Fresh(answer, slot, pushes))
                     })
                 },
                 |outcome| match outcome {
                     Outcome::Replayed(answer) => Ok(answer),
-                    Outcome::Fresh(answer, slot, reservations, event) => {
-                        let written = slot.outcome()?;
-                        if let Some(event) = event {
-                            for reservation in reservations {
-                                let seq = written
-                                    .entries
-                                    .iter()
-                                    .find(|(pk, _)| *pk == reservation.agent_pk());
-                                if let Some((_, seq)) = seq {
-                                    reservation.deliver(Push {
-                                        seq: *seq,
-                                        event: event.clone(),
-                                    });
-                                }
-                            }
-                        }
+                    Outcome::Fresh(answer, slot, pushes) => {
+                        pushes.send(&slot.outcome()?);
                         Ok(answer)
                     }
                 },
             )
             .await
+    }
+}
+
+/// Frames of one message waiting for its commit: outbox slots reserved on the live
+/// connections of its recipients, and the shared event they will carry.
+pub(crate) struct Pushes {
+    reservations: Vec<Reservation>,
+    event: Option<Arc<Event>>,
+}
+
+/// Reserves an outbox slot on each live connection of `live` (before the commit, so the
+/// answer can say exactly who gets the message pushed) and returns who will get it
+/// pushed (`delivered_to`), who only finds it in the inbox (`pending_delivery`), and the
+/// pushes to send once committed.
+pub(crate) fn reserve_pushes(
+    hub: &Hub,
+    live: &[Arc<AgentRecord>],
+    message: &NewMessage,
+    sender_id: &str,
+    timestamp: Timestamp,
+) -> (Vec<String>, Vec<String>, Pushes) {
+    let mut reservations = Vec::new();
+    let mut delivered_to = Vec::new();
+    let mut pending_delivery = Vec::new();
+    for agent in live {
+        let reservation = hub.reserve(agent.pk);
+        if reservation.delivers() {
+            delivered_to.push(agent.agent_id.clone());
+            reservations.push(reservation);
+        } else {
+            pending_delivery.push(agent.agent_id.clone());
+        }
+    }
+    let event = (!reservations.is_empty()).then(|| event_for(message, sender_id, timestamp));
+    (
+        delivered_to,
+        pending_delivery,
+        Pushes {
+            reservations,
+            event,
+        },
+    )
+}
+
+impl Pushes {
+    /// Sends the frames, each with its recipient's sequence number (after the commit).
+    pub(crate) fn send(self, written: &store::messages::PostResult) {
+        let Some(event) = self.event else { return };
+        for reservation in self.reservations {
+            let seq = written
+                .entries
+                .iter()
+                .find(|(pk, _)| *pk == reservation.agent_pk());
+            if let Some((_, seq)) = seq {
+                reservation.deliver(Push {
+                    seq: *seq,
+                    event: event.clone(),
+                });
+            }
+        }
     }
 }

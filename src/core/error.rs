@@ -36,6 +36,9 @@ pub enum ErrorCode {
     TaskNotFound,
     /// The task is in a state where this action is not allowed.
     InvalidTaskTransition,
+    /// No member can take the task: the target does not accept tasks, or no available
+    /// agent has the required capabilities.
+    NoSuitableAgent,
     /// No token, or a token the server does not know.
     Unauthorized,
     /// A valid token acting outside its rights.
@@ -89,6 +92,9 @@ impl ErrorCode {
             }
             ErrorCode::InvalidTaskTransition => {
                 "Read the task to see its current status and who may act on it."
+            }
+            ErrorCode::NoSuitableAgent => {
+                "Register an agent with the required capabilities, or wait until one is available."
             }
             ErrorCode::Unauthorized => "Send a valid token as 'Authorization: Bearer <token>'.",
             ErrorCode::Forbidden => "Use a token that has rights on this resource.",

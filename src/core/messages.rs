@@ -1043,6 +1043,15 @@ impl Core {
         Ok(items
             .into_iter()
             .map(|item| {
+                if item.message.kind == MessageKind::Task
+                    && let Some((kind, body)) = super::tasks::notice_frame(
+                        &item.message.message_id,
+                        item.message.created_at,
+                        &item.message.content,
+                    )
+                {
+                    return (item.seq, frame_of(kind, item.seq, &body));
+                }
                 let view = self.view(item.message, None, item.read_at.is_some());
                 let body = serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned());
                 (item.seq, frame_of(FrameKind::Message, item.seq, &body))
@@ -1125,9 +1134,17 @@ pub(crate) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestam
     }
 }
 
-/// The push of an inbox entry: a `message` frame carrying the view (serialised once, on
-/// first use, and shared by all recipients; each frame adds its own `seq`).
-pub(crate) fn event_of(mut view: MessageView) -> Arc<Event> {
+/// The push of an inbox entry (serialised once, on first use, and shared by all
+/// recipients; each frame adds its own `seq`): a task notification as its protocol
+/// type, anything else as a `message` frame carrying the view.
+pub(crate) fn event_for(message: &NewMessage, sender_id: &str, timestamp: Timestamp) -> Arc<Event> {
+    if message.kind == MessageKind::Task
+        && let Some((kind, body)) =
+            super::tasks::notice_frame(&message.message_id, timestamp, &message.content)
+    {
+        return Event::new(kind, move || body.clone());
+    }
+    let mut view = view_of(message, sender_id, timestamp);
     view.seq = None;
     Event::new(FrameKind::Message, move || {
         serde_json::to_string(&view).unwrap_or_else(|_| "{}".to_owned())

@@ -16,6 +16,7 @@ pub mod ids;
 pub mod messages;
 pub mod ratelimit;
 pub mod registry;
+pub mod tasks;
 pub mod team_metrics;
 pub mod teams;
 pub mod time;
@@ -39,6 +40,7 @@ struct Inner {
     registry: Registry,
     rate_limiter: ratelimit::RateLimiter,
     hub: Arc<Hub>,
+    tasks: tasks::TaskRuntime,
 }
 
 /// Settings of the core.
@@ -49,6 +51,7 @@ pub struct CoreSettings {
     /// Limit on sending operations per agent; none when `None`.
     pub rate_limit: Option<ratelimit::RateLimit>,
     pub hub: HubSettings,
+    pub tasks: tasks::TaskSettings,
 }
 
 /// What the caller needs on a team for an operation.
@@ -103,12 +106,14 @@ impl Core {
             settings.hub,
             store::agents::load_presence(store.reader()).await?,
         );
+        let open_tasks = store::tasks::open_counts(store.reader()).await?;
         let core = Core {
             inner: Arc::new(Inner {
                 store,
                 registry,
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
                 hub,
+                tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
             }),
         };
         Ok((core, generated))

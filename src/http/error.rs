@@ -35,7 +35,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::AgentAlreadyRegistered
         | ErrorCode::ResponseNotRequired
         | ErrorCode::ResponseDeadlinePassed
-        | ErrorCode::InvalidTaskTransition => StatusCode::CONFLICT,
+        | ErrorCode::InvalidTaskTransition
+        | ErrorCode::NoSuitableAgent => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

@@ -12,6 +12,7 @@ pub mod extract;
 pub mod messages;
 pub mod openapi;
 pub mod ops;
+pub mod tasks;
 pub mod teams;
 
 use std::time::{Duration, Instant};
@@ -55,6 +56,7 @@ pub fn api() -> OpenApiRouter<AppState> {
         .merge(messages::router())
         .merge(broadcasts::router())
         .merge(assistance::router())
+        .merge(tasks::router())
         .merge(crate::ws::router())
         .merge(ops::router())
 }

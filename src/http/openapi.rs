@@ -20,10 +20,22 @@ pub const BEARER: &str = "bearer";
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerScheme),
+    // The task protocol's seven types are WebSocket frames too; the ones no REST body
+    // names are listed here so every one of them is in the document.
+    components(schemas(
+        crate::core::tasks::TaskRequest,
+        crate::core::tasks::TaskResponse,
+        crate::core::tasks::HandoffNotification,
+        crate::core::tasks::ClarificationRequest,
+        crate::core::tasks::ClarificationResponse,
+        crate::core::tasks::CallbackNotification,
+        crate::core::tasks::ErrorMessage,
+    )),
     tags(
         (name = "teams", description = "Teams and their communication switch"),
         (name = "agents", description = "The agent registry: registration, lookup by capability and status"),
         (name = "messages", description = "The agent communication contract: send, inbox, read, respond, broadcast, assistance"),
+        (name = "tasks", description = "The task protocol: submit, assign, hand off, clarify, report, cancel; signed callbacks"),
         (name = "live", description = "The WebSocket: live push, replay, operations as frames"),
         (name = "operations", description = "Health, readiness and metrics"),
     )

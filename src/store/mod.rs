@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod idempotency;
 pub mod messages;
 pub mod settings;
+pub mod tasks;
 pub mod teams;
 pub mod writer;
 

@@ -4,7 +4,11 @@
 //! contract's name (`send_message`, `get_messages`, `get_message`, `mark_message_read`,
 //! `respond_to_message`, `broadcast_update`, `request_assistance`) with a client
 //! `request_id` and the REST body's fields beside it (`idempotency_key` plays the
-//! `Idempotency-Key` header). Decoding errors name the field exactly as REST does.
+//! `Idempotency-Key` header). The task protocol's types are frames by their document
+//! names: `TaskRequest` submits, `TaskResponse` (and `CallbackNotification`,
+//! `ErrorMessage`) reports progress or a result, `HandoffNotification` hands off,
+//! `ClarificationRequest` asks, `ClarificationResponse` answers; plus `cancel_task`,
+//! `get_task` and `list_tasks`. Decoding errors name the field exactly as REST does.
 //!
 //! Server → client: `hello`, pushes (`message` and the task protocol's types), `caught_up`,
 //! `reply` (`ok` with `result`, or not with `error`), `ErrorMessage` for frames that could
@@ -16,6 +20,10 @@ use serde_json::{Map, Value, json};
 use crate::core::assistance::RequestAssistance;
 use crate::core::broadcasts::BroadcastUpdate;
 use crate::core::messages::{InboxQuery, MarkRead, RespondToMessage, SendMessage};
+use crate::core::tasks::{
+    Answer, CallbackStatus, Cancel, Clarify, Handoff, TaskQuery, TaskRequest, TaskResponseStatus,
+    TaskResult,
+};
 use crate::core::{CoreError, ErrorCode};
 use crate::http::extract::decode_value;
 
@@ -40,6 +48,41 @@ pub enum Op {
     Respond(String, RespondToMessage, Option<String>),
     Broadcast(BroadcastUpdate, Option<String>),
     Assistance(RequestAssistance, Option<String>),
+    /// The task protocol: what the frame names, with the claimed agent id (checked
+    /// against the token by the core) where the type carries one.
+    Task(TaskOp),
+}
+
+/// A task protocol frame from the client.
+#[derive(Debug)]
+pub enum TaskOp {
+    Submit(TaskRequest),
+    Report {
+        task_id: String,
+        claimed: Option<String>,
+        result: TaskResult,
+    },
+    Handoff {
+        task_id: String,
+        handoff: Handoff,
+    },
+    Clarify {
+        task_id: String,
+        claimed: Option<String>,
+        clarify: Clarify,
+    },
+    Answer {
+        task_id: String,
+        clarification_id: String,
+        claimed: Option<String>,
+        answer: Answer,
+    },
+    Cancel {
+        task_id: String,
+        cancel: Cancel,
+    },
+    Get(String),
+    List(TaskQuery),
 }
 
 /// A frame that could not be understood: the error and the `request_id` if it had one.
@@ -137,6 +180,16 @@ pub const OPERATIONS: &[&str] = &[
     "respond_to_message",
     "broadcast_update",
     "request_assistance",
+    "TaskRequest",
+    "TaskResponse",
+    "HandoffNotification",
+    "ClarificationRequest",
+    "ClarificationResponse",
+    "CallbackNotification",
+    "ErrorMessage",
+    "cancel_task",
+    "get_task",
+    "list_tasks",
 ];
 
 fn decode_op(kind: &str, mut fields: Map<String, Value>) -> Result<Op, CoreError> {
@@ -193,6 +246,158 @@ fn decode_op(kind: &str, mut fields: Map<String, Value>) -> Result<Op, CoreError
             Op::GetMessage(one.message_id)
         }
         "mark_message_read" => Op::MarkRead(decode_value(Value::Object(fields))?),
+        "TaskRequest" => Op::Task(TaskOp::Submit(decode_value(Value::Object(fields))?)),
+        "TaskResponse" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                status: TaskResponseStatus,
+                #[serde(default)]
+                result_data: Value,
+                #[serde(default)]
+                agent_id: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Report {
+                task_id: f.task_id,
+                claimed: f.agent_id,
+                result: TaskResult {
+                    status: f.status,
+                    result_data: f.result_data,
+                },
+            })
+        }
+        "CallbackNotification" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                status: CallbackStatus,
+                #[serde(default)]
+                result_data: Value,
+                #[serde(default)]
+                sent_to: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            let _ = f.sent_to;
+            Op::Task(TaskOp::Report {
+                task_id: f.task_id,
+                claimed: None,
+                result: TaskResult {
+                    status: match f.status {
+                        CallbackStatus::Complete => TaskResponseStatus::Success,
+                        CallbackStatus::Failed => TaskResponseStatus::Failed,
+                        CallbackStatus::InProgress => TaskResponseStatus::InProgress,
+                    },
+                    result_data: f.result_data,
+                },
+            })
+        }
+        "ErrorMessage" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                error_message: String,
+                #[serde(default)]
+                error_code: Option<String>,
+                #[serde(default)]
+                originating_agent_id: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Report {
+                task_id: f.task_id,
+                claimed: f.originating_agent_id,
+                result: TaskResult {
+                    status: TaskResponseStatus::Failed,
+                    result_data: json!({
+                        "error_code": f.error_code,
+                        "error_message": f.error_message,
+                    }),
+                },
+            })
+        }
+        "HandoffNotification" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                new_agent_id: String,
+                reason: String,
+                #[serde(default)]
+                current_agent_id: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Handoff {
+                task_id: f.task_id,
+                handoff: Handoff {
+                    new_agent_id: f.new_agent_id,
+                    reason: f.reason,
+                    current_agent_id: f.current_agent_id,
+                },
+            })
+        }
+        "ClarificationRequest" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                question: String,
+                #[serde(default)]
+                requested_by: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Clarify {
+                task_id: f.task_id,
+                claimed: f.requested_by,
+                clarify: Clarify {
+                    question: f.question,
+                },
+            })
+        }
+        "ClarificationResponse" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                clarification_id: String,
+                answer: String,
+                #[serde(default)]
+                response_provided_by: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Answer {
+                task_id: f.task_id,
+                clarification_id: f.clarification_id,
+                claimed: f.response_provided_by,
+                answer: Answer { answer: f.answer },
+            })
+        }
+        "cancel_task" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+                #[serde(default)]
+                reason: Option<String>,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Cancel {
+                task_id: f.task_id,
+                cancel: Cancel { reason: f.reason },
+            })
+        }
+        "get_task" => {
+            #[derive(serde::Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Frame {
+                task_id: String,
+            }
+            let f: Frame = decode_value(Value::Object(fields))?;
+            Op::Task(TaskOp::Get(f.task_id))
+        }
+        "list_tasks" => Op::Task(TaskOp::List(decode_value(Value::Object(fields))?)),
         other => {
             return Err(
                 CoreError::validation("type", format!("unknown frame type \"{other}\"")).with(

@@ -20,7 +20,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::frames::{self, ClientFrame, Op};
+use super::frames::{self, ClientFrame, Op, TaskOp};
 use crate::core::{Caller, Core};
 use crate::hub::Registration;
 
@@ -274,6 +274,7 @@ impl Session {
                     &request_id,
                     core.request_assistance(&caller, body, key.as_deref()).await,
                 ),
+                Op::Task(op) => task_reply(&core, &caller, &request_id, op).await,
             }
         })
     }
@@ -293,5 +294,61 @@ fn read_error(err: axum::Error) -> End {
             tracing::debug!(error = %inner, "connection read failed");
             End::Gone
         }
+    }
+}
+
+/// Runs a task protocol frame; the reply carries the same result or error as REST.
+async fn task_reply(core: &Core, caller: &Caller, request_id: &Value, op: TaskOp) -> String {
+    match op {
+        TaskOp::Submit(request) => {
+            frames::reply(request_id, core.submit_task(caller, request).await)
+        }
+        TaskOp::Report {
+            task_id,
+            claimed,
+            result,
+        } => {
+            let done = match core.check_claimed(caller, claimed.as_deref(), "agent_id") {
+                Ok(()) => core.report_task(caller, &task_id, result).await,
+                Err(err) => Err(err),
+            };
+            frames::reply(request_id, done)
+        }
+        TaskOp::Handoff { task_id, handoff } => frames::reply(
+            request_id,
+            core.handoff_task(caller, &task_id, handoff).await,
+        ),
+        TaskOp::Clarify {
+            task_id,
+            claimed,
+            clarify,
+        } => {
+            let done = match core.check_claimed(caller, claimed.as_deref(), "requested_by") {
+                Ok(()) => core.request_clarification(caller, &task_id, clarify).await,
+                Err(err) => Err(err),
+            };
+            frames::reply(request_id, done)
+        }
+        TaskOp::Answer {
+            task_id,
+            clarification_id,
+            claimed,
+            answer,
+        } => {
+            let done = match core.check_claimed(caller, claimed.as_deref(), "response_provided_by")
+            {
+                Ok(()) => {
+                    core.answer_clarification(caller, &task_id, &clarification_id, answer)
+                        .await
+                }
+                Err(err) => Err(err),
+            };
+            frames::reply(request_id, done)
+        }
+        TaskOp::Cancel { task_id, cancel } => {
+            frames::reply(request_id, core.cancel_task(caller, &task_id, cancel).await)
+        }
+        TaskOp::Get(task_id) => frames::reply(request_id, core.get_task(caller, &task_id).await),
+        TaskOp::List(query) => frames::reply(request_id, core.list_tasks(caller, query).await),
     }
 }

@@ -15,4 +15,5 @@ mod persistence;
 mod readme;
 mod respond;
 mod send;
+mod tasks;
 mod teams;
