@@ -356,3 +356,178 @@ pub async fn replay(_opts: Opts) -> Vec<Row> {
     }
     rows
 }
+
+/// Tasks submitted → assigned → completed per second with 100 worker agents connected
+/// by WebSocket (target ≥ 2,000 completed tasks/s).
+///
+/// Originators submit `TaskRequest` frames over their own sockets, keeping a window of
+/// tasks in flight; the server assigns each to a worker by capability; the worker
+/// answers its `TaskRequest` push with a `TaskResponse` frame (success); the originator
+/// counts the success `TaskResponse` push. Latency is submit → success at the
+/// originator.
+pub async fn tasks(opts: Opts) -> Vec<Row> {
+    use futures_util::SinkExt;
+    const WORKERS: usize = 100;
+    const ORIGINATORS: usize = 8;
+    const WINDOW: usize = 32;
+    let server = ServerProcess::start(&[]);
+    let setup = Setup::new(&server);
+    let (key, workers) = setup.team("tasks", "w", WORKERS, &["work"]).await;
+    let mut originators = Vec::with_capacity(ORIGINATORS);
+    for i in 0..ORIGINATORS {
+        let id = format!("o{i}");
+        let res = setup
+            .call(
+                reqwest::Method::POST,
+                "/v1/teams/tasks/agents",
+                &key,
+                Some(json!({"agent_id": id, "role": "originator", "capabilities": []})),
+            )
+            .await;
+        originators.push(AgentCreds {
+            id,
+            token: res["token"].as_str().expect("token").to_owned(),
+        });
+    }
+    let mut worker_tasks = Vec::new();
+    for worker in &workers {
+        let socket = connect(&server, &worker.token, "").await;
+        let id = worker.id.clone();
+        worker_tasks.push(tokio::spawn(async move {
+            let (mut sink, mut stream) = socket.split();
+            let mut n = 0u64;
+            while let Some(Ok(message)) = stream.next().await {
+                let Message::Text(text) = message else {
+                    continue;
+                };
+                if !text.as_str().starts_with(r#"{"type":"TaskRequest""#) {
+                    continue;
+                }
+                let Ok(frame) = serde_json::from_str::<serde_json::Value>(text.as_str()) else {
+                    continue;
+                };
+                n += 1;
+                let answer = json!({
+                    "type": "TaskResponse",
+                    "request_id": n,
+                    "task_id": frame["task_id"],
+                    "status": "success",
+                    "result_data": {"by": id},
+                    "agent_id": id,
+                });
+                if sink
+                    .send(Message::Text(answer.to_string().into()))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }));
+    }
+    let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let latencies: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(Vec::new()));
+    let completed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut loops = Vec::new();
+    for (o, originator) in originators.iter().enumerate() {
+        let socket = connect(&server, &originator.token, "").await;
+        let id = originator.id.clone();
+        let (measuring, stop, latencies, completed, failed) = (
+            measuring.clone(),
+            stop.clone(),
+            latencies.clone(),
+            completed.clone(),
+            failed.clone(),
+        );
+        loops.push(tokio::spawn(async move {
+            let (mut sink, mut stream) = socket.split();
+            let mut started: HashMap<String, Instant> = HashMap::new();
+            let mut next = 0u64;
+            let submit = |n: u64| {
+                json!({
+                    "type": "TaskRequest",
+                    "request_id": n,
+                    "task_id": format!("{o}-{n}"),
+                    "description": "benchmark task",
+                    "originating_agent_id": id,
+                    "required_capabilities": ["work"],
+                })
+                .to_string()
+            };
+            for _ in 0..WINDOW {
+                started.insert(format!("{o}-{next}"), Instant::now());
+                let _ = sink.send(Message::Text(submit(next).into())).await;
+                next += 1;
+            }
+            let mut samples = Vec::new();
+            while let Some(Ok(message)) = stream.next().await {
+                let Message::Text(text) = message else {
+                    continue;
+                };
+                let text = text.as_str();
+                if !text.starts_with(r#"{"type":"TaskResponse""#)
+                    || text.contains(r#""status":"in-progress""#)
+                {
+                    continue;
+                }
+                let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
+                    continue;
+                };
+                let task_id = frame["task_id"].as_str().unwrap_or_default().to_owned();
+                let Some(at) = started.remove(&task_id) else {
+                    continue;
+                };
+                if measuring.load(std::sync::atomic::Ordering::Relaxed) {
+                    if frame["status"] == "success" {
+                        completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        samples.push(at.elapsed().as_micros() as u32);
+                    } else {
+                        failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if started.is_empty() {
+                        break;
+                    }
+                    continue;
+                }
+                started.insert(format!("{o}-{next}"), Instant::now());
+                if sink.send(Message::Text(submit(next).into())).await.is_err() {
+                    break;
+                }
+                next += 1;
+            }
+            latencies.lock().expect("lock").extend(samples);
+        }));
+    }
+    tokio::time::sleep(opts.warmup()).await;
+    measuring.store(true, std::sync::atomic::Ordering::Relaxed);
+    let began = Instant::now();
+    tokio::time::sleep(opts.duration()).await;
+    let done = completed.load(std::sync::atomic::Ordering::Relaxed);
+    let elapsed = began.elapsed();
+    measuring.store(false, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in loops {
+        let _ = tokio::time::timeout(Duration::from_secs(10), l).await;
+    }
+    let rss = server.rss_kib();
+    for w in worker_tasks {
+        w.abort();
+    }
+    let mut samples = latencies.lock().expect("lock").clone();
+    vec![row(
+        "tasks",
+        format!("{WORKERS} WS workers, {ORIGINATORS}×{WINDOW} in flight"),
+        format!("{:.0} tasks/s", done as f64 / elapsed.as_secs_f64()),
+        format!("{:.2} ms", quantile_ms(&mut samples, 0.5)),
+        format!("{:.2} ms", quantile_ms(&mut samples, 0.99)),
+        rss,
+        format!(
+            "submit → success at the originator (target ≥ 2,000 tasks/s); {} failed",
+            failed.load(std::sync::atomic::Ordering::Relaxed)
+        ),
+    )]
+}

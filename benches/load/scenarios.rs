@@ -39,6 +39,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_push", |o, _| Box::pin(crate::live::push_latency(o))),
     ("ws_fanout", |o, _| Box::pin(crate::live::fanout(o))),
     ("ws_replay", |o, _| Box::pin(crate::live::replay(o))),
+    ("tasks", |o, _| Box::pin(crate::live::tasks(o))),
 ];
 
 fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {

@@ -66,17 +66,34 @@ fn from_row(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
     })
 }
 
-/// Inserts a new task and returns its `pk`; [`StoreError::Conflict`] when the team
-/// already has a task with this id.
-pub async fn insert(conn: &mut SqliteConnection, t: &TaskRecord) -> Result<i64, StoreError> {
+/// Inserts a new task with its first event (and its assignee, if it has one), in one
+/// round trip; [`StoreError::Conflict`] when the team already has a task with this id.
+///
+/// With `callback` (`url`, `body`), the CallbackNotification of the event is queued in
+/// the same statement. Atomic: on any error nothing is written.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    t: &TaskRecord,
+    event: &TaskEventRecord,
+    callback: Option<(&str, &str)>,
+) -> Result<(), StoreError> {
+    let (url, body) = callback.unzip();
     let (clarification_id, question) = t.clarification.clone().unzip();
-    let pk: i64 = sqlx::query_scalar(
+    sqlx::query(
         "INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                             callback_url, priority, required_capabilities, target_agent_id,
                             status, clarification_id, question, context, result_data,
                             callback_delivery, version, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
-         RETURNING pk",
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
+         INSERT INTO task_assignees (task_pk, agent_pk)
+         SELECT pk, assignee_pk FROM tasks
+         WHERE team_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
+         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+         SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks WHERE team_pk = ? AND task_id = ?;
+         INSERT INTO callbacks (task_pk, team_pk, url, body, state, attempts, next_attempt_at,
+                                created_at)
+         SELECT pk, team_pk, ?, ?, 'pending', 0, created_at, created_at FROM tasks
+         WHERE team_pk = ? AND task_id = ? AND ? IS NOT NULL;",
     )
     .bind(t.team_pk)
     .bind(&t.task_id)
@@ -96,23 +113,56 @@ pub async fn insert(conn: &mut SqliteConnection, t: &TaskRecord) -> Result<i64, 
     .bind(t.version)
     .bind(t.created_at.micros())
     .bind(t.updated_at.micros())
-    .fetch_one(conn)
+    .bind(t.team_pk)
+    .bind(&t.task_id)
+    .bind(event.seq)
+    .bind(event.kind)
+    .bind(event.actor_pk)
+    .bind(event.status.as_str())
+    .bind(json(&event.data)?)
+    .bind(event.created_at.micros())
+    .bind(t.team_pk)
+    .bind(&t.task_id)
+    .bind(url)
+    .bind(body)
+    .bind(t.team_pk)
+    .bind(&t.task_id)
+    .bind(url)
+    .execute(conn)
     .await?;
-    Ok(pk)
+    Ok(())
 }
 
-/// Writes the task's changeable state if its version is still `expected_version`;
-/// `false` when someone changed it first (nothing is written then).
+/// Writes the task's changeable state and its new event (recording a new assignee as
+/// one that may read the task) if its version is still `expected_version`, in one
+/// round trip; `false` when someone changed it first (nothing is written then).
+///
+/// With `callback` (`url`, `body`), the event's CallbackNotification is queued in the
+/// same statement.
 pub async fn update(
     conn: &mut SqliteConnection,
     t: &TaskRecord,
     expected_version: i64,
+    event: &TaskEventRecord,
+    callback: Option<(&str, &str)>,
 ) -> Result<bool, StoreError> {
     let (clarification_id, question) = t.clarification.clone().unzip();
+    let (url, body) = callback.unzip();
+    // Each statement after the UPDATE writes only if the one before it did
+    // (`changes()` counts the statement before; the assignee row is REPLACEd so it
+    // always counts one), so nothing at all changed exactly when the version check
+    // failed.
     let done = sqlx::query(
         "UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
                           context = ?, result_data = ?, version = ?, updated_at = ?
-         WHERE pk = ? AND version = ?",
+         WHERE pk = ? AND version = ?;
+         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+         SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;
+         INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
+         SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;
+         INSERT INTO callbacks (task_pk, team_pk, url, body, state, attempts, next_attempt_at,
+                                created_at)
+         SELECT ?, ?, ?, ?, 'pending', 0, ?, ? WHERE changes() = 1 AND ? IS NOT NULL;",
     )
     .bind(t.assignee_pk)
     .bind(t.status.as_str())
@@ -124,70 +174,26 @@ pub async fn update(
     .bind(t.updated_at.micros())
     .bind(t.pk)
     .bind(expected_version)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() == 1)
-}
-
-/// Records that `agent_pk` is (or was) assigned the task: it may read the task forever.
-pub async fn add_assignee(
-    conn: &mut SqliteConnection,
-    task_pk: i64,
-    agent_pk: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("INSERT OR IGNORE INTO task_assignees (task_pk, agent_pk) VALUES (?, ?)")
-        .bind(task_pk)
-        .bind(agent_pk)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-pub async fn insert_event(
-    conn: &mut SqliteConnection,
-    task_pk: i64,
-    e: &TaskEventRecord,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(task_pk)
-    .bind(e.seq)
-    .bind(e.kind)
-    .bind(e.actor_pk)
-    .bind(e.status.as_str())
-    .bind(json(&e.data)?)
-    .bind(e.created_at.micros())
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Queues a CallbackNotification for sending; returns its delivery id.
-pub async fn insert_callback(
-    conn: &mut SqliteConnection,
-    task_pk: i64,
-    team_pk: i64,
-    url: &str,
-    body: &str,
-    at: Timestamp,
-) -> Result<i64, StoreError> {
-    let pk = sqlx::query_scalar(
-        "INSERT INTO callbacks (task_pk, team_pk, url, body, state, attempts, next_attempt_at,
-                                created_at)
-         VALUES (?, ?, ?, ?, 'pending', 0, ?, ?)
-         RETURNING pk",
-    )
-    .bind(task_pk)
-    .bind(team_pk)
+    .bind(t.pk)
+    .bind(event.seq)
+    .bind(event.kind)
+    .bind(event.actor_pk)
+    .bind(event.status.as_str())
+    .bind(json(&event.data)?)
+    .bind(event.created_at.micros())
+    .bind(t.pk)
+    .bind(t.assignee_pk)
+    .bind(t.assignee_pk)
+    .bind(t.pk)
+    .bind(t.team_pk)
     .bind(url)
     .bind(body)
-    .bind(at.micros())
-    .bind(at.micros())
-    .fetch_one(conn)
+    .bind(t.updated_at.micros())
+    .bind(t.updated_at.micros())
+    .bind(url)
+    .execute(conn)
     .await?;
-    Ok(pk)
+    Ok(done.rows_affected() > 0)
 }
 
 pub async fn find<'e, E: SqliteExecutor<'e>>(

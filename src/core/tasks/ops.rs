@@ -57,7 +57,6 @@ struct Change {
     expected_version: Option<i64>,
     event: TaskEventRecord,
     actor: Arc<AgentRecord>,
-    new_assignee: Option<i64>,
     notices: Vec<Notice>,
     /// What the callback reports: its status and result data.
     callback: (CallbackStatus, Value),
@@ -246,7 +245,6 @@ impl Core {
                             request,
                             Notice::new(TaskFrame::TaskResponse, &response, vec![me.clone()]),
                         ],
-                        new_assignee: Some(assignee.pk),
                         open_delta: vec![(assignee.pk, 1)],
                         expected_version: None,
                         actor: me.clone(),
@@ -280,7 +278,6 @@ impl Core {
                             Notice::new(TaskFrame::TaskResponse, &response, vec![me.clone()]),
                             Notice::new(TaskFrame::ErrorMessage, &error, vec![me.clone()]),
                         ],
-                        new_assignee: None,
                         open_delta: Vec::new(),
                         expected_version: None,
                         actor: me.clone(),
@@ -428,7 +425,6 @@ impl Core {
                     Notice::new(TaskFrame::HandoffNotification, &notification, dedup(told)),
                 ],
                 callback: (CallbackStatus::InProgress, details),
-                new_assignee: Some(new.pk),
                 open_delta,
                 ..l.change(task)
             })
@@ -813,7 +809,6 @@ impl Core {
             expected_version,
             event,
             actor,
-            new_assignee,
             notices,
             callback,
             open_delta,
@@ -859,14 +854,17 @@ impl Core {
         let hub = self.hub().clone();
         let core = self.clone();
         let actor_id = actor.agent_id.clone();
+        // Self-contained: each task statement writes all of its rows or none.
         self.store()
-            .write_then(
+            .write_self_contained(
                 move |tx| {
                     Box::pin(async move {
-                        let mut task = task;
+                        let callback = callback_post
+                            .as_ref()
+                            .map(|(url, body)| (url.as_str(), body.as_str()));
                         match expected_version {
                             None => {
-                                task.pk = store::tasks::insert(tx.conn().await?, &task)
+                                store::tasks::insert(tx.conn_beside_posts().await?, &task, &event, callback)
                                     .await
                                     .map_err(|e| match e {
                                         store::StoreError::Conflict => CoreError::new(
@@ -879,26 +877,20 @@ impl Core {
                                     })?;
                             }
                             Some(version) => {
-                                if !store::tasks::update(tx.conn().await?, &task, version).await? {
+                                if !store::tasks::update(
+                                    tx.conn_beside_posts().await?,
+                                    &task,
+                                    version,
+                                    &event,
+                                    callback,
+                                )
+                                    .await?
+                                {
                                     return Err(task_changed(&task.task_id));
                                 }
                             }
                         }
-                        let conn = tx.conn().await?;
-                        if let Some(agent_pk) = new_assignee {
-                            store::tasks::add_assignee(&mut *conn, task.pk, agent_pk).await?;
-                        }
-                        store::tasks::insert_event(&mut *conn, task.pk, &event).await?;
-                        let queued = match &callback_post {
-                            Some((url, body)) => {
-                                store::tasks::insert_callback(
-                                    conn, task.pk, task.team_pk, url, body, now,
-                                )
-                                .await?;
-                                true
-                            }
-                            None => false,
-                        };
+                        let queued = callback.is_some();
                         let mut staged = Vec::with_capacity(messages.len());
                         for (message, recipients) in messages {
                             let ids = recipients.iter().map(|a| a.agent_id.clone()).collect();
@@ -1121,7 +1113,6 @@ impl Loaded {
             },
             expected_version: Some(self.task.version),
             actor: self.me.clone(),
-            new_assignee: None,
             notices: Vec::new(),
             callback: (callback_status(task.status), Value::Null),
             open_delta: Vec::new(),
