@@ -219,3 +219,156 @@ async fn the_websocket_section_works_as_written() {
     assert!(inbox["result"]["messages"].is_array());
     app.stop().await;
 }
+
+/// The Tasks section: the curl walkthrough as written, then the tester's documented
+/// `websocat` line, the documented replayed frames, and the documented `TaskResponse`
+/// frames typed into it.
+#[tokio::test]
+async fn the_tasks_walkthrough_works_as_written() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}\n{}\necho \"TOKENS=$TESTER_TOKEN $PLANNER_TOKEN\"",
+        walkthrough("foundation"),
+        walkthrough("messaging"),
+        walkthrough("tasks")
+    );
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    let answers = &answers[15..];
+    assert_eq!(answers.len(), 5, "{out}");
+    assert_eq!(answers[0]["task_response"]["status"], "in-progress");
+    assert_eq!(answers[0]["task"]["assignee_agent_id"], "coder");
+    assert_eq!(answers[1]["task"]["status"], "input-required");
+    assert_eq!(answers[2]["task"]["context"][0]["answer"], "UTC");
+    assert_eq!(answers[3]["task"]["assignee_agent_id"], "tester");
+    assert_eq!(answers[4]["error_code"], "FORBIDDEN");
+    let tokens = out
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKENS="))
+        .expect("tokens printed");
+    let (tester, planner) = tokens.split_once(' ').expect("two tokens");
+
+    let section = README
+        .split("\n## Tasks\n")
+        .nth(1)
+        .expect("section")
+        .split("\n## ")
+        .next()
+        .expect("end");
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("websocat "))
+        .expect("a websocat line");
+    assert!(
+        line.contains(r#"-H "Authorization: Bearer $TESTER_TOKEN""#),
+        "{line}"
+    );
+    let url = line
+        .split_whitespace()
+        .nth(1)
+        .expect("url")
+        .trim_matches('"')
+        .replace("ws://localhost:8080", &app.base.replacen("http", "ws", 1));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "authorization",
+        format!("Bearer {tester}").parse().expect("header"),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("connects");
+    let blocks: Vec<&str> = section
+        .split("```json\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap_or(""))
+        .collect();
+    let documented: Vec<Value> = blocks[0]
+        .lines()
+        .map(|l| serde_json::from_str(&l.replace('…', "")).unwrap_or(Value::Null))
+        .collect();
+    let mut frames = Vec::new();
+    while frames
+        .last()
+        .is_none_or(|f: &Value| f["type"] != "caught_up")
+    {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+            .await
+            .expect("frames arrive")
+            .expect("open")
+            .expect("readable");
+        if let Message::Text(text) = message {
+            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
+            if frame["type"] != "hello" {
+                frames.push(frame);
+            }
+        }
+    }
+    assert_eq!(frames.len(), documented.len(), "{frames:?}");
+    for (got, doc) in frames.iter().zip(&documented) {
+        // Every documented field is there with the documented value (ids and times
+        // are elided in the README).
+        for (key, value) in doc.as_object().expect("object") {
+            if value
+                .as_str()
+                .is_some_and(|v| v.is_empty() || v.ends_with('_'))
+            {
+                assert!(got.get(key).is_some(), "{key} missing in {got}");
+            } else if key == "context" {
+                assert_eq!(got[key][0]["answer"], value[0]["answer"]);
+            } else {
+                assert_eq!(&got[key], value, "{key} in {got}");
+            }
+        }
+    }
+    for frame in blocks[1].lines() {
+        socket
+            .send(Message::Text(frame.into()))
+            .await
+            .expect("sent");
+    }
+    let mut replies = 0;
+    while replies < 2 {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
+            .await
+            .expect("frames arrive")
+            .expect("open")
+            .expect("readable");
+        if let Message::Text(text) = message {
+            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
+            if frame["type"] == "reply" {
+                assert_eq!(frame["ok"], true, "{frame}");
+                replies += 1;
+            }
+        }
+    }
+    let detail = app
+        .get("/v1/tasks/parse-logs")
+        .token(planner)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(detail.body["task"]["status"], "success");
+    assert_eq!(detail.body["task"]["result_data"]["5xx_by_hour"]["13"], 4);
+    let kinds: Vec<&str> = detail.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "submitted",
+            "clarification_requested",
+            "clarification_answered",
+            "handed_off",
+            "progress",
+            "succeeded"
+        ]
+    );
+    app.stop().await;
+}
