@@ -56,6 +56,58 @@ fn every_operation_is_documented_with_security_and_error_bodies() {
     }
 }
 
+/// The task protocol's seven types are WebSocket frames as well as REST bodies; each is
+/// a schema of the document, with the document's fields.
+#[test]
+fn the_seven_task_protocol_types_are_documented() {
+    let doc = serde_json::to_value(switchboard::http::openapi_document()).expect("doc");
+    let schemas = &doc["components"]["schemas"];
+    for (name, fields) in [
+        (
+            "TaskRequest",
+            &[
+                "task_id",
+                "description",
+                "data",
+                "originating_agent_id",
+                "callback_url",
+                "priority",
+            ][..],
+        ),
+        (
+            "TaskResponse",
+            &["task_id", "result_data", "status", "agent_id"],
+        ),
+        (
+            "HandoffNotification",
+            &["task_id", "current_agent_id", "new_agent_id", "reason"],
+        ),
+        (
+            "ClarificationRequest",
+            &["task_id", "question", "requested_by"],
+        ),
+        (
+            "ClarificationResponse",
+            &["task_id", "answer", "response_provided_by"],
+        ),
+        (
+            "CallbackNotification",
+            &["task_id", "result_data", "status", "sent_to"],
+        ),
+        (
+            "ErrorMessage",
+            &["task_id", "error_message", "originating_agent_id"],
+        ),
+    ] {
+        for field in fields {
+            assert!(
+                schemas[name]["properties"].get(*field).is_some(),
+                "{name}.{field} is not documented"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_server_serves_the_document_and_an_offline_swagger_ui() {
     let app = TestApp::start().await;
