@@ -98,6 +98,7 @@ impl reqwest::dns::Resolve for PublicResolver {
 
 /// Runs the sender until `stop` is cancelled.
 pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken) {
+    crate::ensure_tls_provider();
     let client = match reqwest::Client::builder()
         .timeout(settings.timeout)
         .redirect(reqwest::redirect::Policy::none())

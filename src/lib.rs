@@ -18,6 +18,8 @@
 #![forbid(unsafe_code)]
 
 pub mod callbacks;
+pub mod cli;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod http;
@@ -26,3 +28,10 @@ pub mod server;
 pub mod store;
 pub mod telemetry;
 pub mod ws;
+
+/// Makes sure rustls has its process-wide crypto provider (ring) before any HTTP client
+/// is built: reqwest is built without a default provider, and building a client
+/// without one fails. Idempotent.
+pub fn ensure_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -308,6 +308,10 @@ pub struct InboxQuery {
     pub kinds: Option<CommaList<MessageKind>>,
     /// Only this conversation.
     pub thread_id: Option<String>,
+    /// Only entries after this sequence number (the `seq` of the last entry already
+    /// handled), oldest first: how a polling client continues where it stopped, also
+    /// past the last page. Needs `sort_order=oldest_first`; not with `cursor`.
+    pub after_seq: Option<i64>,
 }
 
 /// A list given as `a,b,c` (query strings) or `["a", "b", "c"]` (JSON).
@@ -739,11 +743,30 @@ impl Core {
             );
         }
         let order = query.sort_order.unwrap_or_default();
-        let after = query
-            .cursor
-            .as_deref()
-            .map(|c| decode_cursor(c, order))
-            .transpose()?;
+        let after = match (query.after_seq, query.cursor.as_deref()) {
+            (Some(_), Some(_)) => {
+                return Err(CoreError::validation(
+                    "after_seq",
+                    "give after_seq or cursor, not both",
+                ));
+            }
+            (Some(seq), None) => {
+                if seq < 0 {
+                    return Err(CoreError::validation(
+                        "after_seq",
+                        "after_seq is not negative",
+                    ));
+                }
+                if order != SortOrder::OldestFirst {
+                    return Err(CoreError::validation(
+                        "after_seq",
+                        "after_seq needs sort_order=oldest_first",
+                    ));
+                }
+                Some(seq)
+            }
+            (None, cursor) => cursor.map(|c| decode_cursor(c, order)).transpose()?,
+        };
         let sender_pks = query.senders.map(|CommaList(ids)| {
             ids.iter()
                 .filter_map(|id| self.registry().agent_pk_by_id(team.pk, id))

@@ -186,3 +186,43 @@ impl Core {
         }
     }
 }
+
+/// Who a token belongs to (`GET /v1/whoami`): lets a client or the command line learn
+/// its own agent id and team from the token alone.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WhoAmI {
+    pub success: bool,
+    /// `admin`, `team` (a team key) or `agent`.
+    pub kind: String,
+    pub team_id: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+impl Core {
+    pub fn whoami(&self, caller: &Caller) -> CoreResult<WhoAmI> {
+        let team_id = |pk: i64| self.registry().team(pk).map(|t| t.team_id.clone());
+        Ok(match *caller {
+            Caller::Admin => WhoAmI {
+                success: true,
+                kind: "admin".into(),
+                team_id: None,
+                agent_id: None,
+            },
+            Caller::Team { team } => WhoAmI {
+                success: true,
+                kind: "team".into(),
+                team_id: team_id(team),
+                agent_id: None,
+            },
+            Caller::Agent { .. } => {
+                let (team, agent) = self.acting_agent(caller)?;
+                WhoAmI {
+                    success: true,
+                    kind: "agent".into(),
+                    team_id: Some(team.team_id.clone()),
+                    agent_id: Some(agent.agent_id.clone()),
+                }
+            }
+        })
+    }
+}

@@ -10,13 +10,14 @@ use super::error::ApiResult;
 use super::extract::{Auth, JsonBody, PathParams};
 use crate::core::CoreError;
 use crate::core::team_metrics::TeamMetrics;
-use crate::core::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam};
+use crate::core::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_team))
         .routes(routes!(get_team, update_team))
         .routes(routes!(team_metrics))
+        .routes(routes!(whoami))
 }
 
 /// Create a team (admin token). Answers the team key, once.
@@ -97,4 +98,14 @@ async fn team_metrics(
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<TeamMetrics>> {
     Ok(Json(state.core.team_metrics(&caller, &team_id).await?))
+}
+
+/// Who the token belongs to: its kind, team and agent id.
+#[utoipa::path(get, path = "/v1/whoami", tag = "teams", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The token's owner", body = WhoAmI),
+        (status = 401, description = "UNAUTHORIZED", body = CoreError),
+    ))]
+async fn whoami(State(state): State<AppState>, Auth(caller): Auth) -> ApiResult<Json<WhoAmI>> {
+    Ok(Json(state.core.whoami(&caller)?))
 }

@@ -51,6 +51,8 @@ pub enum Op {
     /// The task protocol: what the frame names, with the claimed agent id (checked
     /// against the token by the core) where the type carries one.
     Task(TaskOp),
+    /// Who the connection's token belongs to.
+    WhoAmI,
 }
 
 /// A task protocol frame from the client.
@@ -190,6 +192,7 @@ pub const OPERATIONS: &[&str] = &[
     "cancel_task",
     "get_task",
     "list_tasks",
+    "whoami",
 ];
 
 fn decode_op(kind: &str, mut fields: Map<String, Value>) -> Result<Op, CoreError> {
@@ -398,6 +401,7 @@ fn decode_op(kind: &str, mut fields: Map<String, Value>) -> Result<Op, CoreError
             Op::Task(TaskOp::Get(f.task_id))
         }
         "list_tasks" => Op::Task(TaskOp::List(decode_value(Value::Object(fields))?)),
+        "whoami" => Op::WhoAmI,
         other => {
             return Err(
                 CoreError::validation("type", format!("unknown frame type \"{other}\"")).with(

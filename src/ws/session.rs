@@ -275,6 +275,7 @@ impl Session {
                     core.request_assistance(&caller, body, key.as_deref()).await,
                 ),
                 Op::Task(op) => task_reply(&core, &caller, &request_id, op).await,
+                Op::WhoAmI => frames::reply(&request_id, core.whoami(&caller)),
             }
         })
     }

@@ -316,3 +316,81 @@ async fn a_message_is_readable_by_its_sender_and_recipients_only() {
     assert_eq!(again.body["read_by"], json!(["b"]));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn after_seq_continues_a_poll_past_the_last_page() {
+    let app = TestApp::start().await;
+    let team = app.team("poll").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    for n in 0..3 {
+        app.send(&a, &[&b], &format!("m{n}")).await;
+    }
+    let page = app
+        .inbox(&b, "?sort_order=oldest_first&after_seq=1")
+        .await
+        .expect_status(200);
+    let seqs: Vec<i64> = page.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["seq"].as_i64().expect("seq"))
+        .collect();
+    assert_eq!(seqs, [2, 3]);
+    let empty = app
+        .inbox(&b, "?sort_order=oldest_first&after_seq=3")
+        .await
+        .expect_status(200);
+    assert_eq!(empty.body["messages"], serde_json::json!([]));
+    app.inbox(&b, "?after_seq=1")
+        .await
+        .expect_invalid("after_seq");
+    app.inbox(&b, "?sort_order=oldest_first&after_seq=-1")
+        .await
+        .expect_invalid("after_seq");
+    let cursor = app
+        .inbox(&b, "?sort_order=oldest_first&limit=1")
+        .await
+        .str("next_cursor");
+    app.inbox(
+        &b,
+        format!("?sort_order=oldest_first&after_seq=1&cursor={cursor}"),
+    )
+    .await
+    .expect_invalid("after_seq");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn whoami_tells_a_token_its_owner() {
+    let app = TestApp::start().await;
+    let team = app.team("me").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let who = |token: &str| app.get("/v1/whoami").token(token).send();
+    let agent = who(&a.token).await.expect_status(200);
+    assert_eq!(
+        (
+            agent.str("kind"),
+            agent.str("team_id"),
+            agent.str("agent_id")
+        ),
+        ("agent".into(), "me".into(), "a".into())
+    );
+    let key = who(&team.key).await.expect_status(200);
+    assert_eq!(
+        (key.str("kind"), key.body["agent_id"].clone()),
+        ("team".into(), serde_json::Value::Null)
+    );
+    assert_eq!(
+        who(crate::support::ADMIN)
+            .await
+            .expect_status(200)
+            .str("kind"),
+        "admin"
+    );
+    app.get("/v1/whoami")
+        .send()
+        .await
+        .expect_error(401, "UNAUTHORIZED");
+    app.stop().await;
+}
