@@ -34,6 +34,15 @@ pub enum Command {
     /// Exit 0 if a server on this machine answers /healthz, 1 otherwise (for container
     /// health checks; reads the same SWITCHBOARD_LISTEN as `serve`).
     Healthcheck(HealthcheckArgs),
+    /// Act as an agent from the terminal: listen, send, read the inbox, run tasks.
+    ///
+    /// The server URL and your agent token come from --url and --token, or
+    /// SWITCHBOARD_URL and SWITCHBOARD_TOKEN. Exit codes: 0 done, 1 the server refused
+    /// (its error code is printed), 2 bad usage, 3 the server could not be reached.
+    Agent(crate::cli::AgentArgs),
+    /// Set a team up from the shell: create a team (admin token), register agents
+    /// (team key).
+    Admin(crate::cli::AdminArgs),
 }
 
 /// Settings of `switchboard healthcheck`.
