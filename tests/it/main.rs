@@ -6,6 +6,7 @@ mod wsclient;
 
 mod agents;
 mod cli;
+mod client;
 mod coordination;
 mod docs;
 mod errors;

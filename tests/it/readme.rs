@@ -372,3 +372,114 @@ async fn the_tasks_walkthrough_works_as_written() {
     );
     app.stop().await;
 }
+
+/// "Agents from the terminal": the set-up block, Bob's documented `listen` line as a
+/// real subprocess, Alice's block, then Bob's; with the built binary on `PATH`.
+#[tokio::test]
+async fn the_two_terminal_demo_works_as_written() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_switchboard"))
+        .parent()
+        .expect("bin dir")
+        .display()
+        .to_string();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let with_path = |script: &str| format!("export PATH='{path}'\n{script}");
+    let setup = walkthrough("cli-setup");
+    let out = run(
+        &app,
+        &with_path(&format!("{setup}\necho \"TOKENS=$ALICE_TOKEN $BOB_TOKEN\"")),
+    )
+    .await;
+    let tokens = out
+        .lines()
+        .find_map(|l| l.strip_prefix("TOKENS="))
+        .expect("tokens printed");
+    let (alice, bob) = tokens.split_once(' ').expect("two tokens");
+    assert!(
+        alice.starts_with("sb_agent_") && bob.starts_with("sb_agent_"),
+        "{tokens}"
+    );
+
+    // Terminal 1: the documented line, run as written.
+    let listen = README
+        .lines()
+        .find(|l| l.ends_with("switchboard agent listen"))
+        .expect("the listen line");
+    let mut terminal_1 = tokio::process::Command::new("bash")
+        .args(["-c", &format!("export PATH='{path}'; {listen}")])
+        .env("SWITCHBOARD_URL", &app.base)
+        .env("BOB_TOKEN", bob)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("listen starts");
+    let mut lines = BufReader::new(terminal_1.stdout.take().expect("stdout")).lines();
+    // Wait until Bob is connected, so the send below reports him as delivered.
+    for _ in 0..100 {
+        let me = app
+            .get("/v1/teams/shell/agents/bob")
+            .token(bob)
+            .send()
+            .await
+            .expect_status(200);
+        if me.body["agent"]["connected"] == true {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    // Terminal 2.
+    let vars = format!(
+        "export SWITCHBOARD_URL={}\nALICE_TOKEN={alice}\nBOB_TOKEN={bob}\n",
+        app.base
+    );
+    let out = run(
+        &app,
+        &with_path(&format!("{vars}{}", walkthrough("cli-alice"))),
+    )
+    .await;
+    let printed: Vec<&str> = out.lines().collect();
+    assert_eq!(printed.len(), 2, "{out}");
+    assert!(
+        printed[0].starts_with("sent msg_")
+            && printed[0].ends_with("delivered: [bob] pending: [] failed: []"),
+        "{out}"
+    );
+    assert!(
+        printed[1].starts_with("task logs-1 is in-progress (agent bob)"),
+        "{out}"
+    );
+
+    let mut frames = Vec::new();
+    for _ in 0..2 {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("a frame in time")
+            .expect("readable")
+            .expect("a line");
+        frames.push(serde_json::from_str::<Value>(&line).expect("one JSON object per line"));
+    }
+    assert_eq!(frames[0]["type"], "message");
+    assert_eq!(
+        frames[0]["message"]["content"]["text"],
+        "Can you look at the error spike?"
+    );
+    assert_eq!(frames[1]["type"], "TaskRequest");
+    assert_eq!(frames[1]["task_id"], "logs-1");
+
+    let out = run(
+        &app,
+        &with_path(&format!("{vars}{}", walkthrough("cli-bob"))),
+    )
+    .await;
+    assert!(
+        out.contains("task logs-1 is success (assignee bob)"),
+        "{out}"
+    );
+    assert!(out.contains("2 succeeded by bob → success"), "{out}");
+    let _ = terminal_1.kill().await;
+    app.stop().await;
+}

@@ -1,0 +1,549 @@
+//! `switchboard::client` against the real server, over both transports; the command
+//! line as a subprocess; the worked example.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use switchboard::client::{Client, ClientError, Incoming};
+use switchboard::core::ErrorCode;
+use switchboard::core::assistance::{AssistanceType, RequestAssistance, RequestDetails};
+use switchboard::core::broadcasts::{BroadcastContent, BroadcastUpdate, UpdateType, Urgency};
+use switchboard::core::messages::{
+    InboxQuery, MessageType, RespondToMessage, ResponseContent, ResponseStatus, SendMessage,
+};
+use switchboard::core::tasks::{
+    Answer, Cancel, Clarify, Handoff, TaskQuery, TaskRequest, TaskResponseStatus, TaskResult,
+    TaskStatus,
+};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::support::{Agent, TestApp};
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Http,
+    Ws,
+}
+
+async fn client(app: &TestApp, agent: &Agent, kind: Kind) -> Client {
+    match kind {
+        Kind::Http => Client::http(&app.base, &agent.token).await,
+        Kind::Ws => Client::websocket(&app.base, &agent.token).await,
+    }
+    .expect("client connects")
+}
+
+/// The next incoming entry of `kind`, skipping others.
+async fn next_of(rx: &mut mpsc::Receiver<Incoming>, kind: &str) -> Incoming {
+    loop {
+        let entry = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("an entry arrives in time")
+            .expect("the stream is open");
+        if entry.kind() == kind {
+            return entry;
+        }
+    }
+}
+
+fn task(me: &str, id: &str, caps: &[&str]) -> TaskRequest {
+    TaskRequest {
+        task_id: Some(id.to_owned()),
+        description: format!("do {id}"),
+        data: Map::new(),
+        originating_agent_id: me.to_owned(),
+        callback_url: None,
+        priority: None,
+        required_capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
+        target_agent_id: None,
+    }
+}
+
+async fn every_operation(kind: Kind) {
+    let app = TestApp::start().await;
+    let team = app.team("clients").await;
+    let a = app.agent(&team, "A", &["planning"]).await;
+    let b = app.agent(&team, "B", &["code"]).await;
+    let c = app.agent(&team, "C", &["code", "review"]).await;
+    let ca = client(&app, &a, kind).await;
+    let cb = client(&app, &b, kind).await;
+    let cc = client(&app, &c, kind).await;
+    assert_eq!((ca.agent_id(), ca.team_id()), ("A", "clients"));
+    let mut b_in = cb.incoming();
+    let mut a_in = ca.incoming();
+
+    // The messaging contract.
+    let mut ask = SendMessage::new("A", &["B"], MessageType::Request, "review please");
+    ask.requires_response = true;
+    let sent = ca
+        .send_message(ask.clone(), Some("k1"))
+        .await
+        .expect("send");
+    let again = ca.send_message(ask, Some("k1")).await.expect("retry");
+    assert_eq!(
+        sent.message_id, again.message_id,
+        "idempotency key honoured"
+    );
+    let got = next_of(&mut b_in, "message").await;
+    let view = got.message().expect("a message");
+    assert_eq!(view.message_id, sent.message_id);
+    assert_eq!(view.content.text, "review please");
+    let page = cb
+        .get_messages(InboxQuery {
+            unread_only: Some(true),
+            ..InboxQuery::default()
+        })
+        .await
+        .expect("inbox");
+    assert_eq!(page.total_count, 1);
+    let marked = cb.mark_read(&[&sent.message_id]).await.expect("read");
+    assert_eq!(marked.marked_read, std::slice::from_ref(&sent.message_id));
+    let responded = cb
+        .respond(
+            &sent.message_id,
+            RespondToMessage {
+                responder_agent_id: "B".into(),
+                original_message_id: None,
+                response_content: ResponseContent {
+                    text: "done".into(),
+                    data: Map::new(),
+                    status: ResponseStatus::Completed,
+                },
+                additional_recipients: vec![],
+            },
+            None,
+        )
+        .await
+        .expect("respond");
+    assert!(responded.original_message_updated);
+    let detail = ca.get_message(&sent.message_id).await.expect("get");
+    assert_eq!(detail.responses.len(), 1);
+    let response = next_of(&mut a_in, "message").await;
+    assert_eq!(
+        response.message().expect("message").message_id,
+        responded.response_message_id
+    );
+    let broadcast = ca
+        .broadcast(
+            BroadcastUpdate {
+                sender_agent_id: "A".into(),
+                update_type: UpdateType::Progress,
+                urgency: Urgency::Info,
+                content: BroadcastContent {
+                    summary: "halfway".into(),
+                    details: String::new(),
+                    impact: String::new(),
+                    action_required: false,
+                },
+            },
+            None,
+        )
+        .await
+        .expect("broadcast");
+    assert_eq!(broadcast.recipients, ["B", "C"]);
+    let help = cb
+        .request_assistance(
+            RequestAssistance {
+                requester_agent_id: "B".into(),
+                assistance_type: AssistanceType::Review,
+                target_agents: vec![],
+                required_capabilities: vec!["review".into()],
+                request_details: RequestDetails {
+                    description: "check my work".into(),
+                    context: String::new(),
+                    deadline: None,
+                    priority: Default::default(),
+                },
+            },
+            None,
+        )
+        .await
+        .expect("assistance");
+    assert_eq!(help.potential_responders[0].agent_id, "C");
+
+    // The task protocol: A submits, B asks, A answers, B hands to C, C reports.
+    let submitted = ca
+        .submit_task(TaskRequest {
+            target_agent_id: Some("B".into()),
+            ..task("A", "t1", &[])
+        })
+        .await
+        .expect("submit");
+    assert!(submitted.success);
+    let request = next_of(&mut b_in, "TaskRequest").await;
+    assert_eq!(request.frame["task_id"], "t1");
+    let asked = cb
+        .clarify(
+            "t1",
+            Clarify {
+                question: "how?".into(),
+            },
+        )
+        .await
+        .expect("clarify");
+    let cid = asked
+        .task
+        .open_clarification
+        .expect("open")
+        .clarification_id;
+    let question = next_of(&mut a_in, "ClarificationRequest").await;
+    let typed: switchboard::core::tasks::ClarificationRequest = question.task().expect("typed");
+    assert_eq!(typed.clarification_id, cid);
+    ca.answer(
+        "t1",
+        &cid,
+        Answer {
+            answer: "carefully".into(),
+        },
+    )
+    .await
+    .expect("answer");
+    next_of(&mut b_in, "ClarificationResponse").await;
+    cb.handoff(
+        "t1",
+        Handoff {
+            new_agent_id: "C".into(),
+            reason: "C knows".into(),
+            current_agent_id: Some("B".into()),
+        },
+    )
+    .await
+    .expect("handoff");
+    next_of(&mut a_in, "HandoffNotification").await;
+    cc.report(
+        "t1",
+        TaskResult {
+            status: TaskResponseStatus::InProgress,
+            result_data: json!({"step": 1}),
+        },
+    )
+    .await
+    .expect("progress");
+    let done = cc
+        .report(
+            "t1",
+            TaskResult {
+                status: TaskResponseStatus::Success,
+                result_data: json!({"ok": true}),
+            },
+        )
+        .await
+        .expect("complete");
+    assert_eq!(done.task.status, TaskStatus::Success);
+    let detail = ca.get_task("t1").await.expect("task");
+    assert_eq!(detail.events.len(), 6);
+    let listed = cc.list_tasks(TaskQuery::default()).await.expect("list");
+    assert_eq!(listed.tasks[0].task_id, "t1");
+    ca.submit_task(task("A", "t2", &["code"]))
+        .await
+        .expect("t2");
+    let canceled = ca
+        .cancel(
+            "t2",
+            Cancel {
+                reason: Some("no".into()),
+            },
+        )
+        .await
+        .expect("cancel");
+    assert_eq!(canceled.task.status, TaskStatus::Canceled);
+
+    // Refusals carry the server's error code.
+    let err = ca
+        .send_message(
+            SendMessage::new("A", &["nobody"], MessageType::Information, "x"),
+            None,
+        )
+        .await
+        .expect_err("unknown recipient");
+    assert_eq!(err.code(), Some(ErrorCode::InvalidRecipient), "{err}");
+    let err = cc.get_task("t2").await.expect_err("not a party");
+    assert_eq!(err.code(), Some(ErrorCode::TaskNotFound));
+    let err = ca
+        .report(
+            "t1",
+            TaskResult {
+                status: TaskResponseStatus::Failed,
+                result_data: json!(null),
+            },
+        )
+        .await
+        .expect_err("finished");
+    assert!(matches!(err, ClientError::Server { .. }));
+    assert_eq!(err.code(), Some(ErrorCode::Forbidden));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn every_operation_over_http() {
+    every_operation(Kind::Http).await;
+}
+
+#[tokio::test]
+async fn every_operation_over_the_websocket() {
+    every_operation(Kind::Ws).await;
+}
+
+#[tokio::test]
+async fn a_bad_token_is_refused_with_the_server_code() {
+    let app = TestApp::start().await;
+    for result in [
+        Client::http(&app.base, "sb_agent_nope").await,
+        Client::websocket(&app.base, "sb_agent_nope").await,
+    ] {
+        let err = result.err().expect("refused");
+        assert_eq!(err.code(), Some(ErrorCode::Unauthorized), "{err}");
+    }
+    let err = Client::http("http://127.0.0.1:1", "x")
+        .await
+        .err()
+        .expect("unreachable");
+    assert!(matches!(err, ClientError::Transport(_)), "{err}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_websocket_client_resumes_after_a_server_restart_without_loss_or_duplicate() {
+    let mut app = TestApp::start().await;
+    // Restart on the same port, so the client's reconnects find the new server.
+    app.config.listen = app.server().local_addr();
+    let team = app.team("resume").await;
+    let a = app.agent(&team, "A", &[]).await;
+    let b = app.agent(&team, "B", &[]).await;
+    let cb = client(&app, &b, Kind::Ws).await;
+    let mut incoming = cb.incoming();
+    let to_b = Agent {
+        id: "B".into(),
+        token: String::new(),
+    };
+    for n in 0..5 {
+        app.send(&a, &[&to_b], &format!("n{n}")).await;
+    }
+    let mut texts = Vec::new();
+    for _ in 0..5 {
+        let entry = next_of(&mut incoming, "message").await;
+        texts.push(entry.message().expect("message").content.text);
+    }
+    app.restart().await;
+    // Sent while the client is reconnecting: stored, then replayed to it.
+    for n in 5..10 {
+        app.send(&a, &[&to_b], &format!("n{n}")).await;
+    }
+    for _ in 5..10 {
+        let entry = next_of(&mut incoming, "message").await;
+        texts.push(entry.message().expect("message").content.text);
+    }
+    let expected: Vec<String> = (0..10).map(|n| format!("n{n}")).collect();
+    assert_eq!(texts, expected, "in order, none lost, none twice");
+    // Operations work on the new connection.
+    let page = cb.get_messages(InboxQuery::default()).await.expect("inbox");
+    assert_eq!(page.total_count, 10);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(incoming.try_recv().is_err(), "no duplicate arrives later");
+    app.stop().await;
+}
+
+/// Runs `switchboard …` with the test server's URL.
+fn cli(app: &TestApp, token: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
+    command
+        .env("SWITCHBOARD_URL", &app.base)
+        .env("SWITCHBOARD_TOKEN", token)
+        .stdin(Stdio::null());
+    command
+}
+
+#[tokio::test]
+async fn the_command_line_acts_as_an_agent() {
+    let app = TestApp::start().await;
+    // A team set up from the shell.
+    let out = cli(&app, crate::support::ADMIN)
+        .args([
+            "admin",
+            "team",
+            "create",
+            "Shell team",
+            "--team-id",
+            "shell",
+            "--json",
+        ])
+        .output()
+        .await
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let team: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for (id, caps) in [("alice", "planning"), ("bob", "code")] {
+        let out = cli(&app, &key)
+            .args([
+                "admin",
+                "agent",
+                "register",
+                "--team",
+                "shell",
+                id,
+                "--capabilities",
+                caps,
+                "--json",
+            ])
+            .output()
+            .await
+            .expect("runs");
+        assert!(out.status.success(), "{out:?}");
+        let agent: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        tokens.push(agent["token"].as_str().expect("token").to_owned());
+    }
+    let (alice, bob) = (&tokens[0], &tokens[1]);
+
+    // Bob listens; alice sends and submits a task.
+    let mut listener = cli(&app, bob)
+        .args(["agent", "listen", "--count", "2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("listen starts");
+    let mut lines = BufReader::new(listener.stdout.take().expect("stdout")).lines();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = cli(&app, alice)
+        .args([
+            "agent",
+            "send",
+            "--to",
+            "bob",
+            "--type",
+            "request",
+            "hello from the shell",
+        ])
+        .output()
+        .await
+        .expect("runs");
+    assert!(sent.status.success(), "{sent:?}");
+    let summary = String::from_utf8_lossy(&sent.stdout);
+    assert!(summary.starts_with("sent msg_"), "{summary}");
+    let submitted = cli(&app, alice)
+        .args([
+            "agent",
+            "task",
+            "submit",
+            "parse the logs",
+            "--task-id",
+            "cli-1",
+            "--capabilities",
+            "code",
+            "--json",
+        ])
+        .output()
+        .await
+        .expect("runs");
+    assert!(submitted.status.success(), "{submitted:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
+    assert_eq!(answer["task_response"]["agent_id"], "bob");
+
+    let first: serde_json::Value = serde_json::from_str(
+        &tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("in time")
+            .expect("readable")
+            .expect("a line"),
+    )
+    .expect("JSON line");
+    assert_eq!(first["type"], "message");
+    assert_eq!(first["message"]["content"]["text"], "hello from the shell");
+    let second: serde_json::Value = serde_json::from_str(
+        &tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("in time")
+            .expect("readable")
+            .expect("a line"),
+    )
+    .expect("JSON line");
+    assert_eq!(second["type"], "TaskRequest");
+    assert_eq!(second["task_id"], "cli-1");
+    let status = tokio::time::timeout(Duration::from_secs(10), listener.wait())
+        .await
+        .expect("listen ends after --count")
+        .expect("exit status");
+    assert!(status.success());
+
+    // Bob finishes the task; the summary says so.
+    let done = cli(&app, bob)
+        .args([
+            "agent",
+            "task",
+            "complete",
+            "cli-1",
+            "--data",
+            r#"{"lines": 10}"#,
+        ])
+        .output()
+        .await
+        .expect("runs");
+    assert!(done.status.success(), "{done:?}");
+    assert!(String::from_utf8_lossy(&done.stdout).contains("is success"));
+
+    // Errors: the server's code on stderr and exit code 1; 3 when unreachable.
+    let refused = cli(&app, alice)
+        .args(["agent", "send", "--to", "nobody", "hi"])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("INVALID_RECIPIENT"));
+    let unreachable = cli(&app, alice)
+        .env("SWITCHBOARD_URL", "http://127.0.0.1:1")
+        .args(["agent", "inbox"])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(unreachable.status.code(), Some(3));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_worked_example_runs_to_the_end() {
+    let app = TestApp::start().await;
+    let example = std::env::current_exe()
+        .expect("test binary")
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|dir| dir.join("examples").join("team_loop"))
+        .expect("examples folder");
+    if !example.exists() {
+        let built = tokio::process::Command::new(env!("CARGO"))
+            .args(["build", "--example", "team_loop"])
+            .status()
+            .await
+            .expect("cargo runs");
+        assert!(built.success());
+    }
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new(&example)
+            .args(["--url", &app.base, "--admin-token", crate::support::ADMIN])
+            .output(),
+    )
+    .await
+    .expect("the example ends by itself")
+    .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for round in 1..=3 {
+        assert!(
+            stdout.contains(&format!("[C] round {round}: compiled 2 parts")),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("[D] round {round}: reviewed")),
+            "{stdout}"
+        );
+    }
+    assert!(stdout.contains("[B] got feedback: round 2"), "{stdout}");
+    assert!(stdout.ends_with("done: 3 rounds\n"), "{stdout}");
+    app.stop().await;
+}
