@@ -274,11 +274,44 @@ pub struct Client {
 
 impl Client {
     /// Over HTTP: one request per operation; incoming entries by polling the inbox.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), switchboard::client::ClientError> {
+    /// use switchboard::client::Client;
+    /// use switchboard::core::tasks::{TaskRequest, TaskResponseStatus, TaskResult};
+    ///
+    /// let worker = Client::http("http://127.0.0.1:8080", "sb_agent_…").await?;
+    /// let mut incoming = worker.incoming();
+    /// while let Some(entry) = incoming.recv().await {
+    ///     if entry.kind() == "TaskRequest" {
+    ///         let request: TaskRequest = entry.task().expect("a TaskRequest frame");
+    ///         let task_id = request.task_id.unwrap_or_default();
+    ///         let done = TaskResult { status: TaskResponseStatus::Success, result_data: "ok".into() };
+    ///         worker.report(&task_id, done).await?;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn http(base: &str, token: &str) -> Result<Client, ClientError> {
         Client::with_transport(Arc::new(HttpTransport::new(base, token)?)).await
     }
 
     /// Over one WebSocket, reconnecting by itself.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), switchboard::client::ClientError> {
+    /// use switchboard::client::Client;
+    /// use switchboard::core::ErrorCode;
+    /// use switchboard::core::messages::{MessageType, SendMessage};
+    ///
+    /// let client = Client::websocket("http://127.0.0.1:8080", "sb_agent_…").await?;
+    /// let message = SendMessage::new(client.agent_id(), &["nobody"], MessageType::Information, "hi");
+    /// match client.send_message(message, Some("retry-key-1")).await {
+    ///     Err(err) if err.code() == Some(ErrorCode::InvalidRecipient) => println!("no such agent"),
+    ///     other => println!("{:?}", other.map(|sent| sent.message_id)),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn websocket(base: &str, token: &str) -> Result<Client, ClientError> {
         Client::with_transport(Arc::new(WsTransport::connect(base, token).await?)).await
     }
