@@ -70,6 +70,8 @@ CREATE TABLE callbacks (
     task_pk         INTEGER NOT NULL REFERENCES tasks (pk),
     team_pk         INTEGER NOT NULL REFERENCES teams (pk),
     url             TEXT NOT NULL,
+    -- the task event it reports (task_events.seq)
+    event_seq       INTEGER NOT NULL,
     -- the exact JSON body that is signed and sent
     body            TEXT NOT NULL,
     state           TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'failed')),

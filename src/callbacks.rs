@@ -13,6 +13,8 @@
 //! receiver recomputes the HMAC over the timestamp, a dot and the raw body, compares in
 //! constant time, and rejects old timestamps to stop replays.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -158,12 +160,22 @@ async fn round(
     if due.is_empty() {
         return Ok(false);
     }
+    // One read per team of the round, not per callback.
+    let mut secrets: HashMap<i64, Result<String, String>> = HashMap::new();
+    for callback in &due {
+        if let Entry::Vacant(slot) = secrets.entry(callback.team_pk) {
+            slot.insert(match store::tasks::secret(reader, callback.team_pk).await {
+                Ok(Some((secret, _))) => Ok(secret),
+                Ok(None) => Err("the team has no callback secret".to_owned()),
+                Err(err) => Err(format!("reading the team's secret: {err}")),
+            });
+        }
+    }
+    let secrets = &secrets;
     let attempts = due.into_iter().map(|callback| async move {
-        let secret = store::tasks::secret(reader, callback.team_pk).await;
-        let outcome = match secret {
-            Ok(Some((secret, _))) => send(client, settings, &callback, &secret).await,
-            Ok(None) => Err((None, "the team has no callback secret".to_owned())),
-            Err(err) => Err((None, format!("reading the team's secret: {err}"))),
+        let outcome = match &secrets[&callback.team_pk] {
+            Ok(secret) => send(client, settings, &callback, secret).await,
+            Err(why) => Err((None, why.clone())),
         };
         (callback, outcome)
     });
@@ -197,13 +209,9 @@ async fn round(
                 tracing::debug!(delivery_id = callback.pk, error = ?last_error, "callback attempt failed");
             }
         }
-        let event_seq = serde_json::from_str::<serde_json::Value>(&callback.body)
-            .ok()
-            .and_then(|b| b["event_seq"].as_i64())
-            .unwrap_or(0);
         let delivery = CallbackDelivery {
             delivery_id: callback.pk,
-            event_seq,
+            event_seq: callback.event_seq,
             state,
             attempts,
             last_status,

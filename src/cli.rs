@@ -584,20 +584,18 @@ async fn task(client: &Client, json: bool, command: TaskCommand) -> Result<(), F
                     ),
                 }
             });
-            if answer.success {
-                Ok(())
-            } else {
-                // A stored but failed task is still a failure for the shell.
-                Err(Failure::Client(ClientError::Server {
-                    status: None,
-                    error: Box::new(crate::core::CoreError::new(
-                        crate::core::ErrorCode::NoSuitableAgent,
-                        answer
-                            .error_message
-                            .map(|e| e.error_message)
-                            .unwrap_or_else(|| "the task failed".into()),
-                    )),
-                }))
+            match answer.error_message {
+                None => Ok(()),
+                // A stored but failed task (or a refused registry request) is still a
+                // failure for the shell, with the code the server gave.
+                Some(e) => {
+                    let code = serde_json::from_value(Value::String(e.error_code))
+                        .unwrap_or(crate::core::ErrorCode::InternalError);
+                    Err(Failure::Client(ClientError::Server {
+                        status: None,
+                        error: Box::new(crate::core::CoreError::new(code, e.error_message)),
+                    }))
+                }
             }
         }
         TaskCommand::Show { task_id } => {

@@ -64,7 +64,7 @@ use crate::core::{CoreError, ErrorCode};
 pub enum ClientError {
     /// The server refused the operation; its error body, and the HTTP status if the
     /// answer came over HTTP.
-    #[error("{}: {}", error_code_text(&.error.error_code), .error.error_message)]
+    #[error("{}: {}", .error.error_code.as_text(), .error.error_message)]
     Server {
         status: Option<u16>,
         error: Box<CoreError>,
@@ -77,13 +77,6 @@ pub enum ClientError {
     /// The server answered something this client does not understand.
     #[error("unexpected answer: {0}")]
     Decode(String),
-}
-
-fn error_code_text(code: &ErrorCode) -> String {
-    match serde_json::to_value(code) {
-        Ok(Value::String(text)) => text,
-        _ => format!("{code:?}"),
-    }
 }
 
 impl ClientError {
@@ -229,26 +222,30 @@ impl Incoming {
         serde_json::from_value(self.frame.clone()).ok()
     }
 
-    /// The frame for an inbox entry read over REST: the same object the socket pushes.
+    /// The frame for an inbox entry read over REST: rendered by the same functions the
+    /// server's pushes use, so both transports hand out identical frames.
     pub(crate) fn from_view(view: &MessageView) -> Option<Incoming> {
         let seq = view.seq?;
-        let data = &view.content.data;
-        let frame = match data.get("type").and_then(Value::as_str) {
-            Some(name) if view.kind == crate::core::messages::MessageKind::Task => {
-                let mut frame = Map::new();
-                frame.insert("type".into(), json!(name));
-                frame.insert("seq".into(), json!(seq));
-                for (k, v) in data {
-                    if k != "type" {
-                        frame.insert(k.clone(), v.clone());
-                    }
+        let text =
+            match crate::core::tasks::notice_frame(&view.message_id, view.timestamp, &view.content)
+            {
+                Some((kind, body)) if view.kind == crate::core::messages::MessageKind::Task => {
+                    crate::hub::frame_of(kind, seq, &body)
                 }
-                frame.insert("message_id".into(), json!(view.message_id));
-                frame.insert("timestamp".into(), json!(view.timestamp));
-                Value::Object(frame)
-            }
-            _ => json!({"type": "message", "seq": seq, "message": view}),
-        };
+                _ => {
+                    // The frame adds `seq` itself, as the server's pushes do.
+                    let unnumbered = MessageView {
+                        seq: None,
+                        ..view.clone()
+                    };
+                    crate::hub::frame_of(
+                        crate::hub::FrameKind::Message,
+                        seq,
+                        &serde_json::to_string(&unnumbered).ok()?,
+                    )
+                }
+            };
+        let frame = serde_json::from_str(&text).ok()?;
         Some(Incoming { seq, frame })
     }
 }

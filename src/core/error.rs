@@ -62,6 +62,15 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as the wire shows it (`TASK_NOT_FOUND`), for bodies that carry it as
+    /// text, such as the task protocol's `ErrorMessage`.
+    pub fn as_text(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(Value::String(text)) => text,
+            _ => format!("{self:?}"),
+        }
+    }
+
     /// What a client can usually do about an error with this code.
     fn default_suggestion(self) -> &'static str {
         match self {

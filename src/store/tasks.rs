@@ -90,9 +90,9 @@ pub async fn insert(
          WHERE team_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
          INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
          SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks WHERE team_pk = ? AND task_id = ?;
-         INSERT INTO callbacks (task_pk, team_pk, url, body, state, attempts, next_attempt_at,
-                                created_at)
-         SELECT pk, team_pk, ?, ?, 'pending', 0, created_at, created_at FROM tasks
+         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                next_attempt_at, created_at)
+         SELECT pk, team_pk, ?, ?, ?, 'pending', 0, created_at, created_at FROM tasks
          WHERE team_pk = ? AND task_id = ? AND ? IS NOT NULL;",
     )
     .bind(t.team_pk)
@@ -124,6 +124,7 @@ pub async fn insert(
     .bind(t.team_pk)
     .bind(&t.task_id)
     .bind(url)
+    .bind(event.seq)
     .bind(body)
     .bind(t.team_pk)
     .bind(&t.task_id)
@@ -160,9 +161,9 @@ pub async fn update(
          SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;
          INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
          SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;
-         INSERT INTO callbacks (task_pk, team_pk, url, body, state, attempts, next_attempt_at,
-                                created_at)
-         SELECT ?, ?, ?, ?, 'pending', 0, ?, ? WHERE changes() = 1 AND ? IS NOT NULL;",
+         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                next_attempt_at, created_at)
+         SELECT ?, ?, ?, ?, ?, 'pending', 0, ?, ? WHERE changes() = 1 AND ? IS NOT NULL;",
     )
     .bind(t.assignee_pk)
     .bind(t.status.as_str())
@@ -187,6 +188,7 @@ pub async fn update(
     .bind(t.pk)
     .bind(t.team_pk)
     .bind(url)
+    .bind(event.seq)
     .bind(body)
     .bind(t.updated_at.micros())
     .bind(t.updated_at.micros())
@@ -254,11 +256,9 @@ pub async fn events<'e, E: SqliteExecutor<'e>>(
 }
 
 fn delivery_from_row(row: &SqliteRow) -> Result<CallbackDelivery, StoreError> {
-    let body: String = row.try_get("body")?;
-    let body: serde_json::Value = from_json(&body, "callback body")?;
     Ok(CallbackDelivery {
         delivery_id: row.try_get("pk")?,
-        event_seq: body["event_seq"].as_i64().unwrap_or(0),
+        event_seq: row.try_get("event_seq")?,
         state: match row.try_get::<String, _>("state")?.as_str() {
             "delivered" => DeliveryState::Delivered,
             "failed" => DeliveryState::Failed,
@@ -279,7 +279,7 @@ pub async fn callbacks_of<'e, E: SqliteExecutor<'e>>(
     task_pk: i64,
 ) -> Result<Vec<CallbackDelivery>, StoreError> {
     let rows = sqlx::query(
-        "SELECT pk, body, state, attempts, last_status, last_error, finished_at
+        "SELECT pk, event_seq, state, attempts, last_status, last_error, finished_at
          FROM callbacks WHERE task_pk = ? ORDER BY pk",
     )
     .bind(task_pk)
@@ -353,6 +353,7 @@ pub struct DueCallback {
     pub task_pk: i64,
     pub team_pk: i64,
     pub url: String,
+    pub event_seq: i64,
     pub body: String,
     pub attempts: i64,
 }
@@ -365,7 +366,7 @@ pub async fn due_callbacks<'e, E: SqliteExecutor<'e>>(
     limit: i64,
 ) -> Result<Vec<DueCallback>, StoreError> {
     let rows = sqlx::query(
-        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.body, c.attempts
+        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts
          FROM callbacks c
          WHERE c.state = 'pending' AND c.next_attempt_at <= ?
            AND NOT EXISTS (SELECT 1 FROM callbacks e
@@ -383,8 +384,9 @@ pub async fn due_callbacks<'e, E: SqliteExecutor<'e>>(
                 task_pk: row.try_get(1)?,
                 team_pk: row.try_get(2)?,
                 url: row.try_get(3)?,
-                body: row.try_get(4)?,
-                attempts: row.try_get(5)?,
+                event_seq: row.try_get(4)?,
+                body: row.try_get(5)?,
+                attempts: row.try_get(6)?,
             })
         })
         .collect()

@@ -104,14 +104,6 @@ fn refused(refusal: Refusal, task: &TaskRecord) -> CoreError {
     }
 }
 
-/// The text of an error code, as the wire shows it.
-pub(crate) fn code_text(code: ErrorCode) -> String {
-    match serde_json::to_value(code) {
-        Ok(Value::String(text)) => text,
-        _ => format!("{code:?}"),
-    }
-}
-
 fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
@@ -164,13 +156,7 @@ impl Core {
         }
         let (team, me) = self.sender(caller, &req.originating_agent_id, "originating_agent_id")?;
         self.check_can_send(&team, &me)?;
-        let task_id = match req.task_id {
-            Some(id) => {
-                ids::check_id("task_id", &id)?;
-                id
-            }
-            None => ids::ordered_id("task"),
-        };
+        let task_id = task_id_or_new(req.task_id.as_deref())?;
         check_message_text("description", &req.description, MAX_TASK_TEXT)?;
         let capabilities = clean_capabilities(req.required_capabilities)?;
         let callback = match req.callback_url {
@@ -256,7 +242,7 @@ impl Core {
             }
             Err(why) => {
                 task.status = TaskStatus::Failed;
-                let code = code_text(why.error_code);
+                let code = why.error_code.as_text();
                 let details = json!({"error_code": code, "error_message": why.error_message});
                 let response = TaskResponse {
                     task_id: task_id.clone(),
@@ -623,7 +609,8 @@ impl Core {
 
     /// A task with its history, for its originator and anyone ever assigned it.
     pub async fn get_task(&self, caller: &Caller, task_id: &str) -> CoreResult<TaskDetail> {
-        let l = self.load_task(caller, task_id).await?;
+        let (team, me) = self.acting_agent(caller)?;
+        let l = self.load_task(team, me, task_id).await?;
         let reader = self.store().reader();
         let events = store::tasks::events(reader, l.task.pk).await?;
         let callbacks = store::tasks::callbacks_of(reader, l.task.pk).await?;
@@ -751,8 +738,12 @@ impl Core {
 
     /// Reads the task for an action by the calling agent. Only its originator and its
     /// assignees, past and present, see it; anyone else gets `TASK_NOT_FOUND`.
-    async fn load_task(&self, caller: &Caller, task_id: &str) -> CoreResult<Loaded> {
-        let (team, me) = self.acting_agent(caller)?;
+    async fn load_task(
+        &self,
+        team: Arc<TeamRecord>,
+        me: Arc<AgentRecord>,
+        task_id: &str,
+    ) -> CoreResult<Loaded> {
         let reader = self.store().reader();
         let task = store::tasks::find(reader, team.pk, task_id)
             .await?
@@ -786,7 +777,7 @@ impl Core {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let loaded = self.load_task(caller, task_id).await?;
+            let loaded = self.load_task(team.clone(), me.clone(), task_id).await?;
             let change = plan(self, &loaded)?;
             match self.commit(change).await {
                 Err(err) if is_task_changed(&err) && attempt < ATTEMPTS => continue,
@@ -1118,6 +1109,17 @@ impl Loaded {
             open_delta: Vec::new(),
             task,
         }
+    }
+}
+
+/// A client-supplied task id, checked, or a new one.
+pub(super) fn task_id_or_new(given: Option<&str>) -> CoreResult<String> {
+    match given {
+        Some(id) => {
+            ids::check_id("task_id", id)?;
+            Ok(id.to_owned())
+        }
+        None => Ok(ids::ordered_id("task")),
     }
 }
 

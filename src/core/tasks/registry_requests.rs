@@ -15,13 +15,12 @@
 
 use serde_json::{Value, json};
 
-use super::ops::code_text;
 use super::{
     ErrorMessage, SERVER_AGENT_ID, TaskRequest, TaskResponse, TaskResponseStatus, TaskSubmitted,
 };
 use crate::core::agents::RegisterAgent;
 use crate::core::registry::{AgentStatus, Caller};
-use crate::core::{Core, CoreError, CoreResult, ErrorCode, ids};
+use crate::core::{Core, CoreError, CoreResult, ErrorCode};
 
 /// Which registry request a description makes, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,13 +80,7 @@ impl Core {
                 "the registry by message is used with a team key or an agent token",
             )
         })?;
-        let task_id = match &req.task_id {
-            Some(id) => {
-                ids::check_id("task_id", id)?;
-                id.clone()
-            }
-            None => ids::ordered_id("task"),
-        };
+        let task_id = super::ops::task_id_or_new(req.task_id.as_deref())?;
         let answer =
             |status, result_data: Value, error: Option<(ErrorCode, String)>| TaskSubmitted {
                 success: status == TaskResponseStatus::Success,
@@ -99,7 +92,7 @@ impl Core {
                 },
                 error_message: error.map(|(code, message)| ErrorMessage {
                     task_id: Some(task_id.clone()),
-                    error_code: code_text(code),
+                    error_code: code.as_text(),
                     error_message: message,
                     originating_agent_id: req.originating_agent_id.clone(),
                 }),
