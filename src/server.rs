@@ -21,7 +21,7 @@ use crate::config::ServeArgs;
 use crate::core::ratelimit::RateLimit;
 use crate::core::tasks::TaskSettings;
 use crate::core::{Core, CoreSettings};
-use crate::http::{self, AppState, HttpSettings};
+use crate::http::{self, AppParts, AppState, HttpSettings};
 use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 use crate::ws::{WsContext, WsSettings};
@@ -156,11 +156,11 @@ impl Server {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         };
-        let state = AppState {
+        let state = AppState::new(AppParts {
             core: core.clone(),
             metrics,
             ws: ws.clone(),
-        };
+        });
         let app = http::app(
             state,
             &HttpSettings {

@@ -108,6 +108,11 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CoreError> {
             "the request needs a JSON body",
         ));
     }
+    // Tracking the path costs on every field; a good body (the usual case) does not
+    // need it, so the path is worked out only by a second pass over a bad one.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let path = err.path().to_string();

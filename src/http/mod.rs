@@ -33,12 +33,32 @@ use crate::core::{Core, CoreError, ErrorCode};
 use error::ApiError;
 use extract::BodyLimit;
 
-/// Everything a handler may need; every field is a cheap handle.
+/// Everything a handler may need, behind one `Arc`.
+///
+/// axum clones the state for every extractor of every request; one reference count is
+/// cheaper than cloning each handle (a cancellation token's clone takes a lock).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(std::sync::Arc<AppParts>);
+
+/// The parts of [`AppState`].
+pub struct AppParts {
     pub core: Core,
     pub metrics: ops::MetricsHandle,
     pub ws: crate::ws::WsContext,
+}
+
+impl AppState {
+    pub fn new(parts: AppParts) -> AppState {
+        AppState(std::sync::Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
 }
 
 /// Settings of the HTTP transport.
