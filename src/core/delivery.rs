@@ -256,6 +256,7 @@ impl Core {
         let failed: Vec<String> = disabled.iter().map(|a| a.agent_id.clone()).collect();
         let sender_id = sender.agent_id.clone();
         let hub = self.hub().clone();
+        let rendered = store::messages::RenderedMessage::new(message, recipient_ids)?;
 
         self.store()
             .write_self_contained(
@@ -270,8 +271,9 @@ impl Core {
                         }
                         let timestamp = Timestamp::now();
                         check(&mut *tx, timestamp).await?;
+                        let message = rendered.message();
                         let (delivered_to, pending_delivery, pushes) =
-                            reserve_pushes(&hub, &live, &message, &sender_id, timestamp);
+                            reserve_pushes(&hub, &live, message, &sender_id, timestamp);
                         let posted = Posted {
                             message_id: message.message_id.clone(),
                             timestamp,
@@ -297,8 +299,7 @@ impl Core {
                             None => None,
                         };
                         let slot = tx.stage_post(store::messages::StagedPost::new(
-                            message,
-                            recipient_ids,
+                            rendered,
                             deliver_pks,
                             timestamp,
                             response.map(|(original_pk, status)| (original_pk, agent_pk, status)),

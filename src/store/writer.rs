@@ -249,6 +249,7 @@ async fn run(
     closing: tokio_util::sync::CancellationToken,
 ) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
+    let metrics = BatchMetrics::new();
     loop {
         let first = tokio::select! {
             // Jobs already queued win over closing, so nothing accepted is dropped.
@@ -267,7 +268,7 @@ async fn run(
                 Err(_) => break,
             }
         }
-        run_batch(&mut tx, &mut batch).await;
+        run_batch(&mut tx, &mut batch, &metrics).await;
     }
     let mut conn = tx.conn;
     // Fold the WAL back into the database file so a clean stop leaves one tidy file.
@@ -283,7 +284,25 @@ async fn run(
     tracing::debug!("storage writer stopped");
 }
 
-async fn run_batch(tx: &mut WriteTx, batch: &mut Vec<Job>) {
+/// The writer's metric handles, looked up once: a lookup by name per batch hashes the
+/// name and takes the registry's lock, on the thread every write waits for.
+struct BatchMetrics {
+    batches: metrics::Counter,
+    size: metrics::Histogram,
+    seconds: metrics::Histogram,
+}
+
+impl BatchMetrics {
+    fn new() -> BatchMetrics {
+        BatchMetrics {
+            batches: metrics::counter!("switchboard_store_write_batches_total"),
+            size: metrics::histogram!("switchboard_store_write_batch_size"),
+            seconds: metrics::histogram!("switchboard_store_write_batch_seconds"),
+        }
+    }
+}
+
+async fn run_batch(tx: &mut WriteTx, batch: &mut Vec<Job>, metrics: &BatchMetrics) {
     let started = Instant::now();
     let size = batch.len();
     let mut jobs = batch.drain(..);
@@ -318,10 +337,9 @@ async fn run_batch(tx: &mut WriteTx, batch: &mut Vec<Job>) {
     // Jobs the failed batch never reached are dropped here; dropping a job drops its
     // oneshot, and its caller gets `StoreError::Dropped`. None is carried over.
     drop(jobs);
-    metrics::counter!("switchboard_store_write_batches_total").increment(1);
-    metrics::histogram!("switchboard_store_write_batch_size").record(size as f64);
-    metrics::histogram!("switchboard_store_write_batch_seconds")
-        .record(started.elapsed().as_secs_f64());
+    metrics.batches.increment(1);
+    metrics.size.record(size as f64);
+    metrics.seconds.record(started.elapsed().as_secs_f64());
 
     for finish in finishers {
         finish(match &outcome {

@@ -25,7 +25,10 @@ use crate::core::messages::{Content, MAX_TEXT, MessageKind, MessageType, check_m
 use crate::core::registry::{AgentRecord, AgentStatus, Caller, TeamRecord};
 use crate::core::time::Timestamp;
 use crate::core::{Core, CoreError, CoreResult, ErrorCode, Need, ids};
-use crate::store::{self, messages::StagedPost};
+use crate::store::{
+    self,
+    messages::{RenderedMessage, StagedPost},
+};
 
 /// How many times an action is decided again when the task changed under it.
 const ATTEMPTS: usize = 5;
@@ -833,15 +836,15 @@ impl Core {
                 ));
             }
         }
-        let messages: Vec<(NewMessage, Vec<Arc<AgentRecord>>)> = notices
+        // Rendered here, not on the writer's thread (see `RenderedMessage`).
+        let messages = notices
             .into_iter()
             .map(|n| {
-                (
-                    self.notice_message(&task, &actor, n.frame, n.body),
-                    n.recipients,
-                )
+                let message = self.notice_message(&task, &actor, n.frame, n.body);
+                let ids = n.recipients.iter().map(|a| a.agent_id.clone()).collect();
+                Ok((RenderedMessage::new(message, ids)?, n.recipients))
             })
-            .collect();
+            .collect::<CoreResult<Vec<(RenderedMessage, Vec<Arc<AgentRecord>>)>>>()?;
         let hub = self.hub().clone();
         let core = self.clone();
         let actor_id = actor.agent_id.clone();
@@ -883,18 +886,16 @@ impl Core {
                         }
                         let queued = callback.is_some();
                         let mut staged = Vec::with_capacity(messages.len());
-                        for (message, recipients) in messages {
-                            let ids = recipients.iter().map(|a| a.agent_id.clone()).collect();
+                        for (rendered, recipients) in messages {
                             let live: Vec<Arc<AgentRecord>> = recipients
                                 .into_iter()
                                 .filter(|a| a.communication_enabled)
                                 .collect();
                             let (_, _, pushes) =
-                                reserve_pushes(&hub, &live, &message, &actor_id, now);
+                                reserve_pushes(&hub, &live, rendered.message(), &actor_id, now);
                             let pks = live.iter().map(|a| a.pk).collect();
-                            let slot = tx.stage_post(StagedPost::new(
-                                message, ids, pks, now, None, None,
-                            ));
+                            let slot =
+                                tx.stage_post(StagedPost::new(rendered, pks, now, None, None));
                             staged.push((slot, pushes));
                         }
                         Ok::<_, CoreError>((task, staged, queued))
