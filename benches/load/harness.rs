@@ -229,6 +229,14 @@ impl LoadResult {
     pub fn per_second(&self) -> f64 {
         self.ok as f64 / self.elapsed.as_secs_f64()
     }
+
+    /// Adds another run's figures (for measurements taken in several slices).
+    pub fn merge(&mut self, other: LoadResult) {
+        self.ok += other.ok;
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+        self.latencies.extend(other.latencies);
+    }
 }
 
 /// Builds the `i`-th request of connection `conn`.

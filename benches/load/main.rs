@@ -62,12 +62,11 @@ fn main() {
         .build()
         .expect("runtime");
     let mut rows = Vec::new();
-    let shared = std::sync::Arc::new(scenarios::Shared::default());
     runtime.block_on(async {
         for (name, scenario) in scenarios::ALL {
             if opts.wants(name) {
                 eprintln!("running {name} …");
-                rows.extend(scenario(opts.clone(), shared.clone()).await);
+                rows.extend(scenario(opts.clone()).await);
             }
         }
     });

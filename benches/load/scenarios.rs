@@ -3,7 +3,6 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -12,34 +11,18 @@ use hyper::{Request, StatusCode};
 use crate::Opts;
 use crate::harness::{Row, ServerProcess, Setup, http_count, http_load};
 
-type Scenario = fn(Opts, Arc<Shared>) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
-
-/// Figures one scenario measures and a later one compares with.
-#[derive(Default)]
-pub struct Shared {
-    /// `/healthz` requests per second, as f64 bits.
-    healthz: AtomicU64,
-}
-
-impl Shared {
-    fn healthz(&self) -> Option<f64> {
-        match self.healthz.load(Ordering::Relaxed) {
-            0 => None,
-            bits => Some(f64::from_bits(bits)),
-        }
-    }
-}
+type Scenario = fn(Opts) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
 
 pub const ALL: &[(&str, Scenario)] = &[
-    ("healthz", |o, s| Box::pin(healthz(o, s))),
-    ("send_message", |o, s| Box::pin(send_message(o, s))),
-    ("get_messages", |o, s| Box::pin(get_messages(o, s))),
-    ("broadcast", |o, s| Box::pin(broadcast(o, s))),
-    ("ws_idle", |o, _| Box::pin(crate::live::idle(o))),
-    ("ws_push", |o, _| Box::pin(crate::live::push_latency(o))),
-    ("ws_fanout", |o, _| Box::pin(crate::live::fanout(o))),
-    ("ws_replay", |o, _| Box::pin(crate::live::replay(o))),
-    ("tasks", |o, _| Box::pin(crate::live::tasks(o))),
+    ("healthz", |o| Box::pin(healthz(o))),
+    ("send_message", |o| Box::pin(send_message(o))),
+    ("get_messages", |o| Box::pin(get_messages(o))),
+    ("broadcast", |o| Box::pin(broadcast(o))),
+    ("ws_idle", |o| Box::pin(crate::live::idle(o))),
+    ("ws_push", |o| Box::pin(crate::live::push_latency(o))),
+    ("ws_fanout", |o| Box::pin(crate::live::fanout(o))),
+    ("ws_replay", |o| Box::pin(crate::live::replay(o))),
+    ("tasks", |o| Box::pin(crate::live::tasks(o))),
 ];
 
 fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
@@ -60,7 +43,7 @@ fn post(host: &str, path: &str, token: &str, body: String) -> Request<Full<Bytes
 }
 
 /// The HTTP ceiling: a constant answer, no storage.
-async fn healthz(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
+async fn healthz(opts: Opts) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
     let host = server.addr.to_string();
     let make = Arc::new(move |_: usize, _: u64| get(&host, "/healthz", None));
@@ -73,9 +56,6 @@ async fn healthz(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
         make,
     )
     .await;
-    shared
-        .healthz
-        .store(result.per_second().to_bits(), Ordering::Relaxed);
     vec![Row::from_load(
         "healthz",
         format!("{} conns", opts.connections),
@@ -85,12 +65,20 @@ async fn healthz(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
     )]
 }
 
+/// Slices the send_message comparison is measured in (see [`send_message`]).
+const SLICES: u32 = 5;
+
 /// SEND_MESSAGE to one recipient, every 2xx committed; compared with `/healthz`.
-async fn send_message(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
-    let mut rows = Vec::new();
-    if shared.healthz().is_none() {
-        rows.extend(healthz(opts.clone(), shared.clone()).await);
-    }
+///
+/// The two are measured in alternating slices (healthz, send, healthz, send, …) against
+/// two servers running side by side, and each rate is the sum over its slices. This
+/// machine's speed drifts by ±20% within a minute (shared cores); two back-to-back
+/// ten-second runs compared a fast moment with a slow one, and the ratio swung between
+/// 33% and 50% for the same binary. Interleaving gives both the same moments.
+async fn send_message(opts: Opts) -> Vec<Row> {
+    let ceiling = ServerProcess::start(&[]);
+    let ceiling_host = ceiling.addr.to_string();
+    let make_healthz = Arc::new(move |_: usize, _: u64| get(&ceiling_host, "/healthz", None));
     let server = ServerProcess::start(&[]);
     let setup = Setup::new(&server);
     let (_, agents) = setup.team("bench", "a", opts.connections + 1, &[]).await;
@@ -102,42 +90,65 @@ async fn send_message(opts: Opts, shared: Arc<Shared>) -> Vec<Row> {
     let sink = agents[0].id.clone();
     // Bodies are formatted from a template: the generator shares the CPU with the
     // server, so it must cost as little per request as it does for /healthz.
-    let make = Arc::new(move |conn: usize, i: u64| {
+    let make_send = Arc::new(move |conn: usize, i: u64| {
         let (id, token) = &senders[conn % senders.len()];
         let body = format!(
             r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
         );
         post(&host, "/v1/messages", token, body)
     });
-    let result = http_load(
-        server.addr,
-        opts.connections,
-        opts.warmup(),
-        opts.duration(),
-        StatusCode::CREATED,
-        make,
-    )
-    .await;
-    let ratio = shared.healthz().map_or(String::new(), |h| {
-        format!(
-            "{:.0}% of /healthz (target ≥ 50%)",
-            100.0 * result.per_second() / h
+    let slice = opts.duration() / SLICES;
+    let mut ceiling_result = crate::harness::LoadResult::default();
+    let mut result = crate::harness::LoadResult::default();
+    for n in 0..SLICES {
+        // The full warm-up before the first slice; after that both servers are warm and
+        // a short one lets the new connections settle.
+        let warmup = if n == 0 {
+            opts.warmup()
+        } else {
+            std::time::Duration::from_millis(300)
+        };
+        let make = make_healthz.clone();
+        let part = http_load(
+            ceiling.addr,
+            opts.connections,
+            warmup,
+            slice,
+            StatusCode::OK,
+            make,
         )
-    });
-    rows.push(Row::from_load(
+        .await;
+        ceiling_result.merge(part);
+        let make = make_send.clone();
+        let part = http_load(
+            server.addr,
+            opts.connections,
+            warmup,
+            slice,
+            StatusCode::CREATED,
+            make,
+        )
+        .await;
+        result.merge(part);
+    }
+    let ratio = format!(
+        "{:.0}% of /healthz interleaved with it ({:.0} req/s; target ≥ 50%)",
+        100.0 * result.per_second() / ceiling_result.per_second(),
+        ceiling_result.per_second()
+    );
+    vec![Row::from_load(
         "send_message",
         format!("{} conns, 1 recipient", opts.connections),
         result,
         server.rss_kib(),
         ratio,
-    ));
-    rows
+    )]
 }
 
 /// GET_MESSAGES with filters on a large store: 1,000,000 messages across 1,000 agents
 /// (seeded through SEND_MESSAGE), each query by a random agent with one of several filter
 /// combinations; target p99 ≤ 10 ms.
-async fn get_messages(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
+async fn get_messages(opts: Opts) -> Vec<Row> {
     const AGENTS: usize = 1000;
     const MESSAGES: u64 = 1_000_000;
     // With --data-dir the seeded database and its tokens are kept and reused.
@@ -245,7 +256,7 @@ async fn get_messages(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
 }
 
 /// BROADCAST_UPDATE to a 100-agent team (99 recipients each); target ≥ 2,000/s.
-async fn broadcast(opts: Opts, _shared: Arc<Shared>) -> Vec<Row> {
+async fn broadcast(opts: Opts) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
     let setup = Setup::new(&server);
     let (_, agents) = setup.team("hundred", "m", 100, &[]).await;
