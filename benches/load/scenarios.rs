@@ -9,7 +9,7 @@ use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 
 use crate::Opts;
-use crate::harness::{Row, ServerProcess, Setup, http_count, http_load};
+use crate::harness::{LoadResult, MakeRequest, Row, ServerProcess, Setup, http_count, http_load};
 
 type Scenario = fn(Opts) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
 
@@ -78,7 +78,8 @@ const SLICES: u32 = 5;
 async fn send_message(opts: Opts) -> Vec<Row> {
     let ceiling = ServerProcess::start(&[]);
     let ceiling_host = ceiling.addr.to_string();
-    let make_healthz = Arc::new(move |_: usize, _: u64| get(&ceiling_host, "/healthz", None));
+    let make_healthz: MakeRequest =
+        Arc::new(move |_: usize, _: u64| get(&ceiling_host, "/healthz", None));
     let server = ServerProcess::start(&[]);
     let setup = Setup::new(&server);
     let (_, agents) = setup.team("bench", "a", opts.connections + 1, &[]).await;
@@ -90,7 +91,7 @@ async fn send_message(opts: Opts) -> Vec<Row> {
     let sink = agents[0].id.clone();
     // Bodies are formatted from a template: the generator shares the CPU with the
     // server, so it must cost as little per request as it does for /healthz.
-    let make_send = Arc::new(move |conn: usize, i: u64| {
+    let make_send: MakeRequest = Arc::new(move |conn: usize, i: u64| {
         let (id, token) = &senders[conn % senders.len()];
         let body = format!(
             r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
@@ -98,8 +99,8 @@ async fn send_message(opts: Opts) -> Vec<Row> {
         post(&host, "/v1/messages", token, body)
     });
     let slice = opts.duration() / SLICES;
-    let mut ceiling_result = crate::harness::LoadResult::default();
-    let mut result = crate::harness::LoadResult::default();
+    let mut ceiling_result = LoadResult::default();
+    let mut result = LoadResult::default();
     for n in 0..SLICES {
         // The full warm-up before the first slice; after that both servers are warm and
         // a short one lets the new connections settle.
@@ -108,28 +109,19 @@ async fn send_message(opts: Opts) -> Vec<Row> {
         } else {
             std::time::Duration::from_millis(300)
         };
-        let make = make_healthz.clone();
-        let part = http_load(
-            ceiling.addr,
-            opts.connections,
-            warmup,
-            slice,
-            StatusCode::OK,
-            make,
-        )
-        .await;
-        ceiling_result.merge(part);
-        let make = make_send.clone();
-        let part = http_load(
-            server.addr,
-            opts.connections,
-            warmup,
-            slice,
-            StatusCode::CREATED,
-            make,
-        )
-        .await;
-        result.merge(part);
+        let sides: [(_, _, &MakeRequest, &mut LoadResult); 2] = [
+            (
+                ceiling.addr,
+                StatusCode::OK,
+                &make_healthz,
+                &mut ceiling_result,
+            ),
+            (server.addr, StatusCode::CREATED, &make_send, &mut result),
+        ];
+        for (addr, expect, make, total) in sides {
+            let part = http_load(addr, opts.connections, warmup, slice, expect, make.clone()).await;
+            total.merge(part);
+        }
     }
     let ratio = format!(
         "{:.0}% of /healthz interleaved with it ({:.0} req/s; target ≥ 50%)",
