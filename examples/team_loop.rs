@@ -18,10 +18,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchboard::client::{Client, ClientError};
-use switchboard::core::broadcasts::{BroadcastContent, BroadcastUpdate, UpdateType, Urgency};
-use switchboard::core::messages::{Content, MessageType, SendMessage};
-use switchboard::core::tasks::{TaskRequest, TaskResponseStatus, TaskResult};
+use switchboard_client::{Client, ClientError};
+use switchboard_types::broadcasts::{BroadcastContent, BroadcastUpdate, UpdateType, Urgency};
+use switchboard_types::messages::{Content, MessageType, SendMessage};
+use switchboard_types::tasks::{TaskRequest, TaskResponseStatus, TaskResult};
 
 const SUBTASKS: [&str; 2] = ["parser", "report"];
 
@@ -66,7 +66,7 @@ async fn main() -> std::process::ExitCode {
 
 async fn run() -> Result<(), String> {
     let opts = options()?;
-    switchboard::ensure_tls_provider();
+    switchboard_client::ensure_tls_provider();
     let http = reqwest::Client::new();
     let team_id = format!("sop-{}", std::process::id());
     let post = |path: String, token: String, body: Value| {

@@ -13,8 +13,6 @@
 //! receiver recomputes the HMAC over the timestamp, a dot and the raw body, compares in
 //! constant time, and rejects old timestamps to stop replays.
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,13 +20,12 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::Core;
-use crate::core::tasks::callback_url::{self, is_public};
-use crate::core::tasks::{CallbackDelivery, DeliveryState};
-use crate::core::time::Timestamp;
-use crate::store::{self, StoreError};
+use crate::core::callback_url::{self, is_public};
+use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, RetryPolicy};
+use crate::core::{Core, CoreResult};
 
 /// Settings of the callback sender.
 #[derive(Debug, Clone, Copy)]
@@ -54,12 +51,19 @@ impl Default for CallbackSettings {
     }
 }
 
+impl CallbackSettings {
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.max_attempts,
+            retry_base: self.retry_base,
+        }
+    }
+}
+
 /// Callbacks tried at once.
 const BATCH: i64 = 64;
 /// Longest wait between looks at the outbox when nothing is announced.
 const IDLE_POLL: Duration = Duration::from_secs(5);
-/// Longest backoff between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
 /// The header value signing `body` at `unix_seconds` with `secret`.
 pub fn signature(secret: &str, unix_seconds: i64, body: &str) -> String {
@@ -100,7 +104,7 @@ impl reqwest::dns::Resolve for PublicResolver {
 
 /// Runs the sender until `stop` is cancelled.
 pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken) {
-    crate::ensure_tls_provider();
+    switchboard_client::ensure_tls_provider();
     let client = match reqwest::Client::builder()
         .timeout(settings.timeout)
         .redirect(reqwest::redirect::Policy::none())
@@ -120,7 +124,7 @@ pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken
         if stop.is_cancelled() {
             break;
         }
-        let queued = core.tasks().callbacks_queued.notified();
+        let queued = core.callback_queued();
         let wait = match round(&core, &client, &settings).await {
             Ok(true) => continue,
             Ok(false) => next_wait(&core).await,
@@ -140,7 +144,7 @@ pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken
 
 /// How long until the next pending callback is due.
 async fn next_wait(core: &Core) -> Duration {
-    match store::tasks::next_callback_due(core.store().reader()).await {
+    match core.next_callback_due().await {
         Ok(Some(at)) => {
             let micros = (at.micros() - Timestamp::now().micros()).max(0);
             Duration::from_micros(micros as u64).min(IDLE_POLL)
@@ -154,93 +158,22 @@ async fn round(
     core: &Core,
     client: &reqwest::Client,
     settings: &CallbackSettings,
-) -> Result<bool, StoreError> {
-    let reader = core.store().reader();
-    let due = store::tasks::due_callbacks(reader, Timestamp::now(), BATCH).await?;
+) -> CoreResult<bool> {
+    let due = core.due_callbacks(BATCH).await?;
     if due.is_empty() {
         return Ok(false);
     }
-    // One read per team of the round, not per callback.
-    let mut secrets: HashMap<i64, Result<String, String>> = HashMap::new();
-    for callback in &due {
-        if let Entry::Vacant(slot) = secrets.entry(callback.team_pk) {
-            slot.insert(match store::tasks::secret(reader, callback.team_pk).await {
-                Ok(Some((secret, _))) => Ok(secret),
-                Ok(None) => Err("the team has no callback secret".to_owned()),
-                Err(err) => Err(format!("reading the team's secret: {err}")),
-            });
-        }
-    }
-    let secrets = &secrets;
-    let attempts = due.into_iter().map(|callback| async move {
-        let outcome = match &secrets[&callback.team_pk] {
-            Ok(secret) => send(client, settings, &callback, secret).await,
-            Err(why) => Err((None, why.clone())),
-        };
-        (callback, outcome)
-    });
-    let results = join_all(attempts).await;
-    let now = Timestamp::now();
-    let mut records = Vec::with_capacity(results.len());
-    for (callback, outcome) in results {
-        let attempts = callback.attempts + 1;
-        let (state, last_status, last_error) = match outcome {
-            Ok(status) => (DeliveryState::Delivered, Some(status), None),
-            Err((status, error)) if attempts >= settings.max_attempts => {
-                (DeliveryState::Failed, status, Some(error))
-            }
-            Err((status, error)) => (DeliveryState::Pending, status, Some(error)),
-        };
-        let backoff = settings
-            .retry_base
-            .saturating_mul(1 << (attempts - 1).clamp(0, 20))
-            .min(MAX_BACKOFF);
-        let finished_at = (state != DeliveryState::Pending).then_some(now);
-        match state {
-            DeliveryState::Delivered => {
-                metrics::counter!("switchboard_callbacks_delivered_total").increment(1);
-            }
-            DeliveryState::Failed => {
-                metrics::counter!("switchboard_callbacks_failed_total").increment(1);
-                tracing::warn!(delivery_id = callback.pk, url = %callback.url, error = ?last_error, "callback given up");
-            }
-            DeliveryState::Pending => {
-                metrics::counter!("switchboard_callbacks_retried_total").increment(1);
-                tracing::debug!(delivery_id = callback.pk, error = ?last_error, "callback attempt failed");
-            }
-        }
-        let delivery = CallbackDelivery {
-            delivery_id: callback.pk,
-            event_seq: callback.event_seq,
-            state,
-            attempts,
-            last_status,
-            last_error: last_error.clone(),
-            finished_at,
-        };
-        let attempt = store::tasks::Attempt {
-            state,
-            attempts,
-            next_attempt_at: Timestamp::from_micros(
-                now.micros() + i64::try_from(backoff.as_micros()).unwrap_or(i64::MAX / 2),
-            ),
-            last_status,
-            last_error,
-            finished_at,
-        };
-        records.push((callback.pk, callback.task_pk, delivery, attempt));
-    }
-    core.store()
-        .write(move |tx| {
-            Box::pin(async move {
-                let conn = tx.conn().await?;
-                for (pk, task_pk, delivery, attempt) in &records {
-                    store::tasks::record_attempt(&mut *conn, *pk, *task_pk, delivery, attempt)
-                        .await?;
-                }
-                Ok::<_, StoreError>(())
-            })
-        })
+    let attempts = due
+        .into_iter()
+        .map(|DueDelivery { callback, secret }| async move {
+            let outcome: AttemptResult = match &secret {
+                Ok(secret) => send(client, settings, &callback, secret).await,
+                Err(why) => Err((None, why.clone())),
+            };
+            (callback, outcome)
+        });
+    let outcomes = join_all(attempts).await;
+    core.record_callback_attempts(outcomes, settings.retry_policy())
         .await?;
     Ok(true)
 }
@@ -250,12 +183,12 @@ async fn round(
 async fn send(
     client: &reqwest::Client,
     settings: &CallbackSettings,
-    callback: &store::tasks::DueCallback,
+    callback: &DueCallback,
     secret: &str,
-) -> Result<i64, (Option<i64>, String)> {
+) -> AttemptResult {
     // Checked again: the server may have been restarted without the private flag.
     callback_url::check(&callback.url, settings.allow_private)
-        .map_err(|e| (None, e.error_message))?;
+        .map_err(|e| (None, e.into_body().error_message))?;
     let now = chrono::Utc::now().timestamp();
     let response = client
         .post(&callback.url)

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::store::Durability;
+use crate::telemetry::LogFormat;
 
 /// Switchboard: a coordination server for teams of AI agents.
 ///
@@ -75,8 +75,8 @@ pub struct ServeArgs {
 
     /// `normal`: a commit survives a crash of the process. `full`: it also survives a
     /// power cut (one fsync per group commit; slower).
-    #[arg(long, env = "SWITCHBOARD_DURABILITY", value_enum, default_value_t = Durability::Normal)]
-    pub durability: Durability,
+    #[arg(long, env = "SWITCHBOARD_DURABILITY", value_enum, default_value_t = DurabilityArg::Normal)]
+    pub durability: DurabilityArg,
 
     /// Largest request body accepted, in bytes; larger ones get 413 PAYLOAD_TOO_LARGE.
     #[arg(long, env = "SWITCHBOARD_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
@@ -135,13 +135,13 @@ fn positive_rate(text: &str) -> Result<f64, String> {
     }
 }
 
-/// How log lines look.
+/// `--durability`: how hard a commit tries to survive a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    Text,
-    /// One JSON object per line, for log collectors.
-    Json,
+pub enum DurabilityArg {
+    /// A commit survives a crash of the process, not a power cut.
+    Normal,
+    /// One fsync per group commit; survives a power cut.
+    Full,
 }
 
 /// A secret from the command line or the environment; never printed by `Debug`.

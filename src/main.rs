@@ -17,7 +17,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Openapi => match switchboard::http::openapi_document().to_pretty_json() {
+        Command::Openapi => match switchboard::server::openapi_document().to_pretty_json() {
             Ok(json) => {
                 println!("{json}");
                 ExitCode::SUCCESS

@@ -10,21 +10,24 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::Router;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::callbacks::{self, CallbackSettings};
-use crate::config::ServeArgs;
+use crate::config::{DurabilityArg, ServeArgs};
 use crate::core::ratelimit::RateLimit;
 use crate::core::tasks::TaskSettings;
 use crate::core::{Core, CoreSettings};
-use crate::http::{self, AppParts, AppState, HttpSettings};
 use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
-use crate::ws::{WsContext, WsSettings};
+use crate::telemetry::MetricsHandle;
+use crate::transport::http::{self, HttpSettings, HttpState};
+use crate::transport::ws::{self, WsSettings, WsState};
 
 /// Everything needed to run a server.
 #[derive(Debug, Clone)]
@@ -72,7 +75,10 @@ impl From<&ServeArgs> for ServerConfig {
             listen: args.listen,
             database: args.database.clone(),
             admin_token: args.admin_token.as_ref().map(|s| s.0.clone()),
-            durability: args.durability,
+            durability: match args.durability {
+                DurabilityArg::Normal => Durability::Normal,
+                DurabilityArg::Full => Durability::Full,
+            },
             max_body_bytes: args.max_body_bytes,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             busy_timeout: StoreOptions::default().busy_timeout,
@@ -117,38 +123,16 @@ impl Server {
     /// Opens storage, loads the registry, binds the listener and starts serving.
     pub async fn start(config: ServerConfig) -> Result<Server, StartError> {
         // Before anything is written, so the first storage batches are counted too.
-        let metrics = http::ops::MetricsHandle::global();
-        let store = Store::open(
-            &config.database,
-            StoreOptions {
-                durability: config.durability,
-                busy_timeout: config.busy_timeout,
-            },
-        )
-        .await?;
-        let (core, generated_admin_token) = Core::open(
-            store.clone(),
-            CoreSettings {
-                admin_token: config.admin_token.clone(),
-                rate_limit: config.rate_limit,
-                hub: HubSettings {
-                    outbox: config.ws_outbox,
-                },
-                tasks: TaskSettings {
-                    allow_private_callbacks: config.callbacks.allow_private,
-                },
-            },
-        )
-        .await?;
-
+        let metrics = MetricsHandle::global();
+        let (store, core, generated_admin_token) = open_core(&config).await?;
         let bind_error = |source| StartError::Bind {
             addr: config.listen,
             source,
         };
         let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
         let addr = listener.local_addr().map_err(bind_error)?;
-
-        let ws = WsContext {
+        let ws = WsState {
+            core: core.clone(),
             settings: WsSettings {
                 ping_interval: config.ws_ping_interval,
                 max_frame_bytes: config.max_body_bytes,
@@ -156,61 +140,21 @@ impl Server {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         };
-        let state = AppState::new(AppParts {
-            core: core.clone(),
-            metrics,
-            ws: ws.clone(),
-        });
-        let app = http::app(
-            state,
-            &HttpSettings {
-                max_body_bytes: config.max_body_bytes,
-            },
-        );
-
+        let app = compose(&core, metrics, &ws, config.max_body_bytes);
         let stop = CancellationToken::new();
-        let grace = config.shutdown_timeout;
-        let saver = tokio::spawn(save_presence_every_second(core.clone(), stop.clone()));
-        let sender = tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone()));
-        let serve_stop = stop.clone();
-        let task = tokio::spawn(async move {
-            let serving = axum::serve(CountingListener(listener), app)
-                .with_graceful_shutdown(serve_stop.clone().cancelled_owned());
-            let mut serving = std::pin::pin!(serving.into_future());
-            let deadline = async {
-                serve_stop.cancelled().await;
-                // Sessions get their close frame (1001) as soon as the stop is requested.
-                ws.shutdown.cancel();
-                tokio::time::sleep(grace).await;
-            };
-            tokio::select! {
-                result = &mut serving => {
-                    if let Err(err) = result {
-                        tracing::error!(error = %err, "HTTP server failed");
-                    }
-                }
-                // In-flight requests get `grace` to finish after the stop signal.
-                () = deadline => {
-                    tracing::warn!("in-flight requests did not finish within {grace:?}; closing");
-                }
-            }
-            // axum does not wait for upgraded connections: wait for the sessions here.
-            ws.shutdown.cancel();
-            ws.tracker.close();
-            if tokio::time::timeout(grace, ws.tracker.wait())
-                .await
-                .is_err()
-            {
-                tracing::warn!("WebSocket sessions did not end within {grace:?}");
-            }
-            let _ = saver.await;
-            let _ = sender.await;
-            if let Err(err) = core.save_presence().await {
-                tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
-            }
-            store.close().await;
-            tracing::info!("server stopped");
-        });
+        let workers = Workers {
+            saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
+            sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
+        };
+        let task = tokio::spawn(serve(
+            listener,
+            app,
+            stop.clone(),
+            config.shutdown_timeout,
+            ws,
+            workers,
+            (core, store),
+        ));
         tracing::info!(%addr, database = %config.database.display(), "switchboard listening");
         Ok(Server {
             addr,
@@ -246,6 +190,108 @@ impl Server {
             tracing::error!(error = %err, "server task ended abnormally");
         }
     }
+}
+
+/// Opens storage and the core on it.
+async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>), StartError> {
+    let options = StoreOptions {
+        durability: config.durability,
+        busy_timeout: config.busy_timeout,
+    };
+    let store = Store::open_sqlite(&config.database, options).await?;
+    let settings = CoreSettings {
+        admin_token: config.admin_token.clone(),
+        rate_limit: config.rate_limit,
+        hub: HubSettings {
+            outbox: config.ws_outbox,
+        },
+        tasks: TaskSettings {
+            allow_private_callbacks: config.callbacks.allow_private,
+        },
+    };
+    let (core, generated) = Core::open(store.clone(), settings).await?;
+    Ok((store, core, generated))
+}
+
+/// Every transport's routes, and the OpenAPI document of all of them: what the server
+/// serves and what `switchboard openapi` prints come from the same composition.
+fn routes() -> (OpenApiRouter<HttpState>, OpenApiRouter<WsState>) {
+    (http::routes(), ws::routes())
+}
+
+/// The OpenAPI document, as served at `/openapi.json` and committed in `openapi/`.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    let (rest, live) = routes();
+    let mut doc = rest.into_openapi();
+    doc.merge(live.into_openapi());
+    doc
+}
+
+/// The application: every transport's routes, each with its own state, inside the HTTP
+/// middleware.
+fn compose(core: &Core, metrics: MetricsHandle, ws: &WsState, max_body_bytes: usize) -> Router {
+    let (rest, live) = routes();
+    let (rest, mut openapi) = rest
+        .with_state::<()>(HttpState::new(core.clone(), metrics))
+        .split_for_parts();
+    let (live, live_doc) = live.with_state::<()>(ws.clone()).split_for_parts();
+    openapi.merge(live_doc);
+    http::app(rest.merge(live), openapi, &HttpSettings { max_body_bytes })
+}
+
+/// Background tasks that end with the server.
+struct Workers {
+    saver: JoinHandle<()>,
+    sender: JoinHandle<()>,
+}
+
+/// Serves until `stop`, then shuts down in order: in-flight requests (bounded by
+/// `grace`), WebSocket sessions, background work, the last cursors, storage.
+async fn serve(
+    listener: TcpListener,
+    app: Router,
+    stop: CancellationToken,
+    grace: Duration,
+    ws: WsState,
+    workers: Workers,
+    (core, store): (Core, Store),
+) {
+    let serving = axum::serve(CountingListener(listener), app)
+        .with_graceful_shutdown(stop.clone().cancelled_owned());
+    let mut serving = std::pin::pin!(serving.into_future());
+    let deadline = async {
+        stop.cancelled().await;
+        // Sessions get their close frame (1001) as soon as the stop is requested.
+        ws.shutdown.cancel();
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        result = &mut serving => {
+            if let Err(err) = result {
+                tracing::error!(error = %err, "HTTP server failed");
+            }
+        }
+        // In-flight requests get `grace` to finish after the stop signal.
+        () = deadline => {
+            tracing::warn!("in-flight requests did not finish within {grace:?}; closing");
+        }
+    }
+    // axum does not wait for upgraded connections: wait for the sessions here.
+    ws.shutdown.cancel();
+    ws.tracker.close();
+    if tokio::time::timeout(grace, ws.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("WebSocket sessions did not end within {grace:?}");
+    }
+    let _ = workers.saver.await;
+    let _ = workers.sender.await;
+    if let Err(err) = core.save_presence().await {
+        tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
+    }
+    store.close().await;
+    tracing::info!("server stopped");
 }
 
 /// Acks and last activity are kept in memory by the hub and written once a second.

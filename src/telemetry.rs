@@ -1,8 +1,18 @@
-//! Logging setup.
+//! Logging and metrics setup.
 
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
-use crate::config::LogFormat;
+/// How log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
 
 /// Installs the global tracing subscriber. The level comes from `RUST_LOG`; without it,
 /// `info` for Switchboard and `warn` for the libraries, which are chatty at `info`.
@@ -18,5 +28,41 @@ pub fn init(format: LogFormat) {
     };
     if let Err(err) = result {
         eprintln!("logging was already set up: {err}");
+    }
+}
+
+/// Renders the process's metrics. The recorder is process-wide (the `metrics` macros
+/// use a global one), so several servers in one process (tests) share it.
+#[derive(Clone)]
+pub struct MetricsHandle(PrometheusHandle);
+
+impl MetricsHandle {
+    /// Installs the process-wide recorder on first use.
+    pub fn global() -> MetricsHandle {
+        static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+        let handle = HANDLE.get_or_init(|| {
+            let seconds = [
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0,
+            ];
+            let sizes = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &seconds)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), &sizes));
+            let recorder = match builder {
+                Ok(b) => b.build_recorder(),
+                Err(_) => PrometheusBuilder::new().build_recorder(),
+            };
+            let handle = recorder.handle();
+            if metrics::set_global_recorder(recorder).is_err() {
+                tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
+            }
+            handle
+        });
+        MetricsHandle(handle.clone())
+    }
+
+    pub fn render(&self) -> String {
+        self.0.render()
     }
 }

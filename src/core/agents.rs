@@ -4,174 +4,38 @@
 //! the "valid team member" notion of the messaging contract: an agent is a member from
 //! its registration until its removal, and only members send, receive and are found.
 
-use std::sync::Arc;
+use switchboard_types::ErrorCode;
+use switchboard_types::agents::{
+    AgentEnvelope, AgentList, AgentQuery, AgentRegistered, AgentRemoved, AgentStatus, AgentView,
+    RegisterAgent, UpdateAgent,
+};
+use switchboard_types::teams::TokenKind;
+use switchboard_types::time::Timestamp;
 
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
-
-use super::auth::{self, TokenKind};
-use super::error::{CoreError, CoreResult, ErrorCode};
-use super::registry::{AgentRecord, AgentStatus, Caller, TeamRecord};
-use super::time::Timestamp;
-use super::{Core, Need, check_text, ids};
-use crate::store::{self, StoreError};
-
-pub const MAX_ROLE: usize = 100;
-pub const MAX_CAPABILITIES: usize = 64;
-pub const MAX_CAPABILITY: usize = 100;
-pub const MAX_ADDRESS: usize = 2048;
-
-/// Body of `POST /v1/teams/{team_id}/agents`.
-#[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RegisterAgent {
-    /// 1–64 of `A-Z a-z 0-9 . _ -`, unique among the team's current members.
-    #[schema(example = "planner")]
-    pub agent_id: String,
-    /// What the agent does, for people and for `sender_role` (1–100 characters).
-    #[schema(example = "Planner")]
-    pub role: String,
-    /// Skills, matched case-insensitively (at most 64, each 1–100 characters).
-    #[schema(example = json!(["planning", "python"]))]
-    pub capabilities: Vec<String>,
-    /// Where the agent can be reached outside Switchboard, if anywhere (free text).
-    pub address: Option<String>,
-    /// Defaults to `available`.
-    pub status: Option<AgentStatus>,
-}
-
-/// An agent as others see it.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentView {
-    pub agent_id: String,
-    pub team_id: String,
-    pub role: String,
-    pub capabilities: Vec<String>,
-    pub address: Option<String>,
-    pub status: AgentStatus,
-    /// When false the agent can neither send nor receive.
-    pub communication_enabled: bool,
-    pub registered_at: Timestamp,
-    pub updated_at: Timestamp,
-    /// Whether it has a live WebSocket connection now.
-    pub connected: bool,
-    /// When its oldest live connection opened.
-    pub connected_since: Option<Timestamp>,
-    /// Its last activity over a connection (a frame, or its last disconnect).
-    pub last_seen_at: Option<Timestamp>,
-}
-
-/// Answer of a registration. The token is shown here once and never again.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentRegistered {
-    pub success: bool,
-    pub agent: AgentView,
-    /// The agent's bearer token. Store it: it cannot be shown again.
-    pub token: String,
-}
-
-/// One agent.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentEnvelope {
-    pub success: bool,
-    pub agent: AgentView,
-}
-
-/// Agents matching a lookup, ordered by agent id.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentList {
-    pub success: bool,
-    pub agents: Vec<AgentView>,
-    pub total_count: usize,
-}
-
-/// Answer of a removal.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-pub struct AgentRemoved {
-    pub success: bool,
-    pub agent_id: String,
-    pub removed_at: Timestamp,
-}
-
-/// Filters of an agent lookup.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, IntoParams, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct AgentQuery {
-    /// Capabilities the agent must all have, comma-separated, case-insensitive.
-    #[param(example = "python,review")]
-    pub capability: Option<String>,
-    /// Only agents with this status.
-    pub status: Option<AgentStatus>,
-}
-
-/// Body of `PATCH /v1/teams/{team_id}/agents/{agent_id}`: any of the fields, at least one.
-///
-/// The agent itself may change `role`, `capabilities`, `address` and `status`; only the
-/// team key (or admin) may change `communication_enabled`.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UpdateAgent {
-    pub role: Option<String>,
-    pub capabilities: Option<Vec<String>>,
-    pub address: Option<String>,
-    pub status: Option<AgentStatus>,
-    pub communication_enabled: Option<bool>,
-}
-
-/// Validates capabilities and drops case-insensitive duplicates (first spelling wins).
-fn clean_capabilities(capabilities: Vec<String>) -> CoreResult<Vec<String>> {
-    if capabilities.len() > MAX_CAPABILITIES {
-        return Err(CoreError::validation(
-            "capabilities",
-            format!("at most {MAX_CAPABILITIES} capabilities"),
-        ));
-    }
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::with_capacity(capabilities.len());
-    for (i, cap) in capabilities.into_iter().enumerate() {
-        check_text(&format!("capabilities[{i}]"), &cap, MAX_CAPABILITY)?;
-        let cap = cap.trim().to_owned();
-        if seen.insert(cap.to_lowercase()) {
-            out.push(cap);
-        }
-    }
-    Ok(out)
-}
-
-fn check_address(address: &Option<String>) -> CoreResult<()> {
-    match address {
-        Some(a) if a.chars().count() > MAX_ADDRESS => Err(CoreError::validation(
-            "address",
-            format!("address must be at most {MAX_ADDRESS} characters"),
-        )),
-        _ => Ok(()),
-    }
-}
+use super::auth;
+use super::{Caller, Core, CoreError, CoreResult, Need};
+use crate::store::StoreError;
+use crate::store::records::{AgentRecord, TeamRecord};
 
 impl Core {
     /// Registers an agent (team key or admin) and mints its token.
-    pub async fn register_agent(
+    pub(super) async fn register_agent(
         &self,
         caller: &Caller,
         team_id: &str,
         input: RegisterAgent,
     ) -> CoreResult<AgentRegistered> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
-        ids::check_id("agent_id", &input.agent_id)?;
-        check_text("role", &input.role, MAX_ROLE)?;
-        let capabilities = clean_capabilities(input.capabilities)?;
-        check_address(&input.address)?;
+        let capabilities = input.validate()?;
         if self.registry().member(team.pk, &input.agent_id).is_some() {
             return Err(already_registered(&input.agent_id));
         }
-
         let token = auth::mint(TokenKind::Agent);
         let now = Timestamp::now();
         let record = AgentRecord {
-            pk: 0,
+            pk: Default::default(),
             team_pk: team.pk,
-            agent_id: input.agent_id,
+            agent_id: input.agent_id.clone(),
             role: input.role.trim().to_owned(),
             capabilities,
             address: input.address,
@@ -184,27 +48,18 @@ impl Core {
             removed_at: None,
         };
         let core = self.clone();
+        // The unique key decides races between two registrations.
         let agent = self
             .store()
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        // The unique key decides races between two registrations.
-                        let pk = store::agents::insert(tx.conn().await?, &record)
-                            .await
-                            .map_err(|e| match e {
-                                StoreError::Conflict => already_registered(&record.agent_id),
-                                other => other.into(),
-                            })?;
-                        Ok::<_, CoreError>(AgentRecord { pk, ..record })
-                    })
-                },
-                move |agent| {
-                    core.registry().put_agent(agent.clone());
-                    Ok(agent)
-                },
-            )
-            .await?;
+            .insert_agent(record, move |agent| {
+                core.registry().put_agent(agent.clone());
+                agent
+            })
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict => already_registered(&input.agent_id),
+                other => other.into(),
+            })?;
         tracing::info!(team_id = %team.team_id, agent_id = %agent.agent_id, "agent registered");
         Ok(AgentRegistered {
             success: true,
@@ -214,7 +69,7 @@ impl Core {
     }
 
     /// Looks agents up by capabilities (all must match) and/or status.
-    pub fn list_agents(
+    pub(super) fn list_agents(
         &self,
         caller: &Caller,
         team_id: &str,
@@ -246,7 +101,7 @@ impl Core {
         })
     }
 
-    pub fn get_agent(
+    pub(super) fn get_agent(
         &self,
         caller: &Caller,
         team_id: &str,
@@ -261,7 +116,7 @@ impl Core {
     }
 
     /// Updates an agent: the agent itself (not its communication switch) or the team key.
-    pub async fn update_agent(
+    pub(super) async fn update_agent(
         &self,
         caller: &Caller,
         team_id: &str,
@@ -280,59 +135,39 @@ impl Core {
                 ));
             }
         }
-        if patch.role.is_none()
-            && patch.capabilities.is_none()
-            && patch.address.is_none()
-            && patch.status.is_none()
-            && patch.communication_enabled.is_none()
-        {
-            return Err(CoreError::validation(
-                "body",
-                "give at least one of: role, capabilities, address, status, communication_enabled",
-            ));
-        }
-        if let Some(role) = &patch.role {
-            check_text("role", role, MAX_ROLE)?;
-        }
-        let capabilities = patch.capabilities.map(clean_capabilities).transpose()?;
-        check_address(&patch.address)?;
-
-        let pk = agent.pk;
+        let capabilities = patch.validate()?;
         let core = self.clone();
         let updated = self
             .store()
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        // Read inside the transaction so concurrent patches compose.
-                        let conn = tx.conn().await?;
-                        let mut agent = store::agents::get(&mut *conn, pk).await?;
-                        if !agent.is_member() {
-                            return Err(CoreError::agent_not_found(&agent.agent_id));
-                        }
-                        if let Some(role) = patch.role {
-                            agent.role = role.trim().to_owned();
-                        }
-                        if let Some(capabilities) = capabilities {
-                            agent.capabilities = capabilities;
-                        }
-                        if let Some(address) = patch.address {
-                            agent.address = Some(address);
-                        }
-                        if let Some(status) = patch.status {
-                            agent.status = status;
-                        }
-                        if let Some(enabled) = patch.communication_enabled {
-                            agent.communication_enabled = enabled;
-                        }
-                        agent.updated_at = Timestamp::now();
-                        store::agents::update(conn, &agent).await?;
-                        Ok(agent)
-                    })
+            .update_agent(
+                agent.pk,
+                move |agent| {
+                    // Applied to the row as the transaction sees it, so concurrent
+                    // patches compose.
+                    if !agent.is_member() {
+                        return Err(CoreError::agent_not_found(&agent.agent_id));
+                    }
+                    if let Some(role) = patch.role {
+                        agent.role = role.trim().to_owned();
+                    }
+                    if let Some(capabilities) = capabilities {
+                        agent.capabilities = capabilities;
+                    }
+                    if patch.address.is_some() {
+                        agent.address = patch.address;
+                    }
+                    if let Some(status) = patch.status {
+                        agent.status = status;
+                    }
+                    if let Some(enabled) = patch.communication_enabled {
+                        agent.communication_enabled = enabled;
+                    }
+                    agent.updated_at = Timestamp::now();
+                    Ok(())
                 },
                 move |agent| {
                     core.registry().put_agent(agent.clone());
-                    Ok(agent)
+                    agent
                 },
             )
             .await?;
@@ -344,7 +179,7 @@ impl Core {
 
     /// Removes an agent (team key or admin): it stops being a member and its token stops
     /// working at once. What it sent and received stays.
-    pub async fn remove_agent(
+    pub(super) async fn remove_agent(
         &self,
         caller: &Caller,
         team_id: &str,
@@ -352,30 +187,25 @@ impl Core {
     ) -> CoreResult<AgentRemoved> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let agent = self.member_of(&team, agent_id)?;
-        let pk = agent.pk;
         let core = self.clone();
         let removed = self
             .store()
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        let mut agent = store::agents::get(&mut *conn, pk).await?;
-                        if !agent.is_member() {
-                            return Err(CoreError::agent_not_found(&agent.agent_id));
-                        }
-                        let now = Timestamp::now();
-                        agent.removed_at = Some(now);
-                        agent.updated_at = now;
-                        agent.token_id = None;
-                        agent.token_hash = None;
-                        store::agents::update(conn, &agent).await?;
-                        Ok(agent)
-                    })
+            .update_agent(
+                agent.pk,
+                move |agent| {
+                    if !agent.is_member() {
+                        return Err(CoreError::agent_not_found(&agent.agent_id));
+                    }
+                    let now = Timestamp::now();
+                    agent.removed_at = Some(now);
+                    agent.updated_at = now;
+                    agent.token_id = None;
+                    agent.token_hash = None;
+                    Ok(())
                 },
                 move |agent| {
                     core.registry().put_agent(agent.clone());
-                    Ok(agent)
+                    agent
                 },
             )
             .await?;
@@ -389,18 +219,7 @@ impl Core {
         })
     }
 
-    /// A current member of `team` by id, or `AGENT_NOT_FOUND`.
-    pub(crate) fn member_of(
-        &self,
-        team: &TeamRecord,
-        agent_id: &str,
-    ) -> CoreResult<Arc<AgentRecord>> {
-        self.registry()
-            .member(team.pk, agent_id)
-            .ok_or_else(|| CoreError::agent_not_found(agent_id))
-    }
-
-    pub(crate) fn agent_view(&self, team: &TeamRecord, agent: &AgentRecord) -> AgentView {
+    fn agent_view(&self, team: &TeamRecord, agent: &AgentRecord) -> AgentView {
         let presence = self.hub().presence(agent.pk);
         AgentView {
             connected: presence.connected,

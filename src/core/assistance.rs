@@ -4,9 +4,8 @@
 //! `required_capabilities` it has (case-insensitive; 1.0 when none are required).
 //! Candidates are ordered by `capability_match` (highest first), then availability
 //! (`available`, then `busy`, then `unavailable`), then whether they are connected now
-//! (connected first), then agent id. Agents with no
-//! matching capability are left out of `potential_responders`, unless named in
-//! `target_agents`.
+//! (connected first), then agent id. Agents with no matching capability are left out of
+//! `potential_responders`, unless named in `target_agents`.
 //!
 //! **Delivery.** With `target_agents`, the request goes to those agents only
 //! (`broadcast_sent: false`). Without, it is broadcast to every other member of the team
@@ -16,93 +15,20 @@
 //! responders answer it with RESPOND_TO_MESSAGE.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use utoipa::ToSchema;
+use switchboard_types::agents::AgentStatus;
+use switchboard_types::assistance::{AssistanceResult, PotentialResponder, RequestAssistance};
+use switchboard_types::messages::{Content, MessageKind, MessageType};
+use switchboard_types::time::Timestamp;
 
-use super::delivery::{DeliveryStatus, Idempotency, NewMessage, Outgoing};
-use super::error::{CoreError, CoreResult};
-use super::messages::{
-    Content, MAX_DETAIL, MAX_TEXT, MessageKind, MessageType, Priority, check_message_text,
-    null_as_default,
-};
-use super::registry::{AgentRecord, AgentStatus, Caller};
-use super::time::Timestamp;
-use super::{Core, check_text, ids};
+use super::delivery::{Idempotency, Outgoing};
+use super::{Caller, Core, CoreResult, ids};
+use crate::store::records::{AgentRecord, NewMessage};
 
-/// The contract's `assistance_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AssistanceType {
-    Expertise,
-    Resources,
-    Review,
-    Collaboration,
-}
-
-/// The contract's `request_details`.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RequestDetails {
-    /// What assistance is needed, 1–2000 characters.
-    pub description: String,
-    /// Background (at most 10000 characters).
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub context: String,
-    /// When assistance is needed by (RFC 3339, in the future); becomes the request's
-    /// response deadline.
-    #[serde(default)]
-    pub deadline: Option<Timestamp>,
-    /// Defaults to `normal`.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub priority: Priority,
-}
-
-/// Body of REQUEST_ASSISTANCE (`POST /v1/assistance-requests`).
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RequestAssistance {
-    /// Must be the calling agent.
-    pub requester_agent_id: String,
-    pub assistance_type: AssistanceType,
-    /// Ask only these members (then nothing is broadcast).
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub target_agents: Vec<String>,
-    /// Capabilities the helper needs (matched case-insensitively; may be empty).
-    pub required_capabilities: Vec<String>,
-    pub request_details: RequestDetails,
-}
-
-/// A candidate helper.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct PotentialResponder {
-    pub agent_id: String,
-    pub role: String,
-    /// Share of the required capabilities the agent has, 0.0–1.0.
-    pub capability_match: f64,
-    pub availability: AgentStatus,
-    /// Whether it has a live connection now (ours, beyond the contract).
-    pub connected: bool,
-}
-
-/// Answer of REQUEST_ASSISTANCE.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct AssistanceResult {
-    pub success: bool,
-    /// The request's id (its message id; respond to it with RESPOND_TO_MESSAGE).
-    pub request_id: String,
-    /// Ranked best first (see the ranking rule).
-    pub potential_responders: Vec<PotentialResponder>,
-    /// True when the request went to the whole team rather than to `target_agents`.
-    pub broadcast_sent: bool,
-    pub timestamp: Timestamp,
-    pub delivery_status: DeliveryStatus,
-    pub error: Option<String>,
-}
-
-/// Share of `required` (lower-cased) that `agent` has.
-pub(crate) fn capability_match(agent: &AgentRecord, required: &[String]) -> f64 {
+/// Share of `required` that `agent` has (1.0 when nothing is required).
+pub(super) fn capability_match(agent: &AgentRecord, required: &[String]) -> f64 {
     if required.is_empty() {
         return 1.0;
     }
@@ -120,7 +46,7 @@ fn availability_rank(status: AgentStatus) -> u8 {
 
 impl Core {
     /// REQUEST_ASSISTANCE.
-    pub async fn request_assistance(
+    pub(super) async fn request_assistance(
         &self,
         caller: &Caller,
         input: RequestAssistance,
@@ -133,113 +59,44 @@ impl Core {
             return Ok(answer);
         }
         self.check_can_send(&team, &requester)?;
-        check_message_text(
-            "request_details.description",
-            &input.request_details.description,
-            MAX_TEXT,
-        )?;
-        if !input.request_details.context.is_empty() {
-            check_message_text(
-                "request_details.context",
-                &input.request_details.context,
-                MAX_DETAIL,
-            )?;
-        }
-        for (i, capability) in input.required_capabilities.iter().enumerate() {
-            check_text(
-                &format!("required_capabilities[{i}]"),
-                capability,
-                super::agents::MAX_CAPABILITY,
-            )?;
-        }
-        if let Some(deadline) = input.request_details.deadline
-            && deadline <= Timestamp::now()
-        {
-            return Err(CoreError::validation(
-                "request_details.deadline",
-                "deadline must be in the future",
-            ));
-        }
-
+        let required = input.validate(Timestamp::now())?;
         let targeted = !input.target_agents.is_empty();
         let candidates = if targeted {
             self.resolve_recipients(&team, &requester, &input.target_agents, "target_agents")?
         } else {
-            self.registry()
-                .members(team.pk)
-                .into_iter()
-                .filter(|a| a.pk != requester.pk)
-                .collect()
+            self.others(&team, &requester)
         };
-        let mut ranked: Vec<(f64, bool, &AgentRecord)> = candidates
-            .iter()
-            .map(|a| {
-                (
-                    capability_match(a, &input.required_capabilities),
-                    self.hub().is_connected(a.pk),
-                    a.as_ref(),
-                )
-            })
-            .filter(|(score, _, _)| targeted || *score > 0.0)
-            .collect();
-        ranked.sort_by(|(sa, ca, a), (sb, cb, b)| {
-            sb.partial_cmp(sa)
-                .unwrap_or(Ordering::Equal)
-                .then(availability_rank(a.status).cmp(&availability_rank(b.status)))
-                .then(cb.cmp(ca))
-                .then(a.agent_id.cmp(&b.agent_id))
-        });
-        let potential_responders: Vec<PotentialResponder> = ranked
-            .iter()
-            .map(|(score, connected, a)| PotentialResponder {
-                agent_id: a.agent_id.clone(),
-                role: a.role.clone(),
-                capability_match: *score,
-                availability: a.status,
-                connected: *connected,
-            })
-            .collect();
-
+        let potential_responders = self.rank(&candidates, &required, targeted);
+        let details = input.request_details;
         let mut data = Map::new();
         data.insert("assistance_type".into(), json!(input.assistance_type));
-        data.insert(
-            "required_capabilities".into(),
-            json!(input.required_capabilities),
-        );
-        data.insert(
-            "context".into(),
-            Value::String(input.request_details.context),
-        );
-        data.insert("deadline".into(), json!(input.request_details.deadline));
-        let message = NewMessage {
-            message_id: ids::ordered_id("msg"),
-            team_pk: team.pk,
-            kind: MessageKind::AssistanceRequest,
-            sender_pk: requester.pk,
-            sender_role: requester.role.clone(),
-            message_type: MessageType::Request,
-            priority: input.request_details.priority,
-            content: Content {
-                text: input.request_details.description,
-                data,
-                attachments: Vec::new(),
-            },
-            requires_response: true,
-            response_deadline: input.request_details.deadline,
-            context_reference: None,
-            thread_id: None,
-            in_reply_to: None,
-            response_status: None,
+        data.insert("required_capabilities".into(), json!(required));
+        data.insert("context".into(), Value::String(details.context));
+        data.insert("deadline".into(), json!(details.deadline));
+        let content = Content {
+            text: details.description,
+            data,
+            attachments: Vec::new(),
+        };
+        let message = NewMessage::new(
+            ids::ordered_id("msg"),
+            &requester,
+            MessageKind::AssistanceRequest,
+            MessageType::Request,
+            content,
+        )
+        .priority(details.priority)
+        .requires_response(true, details.deadline);
+        let outgoing = Outgoing {
+            message,
+            recipients: candidates,
+            response: None,
         };
         self.post(
             &requester,
             idem,
-            Outgoing {
-                message,
-                recipients: candidates,
-                response: None,
-            },
-            |_, _| Box::pin(async { Ok(()) }),
+            outgoing,
+            |_| Ok(()),
             move |p| AssistanceResult {
                 success: true,
                 request_id: p.message_id.clone(),
@@ -251,5 +108,40 @@ impl Core {
             },
         )
         .await
+    }
+
+    /// Candidates ranked by the module's rule; those with no matching capability are
+    /// left out unless they were named.
+    fn rank(
+        &self,
+        candidates: &[Arc<AgentRecord>],
+        required: &[String],
+        named: bool,
+    ) -> Vec<PotentialResponder> {
+        let mut ranked: Vec<(f64, bool, &AgentRecord)> = candidates
+            .iter()
+            .map(|a| {
+                let share = capability_match(a, required);
+                (share, self.hub().is_connected(a.pk), a.as_ref())
+            })
+            .filter(|(share, _, _)| named || *share > 0.0)
+            .collect();
+        ranked.sort_by(|(sa, ca, a), (sb, cb, b)| {
+            sb.partial_cmp(sa)
+                .unwrap_or(Ordering::Equal)
+                .then(availability_rank(a.status).cmp(&availability_rank(b.status)))
+                .then(cb.cmp(ca))
+                .then(a.agent_id.cmp(&b.agent_id))
+        });
+        ranked
+            .into_iter()
+            .map(|(share, connected, a)| PotentialResponder {
+                agent_id: a.agent_id.clone(),
+                role: a.role.clone(),
+                capability_match: share,
+                availability: a.status,
+                connected,
+            })
+            .collect()
     }
 }

@@ -9,29 +9,31 @@
 use rand::Rng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use switchboard_types::ids::{AgentPk, TeamPk};
+pub use switchboard_types::teams::TokenKind;
 
-use super::error::{CoreError, CoreResult};
+use super::error::CoreError;
+pub use crate::store::records::SecretHash;
 
-/// What a token stands for.
+/// Who is making a call, as decided by the token alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenKind {
+pub enum Caller {
+    /// The server admin: creates teams, and may manage any team.
     Admin,
-    Team,
-    Agent,
+    /// A team key: manages its own team's agents and settings.
+    Team { team: TeamPk },
+    /// An agent token: acts as that agent inside its team.
+    Agent { team: TeamPk, agent: AgentPk },
 }
 
-impl TokenKind {
-    fn prefix(self) -> &'static str {
-        match self {
-            TokenKind::Admin => "sb_admin_",
-            TokenKind::Team => "sb_team_",
-            TokenKind::Agent => "sb_agent_",
-        }
+/// A token's prefix says what it stands for.
+fn prefix(kind: TokenKind) -> &'static str {
+    match kind {
+        TokenKind::Admin => "sb_admin_",
+        TokenKind::Team => "sb_team_",
+        TokenKind::Agent => "sb_agent_",
     }
 }
-
-/// A SHA-256 digest of a token secret.
-pub type SecretHash = [u8; 32];
 
 /// A freshly minted token: the text is shown to the client once, the rest is stored.
 pub struct NewToken {
@@ -46,7 +48,7 @@ pub fn mint(kind: TokenKind) -> NewToken {
     let id = hex::encode(rng.random::<[u8; 8]>());
     let secret = hex::encode(rng.random::<[u8; 32]>());
     NewToken {
-        text: format!("{}{id}_{secret}", kind.prefix()),
+        text: format!("{}{id}_{secret}", prefix(kind)),
         hash: digest(&secret),
         id,
     }
@@ -63,7 +65,7 @@ pub struct ParsedToken<'a> {
 /// Splits a presented token; `None` when it cannot be one of ours.
 pub fn parse(token: &str) -> Option<ParsedToken<'_>> {
     for kind in [TokenKind::Admin, TokenKind::Team, TokenKind::Agent] {
-        if let Some(rest) = token.strip_prefix(kind.prefix()) {
+        if let Some(rest) = token.strip_prefix(prefix(kind)) {
             let (id, secret) = rest.split_once('_')?;
             return Some(ParsedToken { kind, id, secret });
         }
@@ -86,17 +88,6 @@ pub fn invalid_token() -> CoreError {
     CoreError::unauthorized("the bearer token is missing, malformed, revoked or unknown")
 }
 
-/// Reads an `Authorization` header value.
-pub fn bearer(header: Option<&str>) -> CoreResult<&str> {
-    let value = header
-        .ok_or_else(|| CoreError::unauthorized("missing 'Authorization: Bearer <token>' header"))?;
-    let (scheme, token) = value.split_once(' ').ok_or_else(invalid_token)?;
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
-        return Err(invalid_token());
-    }
-    Ok(token.trim())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,14 +108,5 @@ mod tests {
     fn foreign_strings_do_not_parse() {
         assert_eq!(parse("hello"), None);
         assert_eq!(parse("sb_agent_nounderscore"), None);
-    }
-
-    #[test]
-    fn bearer_header_forms() {
-        assert_eq!(bearer(Some("Bearer abc")).ok(), Some("abc"));
-        assert_eq!(bearer(Some("bearer abc")).ok(), Some("abc"));
-        assert!(bearer(None).is_err());
-        assert!(bearer(Some("Basic abc")).is_err());
-        assert!(bearer(Some("Bearer ")).is_err());
     }
 }

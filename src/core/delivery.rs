@@ -6,69 +6,23 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use utoipa::ToSchema;
+use switchboard_types::ErrorCode;
+use switchboard_types::frames::push_body;
+use switchboard_types::messages::{DeliveryStatus, MessageView};
+use switchboard_types::time::Timestamp;
 
-use super::Core;
-use super::error::{CoreError, CoreResult, ErrorCode};
-use super::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus, event_for};
-use super::registry::{AgentRecord, Caller, TeamRecord};
-use super::time::Timestamp;
+use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{Event, Hub, Push, Reservation};
-use crate::store::{self, WriteTx};
-
-/// The contract's `delivery_status`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct DeliveryStatus {
-    /// Pushed to at least one live connection of the agent.
-    pub delivered_to: Vec<String>,
-    /// Cannot receive: its (or the team's) communication is disabled, or it was removed.
-    pub failed_delivery: Vec<String>,
-    /// Stored in the agent's inbox; pushed when it connects.
-    pub pending_delivery: Vec<String>,
-}
-
-/// A message about to be written.
-#[derive(Debug, Clone)]
-pub struct NewMessage {
-    pub message_id: String,
-    pub team_pk: i64,
-    pub kind: MessageKind,
-    pub sender_pk: i64,
-    pub sender_role: String,
-    pub message_type: MessageType,
-    pub priority: Priority,
-    pub content: Content,
-    pub requires_response: bool,
-    pub response_deadline: Option<Timestamp>,
-    pub context_reference: Option<String>,
-    pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
-    pub response_status: Option<ResponseStatus>,
-}
-
-/// A message with where it goes.
-pub struct Outgoing {
-    pub message: NewMessage,
-    /// Resolved recipients (members; those with communication disabled fail).
-    pub recipients: Vec<Arc<AgentRecord>>,
-    /// `(original pk, status)` when the message is a response to another.
-    pub response: Option<(i64, ResponseStatus)>,
-}
-
-/// What an operation needs to know to answer, before the message is written.
-#[derive(Debug, Clone)]
-pub struct Posted {
-    pub message_id: String,
-    pub timestamp: Timestamp,
-    pub delivery: DeliveryStatus,
-}
+use crate::store::records::{
+    AgentRecord, Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome,
+    PostResult, ResponseLink, StoredAnswer, TeamRecord,
+};
 
 /// An `Idempotency-Key` with the request it was sent with.
-pub struct Idempotency {
+pub(super) struct Idempotency {
     key: String,
     operation: &'static str,
     hash: [u8; 32],
@@ -79,7 +33,7 @@ pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
 impl Idempotency {
     /// `None` without a key; validates the key's shape otherwise.
-    pub fn new(
+    pub(super) fn new(
         key: Option<&str>,
         operation: &'static str,
         request: &impl Serialize,
@@ -106,7 +60,7 @@ impl Idempotency {
     }
 
     /// The stored first answer, if this key was used before for the same request.
-    fn accept<T: DeserializeOwned>(&self, stored: store::idempotency::Stored) -> CoreResult<T> {
+    fn accept<T: DeserializeOwned>(&self, stored: StoredAnswer) -> CoreResult<T> {
         if stored.operation != self.operation || stored.request_hash != self.hash {
             return Err(CoreError::new(
                 ErrorCode::Conflict,
@@ -120,17 +74,38 @@ impl Idempotency {
         serde_json::from_str(&stored.answer)
             .map_err(|e| CoreError::internal(format!("a stored answer could not be read: {e}")))
     }
+
+    fn claim(&self, agent: &AgentRecord) -> IdempotencyClaim {
+        IdempotencyClaim {
+            agent: agent.pk,
+            key: self.key.clone(),
+            operation: self.operation,
+            request_hash: self.hash,
+        }
+    }
 }
 
-enum Outcome<T> {
-    Replayed(T),
-    Fresh(T, store::messages::PostSlot, Pushes),
+/// A message with where it goes.
+pub(super) struct Outgoing {
+    pub message: NewMessage,
+    /// Resolved recipients (members; those with communication disabled fail).
+    pub recipients: Vec<Arc<AgentRecord>>,
+    /// Set when the message answers another.
+    pub response: Option<ResponseLink>,
+}
+
+/// What an operation needs to know to answer, before the message is written.
+#[derive(Debug, Clone)]
+pub(super) struct Posted {
+    pub message_id: String,
+    pub timestamp: Timestamp,
+    pub delivery: DeliveryStatus,
 }
 
 impl Core {
     /// The calling agent, which the body names in `field`; naming anyone else is
     /// `FORBIDDEN` (the token decides who calls).
-    pub(crate) fn sender(
+    pub(super) fn sender(
         &self,
         caller: &Caller,
         claimed: &str,
@@ -147,8 +122,22 @@ impl Core {
         Ok((team, me))
     }
 
+    /// An agent id a frame names as its author (`agent_id`, `requested_by`, …): when
+    /// given, it must be the caller (`FORBIDDEN` otherwise), as in REST bodies.
+    pub(super) fn check_claimed(
+        &self,
+        caller: &Caller,
+        claimed: Option<&str>,
+        field: &str,
+    ) -> CoreResult<()> {
+        match claimed {
+            Some(claimed) => self.sender(caller, claimed, field).map(|_| ()),
+            None => Ok(()),
+        }
+    }
+
     /// Communication switches and the rate limit, checked before anything is sent.
-    pub(crate) fn check_can_send(&self, team: &TeamRecord, sender: &AgentRecord) -> CoreResult<()> {
+    pub(super) fn check_can_send(&self, team: &TeamRecord, sender: &AgentRecord) -> CoreResult<()> {
         if !team.communication_enabled {
             return Err(CoreError::communication_disabled(format!(
                 "communication is disabled for team '{}'",
@@ -166,10 +155,19 @@ impl Core {
         self.rate_limit(sender.pk)
     }
 
+    /// Every member of the team but `sender`.
+    pub(super) fn others(&self, team: &TeamRecord, sender: &AgentRecord) -> Vec<Arc<AgentRecord>> {
+        self.registry()
+            .members(team.pk)
+            .into_iter()
+            .filter(|a| a.pk != sender.pk)
+            .collect()
+    }
+
     /// Explicit recipient ids → members. Duplicates collapse; the sender and anything
     /// that is not a current member of the team is `INVALID_RECIPIENT`, all listed in
     /// `details.invalid_ids`.
-    pub(crate) fn resolve_recipients(
+    pub(super) fn resolve_recipients(
         &self,
         team: &TeamRecord,
         sender: &AgentRecord,
@@ -208,26 +206,26 @@ impl Core {
     }
 
     /// The first answer to a request retried with the same idempotency key, if any.
-    pub(crate) async fn replay<T: DeserializeOwned>(
+    pub(super) async fn replay<T: DeserializeOwned>(
         &self,
         sender: &AgentRecord,
         idem: &Option<Idempotency>,
     ) -> CoreResult<Option<T>> {
         let Some(idem) = idem else { return Ok(None) };
-        match store::idempotency::find(self.store().reader(), sender.pk, &idem.key).await? {
+        match self.store().find_answer(sender.pk, &idem.key).await? {
             Some(stored) => idem.accept(stored).map(Some),
             None => Ok(None),
         }
     }
 
-    /// Writes `message` to `recipients` (and `response`, when it answers a message) as
-    /// one self-contained job of the group commit, and answers with `answer`.
+    /// Writes the message to its recipients as one job of the group commit and answers
+    /// with `answer`.
     ///
-    /// `check` runs first inside the transaction, for rules that must hold at the moment
-    /// of writing (it reads; it must not write). With an idempotency key, the key is
-    /// checked again inside the transaction (two concurrent retries cannot both write)
-    /// and the answer is stored with the message, in the same query.
-    pub(crate) async fn post<T, C, A>(
+    /// `check` runs inside the transaction, for rules that must hold at the moment of
+    /// writing (a response's deadline and "no final response yet"). With an idempotency
+    /// key, the key is checked again inside the transaction (two concurrent retries
+    /// cannot both write) and the answer is stored with the message.
+    pub(super) async fn post<T, C, A>(
         &self,
         sender: &AgentRecord,
         idem: Option<Idempotency>,
@@ -237,9 +235,7 @@ impl Core {
     ) -> CoreResult<T>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
-        C: for<'c> FnOnce(&'c mut WriteTx, Timestamp) -> BoxFuture<'c, CoreResult<()>>
-            + Send
-            + 'static,
+        C: FnOnce(PostContext) -> CoreResult<()> + Send + 'static,
         A: FnOnce(&Posted) -> T + Send + 'static,
     {
         let Outgoing {
@@ -247,135 +243,146 @@ impl Core {
             recipients,
             response,
         } = outgoing;
-        let agent_pk = sender.pk;
         let recipient_ids: Vec<String> = recipients.iter().map(|a| a.agent_id.clone()).collect();
         let (live, disabled): (Vec<_>, Vec<_>) = recipients
             .into_iter()
             .partition(|a| a.communication_enabled);
-        let deliver_pks: Vec<i64> = live.iter().map(|a| a.pk).collect();
         let failed: Vec<String> = disabled.iter().map(|a| a.agent_id.clone()).collect();
-        let sender_id = sender.agent_id.clone();
+        let post = NewPost {
+            message,
+            recipient_ids,
+            deliver_to: live.iter().map(|a| a.pk).collect(),
+            response,
+        };
+        let claim = idem.as_ref().map(|i| i.claim(sender));
+        let store_answer = idem.is_some();
         let hub = self.hub().clone();
-        let rendered = store::messages::RenderedMessage::new(message, recipient_ids)?;
-
-        self.store()
-            .write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        if let Some(idem) = &idem
-                            && let Some(stored) =
-                                store::idempotency::find(tx.conn().await?, agent_pk, &idem.key)
-                                    .await?
-                        {
-                            return Ok(Outcome::Replayed(idem.accept(stored)?));
-                        }
-                        let timestamp = Timestamp::now();
-                        check(&mut *tx, timestamp).await?;
-                        let message = rendered.message();
-                        let (delivered_to, pending_delivery, pushes) =
-                            reserve_pushes(&hub, &live, message, &sender_id, timestamp);
-                        let posted = Posted {
-                            message_id: message.message_id.clone(),
-                            timestamp,
-                            delivery: DeliveryStatus {
-                                delivered_to,
-                                failed_delivery: failed,
-                                pending_delivery,
-                            },
-                        };
-                        // The answer is known before the write (ids and timestamp are
-                        // chosen here), so it is stored with the message.
-                        let answer = answer(&posted);
-                        let idempotency = match idem {
-                            Some(idem) => Some(store::messages::IdempotencyRow {
-                                agent_pk,
-                                answer: serde_json::to_string(&answer).map_err(|e| {
-                                    CoreError::internal(format!("storing the answer: {e}"))
-                                })?,
-                                key: idem.key,
-                                operation: idem.operation,
-                                request_hash: idem.hash,
-                            }),
-                            None => None,
-                        };
-                        let slot = tx.stage_post(store::messages::StagedPost::new(
-                            rendered,
-                            deliver_pks,
-                            timestamp,
-                            response.map(|(original_pk, status)| (original_pk, agent_pk, status)),
-                            idempotency,
-                        ));
-                        Ok::<_, CoreError>(Outcome::Fresh(answer, slot, pushes))
-                    })
+        let sender_id = sender.agent_id.clone();
+        let decide = move |message: &NewMessage, context: PostContext| {
+            check(context)?;
+            let pushes = reserve_pushes(&hub, &live, message, &sender_id, context.now);
+            let posted = Posted {
+                message_id: message.message_id.clone(),
+                timestamp: context.now,
+                delivery: DeliveryStatus {
+                    delivered_to: pushes.delivered_to.clone(),
+                    failed_delivery: failed,
+                    pending_delivery: pushes.pending_delivery.clone(),
                 },
-                |outcome| match outcome {
-                    Outcome::Replayed(answer) => Ok(answer),
-                    Outcome::Fresh(answer, slot, pushes) => {
-                        pushes.send(&slot.outcome()?);
-                        Ok(answer)
-                    }
-                },
-            )
-            .await
+            };
+            // The answer is known before the write (ids and time are chosen here), so it
+            // is stored with the message.
+            let value = answer(&posted);
+            let stored = if store_answer {
+                let text = serde_json::to_string(&value)
+                    .map_err(|e| CoreError::internal(format!("storing the answer: {e}")))?;
+                Some(text)
+            } else {
+                None
+            };
+            Ok(Decided {
+                value: (value, pushes),
+                answer: stored,
+            })
+        };
+        let outcome = self
+            .store()
+            .post(post, claim, decide, |(value, pushes), written| {
+                pushes.send(&written?);
+                Ok::<_, CoreError>(value)
+            })
+            .await?;
+        match (outcome, &idem) {
+            (PostOutcome::Written(value), _) => Ok(value),
+            (PostOutcome::Replayed(stored), Some(idem)) => idem.accept(stored),
+            (PostOutcome::Replayed(_), None) => Err(CoreError::internal(
+                "storage replayed an answer for a post without an idempotency key",
+            )),
+        }
     }
 }
 
 /// Frames of one message waiting for its commit: outbox slots reserved on the live
 /// connections of its recipients, and the shared event they will carry.
-pub(crate) struct Pushes {
+pub(super) struct Pushes {
+    /// Recipients that will get it pushed.
+    pub delivered_to: Vec<String>,
+    /// Recipients that find it in their inbox when they connect.
+    pub pending_delivery: Vec<String>,
     reservations: Vec<Reservation>,
     event: Option<Arc<Event>>,
 }
 
 /// Reserves an outbox slot on each live connection of `live` (before the commit, so the
-/// answer can say exactly who gets the message pushed) and returns who will get it
-/// pushed (`delivered_to`), who only finds it in the inbox (`pending_delivery`), and the
-/// pushes to send once committed.
-pub(crate) fn reserve_pushes(
+/// answer can say exactly who gets the message pushed).
+pub(super) fn reserve_pushes(
     hub: &Hub,
     live: &[Arc<AgentRecord>],
     message: &NewMessage,
     sender_id: &str,
     timestamp: Timestamp,
-) -> (Vec<String>, Vec<String>, Pushes) {
-    let mut reservations = Vec::new();
-    let mut delivered_to = Vec::new();
-    let mut pending_delivery = Vec::new();
+) -> Pushes {
+    let mut pushes = Pushes {
+        delivered_to: Vec::new(),
+        pending_delivery: Vec::new(),
+        reservations: Vec::new(),
+        event: None,
+    };
     for agent in live {
         let reservation = hub.reserve(agent.pk);
         if reservation.delivers() {
-            delivered_to.push(agent.agent_id.clone());
-            reservations.push(reservation);
+            pushes.delivered_to.push(agent.agent_id.clone());
+            pushes.reservations.push(reservation);
         } else {
-            pending_delivery.push(agent.agent_id.clone());
+            pushes.pending_delivery.push(agent.agent_id.clone());
         }
     }
-    let event = (!reservations.is_empty()).then(|| event_for(message, sender_id, timestamp));
-    (
-        delivered_to,
-        pending_delivery,
-        Pushes {
-            reservations,
-            event,
-        },
-    )
+    if !pushes.reservations.is_empty() {
+        pushes.event = Some(event_for(message, sender_id, timestamp));
+    }
+    pushes
 }
 
 impl Pushes {
     /// Sends the frames, each with its recipient's sequence number (after the commit).
-    pub(crate) fn send(self, written: &store::messages::PostResult) {
+    pub(super) fn send(self, written: &PostResult) {
         let Some(event) = self.event else { return };
         for reservation in self.reservations {
-            let seq = written
-                .entries
-                .iter()
-                .find(|(pk, _)| *pk == reservation.agent_pk());
-            if let Some((_, seq)) = seq {
+            if let Some(seq) = written.seq_of(reservation.agent_pk()) {
                 reservation.deliver(Push {
-                    seq: *seq,
+                    seq,
                     event: event.clone(),
                 });
             }
         }
+    }
+}
+
+/// The push of an inbox entry, rendered when first sent and shared by all recipients.
+fn event_for(message: &NewMessage, sender_id: &str, timestamp: Timestamp) -> Arc<Event> {
+    let view = view_of(message, sender_id, timestamp);
+    Event::new(move || push_body(&view).map_err(|e| e.to_string()))
+}
+
+/// A message about to be written, as its recipients will see it (before its sequence
+/// number is known).
+pub(super) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestamp) -> MessageView {
+    MessageView {
+        message_id: m.message_id.clone(),
+        kind: m.kind,
+        seq: None,
+        sender_agent_id: sender_agent_id.to_owned(),
+        sender_role: m.sender_role.clone(),
+        message_type: m.message_type,
+        content: m.content.clone(),
+        priority: m.priority,
+        timestamp,
+        read_status: false,
+        requires_response: m.requires_response,
+        response_deadline: m.response_deadline,
+        context_reference: m.context_reference.clone(),
+        thread_id: m.thread_id.clone(),
+        in_reply_to: m.in_reply_to.clone(),
+        response_status: m.response_status,
     }
 }

@@ -1,177 +1,47 @@
-//! The one error model of Switchboard.
+//! Why an operation did not succeed, until a transport turns it into the wire's error
+//! body ([`CoreError::into_body`]).
 //!
-//! Every operation that does not succeed answers with the contract's error body
-//! (`success: false`, `error_code`, `error_message`, `details`, `suggested_action`),
-//! whatever the transport. The codes are a closed set so clients can match on them; each
-//! transport maps a code to its own status (HTTP in `http::error`, a reply frame on the
-//! WebSocket), never to a different code.
+//! A refusal by a rule of the contract carries its body from the start (the code, the
+//! sentence, the details a client needs). Everything else stays a typed cause inside the
+//! server — a storage failure, an internal retry signal — and becomes a body only at the
+//! edge, where the cause is logged and never sent.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-use utoipa::ToSchema;
+use serde_json::Value;
+use switchboard_types::{ErrorBody, ErrorCode};
 
 use crate::store::StoreError;
 
-/// Machine-readable error codes: the contract's seven plus what a server needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ErrorCode {
-    /// Referenced agent does not exist in the team (contract).
-    AgentNotFound,
-    /// Referenced message does not exist, or is not visible to the caller (contract).
-    MessageNotFound,
-    /// A recipient is not a valid member of the team (contract).
-    InvalidRecipient,
-    /// Message content exceeds the length limits (contract).
-    MessageTooLong,
-    /// The message does not require a response (contract).
-    ResponseNotRequired,
-    /// The response deadline has passed (contract).
-    ResponseDeadlinePassed,
-    /// Communication is disabled for the agent or its team (contract).
-    CommunicationDisabled,
-    /// An agent with this id is already registered in the team.
-    AgentAlreadyRegistered,
-    /// Referenced task does not exist, or is not visible to the caller.
-    TaskNotFound,
-    /// The task is in a state where this action is not allowed.
-    InvalidTaskTransition,
-    /// No member can take the task: the target does not accept tasks, or no available
-    /// agent has the required capabilities.
-    NoSuitableAgent,
-    /// No token, or a token the server does not know.
-    Unauthorized,
-    /// A valid token acting outside its rights.
-    Forbidden,
-    /// The input is malformed or breaks a rule; `details.field` names the field.
-    ValidationError,
-    /// The resource does not exist (or the route is unknown).
-    NotFound,
-    /// The route exists but not with this HTTP method.
-    MethodNotAllowed,
-    /// The request conflicts with the current state (e.g. a duplicate id).
-    Conflict,
-    /// The request body or frame is larger than the server accepts.
-    PayloadTooLarge,
-    /// The caller sends faster than the server allows.
-    RateLimited,
-    /// Storage (or another dependency) is not available; nothing was changed.
-    Unavailable,
-    /// A bug on our side; the request may or may not have taken effect.
-    InternalError,
+/// An operation's failure.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// A rule of the contract said no; the body says why.
+    #[error("{0}")]
+    Refused(Box<ErrorBody>),
+    /// Storage failed; the client learns only that storage was unavailable.
+    #[error("storage: {0}")]
+    Store(#[from] StoreError),
+    /// A bug on our side; the text is logged, not sent.
+    #[error("internal: {0}")]
+    Internal(String),
 }
 
-impl ErrorCode {
-    /// The code as the wire shows it (`TASK_NOT_FOUND`), for bodies that carry it as
-    /// text, such as the task protocol's `ErrorMessage`.
-    pub fn as_text(self) -> String {
-        match serde_json::to_value(self) {
-            Ok(Value::String(text)) => text,
-            _ => format!("{self:?}"),
-        }
-    }
+/// Shorthand for the result of every core operation.
+pub type CoreResult<T> = Result<T, CoreError>;
 
-    /// What a client can usually do about an error with this code.
-    fn default_suggestion(self) -> &'static str {
-        match self {
-            ErrorCode::AgentNotFound => {
-                "Check the agent id; list the team's agents to see who is registered."
-            }
-            ErrorCode::MessageNotFound => {
-                "Check the message id; only messages you sent or received are visible."
-            }
-            ErrorCode::InvalidRecipient => {
-                "Send only to registered members of your team (not to yourself)."
-            }
-            ErrorCode::MessageTooLong => {
-                "Shorten the text to at most 2000 characters; put bulk data in content.data or an attachment."
-            }
-            ErrorCode::ResponseNotRequired => "Send a new message instead of a response.",
-            ErrorCode::ResponseDeadlinePassed => {
-                "Send a new message to the original sender instead."
-            }
-            ErrorCode::CommunicationDisabled => {
-                "Ask the team owner to enable communication for the team or agent."
-            }
-            ErrorCode::AgentAlreadyRegistered => {
-                "Use a different agent_id, or remove the existing agent first."
-            }
-            ErrorCode::TaskNotFound => {
-                "Check the task id; only its originator and assignees can see a task."
-            }
-            ErrorCode::InvalidTaskTransition => {
-                "Read the task to see its current status and who may act on it."
-            }
-            ErrorCode::NoSuitableAgent => {
-                "Register an agent with the required capabilities, or wait until one is available."
-            }
-            ErrorCode::Unauthorized => "Send a valid token as 'Authorization: Bearer <token>'.",
-            ErrorCode::Forbidden => "Use a token that has rights on this resource.",
-            ErrorCode::ValidationError => {
-                "Fix the field named in details and send the request again."
-            }
-            ErrorCode::NotFound => "Check the path and the ids in it.",
-            ErrorCode::MethodNotAllowed => {
-                "Use a method this path supports (see the Allow header)."
-            }
-            ErrorCode::Conflict => "Read the current state and retry with a different request.",
-            ErrorCode::PayloadTooLarge => {
-                "Send a smaller body; the limit is in details.limit_bytes."
-            }
-            ErrorCode::RateLimited => {
-                "Slow down and retry after the delay in details.retry_after_ms."
-            }
-            ErrorCode::Unavailable => "Retry later; nothing was changed by this request.",
-            ErrorCode::InternalError => "Retry later and report the request id to the operator.",
-        }
+impl From<ErrorBody> for CoreError {
+    fn from(body: ErrorBody) -> Self {
+        CoreError::Refused(Box::new(body))
     }
-}
-
-/// An operation's failure, carried unchanged from the core to every transport.
-///
-/// It *is* the wire body: `success` is always false. Constructors pick a default
-/// `suggested_action` per code so every error tells the client what to do next.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema, thiserror::Error)]
-#[error("{error_code:?}: {error_message}")]
-pub struct CoreError {
-    /// Always `false`.
-    pub success: bool,
-    pub error_code: ErrorCode,
-    /// A sentence for a person.
-    pub error_message: String,
-    /// Structured facts about the error (e.g. `field`, `invalid_ids`); may be empty.
-    /// Boxed so an error stays small on the `Err` path of every result.
-    #[schema(value_type = Object)]
-    pub details: Box<Map<String, Value>>,
-    /// What the client can do about it.
-    pub suggested_action: String,
 }
 
 impl CoreError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        CoreError {
-            success: false,
-            error_code: code,
-            error_message: message.into(),
-            details: Box::default(),
-            suggested_action: code.default_suggestion().to_owned(),
-        }
-    }
-
-    /// Adds one entry to `details`.
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details.insert(key.to_owned(), value.into());
-        self
-    }
-
-    pub fn suggest(mut self, action: impl Into<String>) -> Self {
-        self.suggested_action = action.into();
-        self
+        ErrorBody::new(code, message).into()
     }
 
     /// A rule about one input field was broken; `details.field` names it.
     pub fn validation(field: &str, message: impl Into<String>) -> Self {
-        CoreError::new(ErrorCode::ValidationError, message).with("field", field)
+        ErrorBody::validation(field, message).into()
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
@@ -198,27 +68,62 @@ impl CoreError {
         CoreError::new(ErrorCode::CommunicationDisabled, message)
     }
 
-    /// Storage failed; the cause is logged here and never sent to the client.
-    pub fn unavailable(cause: &dyn std::error::Error) -> Self {
-        tracing::error!(error = %cause, "storage failure");
-        CoreError::new(
-            ErrorCode::Unavailable,
-            "the server could not reach its storage; nothing was changed",
-        )
-    }
-
     pub fn internal(message: impl Into<String>) -> Self {
-        CoreError::new(ErrorCode::InternalError, message)
+        CoreError::Internal(message.into())
+    }
+
+    /// Adds one entry to a refusal's `details` (other errors have none to show).
+    pub fn with(self, key: &str, value: impl Into<Value>) -> Self {
+        match self {
+            CoreError::Refused(body) => CoreError::Refused(Box::new(body.with(key, value))),
+            other => other,
+        }
+    }
+
+    /// Replaces a refusal's suggested action.
+    pub fn suggest(self, action: impl Into<String>) -> Self {
+        match self {
+            CoreError::Refused(body) => CoreError::Refused(Box::new(body.suggest(action))),
+            other => other,
+        }
+    }
+
+    /// The code the client will see.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CoreError::Refused(body) => body.error_code,
+            CoreError::Store(_) => ErrorCode::Unavailable,
+            CoreError::Internal(_) => ErrorCode::InternalError,
+        }
+    }
+
+    /// The refusal's body, if this is one.
+    pub fn refusal(&self) -> Option<&ErrorBody> {
+        match self {
+            CoreError::Refused(body) => Some(body),
+            _ => None,
+        }
+    }
+
+    /// The error body a transport sends. Causes the client must not see (storage
+    /// errors, bugs) are logged here and replaced by a sentence.
+    pub fn into_body(self) -> ErrorBody {
+        match self {
+            CoreError::Refused(body) => *body,
+            CoreError::Store(cause) => {
+                tracing::error!(error = %cause, "storage failure");
+                ErrorBody::new(
+                    ErrorCode::Unavailable,
+                    "the server could not reach its storage; nothing was changed",
+                )
+            }
+            CoreError::Internal(cause) => {
+                tracing::error!(error = %cause, "internal error");
+                ErrorBody::new(
+                    ErrorCode::InternalError,
+                    "the server hit a bug while handling this request",
+                )
+            }
+        }
     }
 }
-
-/// A storage error reaching a caller means "unavailable": conflicts that have a meaning
-/// (a duplicate id) are translated by the operation before this conversion is used.
-impl From<StoreError> for CoreError {
-    fn from(err: StoreError) -> Self {
-        CoreError::unavailable(&err)
-    }
-}
-
-/// Shorthand for the result of every core operation.
-pub type CoreResult<T> = Result<T, CoreError>;

@@ -1,33 +1,40 @@
 //! The core: every rule of Switchboard, independent of any transport.
 //!
-//! One method per operation (`create_team`, `register_agent`, …), each taking the
-//! [`Caller`] decided from the token and a typed input, and returning a typed output or a
-//! [`CoreError`] carrying the contract's error code. REST handlers and WebSocket frames
-//! call the same methods, so the same input gets the same answer on every transport.
-//! No axum or sqlx type appears in this API.
+//! Every transport hands an [`Operation`](switchboard_types::Operation) and the
+//! [`Caller`] its token decided to [`Core::dispatch`], and gets the answer or a
+//! [`CoreError`] carrying the contract's error code: the same input gets the same answer
+//! on every transport. One file per resource holds its operations; no axum or sqlx type
+//! appears in this API, and storage is reached only through [`Store`]'s typed methods.
 
-pub mod agents;
-pub mod assistance;
+mod agents;
+mod assistance;
 pub mod auth;
-pub mod broadcasts;
-pub mod delivery;
+mod broadcasts;
+pub mod callback_url;
+mod delivery;
+mod dispatch;
 pub mod error;
-pub mod ids;
-pub mod messages;
+mod ids;
+mod inbox;
+pub mod live;
+mod messages;
+mod metrics;
 pub mod ratelimit;
 pub mod registry;
+mod responses;
 pub mod tasks;
-pub mod team_metrics;
-pub mod teams;
-pub mod time;
+mod teams;
 
 use std::sync::Arc;
 
-pub use error::{CoreError, CoreResult, ErrorCode};
-pub use registry::{AgentRecord, AgentStatus, Caller, Registry, TeamRecord};
+pub use auth::Caller;
+pub use error::{CoreError, CoreResult};
+use registry::Registry;
+use switchboard_types::ids::AgentPk;
 
-use crate::hub::{Hub, HubSettings};
-use crate::store::{self, Store, StoreError};
+use crate::hub::{AgentCursor, Hub, HubSettings};
+use crate::store::records::{AgentRecord, TeamRecord};
+use crate::store::{Store, StoreError};
 
 /// Handle to the core; cheap to clone (an `Arc`).
 #[derive(Clone)]
@@ -79,34 +86,39 @@ impl Core {
         let admin_hash = match settings.admin_token.as_deref() {
             Some(token) => {
                 let hash = auth::digest(token);
-                write_admin_hash(&store, hash).await?;
+                store.set_admin_hash(hash).await?;
                 hash
             }
-            None => match store::settings::get(store.reader(), store::settings::ADMIN_TOKEN_HASH)
-                .await?
-            {
-                Some(bytes) => store::teams::hash_from(bytes)?,
+            None => match store.admin_hash().await? {
+                Some(hash) => hash,
                 None => {
                     let token = auth::mint(auth::TokenKind::Admin);
                     let hash = auth::digest(&token.text);
-                    write_admin_hash(&store, hash).await?;
+                    store.set_admin_hash(hash).await?;
                     generated = Some(token.text);
                     hash
                 }
             },
         };
         registry.set_admin_hash(admin_hash);
-        for team in store::teams::load_all(store.reader()).await? {
+        for team in store.load_teams().await? {
             registry.put_team(team);
         }
-        for agent in store::agents::load_all(store.reader()).await? {
+        for agent in store.load_agents().await? {
             registry.put_agent(agent);
         }
-        let hub = Hub::new(
-            settings.hub,
-            store::agents::load_presence(store.reader()).await?,
-        );
-        let open_tasks = store::tasks::open_counts(store.reader()).await?;
+        let cursors = store
+            .load_presence()
+            .await?
+            .into_iter()
+            .map(|p| AgentCursor {
+                agent: p.agent,
+                acked_seq: p.acked_seq,
+                last_seen_at: p.last_seen_at,
+            })
+            .collect();
+        let hub = Hub::new(settings.hub, cursors);
+        let open_tasks = store.open_task_counts().await?;
         let core = Core {
             inner: Arc::new(Inner {
                 store,
@@ -119,41 +131,16 @@ impl Core {
         Ok((core, generated))
     }
 
-    pub fn store(&self) -> &Store {
+    fn store(&self) -> &Store {
         &self.inner.store
     }
 
-    pub fn registry(&self) -> &Registry {
+    fn registry(&self) -> &Registry {
         &self.inner.registry
     }
 
-    pub fn hub(&self) -> &Arc<Hub> {
+    fn hub(&self) -> &Arc<Hub> {
         &self.inner.hub
-    }
-
-    /// Writes acknowledged cursors and last activity kept in memory by the hub (called
-    /// every second and at shutdown). A failed write keeps them for the next call.
-    pub async fn save_presence(&self) -> Result<(), StoreError> {
-        let unsaved = self.hub().take_unsaved();
-        if unsaved.is_empty() {
-            return Ok(());
-        }
-        let rows = unsaved.clone();
-        let result = self
-            .store()
-            .write_self_contained(
-                move |tx| {
-                    Box::pin(
-                        async move { store::agents::save_presence(tx.conn().await?, &rows).await },
-                    )
-                },
-                Ok,
-            )
-            .await;
-        if result.is_err() {
-            self.hub().unsaved(&unsaved);
-        }
-        result
     }
 
     /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody).
@@ -162,6 +149,11 @@ impl Core {
             .registry
             .authenticate(token)
             .ok_or_else(auth::invalid_token)
+    }
+
+    /// Whether storage answers (readiness).
+    pub async fn ready(&self) -> CoreResult<()> {
+        Ok(self.store().ping().await?)
     }
 
     /// Resolves the team named in a path and checks the caller's rights on it.
@@ -173,7 +165,7 @@ impl Core {
             Caller::Admin => None,
             Caller::Team { team } | Caller::Agent { team, .. } => Some(*team),
         };
-        let team = self.inner.registry.team_by_id(team_id);
+        let team = self.registry().team_by_id(team_id);
         match (own, team) {
             (None, Some(team)) => Ok(team),
             (None, None) => Err(
@@ -203,41 +195,24 @@ impl Core {
                 "this operation is done by an agent: use the agent's own token",
             ));
         };
-        let registry = &self.inner.registry;
+        let registry = self.registry();
         match (registry.team(team), registry.agent(agent)) {
             (Some(team), Some(agent)) if agent.is_member() => Ok((team, agent)),
             _ => Err(auth::invalid_token()),
         }
     }
-}
 
-async fn write_admin_hash(store: &Store, hash: auth::SecretHash) -> Result<(), StoreError> {
-    store
-        .write(move |tx| {
-            Box::pin(async move {
-                store::settings::put(tx.conn().await?, store::settings::ADMIN_TOKEN_HASH, &hash)
-                    .await
-            })
-        })
-        .await
-}
+    /// A current member of `team` by id, or `AGENT_NOT_FOUND`.
+    fn member_of(&self, team: &TeamRecord, agent_id: &str) -> CoreResult<Arc<AgentRecord>> {
+        self.registry()
+            .member(team.pk, agent_id)
+            .ok_or_else(|| CoreError::agent_not_found(agent_id))
+    }
 
-/// Checks a required free-text field: trimmed non-empty, at most `max` characters.
-pub(crate) fn check_text(field: &str, value: &str, max: usize) -> CoreResult<()> {
-    if value.trim().is_empty() {
-        return Err(CoreError::validation(
-            field,
-            format!("{field} must not be empty"),
-        ));
+    /// The agent id of any agent ever registered (removed ones too).
+    fn agent_name(&self, pk: AgentPk) -> String {
+        self.registry()
+            .agent(pk)
+            .map_or_else(|| format!("agent#{pk}"), |a| a.agent_id.clone())
     }
-    let len = value.chars().count();
-    if len > max {
-        return Err(CoreError::validation(
-            field,
-            format!("{field} must be at most {max} characters (got {len})"),
-        )
-        .with("max", max)
-        .with("length", len));
-    }
-    Ok(())
 }

@@ -9,8 +9,11 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use switchboard_types::ErrorCode;
+use switchboard_types::ids::AgentPk;
+
 use super::Core;
-use super::error::{CoreError, CoreResult, ErrorCode};
+use super::error::{CoreError, CoreResult};
 
 /// A configured limit.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,7 +31,7 @@ struct Bucket {
 /// it is never held across an `.await`.
 pub struct RateLimiter {
     limit: Option<RateLimit>,
-    buckets: Mutex<HashMap<i64, Bucket>>,
+    buckets: Mutex<HashMap<AgentPk, Bucket>>,
 }
 
 impl RateLimiter {
@@ -40,7 +43,7 @@ impl RateLimiter {
     }
 
     /// Takes a token for `agent`, or says how long to wait for one (milliseconds).
-    fn take(&self, agent: i64, now: Instant) -> Result<(), u64> {
+    fn take(&self, agent: AgentPk, now: Instant) -> Result<(), u64> {
         let Some(limit) = self.limit else {
             return Ok(());
         };
@@ -66,7 +69,7 @@ impl RateLimiter {
 }
 
 impl Core {
-    pub(crate) fn rate_limit(&self, agent_pk: i64) -> CoreResult<()> {
+    pub(super) fn rate_limit(&self, agent_pk: AgentPk) -> CoreResult<()> {
         self.inner
             .rate_limiter
             .take(agent_pk, Instant::now())
@@ -93,19 +96,23 @@ mod tests {
             burst: 2.0,
         }));
         let t0 = Instant::now();
-        assert!(limiter.take(1, t0).is_ok());
-        assert!(limiter.take(1, t0).is_ok());
-        let wait = limiter.take(1, t0).expect_err("empty");
+        assert!(limiter.take(AgentPk(1), t0).is_ok());
+        assert!(limiter.take(AgentPk(1), t0).is_ok());
+        let wait = limiter.take(AgentPk(1), t0).expect_err("empty");
         assert_eq!(wait, 100);
         // Other agents have their own bucket.
-        assert!(limiter.take(2, t0).is_ok());
-        assert!(limiter.take(1, t0 + Duration::from_millis(100)).is_ok());
+        assert!(limiter.take(AgentPk(2), t0).is_ok());
+        assert!(
+            limiter
+                .take(AgentPk(1), t0 + Duration::from_millis(100))
+                .is_ok()
+        );
     }
 
     #[test]
     fn no_limit_means_no_limit() {
         let limiter = RateLimiter::new(None);
         let t0 = Instant::now();
-        assert!((0..10_000).all(|_| limiter.take(1, t0).is_ok()));
+        assert!((0..10_000).all(|_| limiter.take(AgentPk(1), t0).is_ok()));
     }
 }

@@ -11,114 +11,26 @@
 //! is a few map operations, and it is never held across an `.await`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::str::FromStr;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use switchboard_types::ids::{AgentPk, TeamPk};
 
-use super::auth::{self, SecretHash, TokenKind};
-use super::time::Timestamp;
-
-/// Whether an agent can take on work (the contract's availability).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentStatus {
-    Available,
-    Busy,
-    Unavailable,
-}
-
-impl AgentStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentStatus::Available => "available",
-            AgentStatus::Busy => "busy",
-            AgentStatus::Unavailable => "unavailable",
-        }
-    }
-}
-
-impl FromStr for AgentStatus {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        match s {
-            "available" => Ok(AgentStatus::Available),
-            "busy" => Ok(AgentStatus::Busy),
-            "unavailable" => Ok(AgentStatus::Unavailable),
-            _ => Err(()),
-        }
-    }
-}
-
-/// A team as stored.
-#[derive(Debug, Clone)]
-pub struct TeamRecord {
-    pub pk: i64,
-    pub team_id: String,
-    pub name: String,
-    pub key_id: String,
-    pub key_hash: SecretHash,
-    pub communication_enabled: bool,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-/// An agent as stored. A removed agent keeps its row (messages point at it) but has no
-/// token and is no longer a member.
-#[derive(Debug, Clone)]
-pub struct AgentRecord {
-    pub pk: i64,
-    pub team_pk: i64,
-    pub agent_id: String,
-    pub role: String,
-    pub capabilities: Vec<String>,
-    pub address: Option<String>,
-    pub status: AgentStatus,
-    pub communication_enabled: bool,
-    pub token_id: Option<String>,
-    pub token_hash: Option<SecretHash>,
-    pub registered_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub removed_at: Option<Timestamp>,
-}
-
-impl AgentRecord {
-    pub fn is_member(&self) -> bool {
-        self.removed_at.is_none()
-    }
-
-    /// Case-insensitive capability check.
-    pub fn has_capability(&self, wanted: &str) -> bool {
-        let wanted = wanted.to_lowercase();
-        self.capabilities.iter().any(|c| c.to_lowercase() == wanted)
-    }
-}
-
-/// Who is making a call, as decided by the token alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Caller {
-    /// The server admin: creates teams, and may manage any team.
-    Admin,
-    /// A team key: manages its own team's agents and settings.
-    Team { team: i64 },
-    /// An agent token: acts as that agent inside its team.
-    Agent { team: i64, agent: i64 },
-}
+use super::auth::{self, Caller, SecretHash, TokenKind};
+use crate::store::records::{AgentRecord, TeamRecord};
 
 #[derive(Default)]
 struct Inner {
     admin_hash: Option<SecretHash>,
-    teams: HashMap<i64, Arc<TeamRecord>>,
-    team_by_id: HashMap<String, i64>,
-    team_by_key: HashMap<String, i64>,
-    agents: HashMap<i64, Arc<AgentRecord>>,
+    teams: HashMap<TeamPk, Arc<TeamRecord>>,
+    team_by_id: HashMap<String, TeamPk>,
+    team_by_key: HashMap<String, TeamPk>,
+    agents: HashMap<AgentPk, Arc<AgentRecord>>,
     /// Current members of each team, by agent id (sorted, for stable listings).
-    members: HashMap<i64, BTreeMap<String, i64>>,
-    agent_by_token: HashMap<String, i64>,
+    members: HashMap<TeamPk, BTreeMap<String, AgentPk>>,
+    agent_by_token: HashMap<String, AgentPk>,
     /// Every agent ever registered in each team (removed ones too), by agent id: filters
     /// on senders must find old messages of removed agents.
-    all_by_id: HashMap<i64, HashMap<String, i64>>,
+    all_by_id: HashMap<TeamPk, HashMap<String, AgentPk>>,
 }
 
 /// See the module documentation.
@@ -168,7 +80,7 @@ impl Registry {
         }
     }
 
-    pub fn team(&self, pk: i64) -> Option<Arc<TeamRecord>> {
+    pub fn team(&self, pk: TeamPk) -> Option<Arc<TeamRecord>> {
         self.read().teams.get(&pk).cloned()
     }
 
@@ -178,19 +90,19 @@ impl Registry {
     }
 
     /// Any agent ever registered (including removed ones).
-    pub fn agent(&self, pk: i64) -> Option<Arc<AgentRecord>> {
+    pub fn agent(&self, pk: AgentPk) -> Option<Arc<AgentRecord>> {
         self.read().agents.get(&pk).cloned()
     }
 
     /// A current member of the team by agent id.
-    pub fn member(&self, team_pk: i64, agent_id: &str) -> Option<Arc<AgentRecord>> {
+    pub fn member(&self, team_pk: TeamPk, agent_id: &str) -> Option<Arc<AgentRecord>> {
         let inner = self.read();
         let pk = inner.members.get(&team_pk)?.get(agent_id)?;
         inner.agents.get(pk).cloned()
     }
 
     /// All current members of a team, ordered by agent id.
-    pub fn members(&self, team_pk: i64) -> Vec<Arc<AgentRecord>> {
+    pub fn members(&self, team_pk: TeamPk) -> Vec<Arc<AgentRecord>> {
         let inner = self.read();
         inner
             .members
@@ -204,11 +116,11 @@ impl Registry {
     }
 
     /// The `pk` of an agent id in a team, removed agents included.
-    pub fn agent_pk_by_id(&self, team_pk: i64, agent_id: &str) -> Option<i64> {
+    pub fn agent_pk_by_id(&self, team_pk: TeamPk, agent_id: &str) -> Option<AgentPk> {
         self.read().all_by_id.get(&team_pk)?.get(agent_id).copied()
     }
 
-    pub fn member_count(&self, team_pk: i64) -> usize {
+    pub fn member_count(&self, team_pk: TeamPk) -> usize {
         self.read().members.get(&team_pk).map_or(0, BTreeMap::len)
     }
 

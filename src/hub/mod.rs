@@ -19,61 +19,53 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
+use switchboard_types::frames::{PushKind, push_text};
+use switchboard_types::ids::AgentPk;
+use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
 
-use crate::core::time::Timestamp;
-
-/// What an inbox entry becomes on the wire: a frame type and its JSON body.
-///
-/// Adding a kind of push is adding a [`FrameKind`] variant; the hub and sessions carry
-/// any of them the same way.
-pub struct Event {
-    kind: FrameKind,
-    body: OnceLock<Box<str>>,
-    render: Box<dyn Fn() -> String + Send + Sync>,
+/// Where an agent's acknowledged cursor is and when it was last active: what the hub
+/// keeps in memory and the core saves once a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentCursor {
+    pub agent: AgentPk,
+    pub acked_seq: i64,
+    pub last_seen_at: Option<Timestamp>,
 }
 
-/// How an event is framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FrameKind {
-    /// `{"type":"message","seq":N,"message":{…}}`; the message object carries `seq` too.
-    Message,
-    /// `{"type":"<name>","seq":N,…the object's fields…}` — the task protocol's types.
-    Typed(&'static str),
+/// The body of a push: the frame's JSON object without `seq`, or why it could not be
+/// rendered.
+type Rendered = Result<(PushKind, Box<str>), String>;
+
+/// What an inbox entry becomes on the wire, shared by every recipient of a message.
+///
+/// The body is rendered when first needed (by the first session that sends it, not by
+/// the writer, on whose thread every microsecond is spent in series), then shared.
+pub struct Event {
+    body: OnceLock<Rendered>,
+    render: Box<dyn Fn() -> Rendered + Send + Sync>,
 }
 
 impl Event {
-    /// An event whose JSON object is produced by `render` when first needed (by the
-    /// first session that sends it), then shared.
-    pub fn new(kind: FrameKind, render: impl Fn() -> String + Send + Sync + 'static) -> Arc<Event> {
+    /// An event whose kind and JSON object `render` produces when first needed.
+    pub fn new(
+        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
+    ) -> Arc<Event> {
         Arc::new(Event {
-            kind,
             body: OnceLock::new(),
-            render: Box::new(render),
+            render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
         })
     }
 
-    /// The frame text for one recipient.
-    pub fn frame(&self, seq: i64) -> String {
-        let body = self.body.get_or_init(|| (self.render)().into_boxed_str());
-        frame_of(self.kind, seq, body)
-    }
-}
-
-/// A frame from a JSON object `body` (the event's fields, without `seq`).
-pub fn frame_of(kind: FrameKind, seq: i64, body: &str) -> String {
-    // `body` is a JSON object: "{" + fields + "}"; `inner` is "fields}" (or "}").
-    let inner = body.strip_prefix('{').unwrap_or("}");
-    let sep = if inner.starts_with('}') { "" } else { "," };
-    match kind {
-        FrameKind::Message => {
-            format!(r#"{{"type":"message","seq":{seq},"message":{{"seq":{seq}{sep}{inner}}}"#)
+    /// The frame text for one recipient, or why the body could not be rendered (the
+    /// session then sends the entry from storage instead).
+    pub fn frame(&self, seq: i64) -> Result<String, String> {
+        match self.body.get_or_init(|| (self.render)()) {
+            Ok((kind, body)) => Ok(push_text(*kind, seq, body)),
+            Err(why) => Err(why.clone()),
         }
-        FrameKind::Typed(name) => format!(r#"{{"type":"{name}","seq":{seq}{sep}{inner}"#),
     }
 }
-
-impl Event {}
 
 /// One inbox entry on its way to a connection.
 #[derive(Clone)]
@@ -158,7 +150,7 @@ pub struct Presence {
 /// reading; connects, disconnects and acks for writing; it is never held across an
 /// `.await`.
 pub struct Hub {
-    agents: RwLock<HashMap<i64, AgentState>>,
+    agents: RwLock<HashMap<AgentPk, AgentState>>,
     next_id: AtomicU64,
     settings: HubSettings,
     /// Live connections, for shutdown and metrics.
@@ -168,7 +160,7 @@ pub struct Hub {
 /// A registered connection: its outbox and lag flag. Dropping it unregisters.
 pub struct Registration {
     pub id: u64,
-    pub agent_pk: i64,
+    pub agent_pk: AgentPk,
     pub rx: mpsc::Receiver<Push>,
     pub lagging: Arc<Lag>,
     /// Cancelled when the agent is removed: its connections must end.
@@ -184,12 +176,12 @@ impl Drop for Registration {
 
 /// Outbox slots held for one recipient until its entry is committed.
 pub struct Reservation {
-    agent_pk: i64,
+    agent_pk: AgentPk,
     permits: Vec<mpsc::OwnedPermit<Push>>,
 }
 
 impl Reservation {
-    pub fn agent_pk(&self) -> i64 {
+    pub fn agent_pk(&self) -> AgentPk {
         self.agent_pk
     }
 
@@ -207,15 +199,15 @@ impl Reservation {
 }
 
 impl Hub {
-    pub fn new(settings: HubSettings, presence: Vec<(i64, i64, Option<Timestamp>)>) -> Arc<Hub> {
-        let agents = presence
+    pub fn new(settings: HubSettings, cursors: Vec<AgentCursor>) -> Arc<Hub> {
+        let agents = cursors
             .into_iter()
-            .map(|(pk, acked, last_seen)| {
+            .map(|c| {
                 (
-                    pk,
+                    c.agent,
                     AgentState {
-                        acked,
-                        last_seen,
+                        acked: c.acked_seq,
+                        last_seen: c.last_seen_at,
                         ..AgentState::default()
                     },
                 )
@@ -229,16 +221,16 @@ impl Hub {
         })
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<i64, AgentState>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<AgentPk, AgentState>> {
         self.agents.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<i64, AgentState>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<AgentPk, AgentState>> {
         self.agents.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adds a live connection for `agent_pk`.
-    pub fn register(self: &Arc<Self>, agent_pk: i64) -> Registration {
+    pub fn register(self: &Arc<Self>, agent_pk: AgentPk) -> Registration {
         let (tx, rx) = mpsc::channel(self.settings.outbox.max(1));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let lagging = Arc::new(Lag::default());
@@ -268,7 +260,7 @@ impl Hub {
     }
 
     /// Ends every live connection of an agent (it was removed).
-    pub fn kick(&self, agent_pk: i64) {
+    pub fn kick(&self, agent_pk: AgentPk) {
         if let Some(state) = self.read().get(&agent_pk) {
             for conn in &state.conns {
                 conn.kicked.cancel();
@@ -276,7 +268,7 @@ impl Hub {
         }
     }
 
-    fn unregister(&self, agent_pk: i64, id: u64) {
+    fn unregister(&self, agent_pk: AgentPk, id: u64) {
         let mut agents = self.write();
         if let Some(state) = agents.get_mut(&agent_pk) {
             state.conns.retain(|c| c.id != id);
@@ -289,7 +281,7 @@ impl Hub {
 
     /// Reserves one outbox slot on each live connection of `agent_pk`. A connection
     /// whose outbox is full is marked lagging (its session will close it) and skipped.
-    pub fn reserve(&self, agent_pk: i64) -> Reservation {
+    pub fn reserve(&self, agent_pk: AgentPk) -> Reservation {
         let agents = self.read();
         let mut permits = Vec::new();
         if let Some(state) = agents.get(&agent_pk) {
@@ -308,13 +300,13 @@ impl Hub {
     }
 
     /// Whether the agent has a live connection right now.
-    pub fn is_connected(&self, agent_pk: i64) -> bool {
+    pub fn is_connected(&self, agent_pk: AgentPk) -> bool {
         self.read()
             .get(&agent_pk)
             .is_some_and(|s| !s.conns.is_empty())
     }
 
-    pub fn presence(&self, agent_pk: i64) -> Presence {
+    pub fn presence(&self, agent_pk: AgentPk) -> Presence {
         let agents = self.read();
         match agents.get(&agent_pk) {
             Some(state) => Presence {
@@ -331,12 +323,12 @@ impl Hub {
     }
 
     /// The highest sequence number the agent acknowledged.
-    pub fn acked(&self, agent_pk: i64) -> i64 {
+    pub fn acked(&self, agent_pk: AgentPk) -> i64 {
         self.read().get(&agent_pk).map_or(0, |s| s.acked)
     }
 
     /// Records an acknowledgement (never moves the cursor back) and activity.
-    pub fn ack(&self, agent_pk: i64, seq: i64) {
+    pub fn ack(&self, agent_pk: AgentPk, seq: i64) {
         let mut agents = self.write();
         let state = agents.entry(agent_pk).or_default();
         if seq > state.acked {
@@ -347,7 +339,7 @@ impl Hub {
     }
 
     /// Notes activity from the agent (a frame arrived).
-    pub fn seen(&self, agent_pk: i64) {
+    pub fn seen(&self, agent_pk: AgentPk) {
         if let Some(state) = self.write().get_mut(&agent_pk) {
             state.last_seen = Some(Timestamp::now());
         }
@@ -356,23 +348,27 @@ impl Hub {
     /// Acks not yet written to storage: `(agent pk, acked seq, last seen)`; they count as
     /// written from now on (the caller writes them, or puts them back with
     /// [`Hub::unsaved`] if it cannot).
-    pub fn take_unsaved(&self) -> Vec<(i64, i64, Option<Timestamp>)> {
+    pub fn take_unsaved(&self) -> Vec<AgentCursor> {
         let mut agents = self.write();
         agents
             .iter_mut()
             .filter(|(_, s)| s.acked_dirty)
             .map(|(pk, s)| {
                 s.acked_dirty = false;
-                (*pk, s.acked, s.last_seen)
+                AgentCursor {
+                    agent: *pk,
+                    acked_seq: s.acked,
+                    last_seen_at: s.last_seen,
+                }
             })
             .collect()
     }
 
     /// Marks acks as unsaved again after a failed write.
-    pub fn unsaved(&self, agents: &[(i64, i64, Option<Timestamp>)]) {
+    pub fn unsaved(&self, cursors: &[AgentCursor]) {
         let mut map = self.write();
-        for (pk, _, _) in agents {
-            if let Some(state) = map.get_mut(pk) {
+        for cursor in cursors {
+            if let Some(state) = map.get_mut(&cursor.agent) {
                 state.acked_dirty = true;
             }
         }
@@ -388,72 +384,78 @@ impl Hub {
 mod tests {
     use super::*;
 
+    fn event(body: &'static str) -> Arc<Event> {
+        Event::new(move || Ok((PushKind::Message, body.to_owned())))
+    }
+
     #[test]
-    fn frames_carry_the_recipients_sequence_number() {
-        let event = Event::new(FrameKind::Message, || {
-            r#"{"message_id":"m1","kind":"message"}"#.to_owned()
+    fn an_event_renders_once_and_frames_per_recipient() {
+        let renders = Arc::new(AtomicU64::new(0));
+        let counted = renders.clone();
+        let event = Event::new(move || {
+            counted.fetch_add(1, Ordering::Relaxed);
+            Ok((PushKind::Message, r#"{"message_id":"m1"}"#.to_owned()))
         });
         assert_eq!(
-            event.frame(7),
-            r#"{"type":"message","seq":7,"message":{"seq":7,"message_id":"m1","kind":"message"}}"#
+            event.frame(7).ok().as_deref(),
+            Some(r#"{"type":"message","seq":7,"message":{"seq":7,"message_id":"m1"}}"#)
         );
-        let task = Event::new(FrameKind::Typed("TaskRequest"), || {
-            r#"{"task_id":"t1"}"#.to_owned()
-        });
-        assert_eq!(
-            task.frame(3),
-            r#"{"type":"TaskRequest","seq":3,"task_id":"t1"}"#
-        );
-        let empty = Event::new(FrameKind::Typed("X"), || "{}".to_owned());
-        assert_eq!(empty.frame(1), r#"{"type":"X","seq":1}"#);
-        for text in [event.frame(9), task.frame(9), empty.frame(9)] {
-            assert!(
-                serde_json::from_str::<serde_json::Value>(&text).is_ok(),
-                "{text}"
-            );
-        }
+        assert!(event.frame(8).is_ok());
+        assert_eq!(renders.load(Ordering::Relaxed), 1);
+        let broken = Event::new(|| Err("no".to_owned()));
+        assert_eq!(broken.frame(1), Err("no".to_owned()));
     }
 
     #[tokio::test]
     async fn a_full_outbox_marks_the_connection_lagging_and_skips_it() {
         let hub = Hub::new(HubSettings { outbox: 2 }, Vec::new());
-        let mut reg = hub.register(1);
-        let event = Event::new(FrameKind::Message, || "{}".to_owned());
+        let mut reg = hub.register(AgentPk(1));
+        let event = event("{}");
         for seq in 1..=2 {
-            let r = hub.reserve(1);
+            let r = hub.reserve(AgentPk(1));
             assert!(r.delivers());
             r.deliver(Push {
                 seq,
                 event: event.clone(),
             });
         }
-        let r = hub.reserve(1);
+        let r = hub.reserve(AgentPk(1));
         assert!(!r.delivers());
         assert!(reg.lagging.is_raised());
         assert_eq!(reg.rx.recv().await.map(|p| p.seq), Some(1));
         // Another agent is unaffected.
-        let _other = hub.register(2);
-        assert!(hub.reserve(2).delivers());
+        let _other = hub.register(AgentPk(2));
+        assert!(hub.reserve(AgentPk(2)).delivers());
     }
 
     #[test]
     fn presence_and_acks() {
-        let hub = Hub::new(HubSettings { outbox: 4 }, vec![(5, 10, None)]);
-        assert_eq!(hub.acked(5), 10);
-        assert!(!hub.is_connected(5));
-        let reg = hub.register(5);
-        assert!(hub.presence(5).connected);
-        hub.ack(5, 8);
-        assert_eq!(hub.acked(5), 10, "acks never go back");
+        let five = AgentPk(5);
+        let cursor = AgentCursor {
+            agent: five,
+            acked_seq: 10,
+            last_seen_at: None,
+        };
+        let hub = Hub::new(HubSettings { outbox: 4 }, vec![cursor]);
+        assert_eq!(hub.acked(five), 10);
+        assert!(!hub.is_connected(five));
+        let reg = hub.register(five);
+        assert!(hub.presence(five).connected);
+        hub.ack(five, 8);
+        assert_eq!(hub.acked(five), 10, "acks never go back");
         assert!(hub.take_unsaved().is_empty());
-        hub.ack(5, 12);
+        hub.ack(five, 12);
         assert_eq!(
             hub.take_unsaved(),
-            vec![(5, 12, hub.presence(5).last_seen_at)]
+            vec![AgentCursor {
+                agent: five,
+                acked_seq: 12,
+                last_seen_at: hub.presence(five).last_seen_at,
+            }]
         );
         drop(reg);
-        assert!(!hub.presence(5).connected);
-        assert!(hub.presence(5).last_seen_at.is_some());
+        assert!(!hub.presence(five).connected);
+        assert!(hub.presence(five).last_seen_at.is_some());
         assert_eq!(hub.open_connections(), 0);
     }
 }

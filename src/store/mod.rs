@@ -1,79 +1,41 @@
-//! Storage: the only module that speaks SQL.
+//! Storage: the only place that speaks SQL.
 //!
-//! SQLite in one file (WAL, foreign keys, an explicit busy timeout). All writes go
-//! through the group-commit [`writer`]; reads use a small pool of connections, which WAL
-//! lets run alongside the writer. Migrations in `migrations/` are embedded in the binary
-//! and applied at start-up. One file per table family, named like the resources in
-//! `core/` and `http/`. Functions take a connection (or the read pool) and leave
-//! transactions to the caller: the writer owns them.
+//! The core sees [`Store`]: one method per thing it reads or writes, in the row types of
+//! [`records`], never a connection or a statement. Behind it sits one backend module
+//! per engine — [`sqlite`] today; a second engine is a second module and one more
+//! [`Backend`] variant, with the same methods. Writes go through the backend's
+//! group-commit writer; a decision that must be taken inside the transaction (a patch
+//! applied to the current row, "has this responder already answered") comes in as a
+//! closure over records, and after-commit hooks run in commit order.
 
-pub mod agents;
-pub mod checkpoint;
-pub mod idempotency;
-pub mod messages;
-pub mod settings;
-pub mod tasks;
-pub mod teams;
-pub mod writer;
+pub mod error;
+pub mod records;
+pub mod sqlite;
 
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::Path;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use sqlx::ConnectOptions;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
+use switchboard_types::tasks::CallbackDelivery;
+use switchboard_types::time::Timestamp;
+
+pub use error::StoreError;
+use records::{
+    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxEntry, InboxFilter,
+    InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost, PostContext,
+    PostOutcome, PostResult, PresenceRow, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
+    TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
 };
 
-pub use writer::{Isolation, WriteTx, Writer};
-
 /// How hard a commit tries to survive a crash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// `synchronous=NORMAL`: a commit survives a crash of the process, not a power cut.
+    /// A commit survives a crash of the process, not a power cut (SQLite's
+    /// `synchronous=NORMAL`).
     Normal,
-    /// `synchronous=FULL`: one fsync per group commit; survives a power cut.
+    /// One fsync per group commit; survives a power cut.
     Full,
-}
-
-/// Why storage could not do what was asked.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A unique key already exists (a duplicate id). Operations translate this into the
-    /// conflict that means something to the client.
-    #[error("a row with the same key already exists")]
-    Conflict,
-    #[error("database error: {0}")]
-    Database(#[source] sqlx::Error),
-    #[error("applying migrations failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("cannot prepare the database location {path}: {source}")]
-    Location {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the transaction this write belonged to failed and was rolled back")]
-    BatchFailed,
-    #[error("storage is closed")]
-    Closed,
-    #[error("the message could not be written: {0}")]
-    PostFailed(String),
-    #[error("the writer dropped this write without running it (its batch failed first)")]
-    Dropped,
-    #[error("stored data is not what this version expects: {0}")]
-    Corrupt(String),
-}
-
-impl From<sqlx::Error> for StoreError {
-    fn from(err: sqlx::Error) -> Self {
-        if let sqlx::Error::Database(db) = &err
-            && db.kind() == sqlx::error::ErrorKind::UniqueViolation
-        {
-            return StoreError::Conflict;
-        }
-        StoreError::Database(err)
-    }
 }
 
 /// How the database is opened.
@@ -94,159 +56,185 @@ impl Default for StoreOptions {
     }
 }
 
-/// Handle to the database: a read pool, the writer and the checkpointer. Cheap to clone.
+/// The engines a store can run on.
 #[derive(Clone)]
-pub struct Store {
-    read: SqlitePool,
-    writer: Writer,
-    checkpoints: std::sync::Arc<Checkpointer>,
+enum Backend {
+    Sqlite(sqlite::SqliteStore),
 }
 
-/// The background checkpoint task and the token that stops it.
-struct Checkpointer {
-    stop: tokio_util::sync::CancellationToken,
-    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+/// Handle to storage; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    backend: Backend,
+}
+
+/// Forwards methods whose signatures are the same on every backend.
+macro_rules! delegate {
+    ($($(#[$doc:meta])* fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {$(
+        $(#[$doc])*
+        pub async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, StoreError> {
+            match &self.backend {
+                Backend::Sqlite(s) => s.$name($($arg),*).await,
+            }
+        }
+    )*};
 }
 
 impl Store {
-    /// Opens (creating if needed) the database file, applies migrations and starts the
-    /// writer.
-    pub async fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Location {
-                path: dir.to_path_buf(),
-                source,
-            })?;
-        }
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(match opts.durability {
-                Durability::Normal => SqliteSynchronous::Normal,
-                Durability::Full => SqliteSynchronous::Full,
-            })
-            .foreign_keys(true)
-            // Only the writer writes, so waits are short: readers never block it in WAL
-            // mode; another process holding the lock is the only long wait.
-            .busy_timeout(opts.busy_timeout)
-            .pragma("temp_store", "memory")
-            // Checkpoints run in the background (see `checkpoint`), never on the writer.
-            .pragma("wal_autocheckpoint", "0")
-            // After a checkpoint, a WAL that grew in a burst is cut back to this size.
-            .pragma("journal_size_limit", "67108864")
-            // Statements are not logged one by one (that is a hot path); slow ones are.
-            .log_statements(log::LevelFilter::Off)
-            .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250));
-
-        let mut write_conn = options
-            .clone()
-            // A broadcast dirties one inbox page per member; with SQLite's default 2 MiB
-            // cache a batch of them spilled pages to the WAL before the commit and read
-            // pages back from the file (the profile showed both). Measured on a noisy
-            // box: 2,085 and 2,118 broadcasts/s against 2,007 and 1,850 with the default.
-            // The cache fills only as far as writing needs it.
-            .pragma("cache_size", "-32768")
-            .connect()
-            .await?;
-        sqlx::migrate!("./migrations").run(&mut write_conn).await?;
-
-        let read = SqlitePoolOptions::new()
-            .max_connections(4)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_secs(5))
-            .connect_with(
-                options
-                    .clone()
-                    .read_only(true)
-                    // An inbox page leads to message rows scattered through the file;
-                    // mapping the file spares a reader a pread syscall and a copy per page
-                    // (measured +25% queries/s on a 1M-message store). Mapped pages are the
-                    // kernel's page cache, shared and reclaimable, not heap.
-                    .pragma("mmap_size", "268435456"),
-            )
-            .await?;
-
-        let writer = Writer::spawn(write_conn).map_err(|source| StoreError::Location {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let stop = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(checkpoint::run(options.connect().await?, stop.clone()));
+    /// Opens a SQLite database file (creating it and its folder if needed) and applies
+    /// the migrations.
+    pub async fn open_sqlite(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         Ok(Store {
-            read,
-            writer,
-            checkpoints: std::sync::Arc::new(Checkpointer {
-                stop,
-                task: tokio::sync::Mutex::new(Some(task)),
-            }),
+            backend: Backend::Sqlite(sqlite::SqliteStore::open(path, opts).await?),
         })
     }
 
-    /// The read pool. Reads see everything committed before they start.
-    pub fn reader(&self) -> &SqlitePool {
-        &self.read
-    }
-
-    /// Runs `job` in the next group commit (inside a savepoint of its own) and returns
-    /// its value once committed.
-    pub async fn write<T, E, F>(&self, job: F) -> Result<T, E>
-    where
-        F: for<'c> FnOnce(&'c mut WriteTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        T: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer.write_then(Isolation::Savepoint, job, Ok).await
-    }
-
-    /// Like [`Store::write`] for a job that is atomic by itself (see
-    /// [`Isolation::SelfContained`]): it must leave no change behind when it fails.
-    pub async fn write_self_contained<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
-    where
-        F: for<'c> FnOnce(&'c mut WriteTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        A: FnOnce(T) -> Result<R, E> + Send + 'static,
-        T: Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer
-            .write_then(Isolation::SelfContained, job, after)
-            .await
-    }
-
-    /// Like [`Store::write`], and runs `after` on the writer task right after the
-    /// commit, in commit order (see [`writer`]); its error fails the call.
-    pub async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
-    where
-        F: for<'c> FnOnce(&'c mut WriteTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        A: FnOnce(T) -> Result<R, E> + Send + 'static,
-        T: Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer
-            .write_then(Isolation::Savepoint, job, after)
-            .await
-    }
-
-    /// Checks that the database answers (readiness).
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.read).await?;
-        Ok(())
-    }
-
-    /// Finishes queued writes, checkpoints the WAL and closes every connection.
+    /// Finishes queued writes and closes every connection.
     pub async fn close(&self) {
-        self.checkpoints.stop.cancel();
-        if let Some(task) = self.checkpoints.task.lock().await.take() {
-            let _ = task.await;
+        match &self.backend {
+            Backend::Sqlite(s) => s.close().await,
         }
-        self.writer.close().await;
-        self.read.close().await;
     }
-}
 
-/// Reads a `0/1` column as a bool (SQLite has no boolean type).
-pub(crate) fn flag(value: i64) -> bool {
-    value != 0
+    delegate! {
+        /// Whether the database answers.
+        fn ping(&self) -> ();
+        /// The stored digest of the admin token, if one was set.
+        fn admin_hash(&self) -> Option<SecretHash>;
+        fn set_admin_hash(&self, hash: SecretHash) -> ();
+        /// Every team, for the registry at start-up.
+        fn load_teams(&self) -> Vec<TeamRecord>;
+        /// Every agent (removed ones too: messages keep pointing at them).
+        fn load_agents(&self) -> Vec<AgentRecord>;
+        /// Every agent's acknowledged cursor and last activity.
+        fn load_presence(&self) -> Vec<PresenceRow>;
+        fn save_presence(&self, rows: Vec<PresenceRow>) -> ();
+        /// Open tasks per assignee.
+        fn open_task_counts(&self) -> Vec<(AgentPk, i64)>;
+        /// The first answer given under an idempotency key.
+        fn find_answer(&self, agent: AgentPk, key: &str) -> Option<StoredAnswer>;
+        fn find_message(&self, team: TeamPk, message_id: &str) -> Option<MessageRecord>;
+        fn inbox_entry(&self, agent: AgentPk, message: MessagePk) -> Option<InboxEntry>;
+        fn recipient_ids(&self, message: MessagePk) -> Vec<String>;
+        /// Recipients that marked the message read, in the order they did.
+        fn read_by(&self, message: MessagePk) -> Vec<AgentPk>;
+        fn responses_to(&self, message: MessagePk) -> Vec<ResponseRow>;
+        /// How many entries match (ignoring paging) and how many of those are unread.
+        fn count_inbox(&self, agent: AgentPk, filter: &InboxFilter) -> (i64, i64);
+        fn list_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> Vec<InboxItem>;
+        fn mark_read(&self, agent: AgentPk, message_ids: Vec<String>, now: Timestamp) -> MarkOutcome;
+        /// Sent, received and unread counts of every agent of a team.
+        fn team_counts(&self, team: TeamPk) -> HashMap<AgentPk, Counts>;
+        /// `(responder, microseconds from original to response)` of every response.
+        fn response_latencies(&self, team: TeamPk) -> Vec<(AgentPk, i64)>;
+        fn find_task(&self, team: TeamPk, task_id: &str) -> Option<TaskRecord>;
+        /// Whether the agent is or was assigned the task.
+        fn was_assigned(&self, task: TaskPk, agent: AgentPk) -> bool;
+        /// The task's history, oldest first.
+        fn task_events(&self, task: TaskPk) -> Vec<TaskEventRecord>;
+        fn task_callbacks(&self, task: TaskPk) -> Vec<CallbackDelivery>;
+        /// One page of the agent's tasks, newest first.
+        fn list_tasks(&self, agent: AgentPk, spec: &TaskListSpec) -> Vec<TaskRecord>;
+        fn callback_secret(&self, team: TeamPk) -> Option<(String, Timestamp)>;
+        fn set_callback_secret(&self, team: TeamPk, secret: String, at: Timestamp) -> ();
+        /// The oldest pending callback of each task, if due.
+        fn due_callbacks(&self, now: Timestamp, limit: i64) -> Vec<DueCallback>;
+        fn next_callback_due(&self) -> Option<Timestamp>;
+        fn record_attempts(&self, attempts: Vec<Attempt>) -> ();
+    }
+
+    /// Inserts a team; `after` runs right after the commit, in commit order.
+    /// [`StoreError::Conflict`] when the id is taken.
+    pub async fn insert_team<R: Send + 'static>(
+        &self,
+        team: TeamRecord,
+        after: impl FnOnce(TeamRecord) -> R + Send + 'static,
+    ) -> Result<R, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.insert_team(team, after).await,
+        }
+    }
+
+    /// Changes a team as `patch` decides, on the row as the transaction sees it.
+    pub async fn update_team<R, E>(
+        &self,
+        pk: TeamPk,
+        patch: impl FnOnce(&mut TeamRecord) -> Result<(), E> + Send + 'static,
+        after: impl FnOnce(TeamRecord) -> R + Send + 'static,
+    ) -> Result<R, E>
+    where
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        match &self.backend {
+            Backend::Sqlite(s) => s.update_team(pk, patch, after).await,
+        }
+    }
+
+    /// Inserts an agent; [`StoreError::Conflict`] when a member has its id.
+    pub async fn insert_agent<R: Send + 'static>(
+        &self,
+        agent: AgentRecord,
+        after: impl FnOnce(AgentRecord) -> R + Send + 'static,
+    ) -> Result<R, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.insert_agent(agent, after).await,
+        }
+    }
+
+    /// Changes an agent (removal included) as `patch` decides, on the current row.
+    pub async fn update_agent<R, E>(
+        &self,
+        pk: AgentPk,
+        patch: impl FnOnce(&mut AgentRecord) -> Result<(), E> + Send + 'static,
+        after: impl FnOnce(AgentRecord) -> R + Send + 'static,
+    ) -> Result<R, E>
+    where
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        match &self.backend {
+            Backend::Sqlite(s) => s.update_agent(pk, patch, after).await,
+        }
+    }
+
+    /// Writes a message to its recipients (see the backend's `post`).
+    pub async fn post<T, R, E, D, A>(
+        &self,
+        post: NewPost,
+        claim: Option<IdempotencyClaim>,
+        decide: D,
+        after: A,
+    ) -> Result<PostOutcome<R>, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&NewMessage, PostContext) -> Result<Decided<T>, E> + Send + 'static,
+        A: FnOnce(T, Result<PostResult, StoreError>) -> Result<R, E> + Send + 'static,
+    {
+        match &self.backend {
+            Backend::Sqlite(s) => s.post(post, claim, decide, after).await,
+        }
+    }
+
+    /// Writes a task change and its notices (see the backend's `write_task`).
+    pub async fn write_task<T, R, E, D, A>(
+        &self,
+        write: TaskWrite,
+        notices: Vec<NewPost>,
+        decide: D,
+        after: A,
+    ) -> Result<R, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
+        A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
+    {
+        match &self.backend {
+            Backend::Sqlite(s) => s.write_task(write, notices, decide, after).await,
+        }
+    }
 }

@@ -14,7 +14,7 @@ fn the_openapi_command_prints_the_document() {
     let printed: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         printed,
-        serde_json::to_value(switchboard::http::openapi_document()).expect("doc")
+        serde_json::to_value(switchboard::server::openapi_document()).expect("doc")
     );
 }
 

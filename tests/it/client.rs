@@ -1,20 +1,21 @@
-//! `switchboard::client` against the real server, over both transports; the command
+//! The client crate (`switchboard_client`) against the real server, over both transports; the command
 //! line as a subprocess; the worked example.
 
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Map, json};
-use switchboard::client::{Client, ClientError, Incoming};
-use switchboard::core::ErrorCode;
-use switchboard::core::assistance::{AssistanceType, RequestAssistance, RequestDetails};
-use switchboard::core::broadcasts::{BroadcastContent, BroadcastUpdate, UpdateType, Urgency};
-use switchboard::core::messages::{
-    InboxQuery, MessageType, RespondToMessage, ResponseContent, ResponseStatus, SendMessage,
+use switchboard_client::{Client, ClientError, Incoming};
+use switchboard_types::ErrorCode;
+use switchboard_types::assistance::{AssistanceType, RequestAssistance, RequestDetails};
+use switchboard_types::broadcasts::{BroadcastContent, BroadcastUpdate, UpdateType, Urgency};
+use switchboard_types::inbox::InboxQuery;
+use switchboard_types::messages::{
+    MessageType, RespondToMessage, ResponseContent, ResponseStatus, SendMessage,
 };
-use switchboard::core::tasks::{
+use switchboard_types::task_state::TaskStatus;
+use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskQuery, TaskRequest, TaskResponseStatus, TaskResult,
-    TaskStatus,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
@@ -189,7 +190,7 @@ async fn every_operation(kind: Kind) {
         .expect("open")
         .clarification_id;
     let question = next_of(&mut a_in, "ClarificationRequest").await;
-    let typed: switchboard::core::tasks::ClarificationRequest = question.task().expect("typed");
+    let typed: switchboard_types::tasks::ClarificationRequest = question.task().expect("typed");
     assert_eq!(typed.clarification_id, cid);
     ca.answer(
         "t1",

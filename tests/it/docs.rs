@@ -8,7 +8,7 @@ const COMMITTED: &str = include_str!("../../openapi/openapi.json");
 /// with `cargo run -- openapi > openapi/openapi.json`.
 #[test]
 fn committed_openapi_matches_the_code() {
-    let generated = switchboard::http::openapi_document()
+    let generated = switchboard::server::openapi_document()
         .to_pretty_json()
         .expect("renders");
     assert!(
@@ -19,7 +19,7 @@ fn committed_openapi_matches_the_code() {
 
 #[test]
 fn every_operation_is_documented_with_security_and_error_bodies() {
-    let doc = serde_json::to_value(switchboard::http::openapi_document()).expect("doc");
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
@@ -60,7 +60,7 @@ fn every_operation_is_documented_with_security_and_error_bodies() {
 /// a schema of the document, with the document's fields.
 #[test]
 fn the_seven_task_protocol_types_are_documented() {
-    let doc = serde_json::to_value(switchboard::http::openapi_document()).expect("doc");
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
     let schemas = &doc["components"]["schemas"];
     for (name, fields) in [
         (
@@ -112,7 +112,7 @@ fn the_seven_task_protocol_types_are_documented() {
 async fn the_server_serves_the_document_and_an_offline_swagger_ui() {
     let app = TestApp::start().await;
     let served = app.get("/openapi.json").send().await.expect_status(200);
-    let generated = serde_json::to_value(switchboard::http::openapi_document()).expect("doc");
+    let generated = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
     assert_eq!(served.body, generated);
 
     let page = app.http.get(app.url("/docs/")).send().await.expect("docs");

@@ -212,7 +212,7 @@ async fn no_input_makes_any_operation_fail_with_a_server_error() {
     let app = TestApp::start().await;
     let team = app.team("t").await;
     let agent = app.agent(&team, "a", &[]).await;
-    let doc = serde_json::to_value(switchboard::http::openapi_document()).expect("doc");
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
     let bodies = [
         "",
         "{",

@@ -1,0 +1,270 @@
+//! [`Client`]: one agent's typed operations.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use switchboard_types::Operation;
+use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
+use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
+use switchboard_types::inbox::{InboxPage, InboxQuery};
+use switchboard_types::messages::{
+    MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
+    SendResult,
+};
+use switchboard_types::tasks::{
+    Answer, Cancel, Clarify, Handoff, TaskDetail, TaskList, TaskQuery, TaskRequest, TaskResult,
+    TaskSubmitted, TaskUpdated,
+};
+use switchboard_types::teams::WhoAmI;
+use tokio::sync::mpsc;
+
+use crate::{ClientError, HttpTransport, Incoming, Transport, WsTransport, decode};
+
+/// A client acting as one agent.
+#[derive(Clone)]
+pub struct Client {
+    agent_id: String,
+    team_id: String,
+    transport: Arc<dyn Transport>,
+}
+
+fn key(key: Option<&str>) -> Option<String> {
+    key.map(str::to_owned)
+}
+
+impl Client {
+    /// Over HTTP: one request per operation; incoming entries by polling the inbox.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), switchboard_client::ClientError> {
+    /// use switchboard_client::Client;
+    /// use switchboard_types::tasks::{TaskRequest, TaskResponseStatus, TaskResult};
+    ///
+    /// let worker = Client::http("http://127.0.0.1:8080", "sb_agent_…").await?;
+    /// let mut incoming = worker.incoming();
+    /// while let Some(entry) = incoming.recv().await {
+    ///     if entry.kind() == "TaskRequest" {
+    ///         let request: TaskRequest = entry.task().expect("a TaskRequest frame");
+    ///         let task_id = request.task_id.unwrap_or_default();
+    ///         let done = TaskResult { status: TaskResponseStatus::Success, result_data: "ok".into() };
+    ///         worker.report(&task_id, done).await?;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn http(base: &str, token: &str) -> Result<Client, ClientError> {
+        Client::with_transport(Arc::new(HttpTransport::new(base, token)?)).await
+    }
+
+    /// Over one WebSocket, reconnecting by itself.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), switchboard_client::ClientError> {
+    /// use switchboard_client::Client;
+    /// use switchboard_types::ErrorCode;
+    /// use switchboard_types::messages::{MessageType, SendMessage};
+    ///
+    /// let client = Client::websocket("http://127.0.0.1:8080", "sb_agent_…").await?;
+    /// let message = SendMessage::new(client.agent_id(), &["nobody"], MessageType::Information, "hi");
+    /// match client.send_message(message, Some("retry-key-1")).await {
+    ///     Err(err) if err.code() == Some(ErrorCode::InvalidRecipient) => println!("no such agent"),
+    ///     other => println!("{:?}", other.map(|sent| sent.message_id)),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn websocket(base: &str, token: &str) -> Result<Client, ClientError> {
+        Client::with_transport(Arc::new(WsTransport::connect(base, token).await?)).await
+    }
+
+    /// A client on any transport; asks the server who the token belongs to.
+    pub async fn with_transport(transport: Arc<dyn Transport>) -> Result<Client, ClientError> {
+        let me: WhoAmI = decode(transport.call(Operation::WhoAmI).await?)?;
+        match (me.agent_id, me.team_id) {
+            (Some(agent_id), Some(team_id)) => Ok(Client {
+                agent_id,
+                team_id,
+                transport,
+            }),
+            _ => Err(ClientError::Decode(
+                "the token is not an agent token".to_owned(),
+            )),
+        }
+    }
+
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    pub fn team_id(&self) -> &str {
+        &self.team_id
+    }
+
+    /// Incoming entries, from where the server's cursor for this agent is (over the
+    /// WebSocket: after its last acknowledged entry; over HTTP: from the start).
+    pub fn incoming(&self) -> mpsc::Receiver<Incoming> {
+        self.transport.incoming(None)
+    }
+
+    /// Incoming entries after sequence number `after`.
+    pub fn incoming_after(&self, after: i64) -> mpsc::Receiver<Incoming> {
+        self.transport.incoming(Some(after))
+    }
+
+    /// Performs any operation and reads its answer as `T`.
+    pub async fn call<T: DeserializeOwned>(&self, operation: Operation) -> Result<T, ClientError> {
+        decode(self.transport.call(operation).await?)
+    }
+
+    /// SEND_MESSAGE.
+    pub async fn send_message(
+        &self,
+        message: SendMessage,
+        idempotency_key: Option<&str>,
+    ) -> Result<SendResult, ClientError> {
+        let idempotency_key = key(idempotency_key);
+        self.call(Operation::SendMessage {
+            message,
+            idempotency_key,
+        })
+        .await
+    }
+
+    /// GET_MESSAGES.
+    pub async fn get_messages(&self, query: InboxQuery) -> Result<InboxPage, ClientError> {
+        self.call(Operation::GetMessages(query)).await
+    }
+
+    /// One message the agent sent or received, with its responses.
+    pub async fn get_message(&self, message_id: &str) -> Result<MessageDetail, ClientError> {
+        let message_id = message_id.to_owned();
+        self.call(Operation::GetMessage { message_id }).await
+    }
+
+    /// MARK_MESSAGE_READ.
+    pub async fn mark_read(&self, message_ids: &[&str]) -> Result<MarkReadResult, ClientError> {
+        self.call(Operation::MarkMessageRead(MarkRead {
+            agent_id: self.agent_id.clone(),
+            message_ids: message_ids.iter().map(|s| (*s).to_owned()).collect(),
+        }))
+        .await
+    }
+
+    /// RESPOND_TO_MESSAGE.
+    pub async fn respond(
+        &self,
+        message_id: &str,
+        response: RespondToMessage,
+        idempotency_key: Option<&str>,
+    ) -> Result<RespondResult, ClientError> {
+        self.call(Operation::RespondToMessage {
+            message_id: message_id.to_owned(),
+            response,
+            idempotency_key: key(idempotency_key),
+        })
+        .await
+    }
+
+    /// BROADCAST_UPDATE.
+    pub async fn broadcast(
+        &self,
+        update: BroadcastUpdate,
+        idempotency_key: Option<&str>,
+    ) -> Result<BroadcastResult, ClientError> {
+        let idempotency_key = key(idempotency_key);
+        self.call(Operation::BroadcastUpdate {
+            update,
+            idempotency_key,
+        })
+        .await
+    }
+
+    /// REQUEST_ASSISTANCE.
+    pub async fn request_assistance(
+        &self,
+        request: RequestAssistance,
+        idempotency_key: Option<&str>,
+    ) -> Result<AssistanceResult, ClientError> {
+        let idempotency_key = key(idempotency_key);
+        self.call(Operation::RequestAssistance {
+            request,
+            idempotency_key,
+        })
+        .await
+    }
+
+    /// Submits a TaskRequest (`originating_agent_id` must be this agent).
+    pub async fn submit_task(&self, request: TaskRequest) -> Result<TaskSubmitted, ClientError> {
+        self.call(Operation::SubmitTask(request)).await
+    }
+
+    /// A task with its history.
+    pub async fn get_task(&self, task_id: &str) -> Result<TaskDetail, ClientError> {
+        let task_id = task_id.to_owned();
+        self.call(Operation::GetTask { task_id }).await
+    }
+
+    /// The agent's tasks.
+    pub async fn list_tasks(&self, query: TaskQuery) -> Result<TaskList, ClientError> {
+        self.call(Operation::ListTasks(query)).await
+    }
+
+    /// Hands a task to another agent.
+    pub async fn handoff(
+        &self,
+        task_id: &str,
+        handoff: Handoff,
+    ) -> Result<TaskUpdated, ClientError> {
+        let task_id = task_id.to_owned();
+        self.call(Operation::HandOff { task_id, handoff }).await
+    }
+
+    /// Asks the originator a question (the assignee).
+    pub async fn clarify(
+        &self,
+        task_id: &str,
+        clarify: Clarify,
+    ) -> Result<TaskUpdated, ClientError> {
+        self.call(Operation::Clarify {
+            task_id: task_id.to_owned(),
+            clarify,
+            requested_by: None,
+        })
+        .await
+    }
+
+    /// Answers the open question (the originator).
+    pub async fn answer(
+        &self,
+        task_id: &str,
+        clarification_id: &str,
+        answer: Answer,
+    ) -> Result<TaskUpdated, ClientError> {
+        self.call(Operation::AnswerClarification {
+            task_id: task_id.to_owned(),
+            clarification_id: clarification_id.to_owned(),
+            answer,
+            response_provided_by: None,
+        })
+        .await
+    }
+
+    /// Reports progress or the result (the assignee).
+    pub async fn report(
+        &self,
+        task_id: &str,
+        result: TaskResult,
+    ) -> Result<TaskUpdated, ClientError> {
+        self.call(Operation::ReportTask {
+            task_id: task_id.to_owned(),
+            result,
+            agent_id: None,
+        })
+        .await
+    }
+
+    /// Cancels a task (the originator).
+    pub async fn cancel(&self, task_id: &str, cancel: Cancel) -> Result<TaskUpdated, ClientError> {
+        let task_id = task_id.to_owned();
+        self.call(Operation::CancelTask { task_id, cancel }).await
+    }
+}

@@ -1,0 +1,205 @@
+//! Where each operation lives in the REST API: the client side of the server's routes.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use switchboard_types::Operation;
+
+/// One REST request.
+#[derive(Debug, Clone)]
+pub struct RestCall {
+    pub method: reqwest::Method,
+    /// The path, with ids as escaped segments, e.g. `/v1/tasks/t%2F1/result`.
+    pub path: String,
+    /// The query string (without `?`), for reads.
+    pub query: Option<String>,
+    /// The JSON body, for writes.
+    pub body: Option<Value>,
+    pub idempotency_key: Option<String>,
+}
+
+impl RestCall {
+    fn new(method: reqwest::Method, path: String) -> RestCall {
+        RestCall {
+            method,
+            path,
+            query: None,
+            body: None,
+            idempotency_key: None,
+        }
+    }
+
+    fn get(path: String) -> RestCall {
+        RestCall::new(reqwest::Method::GET, path)
+    }
+
+    fn read(path: String, query: &impl Serialize) -> RestCall {
+        RestCall {
+            query: Some(query_string(&to_value(query))),
+            ..RestCall::get(path)
+        }
+    }
+
+    fn write(method: reqwest::Method, path: String, body: &impl Serialize) -> RestCall {
+        RestCall {
+            body: Some(to_value(body)),
+            ..RestCall::new(method, path)
+        }
+    }
+
+    fn post(path: String, body: &impl Serialize) -> RestCall {
+        RestCall::write(reqwest::Method::POST, path, body)
+    }
+
+    fn key(mut self, key: &Option<String>) -> RestCall {
+        self.idempotency_key = key.clone();
+        self
+    }
+}
+
+/// A body as JSON. Every body is a plain struct of strings, numbers and maps, which
+/// serde_json always renders; `null` would reach the server as a validation error.
+fn to_value(body: &impl Serialize) -> Value {
+    serde_json::to_value(body).unwrap_or(Value::Null)
+}
+
+/// An id as one path segment.
+fn seg(id: &str) -> String {
+    form_urlencoded::byte_serialize(id.as_bytes()).collect()
+}
+
+/// `a=1&b=x,y` from an object's non-null fields (lists comma-joined).
+fn query_string(value: &Value) -> String {
+    let mut out = form_urlencoded::Serializer::new(String::new());
+    if let Value::Object(fields) = value {
+        for (k, v) in fields {
+            let text = match v {
+                Value::Null => continue,
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items
+                    .iter()
+                    .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned))
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => other.to_string(),
+            };
+            out.append_pair(k, &text);
+        }
+    }
+    out.finish()
+}
+
+/// The REST request that performs `op`.
+pub fn rest_call(op: &Operation) -> RestCall {
+    use reqwest::Method;
+    match op {
+        Operation::CreateTeam(body) => RestCall::post("/v1/teams".into(), body),
+        Operation::GetTeam { team_id } => RestCall::get(format!("/v1/teams/{}", seg(team_id))),
+        Operation::UpdateTeam { team_id, patch } => {
+            RestCall::write(Method::PATCH, format!("/v1/teams/{}", seg(team_id)), patch)
+        }
+        Operation::TeamMetrics { team_id } => {
+            RestCall::get(format!("/v1/teams/{}/metrics", seg(team_id)))
+        }
+        Operation::CallbackSecret { team_id } => {
+            RestCall::get(format!("/v1/teams/{}/callback-secret", seg(team_id)))
+        }
+        Operation::RotateCallbackSecret { team_id } => RestCall::post(
+            format!("/v1/teams/{}/callback-secret", seg(team_id)),
+            &Map::new(),
+        ),
+        Operation::RegisterAgent { team_id, agent } => {
+            RestCall::post(format!("/v1/teams/{}/agents", seg(team_id)), agent)
+        }
+        Operation::ListAgents { team_id, query } => {
+            RestCall::read(format!("/v1/teams/{}/agents", seg(team_id)), query)
+        }
+        Operation::GetAgent { team_id, agent_id } => RestCall::get(agent_path(team_id, agent_id)),
+        Operation::UpdateAgent {
+            team_id,
+            agent_id,
+            patch,
+        } => RestCall::write(Method::PATCH, agent_path(team_id, agent_id), patch),
+        Operation::RemoveAgent { team_id, agent_id } => {
+            RestCall::new(Method::DELETE, agent_path(team_id, agent_id))
+        }
+        Operation::WhoAmI => RestCall::get("/v1/whoami".into()),
+        messaging => messaging_call(messaging),
+    }
+}
+
+fn agent_path(team_id: &str, agent_id: &str) -> String {
+    format!("/v1/teams/{}/agents/{}", seg(team_id), seg(agent_id))
+}
+
+fn messaging_call(op: &Operation) -> RestCall {
+    match op {
+        Operation::SendMessage {
+            message,
+            idempotency_key,
+        } => RestCall::post("/v1/messages".into(), message).key(idempotency_key),
+        Operation::GetMessages(query) => RestCall::read("/v1/messages".into(), query),
+        Operation::GetMessage { message_id } => {
+            RestCall::get(format!("/v1/messages/{}", seg(message_id)))
+        }
+        Operation::MarkMessageRead(mark) => RestCall::post("/v1/messages/read".into(), mark),
+        Operation::RespondToMessage {
+            message_id,
+            response,
+            idempotency_key,
+        } => RestCall::post(
+            format!("/v1/messages/{}/responses", seg(message_id)),
+            response,
+        )
+        .key(idempotency_key),
+        Operation::BroadcastUpdate {
+            update,
+            idempotency_key,
+        } => RestCall::post("/v1/broadcasts".into(), update).key(idempotency_key),
+        Operation::RequestAssistance {
+            request,
+            idempotency_key,
+        } => RestCall::post("/v1/assistance-requests".into(), request).key(idempotency_key),
+        tasks => task_call(tasks),
+    }
+}
+
+fn task_call(op: &Operation) -> RestCall {
+    let action = |task_id: &str, action: &str, body: Value| RestCall {
+        body: Some(body),
+        ..RestCall::new(
+            reqwest::Method::POST,
+            format!("/v1/tasks/{}/{action}", seg(task_id)),
+        )
+    };
+    match op {
+        Operation::SubmitTask(request) => RestCall::post("/v1/tasks".into(), request),
+        Operation::GetTask { task_id } => RestCall::get(format!("/v1/tasks/{}", seg(task_id))),
+        Operation::ListTasks(query) => RestCall::read("/v1/tasks".into(), query),
+        Operation::ReportTask {
+            task_id, result, ..
+        } => action(task_id, "result", to_value(result)),
+        Operation::HandOff { task_id, handoff } => action(task_id, "handoff", to_value(handoff)),
+        Operation::Clarify {
+            task_id, clarify, ..
+        } => action(task_id, "clarifications", to_value(clarify)),
+        Operation::AnswerClarification {
+            task_id,
+            clarification_id,
+            answer,
+            ..
+        } => action(
+            task_id,
+            &format!("clarifications/{}/answer", seg(clarification_id)),
+            to_value(answer),
+        ),
+        Operation::CancelTask { task_id, cancel } => action(task_id, "cancel", to_value(cancel)),
+        other => unreachable_route(other),
+    }
+}
+
+/// Operations that exist only as WebSocket frames (the protocol's `CallbackNotification`
+/// and `ErrorMessage` reports): over REST, report with `TaskResponse` (`report`). The
+/// server answers this path with `NOT_FOUND`.
+fn unreachable_route(op: &Operation) -> RestCall {
+    RestCall::get(format!("/v1/socket-only/{}", op.name()))
+}

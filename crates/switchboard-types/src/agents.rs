@@ -1,0 +1,205 @@
+//! Agents: registration (team key), lookup by capability and status, updates, removal.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorBody;
+use crate::ids::check_id;
+use crate::time::Timestamp;
+use crate::validate::{CapabilityLimits, check_text, clean_capabilities};
+
+pub const MAX_ROLE: usize = 100;
+pub const MAX_ADDRESS: usize = 2048;
+
+/// What an agent may claim it can do. These are wider than a task's required
+/// capabilities ([`crate::tasks::REQUIRED_CAPABILITY_LIMITS`]): an agent lists all its
+/// skills, a task the few it needs.
+pub const AGENT_CAPABILITY_LIMITS: CapabilityLimits = CapabilityLimits {
+    max_count: 64,
+    max_len: 100,
+};
+
+/// Whether an agent can take on work (the contract's availability).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum AgentStatus {
+    Available,
+    Busy,
+    Unavailable,
+}
+
+impl AgentStatus {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Body of `POST /v1/teams/{team_id}/agents`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegisterAgent {
+    /// 1–64 of `A-Z a-z 0-9 . _ -`, unique among the team's current members.
+    #[cfg_attr(feature = "openapi", schema(example = "planner"))]
+    pub agent_id: String,
+    /// What the agent does, for people and for `sender_role` (1–100 characters).
+    #[cfg_attr(feature = "openapi", schema(example = "Planner"))]
+    pub role: String,
+    /// Skills, matched case-insensitively (at most 64, each 1–100 characters).
+    #[cfg_attr(feature = "openapi", schema(example = json!(["planning", "python"])))]
+    pub capabilities: Vec<String>,
+    /// Where the agent can be reached outside Switchboard, if anywhere (free text).
+    pub address: Option<String>,
+    /// Defaults to `available`.
+    pub status: Option<AgentStatus>,
+}
+
+impl RegisterAgent {
+    /// The value rules; returns the capabilities cleaned (trimmed, without duplicates).
+    pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
+        check_id("agent_id", &self.agent_id)?;
+        check_text("role", &self.role, MAX_ROLE)?;
+        let capabilities = clean_capabilities(
+            "capabilities",
+            self.capabilities.clone(),
+            AGENT_CAPABILITY_LIMITS,
+        )?;
+        check_address(&self.address)?;
+        Ok(capabilities)
+    }
+}
+
+/// An agent as others see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentView {
+    pub agent_id: String,
+    pub team_id: String,
+    pub role: String,
+    pub capabilities: Vec<String>,
+    pub address: Option<String>,
+    pub status: AgentStatus,
+    /// When false the agent can neither send nor receive.
+    pub communication_enabled: bool,
+    pub registered_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// Whether it has a live WebSocket connection now.
+    pub connected: bool,
+    /// When its oldest live connection opened.
+    pub connected_since: Option<Timestamp>,
+    /// Its last activity over a connection (a frame, or its last disconnect).
+    pub last_seen_at: Option<Timestamp>,
+}
+
+/// Answer of a registration. The token is shown here once and never again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentRegistered {
+    pub success: bool,
+    pub agent: AgentView,
+    /// The agent's bearer token. Store it: it cannot be shown again.
+    pub token: String,
+}
+
+/// One agent.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentEnvelope {
+    pub success: bool,
+    pub agent: AgentView,
+}
+
+/// Agents matching a lookup, ordered by agent id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentList {
+    pub success: bool,
+    pub agents: Vec<AgentView>,
+    pub total_count: usize,
+}
+
+/// Answer of a removal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentRemoved {
+    pub success: bool,
+    pub agent_id: String,
+    pub removed_at: Timestamp,
+}
+
+/// Filters of an agent lookup.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct AgentQuery {
+    /// Capabilities the agent must all have, comma-separated, case-insensitive.
+    #[cfg_attr(feature = "openapi", param(example = "python,review"))]
+    pub capability: Option<String>,
+    /// Only agents with this status.
+    pub status: Option<AgentStatus>,
+}
+
+/// Body of `PATCH /v1/teams/{team_id}/agents/{agent_id}`: any of the fields, at least one.
+///
+/// The agent itself may change `role`, `capabilities`, `address` and `status`; only the
+/// team key (or admin) may change `communication_enabled`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UpdateAgent {
+    pub role: Option<String>,
+    pub capabilities: Option<Vec<String>>,
+    pub address: Option<String>,
+    pub status: Option<AgentStatus>,
+    pub communication_enabled: Option<bool>,
+}
+
+impl UpdateAgent {
+    /// At least one field, each valid; returns the capabilities cleaned, if given.
+    pub fn validate(&self) -> Result<Option<Vec<String>>, ErrorBody> {
+        if self.role.is_none()
+            && self.capabilities.is_none()
+            && self.address.is_none()
+            && self.status.is_none()
+            && self.communication_enabled.is_none()
+        {
+            return Err(ErrorBody::validation(
+                "body",
+                "give at least one of: role, capabilities, address, status, communication_enabled",
+            ));
+        }
+        if let Some(role) = &self.role {
+            check_text("role", role, MAX_ROLE)?;
+        }
+        let capabilities = self
+            .capabilities
+            .clone()
+            .map(|c| clean_capabilities("capabilities", c, AGENT_CAPABILITY_LIMITS))
+            .transpose()?;
+        check_address(&self.address)?;
+        Ok(capabilities)
+    }
+}
+
+fn check_address(address: &Option<String>) -> Result<(), ErrorBody> {
+    match address {
+        Some(a) if a.chars().count() > MAX_ADDRESS => Err(ErrorBody::validation(
+            "address",
+            format!("address must be at most {MAX_ADDRESS} characters"),
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,166 @@
+//! Decoding client input with errors that name the field.
+//!
+//! A client of Switchboard gets the contract's error body for every failure, with the
+//! offending field in `details.field` (`content.text`, `recipient_agent_ids[2]`), whether
+//! the input came as a REST body, a WebSocket frame or a tool call: every transport
+//! decodes through these functions.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::error::ErrorBody;
+
+/// Reads `null` like an absent field: many clients send `None` for "not given".
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A list given as `a,b,c` (query strings) or `["a", "b", "c"]` (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CommaList<T>(pub Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for CommaList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw<T> {
+            Text(String),
+            List(Vec<T>),
+        }
+        match Raw::<T>::deserialize(deserializer)? {
+            Raw::List(items) => Ok(CommaList(items)),
+            Raw::Text(text) => text
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|item| {
+                    T::deserialize(serde::de::value::StringDeserializer::<
+                        serde::de::value::Error,
+                    >::new(item.to_owned()))
+                    .map_err(|e| serde::de::Error::custom(format!("'{item}': {e}")))
+                })
+                .collect::<Result<Vec<T>, D::Error>>()
+                .map(CommaList),
+        }
+    }
+}
+
+/// Decodes an already parsed JSON value into `T`, naming the field on failure.
+pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorBody> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        field_error(&path, &err.into_inner().to_string())
+    })
+}
+
+/// Decodes JSON text into `T`, naming the field on failure.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ErrorBody> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ErrorBody::validation(
+            "body",
+            "the request needs a JSON body",
+        ));
+    }
+    // Tracking the path costs on every field; a good body (the usual case) does not
+    // need it, so the path is worked out only by a second pass over a bad one.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            ErrorBody::validation("body", format!("the body is not valid JSON: {inner}"))
+        } else {
+            field_error(&path, &inner.to_string())
+        }
+    })?;
+    de.end().map_err(|e| {
+        ErrorBody::validation("body", format!("unexpected data after the JSON value: {e}"))
+    })?;
+    Ok(value)
+}
+
+/// Builds a `VALIDATION_ERROR` for a serde message at `path`. serde reports a missing
+/// field on the containing object, so its name is taken from the message to point at
+/// the field itself.
+pub fn field_error(path: &str, message: &str) -> ErrorBody {
+    let message = message.split(" at line ").next().unwrap_or(message);
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    let field = match (path, missing) {
+        (".", Some(name)) => name.to_owned(),
+        (p, Some(name)) => format!("{p}.{name}"),
+        (".", None) => "body".to_owned(),
+        (p, None) => p.to_owned(),
+    };
+    ErrorBody::validation(&field, format!("{field}: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        name: String,
+        inner: Inner,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        count: u32,
+    }
+
+    fn field_of(json: &str) -> String {
+        let err = decode_json::<Outer>(json.as_bytes()).expect_err(json);
+        assert_eq!(err.error_code, ErrorCode::ValidationError);
+        err.details["field"].as_str().unwrap_or_default().to_owned()
+    }
+
+    #[test]
+    fn names_the_offending_field() {
+        assert_eq!(field_of(r#"{"inner": {"count": 1}}"#), "name");
+        assert_eq!(field_of(r#"{"name": 5, "inner": {"count": 1}}"#), "name");
+        assert_eq!(
+            field_of(r#"{"name": "x", "inner": {"count": "many"}}"#),
+            "inner.count"
+        );
+        assert_eq!(field_of(r#"{"name": "x", "inner": {}}"#), "inner.count");
+        assert_eq!(
+            field_of(r#"{"name": "x", "inner": {"count": 1}, "extra": 1}"#),
+            "extra"
+        );
+        assert_eq!(field_of(r#"{"name": "#), "body");
+        assert_eq!(field_of(""), "body");
+    }
+
+    #[test]
+    fn comma_lists_read_strings_and_arrays() {
+        #[derive(Debug, PartialEq, Deserialize)]
+        #[serde(rename_all = "lowercase")]
+        enum Kind {
+            Request,
+            Information,
+        }
+        let from_text: CommaList<Kind> =
+            serde_json::from_value(serde_json::json!("request, information")).expect("text");
+        assert_eq!(from_text.0, vec![Kind::Request, Kind::Information]);
+        let from_list: CommaList<Kind> =
+            serde_json::from_value(serde_json::json!(["request"])).expect("list");
+        assert_eq!(from_list.0, vec![Kind::Request]);
+        assert!(serde_json::from_value::<CommaList<Kind>>(serde_json::json!("nope")).is_err());
+    }
+}

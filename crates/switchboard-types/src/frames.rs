@@ -1,0 +1,564 @@
+//! WebSocket frames: JSON text, one object each, with a `type`.
+//!
+//! Client → server ([`ClientFrame`]): `ack`, `ping`, and the operations an agent performs
+//! (see [`SOCKET_OPERATIONS`]) with a client `request_id` and the REST body's fields
+//! beside it (`idempotency_key` plays the `Idempotency-Key` header). Decoding errors
+//! name the field exactly as REST does.
+//!
+//! Server → client ([`ServerFrame`]): `hello`, pushes (`message` and the task protocol's
+//! types), `caught_up`, `reply` (`ok` with `result`, or not with `error`), `ErrorMessage`
+//! for frames that could not be understood, and `pong`.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::error::ErrorBody;
+use crate::messages::{MessageKind, MessageView};
+use crate::operation::Operation;
+use crate::tasks::TaskFrame;
+
+/// The operations an agent may send as frames, by frame `type`.
+pub const SOCKET_OPERATIONS: &[&str] = &[
+    "send_message",
+    "get_messages",
+    "get_message",
+    "mark_message_read",
+    "respond_to_message",
+    "broadcast_update",
+    "request_assistance",
+    "TaskRequest",
+    "TaskResponse",
+    "HandoffNotification",
+    "ClarificationRequest",
+    "ClarificationResponse",
+    "CallbackNotification",
+    "ErrorMessage",
+    "cancel_task",
+    "get_task",
+    "list_tasks",
+    "whoami",
+];
+
+/// A frame from the client.
+#[derive(Debug, Clone)]
+pub enum ClientFrame {
+    /// Everything up to `seq` has arrived; a reconnect without `since` resumes after it.
+    Ack { seq: i64 },
+    /// Application-level keep-alive (answered with `pong`).
+    Ping,
+    /// An operation, answered with a `reply` carrying `request_id` (a string or number).
+    Request {
+        request_id: Value,
+        operation: Box<Operation>,
+    },
+}
+
+/// A frame that could not be understood: the error and the `request_id` if it had one.
+#[derive(Debug, Clone)]
+pub struct BadFrame {
+    pub request_id: Option<Value>,
+    pub error: ErrorBody,
+}
+
+type Fields = Map<String, Value>;
+
+fn bad(request_id: Option<Value>, error: ErrorBody) -> Box<BadFrame> {
+    Box::new(BadFrame { request_id, error })
+}
+
+impl ClientFrame {
+    /// Decodes a text frame.
+    pub fn decode(text: &str) -> Result<ClientFrame, Box<BadFrame>> {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            bad(
+                None,
+                ErrorBody::validation("frame", format!("the frame is not valid JSON: {e}")),
+            )
+        })?;
+        let Value::Object(mut fields) = value else {
+            return Err(bad(
+                None,
+                ErrorBody::validation("frame", "a frame is a JSON object with a \"type\""),
+            ));
+        };
+        let request_id = fields.remove("request_id");
+        if let Some(id) = &request_id
+            && !(id.is_string() || id.is_number())
+        {
+            return Err(bad(
+                None,
+                ErrorBody::validation("request_id", "request_id is a string or a number"),
+            ));
+        }
+        let kind = match fields.remove("type") {
+            Some(Value::String(kind)) => kind,
+            Some(_) => {
+                return Err(bad(
+                    request_id,
+                    ErrorBody::validation("type", "type must be a string"),
+                ));
+            }
+            None => {
+                return Err(bad(
+                    request_id,
+                    ErrorBody::validation("type", "the frame has no \"type\""),
+                ));
+            }
+        };
+        match (kind.as_str(), request_id) {
+            ("ack", request_id) => {
+                let seq: i64 = take(&mut fields, "seq").map_err(|e| bad(request_id.clone(), e))?;
+                none_left(fields).map_err(|e| bad(request_id, e))?;
+                if seq < 0 {
+                    return Err(bad(
+                        None,
+                        ErrorBody::validation("seq", "seq must not be negative"),
+                    ));
+                }
+                Ok(ClientFrame::Ack { seq })
+            }
+            ("ping", _) => Ok(ClientFrame::Ping),
+            (kind, None) => Err(bad(
+                None,
+                ErrorBody::validation(
+                    "request_id",
+                    format!("a \"{kind}\" frame needs a request_id"),
+                ),
+            )),
+            (kind, Some(request_id)) => match decode_operation(kind, fields) {
+                Ok(operation) => Ok(ClientFrame::Request {
+                    request_id,
+                    operation: Box::new(operation),
+                }),
+                Err(error) => Err(bad(Some(request_id), error)),
+            },
+        }
+    }
+
+    /// The frame as the client sends it; `None` for an operation that is not carried
+    /// over the socket (team administration).
+    pub fn encode(&self) -> Option<String> {
+        let mut frame = Fields::new();
+        match self {
+            ClientFrame::Ack { seq } => {
+                frame.insert("type".into(), json!("ack"));
+                frame.insert("seq".into(), json!(seq));
+            }
+            ClientFrame::Ping => {
+                frame.insert("type".into(), json!("ping"));
+            }
+            ClientFrame::Request {
+                request_id,
+                operation,
+            } => {
+                frame.insert("type".into(), json!(operation.name()));
+                frame.insert("request_id".into(), request_id.clone());
+                frame.extend(operation_fields(operation)?);
+            }
+        }
+        Some(Value::Object(frame).to_string())
+    }
+}
+
+/// Takes field `name` out of a frame; absent reads as `null` (so optional fields may be
+/// left out) and a required one is reported missing.
+fn take<T: DeserializeOwned>(fields: &mut Fields, name: &str) -> Result<T, ErrorBody> {
+    let value = fields.remove(name);
+    let missing = value.is_none();
+    serde_json::from_value(value.unwrap_or(Value::Null)).map_err(|e| {
+        let why = if missing {
+            format!("missing field `{name}`")
+        } else {
+            e.to_string()
+        };
+        ErrorBody::validation(name, format!("{name}: {why}"))
+    })
+}
+
+/// Decodes what is left of a frame as a body type (which refuses unknown fields).
+fn rest<T: DeserializeOwned>(fields: Fields) -> Result<T, ErrorBody> {
+    crate::decode::decode_value(Value::Object(fields))
+}
+
+/// Refuses fields a frame does not have.
+fn none_left(fields: Fields) -> Result<(), ErrorBody> {
+    match fields.keys().next() {
+        None => Ok(()),
+        Some(name) => Err(ErrorBody::validation(
+            name,
+            format!("{name}: unknown field `{name}`"),
+        )),
+    }
+}
+
+/// Decodes an operation frame's fields (without `type` and `request_id`).
+fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match kind {
+        "send_message" => Operation::SendMessage {
+            idempotency_key: take(&mut f, "idempotency_key")?,
+            message: rest(f)?,
+        },
+        "get_messages" => Operation::GetMessages(rest(unnest_filters(f))?),
+        "get_message" => {
+            let message_id = take(&mut f, "message_id")?;
+            none_left(f)?;
+            Operation::GetMessage { message_id }
+        }
+        "mark_message_read" => Operation::MarkMessageRead(rest(f)?),
+        "respond_to_message" => Operation::RespondToMessage {
+            idempotency_key: take(&mut f, "idempotency_key")?,
+            message_id: match f.get("original_message_id") {
+                Some(Value::String(id)) => id.clone(),
+                _ => {
+                    return Err(ErrorBody::validation(
+                        "original_message_id",
+                        "original_message_id (a string) names the message to respond to",
+                    ));
+                }
+            },
+            response: rest(f)?,
+        },
+        "broadcast_update" => Operation::BroadcastUpdate {
+            idempotency_key: take(&mut f, "idempotency_key")?,
+            update: rest(f)?,
+        },
+        "request_assistance" => Operation::RequestAssistance {
+            idempotency_key: take(&mut f, "idempotency_key")?,
+            request: rest(f)?,
+        },
+        "whoami" => {
+            none_left(f)?;
+            Operation::WhoAmI
+        }
+        task_kind => decode_task_operation(task_kind, f)?,
+    })
+}
+
+/// The task protocol's frames (and the task reads).
+fn decode_task_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match kind {
+        "TaskRequest" => Operation::SubmitTask(rest(f)?),
+        "TaskResponse" => Operation::ReportTask {
+            task_id: take(&mut f, "task_id")?,
+            agent_id: take(&mut f, "agent_id")?,
+            result: rest(f)?,
+        },
+        "CallbackNotification" => Operation::ReportCallback(rest(f)?),
+        "ErrorMessage" => Operation::ReportError(rest(f)?),
+        "HandoffNotification" => Operation::HandOff {
+            task_id: take(&mut f, "task_id")?,
+            handoff: rest(f)?,
+        },
+        "ClarificationRequest" => Operation::Clarify {
+            task_id: take(&mut f, "task_id")?,
+            requested_by: take(&mut f, "requested_by")?,
+            clarify: rest(f)?,
+        },
+        "ClarificationResponse" => Operation::AnswerClarification {
+            task_id: take(&mut f, "task_id")?,
+            clarification_id: take(&mut f, "clarification_id")?,
+            response_provided_by: take(&mut f, "response_provided_by")?,
+            answer: rest(f)?,
+        },
+        "cancel_task" => Operation::CancelTask {
+            task_id: take(&mut f, "task_id")?,
+            cancel: rest(f)?,
+        },
+        "get_task" => {
+            let task_id = take(&mut f, "task_id")?;
+            none_left(f)?;
+            Operation::GetTask { task_id }
+        }
+        "list_tasks" => Operation::ListTasks(rest(f)?),
+        other => {
+            let known: Vec<&str> = SOCKET_OPERATIONS
+                .iter()
+                .chain(["ack", "ping"].iter())
+                .copied()
+                .collect();
+            return Err(
+                ErrorBody::validation("type", format!("unknown frame type \"{other}\""))
+                    .with("known_types", known),
+            );
+        }
+    })
+}
+
+/// The contract nests GET_MESSAGES' filters under `filters`; flat fields work too.
+fn unnest_filters(mut fields: Fields) -> Fields {
+    if let Some(Value::Object(filters)) = fields.remove("filters") {
+        for (name, value) in filters {
+            fields.entry(name).or_insert(value);
+        }
+    }
+    fields
+}
+
+/// An operation's frame fields (without `type` and `request_id`); `None` for the
+/// operations the socket does not carry.
+fn operation_fields(op: &Operation) -> Option<Fields> {
+    let mut f = Fields::new();
+    let mut put = |name: &str, value: Value| {
+        if !value.is_null() {
+            f.insert(name.to_owned(), value);
+        }
+    };
+    match op {
+        Operation::SendMessage {
+            message,
+            idempotency_key,
+        } => {
+            put("idempotency_key", json!(idempotency_key));
+            return merged(f, message);
+        }
+        Operation::GetMessages(query) => return merged(f, query),
+        Operation::GetMessage { message_id } => put("message_id", json!(message_id)),
+        Operation::MarkMessageRead(mark) => return merged(f, mark),
+        Operation::RespondToMessage {
+            message_id,
+            response,
+            idempotency_key,
+        } => {
+            put("idempotency_key", json!(idempotency_key));
+            put("original_message_id", json!(message_id));
+            return merged(f, response);
+        }
+        Operation::BroadcastUpdate {
+            update,
+            idempotency_key,
+        } => {
+            put("idempotency_key", json!(idempotency_key));
+            return merged(f, update);
+        }
+        Operation::RequestAssistance {
+            request,
+            idempotency_key,
+        } => {
+            put("idempotency_key", json!(idempotency_key));
+            return merged(f, request);
+        }
+        Operation::WhoAmI => {}
+        other => return task_operation_fields(other),
+    }
+    Some(f)
+}
+
+fn task_operation_fields(op: &Operation) -> Option<Fields> {
+    let mut f = Fields::new();
+    let mut put = |name: &str, value: Value| {
+        if !value.is_null() {
+            f.insert(name.to_owned(), value);
+        }
+    };
+    match op {
+        Operation::SubmitTask(request) => return merged(f, request),
+        Operation::ReportTask {
+            task_id,
+            result,
+            agent_id,
+        } => {
+            put("task_id", json!(task_id));
+            put("agent_id", json!(agent_id));
+            return merged(f, result);
+        }
+        Operation::ReportCallback(report) => return merged(f, report),
+        Operation::ReportError(report) => return merged(f, report),
+        Operation::HandOff { task_id, handoff } => {
+            put("task_id", json!(task_id));
+            return merged(f, handoff);
+        }
+        Operation::Clarify {
+            task_id,
+            clarify,
+            requested_by,
+        } => {
+            put("task_id", json!(task_id));
+            put("requested_by", json!(requested_by));
+            return merged(f, clarify);
+        }
+        Operation::AnswerClarification {
+            task_id,
+            clarification_id,
+            answer,
+            response_provided_by,
+        } => {
+            put("task_id", json!(task_id));
+            put("clarification_id", json!(clarification_id));
+            put("response_provided_by", json!(response_provided_by));
+            return merged(f, answer);
+        }
+        Operation::CancelTask { task_id, cancel } => {
+            put("task_id", json!(task_id));
+            return merged(f, cancel);
+        }
+        Operation::GetTask { task_id } => put("task_id", json!(task_id)),
+        Operation::ListTasks(query) => return merged(f, query),
+        _ => return None,
+    }
+    Some(f)
+}
+
+/// `fields` with the non-null fields of `body` added.
+fn merged(mut fields: Fields, body: &impl Serialize) -> Option<Fields> {
+    if let Ok(Value::Object(body)) = serde_json::to_value(body) {
+        fields.extend(body.into_iter().filter(|(_, v)| !v.is_null()));
+    }
+    Some(fields)
+}
+
+/// The first frame of a session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub agent_id: String,
+    pub team_id: String,
+    /// This connection's id (in the server's log lines too).
+    pub connection_id: u64,
+    /// Replay starts after this sequence number.
+    pub resume_after: i64,
+    /// How often the server pings; answer before the next one.
+    pub heartbeat_interval_ms: u64,
+}
+
+/// The answer to an operation frame: `ok` with `result`, or not with `error`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplyFrame<R> {
+    pub request_id: Value,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<R>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// A task protocol push: the recipient's `seq` and the protocol object's fields (with its
+/// `message_id` and `timestamp`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskPush {
+    pub seq: i64,
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+/// A frame from the server. `R` is the type of a reply's result (the server's answer
+/// type when it writes, any JSON when a client reads).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ServerFrame<R = Value> {
+    #[serde(rename = "hello")]
+    Hello(Hello),
+    /// Replay is done up to `seq`; live frames follow.
+    #[serde(rename = "caught_up")]
+    CaughtUp {
+        seq: i64,
+    },
+    #[serde(rename = "pong")]
+    Pong,
+    #[serde(rename = "reply")]
+    Reply(ReplyFrame<R>),
+    /// An inbox entry of any kind but `task`; the message carries `seq` too.
+    #[serde(rename = "message")]
+    Message {
+        seq: i64,
+        message: Box<MessageView>,
+    },
+    TaskRequest(TaskPush),
+    TaskResponse(TaskPush),
+    HandoffNotification(TaskPush),
+    ClarificationRequest(TaskPush),
+    ClarificationResponse(TaskPush),
+    CallbackNotification(TaskPush),
+    /// A task's `ErrorMessage` push (with `seq`), or the answer to a frame that could not
+    /// be understood (the error body, `originating_agent_id`, and `request_id` if any).
+    ErrorMessage(Map<String, Value>),
+}
+
+impl<R: Serialize> ServerFrame<R> {
+    /// The frame's text.
+    pub fn to_text(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
+impl BadFrame {
+    /// The `ErrorMessage` frame answering it, from the connection's agent.
+    pub fn to_frame(&self, agent_id: &str) -> ServerFrame {
+        let mut fields = match serde_json::to_value(&self.error) {
+            Ok(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        };
+        fields.insert("originating_agent_id".into(), json!(agent_id));
+        if let Some(id) = &self.request_id {
+            fields.insert("request_id".into(), id.clone());
+        }
+        ServerFrame::ErrorMessage(fields)
+    }
+}
+
+/// How a pushed inbox entry is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushKind {
+    /// `{"type":"message","seq":N,"message":{"seq":N,…}}`.
+    Message,
+    /// `{"type":"<name>","seq":N,…the object's fields…}`: the task protocol's types.
+    Task(TaskFrame),
+}
+
+/// A push frame from the entry's JSON object `body` (rendered once per message, shared
+/// by all its recipients) and one recipient's `seq`. Spliced as text: a broadcast to a
+/// thousand agents renders its body once, not a thousand times.
+pub fn push_text(kind: PushKind, seq: i64, body: &str) -> String {
+    // `body` is a JSON object: "{" + fields + "}"; `inner` is "fields}" (or "}").
+    let inner = body.strip_prefix('{').unwrap_or("}");
+    let sep = if inner.starts_with('}') { "" } else { "," };
+    match kind {
+        PushKind::Message => {
+            format!(r#"{{"type":"message","seq":{seq},"message":{{"seq":{seq}{sep}{inner}}}"#)
+        }
+        PushKind::Task(frame) => {
+            format!(r#"{{"type":"{}","seq":{seq}{sep}{inner}"#, frame.name())
+        }
+    }
+}
+
+/// What an inbox entry is pushed as: a task notification as its protocol type (the
+/// object in `content.data`, with the entry's message id and time), anything else as a
+/// `message` frame carrying the view (without `seq`, which [`push_text`] adds).
+pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::Error> {
+    if view.kind == MessageKind::Task
+        && let Some(frame) = view
+            .content
+            .data
+            .get("type")
+            .and_then(Value::as_str)
+            .and_then(TaskFrame::from_name)
+    {
+        let mut body = Map::with_capacity(view.content.data.len() + 1);
+        for (key, value) in &view.content.data {
+            if key != "type" {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+        body.insert("message_id".into(), Value::String(view.message_id.clone()));
+        body.insert("timestamp".into(), serde_json::to_value(view.timestamp)?);
+        return Ok((PushKind::Task(frame), serde_json::to_string(&body)?));
+    }
+    let body = if view.seq.is_some() {
+        serde_json::to_string(&MessageView {
+            seq: None,
+            ..view.clone()
+        })?
+    } else {
+        serde_json::to_string(view)?
+    };
+    Ok((PushKind::Message, body))
+}
+
+/// The whole push frame of an inbox entry for `seq`.
+pub fn push_frame(seq: i64, view: &MessageView) -> Result<String, serde_json::Error> {
+    let (kind, body) = push_body(view)?;
+    Ok(push_text(kind, seq, &body))
+}
+
+#[cfg(test)]
+mod tests;

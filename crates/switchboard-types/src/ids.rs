@@ -1,0 +1,84 @@
+//! Identifiers: the rule for client-chosen ids, and typed row keys.
+//!
+//! Clients name things with strings (`team_id`, `agent_id`, `message_id`, `task_id`).
+//! Inside the server every row also has an integer key; each kind gets its own type so
+//! that an agent's key can never be passed where a message's is expected.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorBody;
+
+/// Longest agent, team or task id a client may choose.
+pub const MAX_ID_LEN: usize = 64;
+
+/// Checks a client-chosen id (agent, team, task): 1–64 of `A-Z a-z 0-9 . _ -`.
+///
+/// The character set keeps ids safe in URL paths, STOMP destinations and log lines
+/// without escaping.
+pub fn check_id(field: &str, id: &str) -> Result<(), ErrorBody> {
+    if id.is_empty() || id.len() > MAX_ID_LEN {
+        return Err(ErrorBody::validation(
+            field,
+            format!("{field} must be 1 to {MAX_ID_LEN} characters long"),
+        )
+        .with("value", id));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(ErrorBody::validation(
+            field,
+            format!("{field} may only contain A-Z a-z 0-9 . _ - (found {bad:?})"),
+        )
+        .with("value", id));
+    }
+    Ok(())
+}
+
+macro_rules! row_key {
+    ($($(#[$doc:meta])* $name:ident;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub i64);
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}", self.0)
+            }
+        }
+    )*};
+}
+
+row_key! {
+    /// A team's row key.
+    TeamPk;
+    /// An agent's row key (stays with the agent after removal: messages point at it).
+    AgentPk;
+    /// A message's row key.
+    MessagePk;
+    /// A task's row key.
+    TaskPk;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_documented_charset() {
+        assert!(check_id("agent_id", "Planner-1.v2_x").is_ok());
+        assert!(check_id("agent_id", &"a".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn rejects_empty_long_and_odd_characters() {
+        for bad in ["", "a b", "a/b", "ä", &"a".repeat(65)] {
+            let err = check_id("agent_id", bad).expect_err(bad);
+            assert_eq!(err.details["field"], "agent_id");
+        }
+    }
+}

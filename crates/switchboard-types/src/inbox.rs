@@ -1,0 +1,91 @@
+//! GET_MESSAGES: the filters of an inbox query and one page of the answer.
+
+use serde::{Deserialize, Serialize};
+
+use crate::decode::CommaList;
+use crate::error::ErrorBody;
+use crate::messages::{MessageKind, MessageType, MessageView, Priority, SortOrder};
+use crate::time::Timestamp;
+
+/// Largest page of GET_MESSAGES (and of the task list).
+pub const MAX_PAGE: i64 = 100;
+/// Page size when none is asked for.
+pub const DEFAULT_PAGE: i64 = 50;
+
+/// Filters of GET_MESSAGES. Lists are comma-separated in a query string and arrays in
+/// JSON (WebSocket frames).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct InboxQuery {
+    /// The contract's `agent_id`: optional here (the token names the caller); when
+    /// given it must be the caller.
+    pub agent_id: Option<String>,
+    /// Only these message types, e.g. `request,coordination`.
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, example = "request,coordination"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<MessageType>>))]
+    pub message_types: Option<CommaList<MessageType>>,
+    /// Only from these agents, e.g. `planner,coder`.
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
+    pub senders: Option<CommaList<String>>,
+    /// Only this priority.
+    pub priority: Option<Priority>,
+    /// Only messages the caller has not marked read.
+    pub unread_only: Option<bool>,
+    /// Only messages sent after this time (RFC 3339).
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
+    pub since_timestamp: Option<Timestamp>,
+    /// Page size, 1–100 (default 50).
+    pub limit: Option<i64>,
+    /// `newest_first` (default) or `oldest_first`.
+    pub sort_order: Option<SortOrder>,
+    /// `next_cursor` of the previous page; continues that walk with the same filters.
+    pub cursor: Option<String>,
+    /// Only these kinds, e.g. `broadcast,response` (ours, beyond the contract).
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<MessageKind>>))]
+    pub kinds: Option<CommaList<MessageKind>>,
+    /// Only this conversation.
+    pub thread_id: Option<String>,
+    /// Only entries after this sequence number (the `seq` of the last entry already
+    /// handled), oldest first: how a polling client continues where it stopped, also
+    /// past the last page. Needs `sort_order=oldest_first`; not with `cursor`.
+    pub after_seq: Option<i64>,
+}
+
+impl InboxQuery {
+    /// The page size asked for, checked (1–100, default 50).
+    pub fn page_size(&self) -> Result<i64, ErrorBody> {
+        page_size(self.limit)
+    }
+}
+
+/// A page size, checked: 1–[`MAX_PAGE`], [`DEFAULT_PAGE`] when not given.
+pub fn page_size(limit: Option<i64>) -> Result<i64, ErrorBody> {
+    let limit = limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(ErrorBody::validation(
+            "limit",
+            format!("limit must be between 1 and {MAX_PAGE}"),
+        )
+        .with("value", limit));
+    }
+    Ok(limit)
+}
+
+/// Answer of GET_MESSAGES.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InboxPage {
+    pub success: bool,
+    pub messages: Vec<MessageView>,
+    /// Every entry matching the filters, ignoring `limit` and `cursor`.
+    pub total_count: i64,
+    /// The unread ones among them.
+    pub unread_count: i64,
+    /// Pass as `cursor` to get the next page; null on the last page.
+    pub next_cursor: Option<String>,
+    pub error: Option<String>,
+}

@@ -1,0 +1,35 @@
+//! Communication metrics of a team (the contract's F9, "performance monitoring via
+//! communication metrics").
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// One agent's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AgentCommMetrics {
+    pub agent_id: String,
+    /// Messages of every kind it sent (messages, responses, broadcasts, requests).
+    pub sent: i64,
+    /// Inbox entries it received.
+    pub received: i64,
+    /// Of those, not marked read.
+    pub unread: i64,
+    /// Responses it gave (RESPOND_TO_MESSAGE).
+    pub responses_given: i64,
+    /// Median time from a message to this agent's response to it, in milliseconds;
+    /// null when it gave none.
+    pub median_response_time_ms: Option<f64>,
+}
+
+/// Answer of `GET /v1/teams/{team_id}/metrics`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TeamMetrics {
+    pub success: bool,
+    pub team_id: String,
+    /// Current members, by agent id.
+    pub agents: Vec<AgentCommMetrics>,
+    pub generated_at: Timestamp,
+}

@@ -1,0 +1,221 @@
+//! Every operation of Switchboard as one enum, and every answer as another.
+//!
+//! A transport decodes its input (a REST request, a WebSocket frame, a tool call) into an
+//! [`Operation`], hands it to the server's core with the caller, and encodes the
+//! [`Reply`]. So an operation is defined once: its name here, its body types beside it,
+//! its rules in the core.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::agents::{
+    AgentEnvelope, AgentList, AgentQuery, AgentRegistered, AgentRemoved, RegisterAgent, UpdateAgent,
+};
+use crate::assistance::{AssistanceResult, RequestAssistance};
+use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
+use crate::inbox::{InboxPage, InboxQuery};
+use crate::messages::{
+    MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
+    SendResult,
+};
+use crate::metrics::TeamMetrics;
+use crate::tasks::{
+    Answer, CallbackSecret, CallbackStatus, Cancel, Clarify, Handoff, TaskDetail, TaskList,
+    TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
+};
+use crate::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
+
+/// One operation with all of its input. The name (`Operation::name`) is the WebSocket
+/// frame `type` for the operations an agent sends over the socket; the task protocol's
+/// keep the document's type names.
+#[derive(Debug, Clone, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum Operation {
+    /// Create a team (admin).
+    CreateTeam(CreateTeam),
+    GetTeam {
+        team_id: String,
+    },
+    /// Rename a team or switch its communication (team key).
+    UpdateTeam {
+        team_id: String,
+        patch: UpdateTeam,
+    },
+    TeamMetrics {
+        team_id: String,
+    },
+    /// The team's callback signing key (team key).
+    #[strum(serialize = "get_callback_secret")]
+    CallbackSecret {
+        team_id: String,
+    },
+    RotateCallbackSecret {
+        team_id: String,
+    },
+    /// Register an agent (team key); answers its token once.
+    RegisterAgent {
+        team_id: String,
+        agent: RegisterAgent,
+    },
+    /// Look agents up by capability and status.
+    ListAgents {
+        team_id: String,
+        query: AgentQuery,
+    },
+    GetAgent {
+        team_id: String,
+        agent_id: String,
+    },
+    UpdateAgent {
+        team_id: String,
+        agent_id: String,
+        patch: UpdateAgent,
+    },
+    /// Remove an agent (team key): its token stops working, its connections end.
+    RemoveAgent {
+        team_id: String,
+        agent_id: String,
+    },
+    /// Who the token belongs to.
+    #[strum(serialize = "whoami")]
+    WhoAmI,
+    /// SEND_MESSAGE.
+    SendMessage {
+        message: SendMessage,
+        idempotency_key: Option<String>,
+    },
+    /// GET_MESSAGES.
+    GetMessages(InboxQuery),
+    /// One message the caller sent or received.
+    GetMessage {
+        message_id: String,
+    },
+    /// MARK_MESSAGE_READ.
+    MarkMessageRead(MarkRead),
+    /// RESPOND_TO_MESSAGE.
+    RespondToMessage {
+        message_id: String,
+        response: RespondToMessage,
+        idempotency_key: Option<String>,
+    },
+    /// BROADCAST_UPDATE.
+    BroadcastUpdate {
+        update: BroadcastUpdate,
+        idempotency_key: Option<String>,
+    },
+    /// REQUEST_ASSISTANCE.
+    RequestAssistance {
+        request: RequestAssistance,
+        idempotency_key: Option<String>,
+    },
+    /// Submit a task (or ask the registry by message).
+    #[strum(serialize = "TaskRequest")]
+    SubmitTask(TaskRequest),
+    GetTask {
+        task_id: String,
+    },
+    ListTasks(TaskQuery),
+    /// The assignee reports progress or the result. `agent_id`, when a frame carries
+    /// it, must be the caller.
+    #[strum(serialize = "TaskResponse")]
+    ReportTask {
+        task_id: String,
+        result: TaskResult,
+        agent_id: Option<String>,
+    },
+    /// The assignee reports with the protocol's `CallbackNotification` shape.
+    #[strum(serialize = "CallbackNotification")]
+    ReportCallback(CallbackReport),
+    /// The assignee reports a failure with the protocol's `ErrorMessage` shape.
+    #[strum(serialize = "ErrorMessage")]
+    ReportError(ErrorReport),
+    /// Hand a task to another agent (assignee or originator).
+    #[strum(serialize = "HandoffNotification")]
+    HandOff {
+        task_id: String,
+        handoff: Handoff,
+    },
+    /// The assignee asks the originator a question. `requested_by`, when given, must be
+    /// the caller.
+    #[strum(serialize = "ClarificationRequest")]
+    Clarify {
+        task_id: String,
+        clarify: Clarify,
+        requested_by: Option<String>,
+    },
+    /// The originator answers the open question. `response_provided_by`, when given,
+    /// must be the caller.
+    #[strum(serialize = "ClarificationResponse")]
+    AnswerClarification {
+        task_id: String,
+        clarification_id: String,
+        answer: Answer,
+        response_provided_by: Option<String>,
+    },
+    /// The originator calls a task off.
+    CancelTask {
+        task_id: String,
+        cancel: Cancel,
+    },
+}
+
+impl Operation {
+    /// The operation's name (see the enum's documentation).
+    pub fn name(&self) -> &'static str {
+        self.into()
+    }
+}
+
+/// A `CallbackNotification` sent by an assignee: its status is a report on the task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallbackReport {
+    pub task_id: String,
+    pub status: CallbackStatus,
+    #[serde(default)]
+    pub result_data: Value,
+    /// Accepted for the protocol's shape; the server knows where callbacks go.
+    #[serde(default)]
+    pub sent_to: Option<String>,
+}
+
+/// An `ErrorMessage` sent by an assignee: the task failed for this reason.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReport {
+    pub task_id: String,
+    pub error_message: String,
+    #[serde(default)]
+    pub error_code: Option<String>,
+    /// When given, must be the caller.
+    #[serde(default)]
+    pub originating_agent_id: Option<String>,
+}
+
+/// The answer of an operation: one variant per answer type, serialised as that type
+/// alone (no tag), so a REST body, a reply frame's `result` and a tool's structured
+/// content are the same JSON.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    TeamCreated(TeamCreated),
+    Team(TeamView),
+    TeamMetrics(TeamMetrics),
+    CallbackSecret(CallbackSecret),
+    AgentRegistered(AgentRegistered),
+    Agents(AgentList),
+    Agent(AgentEnvelope),
+    AgentRemoved(AgentRemoved),
+    WhoAmI(WhoAmI),
+    Sent(SendResult),
+    Inbox(InboxPage),
+    Message(Box<MessageDetail>),
+    MarkedRead(MarkReadResult),
+    Responded(RespondResult),
+    Broadcast(BroadcastResult),
+    Assistance(AssistanceResult),
+    TaskSubmitted(Box<TaskSubmitted>),
+    Task(Box<TaskDetail>),
+    Tasks(TaskList),
+    TaskUpdated(Box<TaskUpdated>),
+}

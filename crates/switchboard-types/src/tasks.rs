@@ -1,0 +1,515 @@
+//! The task protocol of `003_…`: its seven message types, the REST bodies of a task's
+//! life, and tasks as their parties see them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::decode::{CommaList, null_as_default};
+use crate::error::ErrorBody;
+use crate::ids::check_id;
+use crate::messages::{Priority, wire_enum};
+use crate::task_state::TaskStatus;
+use crate::time::Timestamp;
+use crate::validate::{
+    CapabilityLimits, check_message_text, check_optional, check_text, clean_capabilities,
+};
+
+/// Longest task description, question or answer.
+pub const MAX_TASK_TEXT: usize = 2000;
+/// Longest handoff or cancel reason.
+pub const MAX_REASON: usize = 1000;
+/// Longest callback URL.
+pub const MAX_CALLBACK_URL: usize = 2048;
+/// What a task may require. Narrower than what an agent may list
+/// ([`crate::agents::AGENT_CAPABILITY_LIMITS`]): a task names the few skills it needs.
+pub const REQUIRED_CAPABILITY_LIMITS: CapabilityLimits = CapabilityLimits {
+    max_count: 32,
+    max_len: 64,
+};
+/// The agent id the server itself answers as (the registry by message, failed
+/// assignments).
+pub const SERVER_AGENT_ID: &str = "switchboard";
+
+/// The seven message types of the task protocol: frame `type`s on the WebSocket, the
+/// `type` of a task notification's `content.data`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantArray,
+)]
+pub enum TaskFrame {
+    TaskRequest,
+    TaskResponse,
+    HandoffNotification,
+    ClarificationRequest,
+    ClarificationResponse,
+    CallbackNotification,
+    ErrorMessage,
+}
+
+impl TaskFrame {
+    /// The type's name, as the document writes it.
+    pub fn name(self) -> &'static str {
+        self.into()
+    }
+
+    pub fn from_name(name: &str) -> Option<TaskFrame> {
+        name.parse().ok()
+    }
+}
+
+wire_enum! {
+    "snake_case";
+    /// What happened to a task: the `kind` of an entry of its history.
+    pub enum TaskEventKind {
+        /// Submitted and assigned.
+        Submitted,
+        /// Submitted, but nobody could take it.
+        AssignmentFailed,
+        ClarificationRequested,
+        ClarificationAnswered,
+        HandedOff,
+        Progress,
+        Succeeded,
+        Failed,
+        Canceled,
+    }
+}
+
+/// `TaskRequest`: ask for work to be done (body of `POST /v1/tasks`, or a frame).
+///
+/// With `target_agent_id` the task goes to that agent; otherwise the available member
+/// with the best match of `required_capabilities` gets it (connected agents first, then
+/// the one with the fewest open tasks). Without either, and with a description
+/// containing "register me as an agent" or "find an agent", the server itself handles
+/// it (the registry by message).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TaskRequest {
+    /// 1–64 of `A-Z a-z 0-9 . _ -`, unique in the team; generated when absent.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(example = "summarise-q3"))]
+    pub task_id: Option<String>,
+    /// What to do, 1–2000 characters.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "Summarise the Q3 incident reports")
+    )]
+    pub description: String,
+    /// Task data: any JSON object (`{}` when not given).
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub data: Map<String, Value>,
+    /// Must be the calling agent.
+    #[cfg_attr(feature = "openapi", schema(example = "planner"))]
+    pub originating_agent_id: String,
+    /// Where status changes are reported: an http(s) URL (POSTed a signed
+    /// `CallbackNotification`) or a member's agent id (pushed to it).
+    #[serde(default)]
+    pub callback_url: Option<String>,
+    /// Defaults to `normal`.
+    #[serde(default)]
+    pub priority: Option<Priority>,
+    /// Capabilities the assignee should have (case-insensitive), at most 32.
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[cfg_attr(feature = "openapi", schema(example = json!(["summarise"])))]
+    pub required_capabilities: Vec<String>,
+    /// Give the task to this member (it must accept tasks: not `unavailable`, and its
+    /// communication enabled).
+    #[serde(default)]
+    pub target_agent_id: Option<String>,
+}
+
+wire_enum! {
+    "kebab-case";
+    /// The `status` of a [`TaskResponse`].
+    pub enum TaskResponseStatus { Success, Failed, InProgress }
+}
+
+/// `TaskResponse`: how a task is doing, from the agent working on it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskResponse {
+    pub task_id: String,
+    /// Any JSON value (usually an object); null when there is none.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub result_data: Value,
+    pub status: TaskResponseStatus,
+    /// The agent completing the task (`switchboard` for the registry by message).
+    pub agent_id: String,
+}
+
+/// `HandoffNotification`: the task moved from one agent to another.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HandoffNotification {
+    pub task_id: String,
+    /// The assignee before the handoff.
+    pub current_agent_id: String,
+    pub new_agent_id: String,
+    pub reason: String,
+    /// Who handed it off (the old assignee or the originator).
+    pub handed_off_by: String,
+}
+
+/// `ClarificationRequest`: the assignee needs an answer before it can go on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClarificationRequest {
+    pub task_id: String,
+    /// Answer with this id.
+    pub clarification_id: String,
+    pub question: String,
+    pub requested_by: String,
+}
+
+/// `ClarificationResponse`: the originator's answer, added to the task's context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClarificationResponse {
+    pub task_id: String,
+    pub clarification_id: String,
+    pub answer: String,
+    pub response_provided_by: String,
+}
+
+wire_enum! {
+    "kebab-case";
+    /// The `status` of a [`CallbackNotification`].
+    pub enum CallbackStatus { Complete, Failed, InProgress }
+}
+
+/// `CallbackNotification`: a task's status change, POSTed to its callback URL (signed)
+/// or pushed to its callback agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CallbackNotification {
+    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub result_data: Value,
+    pub status: CallbackStatus,
+    /// The callback URL or agent id.
+    pub sent_to: String,
+    /// The task's own status after the change.
+    pub task_status: TaskStatus,
+    /// What happened (the task event's `kind`).
+    pub event: TaskEventKind,
+    /// The task event's sequence number: callbacks of a task are sent in this order.
+    pub event_seq: i64,
+    /// The task's current assignee.
+    pub assignee_agent_id: Option<String>,
+    pub timestamp: Timestamp,
+}
+
+/// `ErrorMessage`: why a task (or a frame) failed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ErrorMessage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// One of the standard error codes.
+    pub error_code: String,
+    pub error_message: String,
+    pub originating_agent_id: String,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/handoff`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Handoff {
+    /// A member that accepts tasks, not the current assignee.
+    pub new_agent_id: String,
+    /// Why, 1–1000 characters.
+    pub reason: String,
+    /// Optional: the assignee the caller believes the task has; if it has another, the
+    /// handoff is refused (`INVALID_TASK_TRANSITION`) instead of taking the task from
+    /// someone the caller did not mean.
+    #[serde(default)]
+    pub current_agent_id: Option<String>,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/clarifications`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Clarify {
+    /// 1–2000 characters.
+    pub question: String,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/clarifications/{clarification_id}/answer`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    /// 1–2000 characters.
+    pub answer: String,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/result`: a progress report or the final result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TaskResult {
+    /// `in-progress` for an update; `success` or `failed` ends the task.
+    pub status: TaskResponseStatus,
+    /// Any JSON value (null when not given).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub result_data: Value,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/cancel`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Cancel {
+    /// Why (at most 1000 characters).
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// One answered clarification round: part of the task's context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct ClarificationRound {
+    pub clarification_id: String,
+    pub question: String,
+    pub requested_by: String,
+    pub answer: String,
+    pub response_provided_by: String,
+    pub answered_at: Timestamp,
+}
+
+wire_enum! {
+    "lowercase";
+    /// What became of a callback POST.
+    pub enum DeliveryState {
+        /// Not delivered yet; will be tried again.
+        Pending,
+        /// The receiver answered 2xx.
+        Delivered,
+        /// Every attempt failed; given up.
+        Failed,
+    }
+}
+
+/// One CallbackNotification POSTed (or being POSTed) to the task's callback URL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CallbackDelivery {
+    /// Also sent as the `Switchboard-Delivery` header.
+    pub delivery_id: i64,
+    /// The task event it reports.
+    pub event_seq: i64,
+    pub state: DeliveryState,
+    pub attempts: i64,
+    /// The receiver's last HTTP status, if it answered.
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    /// When it was delivered or given up.
+    pub finished_at: Option<Timestamp>,
+}
+
+/// A task as its parties see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Task {
+    pub task_id: String,
+    pub description: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub data: Map<String, Value>,
+    pub originating_agent_id: String,
+    /// Null when nobody suitable was found.
+    pub assignee_agent_id: Option<String>,
+    pub status: TaskStatus,
+    pub priority: Priority,
+    pub required_capabilities: Vec<String>,
+    pub target_agent_id: Option<String>,
+    pub callback_url: Option<String>,
+    /// The open question while `status` is `input-required`.
+    pub open_clarification: Option<ClarificationRequest>,
+    /// Answered clarification rounds, oldest first.
+    pub context: Vec<ClarificationRound>,
+    /// The last reported result data.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub result_data: Value,
+    /// The latest callback's delivery (URL callbacks only).
+    pub callback_delivery: Option<CallbackDelivery>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// One entry of a task's history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskEvent {
+    /// 1, 2, 3, … per task.
+    pub seq: i64,
+    /// What happened.
+    pub kind: TaskEventKind,
+    /// Who caused it.
+    pub agent_id: Option<String>,
+    /// The task's status after it.
+    pub status: TaskStatus,
+    /// What it carried (question, answer, reason, result, new assignee, …).
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    pub data: Map<String, Value>,
+    pub timestamp: Timestamp,
+}
+
+/// Answer of `GET /v1/tasks/{task_id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskDetail {
+    pub success: bool,
+    pub task: Task,
+    /// The history, oldest first.
+    pub events: Vec<TaskEvent>,
+    /// Every callback POST of the task, oldest first, with its outcome.
+    pub callbacks: Vec<CallbackDelivery>,
+}
+
+/// Answer of a task action (handoff, clarification, answer, result, cancel).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskUpdated {
+    pub success: bool,
+    /// The task after the action.
+    pub task: Task,
+}
+
+/// Answer of `POST /v1/tasks`: the protocol's response to a TaskRequest.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskSubmitted {
+    /// False when the task failed (nobody suitable) or a registry request was refused.
+    pub success: bool,
+    /// `in-progress` naming the assignee, or `failed`; for the registry by message,
+    /// `success` or `failed` with the document's texts.
+    pub task_response: TaskResponse,
+    /// Why it failed.
+    pub error_message: Option<ErrorMessage>,
+    /// The stored task (absent for the registry by message, which stores no task).
+    pub task: Option<Task>,
+}
+
+wire_enum! {
+    "lowercase";
+    /// Which tasks `GET /v1/tasks` lists.
+    pub enum TaskRole {
+        /// Tasks the caller submitted.
+        Originated,
+        /// Tasks the caller is or was assigned.
+        Assigned,
+    }
+}
+
+/// Filters of `GET /v1/tasks`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::IntoParams, utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", into_params(parameter_in = Query))]
+pub struct TaskQuery {
+    /// `originated` or `assigned`; both when absent.
+    pub role: Option<TaskRole>,
+    /// Only these statuses, e.g. `in-progress,input-required`.
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>, example = "in-progress,input-required"))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<TaskStatus>>))]
+    pub status: Option<CommaList<TaskStatus>>,
+    /// Page size, 1–100 (default 50). Newest first.
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// Answer of `GET /v1/tasks`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TaskList {
+    pub success: bool,
+    pub tasks: Vec<Task>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Answer of the team's callback secret endpoints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CallbackSecret {
+    pub success: bool,
+    pub team_id: String,
+    /// The HMAC-SHA256 key of the `Switchboard-Signature` header.
+    pub secret: String,
+    pub rotated_at: Timestamp,
+}
+
+impl TaskRequest {
+    /// The value rules: a well-formed task id when given, the description, and the
+    /// required capabilities (returned cleaned).
+    pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
+        if let Some(id) = &self.task_id {
+            check_id("task_id", id)?;
+        }
+        check_message_text("description", &self.description, MAX_TASK_TEXT)?;
+        clean_capabilities(
+            "required_capabilities",
+            self.required_capabilities.clone(),
+            REQUIRED_CAPABILITY_LIMITS,
+        )
+    }
+}
+
+impl Handoff {
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        check_text("reason", &self.reason, MAX_REASON)
+    }
+}
+
+impl Clarify {
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        check_message_text("question", &self.question, MAX_TASK_TEXT)
+    }
+}
+
+impl Answer {
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        check_message_text("answer", &self.answer, MAX_TASK_TEXT)
+    }
+}
+
+impl Cancel {
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        check_optional("reason", &self.reason, MAX_REASON)
+    }
+}
+
+impl From<CallbackStatus> for TaskResponseStatus {
+    /// What an assignee's `CallbackNotification` frame reports, as a result.
+    fn from(status: CallbackStatus) -> Self {
+        match status {
+            CallbackStatus::Complete => TaskResponseStatus::Success,
+            CallbackStatus::Failed => TaskResponseStatus::Failed,
+            CallbackStatus::InProgress => TaskResponseStatus::InProgress,
+        }
+    }
+}
+
+impl From<TaskStatus> for CallbackStatus {
+    /// The status a callback reports for a task in `status`.
+    fn from(status: TaskStatus) -> Self {
+        match status {
+            TaskStatus::InProgress | TaskStatus::InputRequired => CallbackStatus::InProgress,
+            TaskStatus::Success => CallbackStatus::Complete,
+            TaskStatus::Failed | TaskStatus::Canceled => CallbackStatus::Failed,
+        }
+    }
+}

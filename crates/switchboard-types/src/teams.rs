@@ -1,0 +1,115 @@
+//! Teams: creation (admin), information, the team-wide communication switch, and who a
+//! token belongs to.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::ErrorBody;
+use crate::ids::check_id;
+use crate::time::Timestamp;
+use crate::validate::check_text;
+
+/// Longest team name.
+pub const MAX_TEAM_NAME: usize = 200;
+
+/// Body of `POST /v1/teams`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct CreateTeam {
+    /// A name for people, 1–200 characters.
+    #[cfg_attr(feature = "openapi", schema(example = "research-squad"))]
+    pub name: String,
+    /// The team's id (1–64 of `A-Z a-z 0-9 . _ -`); generated when absent.
+    #[cfg_attr(feature = "openapi", schema(example = "research"))]
+    pub team_id: Option<String>,
+}
+
+impl CreateTeam {
+    /// The value rules: a name, and a well-formed id when one is given.
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        check_text("name", &self.name, MAX_TEAM_NAME)?;
+        if let Some(id) = &self.team_id {
+            check_id("team_id", id)?;
+        }
+        Ok(())
+    }
+}
+
+/// Answer of `POST /v1/teams`. The team key is shown here once and never again.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TeamCreated {
+    pub success: bool,
+    pub team_id: String,
+    pub name: String,
+    /// Registers agents and manages the team. Store it: it cannot be shown again.
+    pub team_key: String,
+    pub created_at: Timestamp,
+}
+
+/// A team as its members and owner see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TeamView {
+    pub success: bool,
+    pub team_id: String,
+    pub name: String,
+    /// When false, no member can send anything (`COMMUNICATION_DISABLED`).
+    pub communication_enabled: bool,
+    /// Current members.
+    pub agent_count: usize,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// Body of `PATCH /v1/teams/{team_id}`: any of the fields, at least one.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct UpdateTeam {
+    pub name: Option<String>,
+    /// Switches sending off (or on) for every member of the team.
+    pub communication_enabled: Option<bool>,
+}
+
+impl UpdateTeam {
+    /// At least one field, and a valid name when one is given.
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        if self.name.is_none() && self.communication_enabled.is_none() {
+            return Err(ErrorBody::validation(
+                "body",
+                "give at least one of: name, communication_enabled",
+            ));
+        }
+        if let Some(name) = &self.name {
+            check_text("name", name, MAX_TEAM_NAME)?;
+        }
+        Ok(())
+    }
+}
+
+/// What kind of token made a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, strum::IntoStaticStr)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub enum TokenKind {
+    /// The server admin token.
+    Admin,
+    /// A team key.
+    Team,
+    /// An agent token.
+    Agent,
+}
+
+/// Who a token belongs to (`GET /v1/whoami`): lets a client or the command line learn
+/// its own agent id and team from the token alone.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WhoAmI {
+    pub success: bool,
+    /// `admin`, `team` (a team key) or `agent`.
+    pub kind: TokenKind,
+    pub team_id: Option<String>,
+    pub agent_id: Option<String>,
+}

@@ -1,0 +1,53 @@
+//! `switchboard admin …`: create a team (admin token), register agents (team key).
+
+use switchboard_client::{HttpTransport, call};
+use switchboard_types::Operation;
+use switchboard_types::agents::{AgentRegistered, RegisterAgent};
+use switchboard_types::teams::{CreateTeam, TeamCreated};
+
+use super::{AdminAgentCommand, AdminArgs, AdminCommand, Failure, TeamCommand, inert, show, token};
+
+pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
+    let c = &args.connection;
+    let http = HttpTransport::new(&c.url, token(c)?)?;
+    match args.command {
+        AdminCommand::Team(TeamCommand::Create { name, team_id }) => {
+            let input = CreateTeam { name, team_id };
+            let answer: TeamCreated = call(&http, Operation::CreateTeam(input)).await?;
+            show(c.json, &answer, || {
+                format!(
+                    "team {} created; its key (shown once): {}",
+                    inert(&answer.team_id),
+                    answer.team_key
+                )
+            });
+        }
+        AdminCommand::Agent(AdminAgentCommand::Register {
+            team,
+            agent_id,
+            role,
+            capabilities,
+        }) => {
+            let agent = RegisterAgent {
+                agent_id,
+                role,
+                capabilities,
+                address: None,
+                status: None,
+            };
+            let operation = Operation::RegisterAgent {
+                team_id: team,
+                agent,
+            };
+            let answer: AgentRegistered = call(&http, operation).await?;
+            show(c.json, &answer, || {
+                format!(
+                    "agent {} registered; its token (shown once): {}",
+                    inert(&answer.agent.agent_id),
+                    answer.token
+                )
+            });
+        }
+    }
+    Ok(())
+}

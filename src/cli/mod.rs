@@ -1,0 +1,354 @@
+//! `switchboard agent …` and `switchboard admin …`: act as an agent, or set a team up,
+//! from a terminal, through the `switchboard-client` crate.
+//!
+//! Output is a short line for people by default and the server's JSON answer with
+//! `--json`; `listen` prints every incoming frame as one JSON line either way. Text a
+//! peer wrote is shown inert in human output: control characters (escape sequences that
+//! retitle a window, clear the screen or fake lines) are printed escaped. Exit
+//! codes: 0 done, 1 the server refused (its error code is printed), 3 the server could
+//! not be reached; clap uses 2 for bad usage.
+
+mod admin;
+mod agent;
+mod task;
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use switchboard_client::ClientError;
+
+/// Where the server is and who you are.
+#[derive(Debug, Clone, Args)]
+pub struct Connection {
+    /// The server's URL.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub url: String,
+    /// Your token: an agent token for `agent`, the admin token or a team key for `admin`.
+    #[arg(long, env = "SWITCHBOARD_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+    /// Print the server's JSON answer instead of a summary.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `switchboard agent …`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(subcommand)]
+    pub command: AgentCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Print every incoming frame as one JSON line, live; reconnects and resumes by
+    /// itself. Ctrl-C to stop.
+    Listen {
+        /// Start after this sequence number (default: after your last acknowledged one).
+        #[arg(long)]
+        since: Option<i64>,
+        /// Stop after this many frames.
+        #[arg(long)]
+        count: Option<usize>,
+    },
+    /// SEND_MESSAGE.
+    Send {
+        /// Recipients, comma-separated, or ALL.
+        #[arg(long, value_delimiter = ',', required = true)]
+        to: Vec<String>,
+        /// The text.
+        text: String,
+        /// information, request, response or coordination.
+        #[arg(long = "type", default_value = "information")]
+        message_type: String,
+        /// low, normal, high or urgent.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Ask for a response.
+        #[arg(long)]
+        requires_response: bool,
+        /// content.data, a JSON object.
+        #[arg(long)]
+        data: Option<String>,
+    },
+    /// GET_MESSAGES: your inbox, newest first.
+    Inbox {
+        #[arg(long)]
+        unread: bool,
+        #[arg(long, default_value_t = 20)]
+        limit: i64,
+        /// Oldest first instead.
+        #[arg(long)]
+        oldest_first: bool,
+    },
+    /// MARK_MESSAGE_READ.
+    Read {
+        #[arg(required = true)]
+        message_ids: Vec<String>,
+    },
+    /// RESPOND_TO_MESSAGE.
+    Respond {
+        message_id: String,
+        text: String,
+        /// completed, partial, unable or delegated.
+        #[arg(long, default_value = "completed")]
+        status: String,
+    },
+    /// BROADCAST_UPDATE to the whole team.
+    Broadcast {
+        summary: String,
+        /// progress, discovery, issue or completion.
+        #[arg(long = "type", default_value = "progress")]
+        update_type: String,
+        /// info, attention, action_required or critical.
+        #[arg(long, default_value = "info")]
+        urgency: String,
+        #[arg(long, default_value = "")]
+        details: String,
+    },
+    /// REQUEST_ASSISTANCE.
+    Assist {
+        description: String,
+        /// expertise, resources, review or collaboration.
+        #[arg(long = "type", default_value = "expertise")]
+        assistance_type: String,
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Vec<String>,
+    },
+    /// The task protocol.
+    #[command(subcommand)]
+    Task(TaskCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Submit a TaskRequest.
+    Submit {
+        description: String,
+        #[arg(long)]
+        task_id: Option<String>,
+        /// Required capabilities, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Vec<String>,
+        /// Give it to this agent.
+        #[arg(long)]
+        target: Option<String>,
+        /// An http(s) URL or an agent id to report status changes to.
+        #[arg(long)]
+        callback_url: Option<String>,
+        /// Task data, a JSON object.
+        #[arg(long)]
+        data: Option<String>,
+    },
+    /// A task with its history.
+    Show { task_id: String },
+    /// Hand a task to another agent.
+    Handoff {
+        task_id: String,
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        reason: String,
+    },
+    /// Ask the originator a question.
+    Clarify { task_id: String, question: String },
+    /// Answer a task's open question.
+    Answer {
+        task_id: String,
+        clarification_id: String,
+        answer: String,
+    },
+    /// Report progress.
+    Progress {
+        task_id: String,
+        /// result_data, JSON.
+        #[arg(long)]
+        data: Option<String>,
+    },
+    /// Report success.
+    Complete {
+        task_id: String,
+        #[arg(long)]
+        data: Option<String>,
+    },
+    /// Report failure.
+    Fail {
+        task_id: String,
+        #[arg(long)]
+        data: Option<String>,
+    },
+    /// Cancel a task you submitted.
+    Cancel {
+        task_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// `switchboard admin …`.
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    #[command(flatten)]
+    pub connection: Connection,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Teams (admin token).
+    #[command(subcommand)]
+    Team(TeamCommand),
+    /// Agents (team key).
+    #[command(subcommand)]
+    Agent(AdminAgentCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TeamCommand {
+    /// Create a team; prints its key (shown once).
+    Create {
+        name: String,
+        #[arg(long)]
+        team_id: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminAgentCommand {
+    /// Register an agent; prints its token (shown once).
+    Register {
+        #[arg(long)]
+        team: String,
+        agent_id: String,
+        #[arg(long, default_value = "agent")]
+        role: String,
+        #[arg(long, value_delimiter = ',')]
+        capabilities: Vec<String>,
+    },
+}
+
+/// What a command failed with.
+enum Failure {
+    Usage(String),
+    Client(ClientError),
+}
+
+impl From<ClientError> for Failure {
+    fn from(err: ClientError) -> Self {
+        Failure::Client(err)
+    }
+}
+
+fn finish(result: Result<(), Failure>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(why)) => {
+            eprintln!("error: {why}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Client(err @ ClientError::Server { .. })) => {
+            eprintln!("error: {}", inert(&err.to_string()));
+            if let Some(action) = err.server_error().map(|e| e.suggested_action.clone()) {
+                eprintln!("hint: {}", inert(&action));
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::Client(err)) => {
+            eprintln!("error: {}", inert(&err.to_string()));
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn token(connection: &Connection) -> Result<&str, Failure> {
+    connection
+        .token
+        .as_deref()
+        .ok_or_else(|| Failure::Usage("give a token with --token or SWITCHBOARD_TOKEN".into()))
+}
+
+fn parse<T: serde::de::DeserializeOwned>(field: &str, text: &str) -> Result<T, Failure> {
+    serde_json::from_value(Value::String(text.to_owned()))
+        .map_err(|_| Failure::Usage(format!("'{text}' is not a valid {field}")))
+}
+
+fn json_object(field: &str, text: Option<&str>) -> Result<Map<String, Value>, Failure> {
+    match text {
+        None => Ok(Map::new()),
+        Some(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err(Failure::Usage(format!("--{field} must be a JSON object"))),
+        },
+    }
+}
+
+fn json_value(text: Option<&str>) -> Result<Value, Failure> {
+    match text {
+        None => Ok(Value::Null),
+        Some(text) => {
+            serde_json::from_str(text).map_err(|_| Failure::Usage("--data must be JSON".into()))
+        }
+    }
+}
+
+/// Prints `answer` as JSON with `--json`, else the summary.
+fn show(json: bool, answer: &impl Serialize, summary: impl FnOnce() -> String) {
+    if json {
+        match serde_json::to_string(answer) {
+            Ok(text) => println!("{text}"),
+            Err(err) => eprintln!("error: the answer could not be printed as JSON: {err}"),
+        }
+    } else {
+        println!("{}", summary());
+    }
+}
+
+/// `text` safe to print on a terminal: control characters (C0, DEL, C1) and the
+/// characters that reorder or hide text (bidi controls, zero-width joiners) are shown
+/// escaped, so nothing a peer wrote can move the cursor, retitle the window, clear the
+/// screen or start a fake line.
+pub fn inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
+        if c.is_control() || hidden {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs `switchboard agent …`.
+pub async fn run_agent(args: AgentArgs) -> ExitCode {
+    finish(agent::agent(args).await)
+}
+
+/// Runs `switchboard admin …`.
+pub async fn run_admin(args: AdminArgs) -> ExitCode {
+    finish(admin::admin(args).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inert;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(inert("plain text, ünïcode"), "plain text, ünïcode");
+        assert_eq!(inert("\u{1b}]0;pwned\u{7}"), "\\u{1b}]0;pwned\\u{7}");
+        assert_eq!(inert("a\nb\rc"), "a\\nb\\rc");
+        assert_eq!(inert("\u{9b}2J"), "\\u{9b}2J");
+        assert_eq!(inert("abc\u{202e}fed"), "abc\\u{202e}fed");
+    }
+}

@@ -1,0 +1,151 @@
+//! Which callback URLs the server will POST to.
+//!
+//! A callback makes the server send a request on a client's behalf, so a client could
+//! aim it at the server's own network (an admin port on loopback, a cloud metadata
+//! address). Only http and https are accepted, and addresses on loopback, private,
+//! link-local and other non-public ranges are refused unless the operator allows them
+//! (`--allow-private-callbacks`). The check runs on the URL at submission and again on
+//! every address a host name resolves to at sending time, so DNS cannot smuggle a
+//! private address in later.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use url::Url;
+
+use switchboard_types::tasks::MAX_CALLBACK_URL;
+
+use super::{CoreError, CoreResult};
+
+/// Whether `text` is meant as a URL (rather than an agent id).
+pub fn looks_like_url(text: &str) -> bool {
+    text.contains("://")
+}
+
+/// Parses and checks a callback URL.
+pub fn check(text: &str, allow_private: bool) -> CoreResult<Url> {
+    let invalid = |why: &str| {
+        CoreError::validation("callback_url", format!("callback_url {why}"))
+            .with("callback_url", text)
+    };
+    if text.len() > MAX_CALLBACK_URL {
+        return Err(invalid(&format!(
+            "must be at most {MAX_CALLBACK_URL} characters"
+        )));
+    }
+    let url = Url::parse(text).map_err(|e| invalid(&format!("is not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("must use http or https"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid("must not carry credentials"));
+    }
+    let private = match url.host() {
+        None => return Err(invalid("has no host")),
+        Some(url::Host::Ipv4(ip)) => !is_public(IpAddr::V4(ip)),
+        Some(url::Host::Ipv6(ip)) => !is_public(IpAddr::V6(ip)),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    };
+    if private && !allow_private {
+        return Err(invalid(
+            "points at a loopback or private address, which this server does not call",
+        )
+        .suggest("Use a public address, or start the server with --allow-private-callbacks."));
+    }
+    Ok(url)
+}
+
+/// Whether an address is on the public internet.
+pub fn is_public(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(ip) => is_public_v4(ip),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => is_public_v4(v4),
+            None => is_public_v6(ip),
+        },
+    }
+}
+
+fn is_public_v4(ip: Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    !(ip.is_loopback()
+        || ip.is_private()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_documentation()
+        || ip.is_multicast()
+        || a == 0
+        // shared address space (carrier-grade NAT), 100.64.0.0/10
+        || (a == 100 && (64..128).contains(&b))
+        // benchmarking, 198.18.0.0/15
+        || (a == 198 && (b == 18 || b == 19))
+        // reserved, 240.0.0.0/4
+        || a >= 240)
+}
+
+fn is_public_v6(ip: Ipv6Addr) -> bool {
+    let first = ip.segments()[0];
+    !(ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        // unique local fc00::/7
+        || (first & 0xfe00) == 0xfc00
+        // link-local fe80::/10
+        || (first & 0xffc0) == 0xfe80
+        // documentation 2001:db8::/32
+        || (first == 0x2001 && ip.segments()[1] == 0x0db8))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_http_urls_pass() {
+        for url in [
+            "https://example.com/hook",
+            "http://93.184.216.34:8080/x",
+            "https://[2606:4700::1111]/",
+        ] {
+            assert!(check(url, false).is_ok(), "{url}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_and_garbage_are_refused() {
+        for url in [
+            "ftp://example.com/",
+            "file:///etc/passwd",
+            "not a url",
+            "https://u:p@example.com/",
+        ] {
+            let err = check(url, true).expect_err(url).into_body();
+            assert_eq!(err.details["field"], "callback_url");
+        }
+    }
+
+    #[test]
+    fn private_addresses_need_the_flag() {
+        for url in [
+            "http://127.0.0.1:9000/",
+            "http://localhost/",
+            "http://api.localhost/",
+            "http://10.1.2.3/",
+            "http://172.16.0.1/",
+            "http://192.168.1.1/",
+            "http://169.254.169.254/latest/meta-data",
+            "http://100.64.0.1/",
+            "http://0.0.0.0/",
+            "http://[::1]/",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
+            assert!(check(url, false).is_err(), "{url} must be refused");
+            assert!(check(url, true).is_ok(), "{url} is allowed with the flag");
+        }
+    }
+}

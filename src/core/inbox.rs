@@ -1,0 +1,183 @@
+//! GET_MESSAGES and the replay a reconnecting connection starts with: an agent's inbox,
+//! filtered, a page at a time.
+
+use base64::Engine;
+use switchboard_types::decode::CommaList;
+use switchboard_types::frames::push_frame;
+use switchboard_types::ids::AgentPk;
+use switchboard_types::inbox::{InboxPage, InboxQuery};
+use switchboard_types::messages::SortOrder;
+
+use super::{Caller, Core, CoreError, CoreResult};
+use crate::store::records::{InboxFilter, InboxPageSpec};
+
+impl Core {
+    /// GET_MESSAGES: the caller's inbox, filtered, one page at a time.
+    pub(super) async fn get_messages(
+        &self,
+        caller: &Caller,
+        query: InboxQuery,
+    ) -> CoreResult<InboxPage> {
+        let (team, me) = self.acting_agent(caller)?;
+        if let Some(agent_id) = &query.agent_id
+            && *agent_id != me.agent_id
+        {
+            return Err(CoreError::forbidden(
+                "agent_id must be the calling agent: an inbox is read by its owner",
+            ));
+        }
+        let limit = query.page_size()?;
+        let order = query.sort_order.unwrap_or_default();
+        let after = start_of_page(&query, order)?;
+        let sender_pks = query.senders.map(|CommaList(ids)| {
+            ids.iter()
+                .filter_map(|id| self.registry().agent_pk_by_id(team.pk, id))
+                .collect::<Vec<_>>()
+        });
+        let filter = InboxFilter {
+            message_types: query.message_types.map(|l| l.0),
+            sender_pks,
+            priority: query.priority,
+            unread_only: query.unread_only.unwrap_or(false),
+            since: query.since_timestamp,
+            kinds: query.kinds.map(|l| l.0),
+            thread_id: query.thread_id,
+        };
+        let store = self.store();
+        let (total_count, unread_count) = store.count_inbox(me.pk, &filter).await?;
+        let page = InboxPageSpec {
+            order,
+            after,
+            limit: limit + 1,
+        };
+        let mut items = store.list_inbox(me.pk, &filter, page).await?;
+        let next_cursor = if items.len() as i64 > limit {
+            items.truncate(limit as usize);
+            items
+                .last()
+                .map(|last| encode_cursor(order, last.entry.seq))
+        } else {
+            None
+        };
+        Ok(InboxPage {
+            success: true,
+            messages: items
+                .into_iter()
+                .map(|item| {
+                    let read = item.entry.read_at.is_some();
+                    self.view(item.message, Some(item.entry.seq), read)
+                })
+                .collect(),
+            total_count,
+            unread_count,
+            next_cursor,
+            error: None,
+        })
+    }
+
+    /// The agent's inbox entries after sequence number `after`, oldest first, at most
+    /// `limit`, as `(seq, frame)`: what a reconnecting connection replays. Each frame is
+    /// rendered here (not shared): it is sent once.
+    pub(super) async fn inbox_after(
+        &self,
+        agent: AgentPk,
+        after: i64,
+        limit: i64,
+    ) -> CoreResult<Vec<(i64, String)>> {
+        let page = InboxPageSpec {
+            order: SortOrder::OldestFirst,
+            after: Some(after),
+            limit,
+        };
+        let items = self
+            .store()
+            .list_inbox(agent, &InboxFilter::default(), page)
+            .await?;
+        items
+            .into_iter()
+            .map(|item| {
+                let seq = item.entry.seq;
+                let view = self.view(item.message, None, item.entry.read_at.is_some());
+                let frame = push_frame(seq, &view).map_err(|e| {
+                    CoreError::internal(format!("rendering inbox entry {seq}: {e}"))
+                })?;
+                Ok((seq, frame))
+            })
+            .collect()
+    }
+}
+
+/// Where a page starts: after `after_seq` (oldest first only) or a cursor, not both.
+fn start_of_page(query: &InboxQuery, order: SortOrder) -> CoreResult<Option<i64>> {
+    match (query.after_seq, query.cursor.as_deref()) {
+        (Some(_), Some(_)) => Err(CoreError::validation(
+            "after_seq",
+            "give after_seq or cursor, not both",
+        )),
+        (Some(seq), None) => {
+            if seq < 0 {
+                return Err(CoreError::validation(
+                    "after_seq",
+                    "after_seq must not be negative",
+                ));
+            }
+            if order != SortOrder::OldestFirst {
+                return Err(CoreError::validation(
+                    "after_seq",
+                    "after_seq needs sort_order=oldest_first",
+                ));
+            }
+            Ok(Some(seq))
+        }
+        (None, cursor) => cursor.map(|c| decode_cursor(c, order)).transpose(),
+    }
+}
+
+/// Opaque page cursor: the sort order and the last sequence number returned.
+fn encode_cursor(order: SortOrder, seq: i64) -> String {
+    let raw = format!("v1:{}:{seq}", order_tag(order));
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn order_tag(order: SortOrder) -> &'static str {
+    match order {
+        SortOrder::NewestFirst => "n",
+        SortOrder::OldestFirst => "o",
+    }
+}
+
+fn decode_cursor(cursor: &str, order: SortOrder) -> CoreResult<i64> {
+    let invalid =
+        || CoreError::validation("cursor", "cursor is not a next_cursor this server gave out");
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| invalid())?;
+    let raw = String::from_utf8(raw).map_err(|_| invalid())?;
+    let mut parts = raw.split(':');
+    match (
+        parts.next(),
+        parts.next(),
+        parts.next().map(str::parse::<i64>),
+        parts.next(),
+    ) {
+        (Some("v1"), Some(tag), Some(Ok(seq)), None) if tag == order_tag(order) => Ok(seq),
+        (Some("v1"), Some(_), Some(Ok(_)), None) => Err(CoreError::validation(
+            "cursor",
+            "this cursor belongs to the other sort_order; keep the sort_order of the first page",
+        )),
+        _ => Err(invalid()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_keep_their_order() {
+        let c = encode_cursor(SortOrder::NewestFirst, 42);
+        assert_eq!(decode_cursor(&c, SortOrder::NewestFirst).ok(), Some(42));
+        assert!(decode_cursor(&c, SortOrder::OldestFirst).is_err());
+        assert!(decode_cursor("garbage!", SortOrder::NewestFirst).is_err());
+    }
+}

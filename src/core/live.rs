@@ -1,0 +1,138 @@
+//! Live connections, as a transport uses them: register a connection of the calling
+//! agent, receive its pushes in commit order, acknowledge entries, replay what it
+//! missed. The hub behind this keeps the connections; the rules (who may connect, where
+//! replay starts, what an ack may move) are here.
+
+use std::sync::Arc;
+
+use switchboard_types::ids::AgentPk;
+
+use super::{Caller, Core, CoreError, CoreResult};
+use crate::hub::{Lag, Push, Registration};
+use crate::store::records::PresenceRow;
+
+/// One live connection of an agent. Dropping it ends the connection's registration.
+pub struct Connection {
+    registration: Registration,
+    /// The agent's id and team's id, for greetings and logs.
+    pub agent_id: String,
+    pub team_id: String,
+}
+
+/// A committed inbox entry on its way to one connection.
+pub struct LivePush(Push);
+
+impl LivePush {
+    /// The recipient's sequence number of the entry.
+    pub fn seq(&self) -> i64 {
+        self.0.seq
+    }
+
+    /// The frame text; an error when the body could not be rendered (the connection
+    /// then sends the entry from storage instead).
+    pub fn frame(&self) -> Result<String, String> {
+        self.0.event.frame(self.0.seq)
+    }
+}
+
+impl Connection {
+    /// This connection's id (shown to the client and in logs).
+    pub fn id(&self) -> u64 {
+        self.registration.id
+    }
+
+    pub fn agent(&self) -> AgentPk {
+        self.registration.agent_pk
+    }
+
+    /// The next push, in commit order; `None` once the hub dropped the connection.
+    pub async fn next_push(&mut self) -> Option<LivePush> {
+        self.registration.rx.recv().await.map(LivePush)
+    }
+
+    /// Drops every push waiting (after a replay from storage overtook them).
+    pub fn drain(&mut self) {
+        while self.registration.rx.try_recv().is_ok() {}
+    }
+
+    /// Set when the outbox overflowed: the connection must close (the client resumes
+    /// from its cursor).
+    pub fn lag(&self) -> &Arc<Lag> {
+        &self.registration.lagging
+    }
+
+    /// Cancelled when the agent was removed: its connections must end.
+    pub fn removed(&self) -> tokio_util::sync::CancellationToken {
+        self.registration.kicked.clone()
+    }
+}
+
+impl Core {
+    /// Registers a live connection for the calling agent. Registered before storage is
+    /// read for the replay, so nothing committed from now on can be missed.
+    pub fn connect(&self, caller: &Caller) -> CoreResult<Connection> {
+        let (team, agent) = self.acting_agent(caller)?;
+        Ok(Connection {
+            registration: self.hub().register(agent.pk),
+            agent_id: agent.agent_id.clone(),
+            team_id: team.team_id.clone(),
+        })
+    }
+
+    /// Where a connection's replay starts: after `since` when the client gives it,
+    /// otherwise after the agent's last acknowledged entry.
+    pub fn resume_after(&self, caller: &Caller, since: Option<i64>) -> CoreResult<i64> {
+        let (_, agent) = self.acting_agent(caller)?;
+        match since {
+            Some(since) if since < 0 => Err(CoreError::validation(
+                "since",
+                "since is a sequence number, 0 or more",
+            )),
+            Some(since) => Ok(since),
+            None => Ok(self.hub().acked(agent.pk)),
+        }
+    }
+
+    /// The agent's entries after `after`, oldest first, as `(seq, frame)`.
+    pub async fn replay_page(
+        &self,
+        connection: &Connection,
+        after: i64,
+        limit: i64,
+    ) -> CoreResult<Vec<(i64, String)>> {
+        self.inbox_after(connection.agent(), after, limit).await
+    }
+
+    /// Records that everything up to `seq` reached the agent (the cursor never moves
+    /// back).
+    pub fn ack(&self, connection: &Connection, seq: i64) {
+        self.hub().ack(connection.agent(), seq);
+    }
+
+    /// Notes activity of the agent (a frame arrived).
+    pub fn seen(&self, connection: &Connection) {
+        self.hub().seen(connection.agent());
+    }
+
+    /// Writes acknowledged cursors and last activity kept in memory (called every
+    /// second and at shutdown). A failed write keeps them for the next call.
+    pub async fn save_presence(&self) -> CoreResult<()> {
+        let unsaved = self.hub().take_unsaved();
+        if unsaved.is_empty() {
+            return Ok(());
+        }
+        let rows = unsaved
+            .iter()
+            .map(|c| PresenceRow {
+                agent: c.agent,
+                acked_seq: c.acked_seq,
+                last_seen_at: c.last_seen_at,
+            })
+            .collect();
+        let result = self.store().save_presence(rows).await;
+        if result.is_err() {
+            self.hub().unsaved(&unsaved);
+        }
+        Ok(result?)
+    }
+}

@@ -1,0 +1,391 @@
+//! What the parties of a task do to it: hand off, ask, answer, report, cancel.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde_json::json;
+use switchboard_types::ErrorCode;
+use switchboard_types::operation::{CallbackReport, ErrorReport};
+use switchboard_types::task_state::{Action, Party};
+use switchboard_types::tasks::{
+    Answer, CallbackStatus, Cancel, ClarificationRequest, ClarificationResponse,
+    ClarificationRound, Clarify, Handoff, HandoffNotification, TaskEventKind, TaskFrame,
+    TaskResponse, TaskResponseStatus, TaskResult, TaskUpdated,
+};
+
+use super::commit::NotWritten;
+use super::{
+    ATTEMPTS, Change, Loaded, Notice, accepts_tasks, map, no_suitable, refused, task_not_found,
+};
+use crate::core::{Caller, Core, CoreError, CoreResult, ids};
+use crate::store::records::{AgentRecord, TeamRecord};
+
+impl Core {
+    /// The assignee hands the task on (or the originator reassigns it).
+    pub(in crate::core) async fn handoff_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        input: Handoff,
+    ) -> CoreResult<TaskUpdated> {
+        input.validate()?;
+        self.act(caller, task_id, |core, l| core.plan_handoff(l, &input))
+            .await
+    }
+
+    fn plan_handoff(&self, l: &Loaded, input: &Handoff) -> CoreResult<Change> {
+        let task_id = l.task.task_id.as_str();
+        let new = self
+            .member_of(&l.team, &input.new_agent_id)
+            .map_err(|e| e.with("field", "new_agent_id"))?;
+        let next = l
+            .task_state()
+            .apply(l.party, &Action::Handoff, None)
+            .map_err(|r| refused(r, &l.task))?;
+        if l.task.assignee_pk == Some(new.pk) {
+            return Err(CoreError::new(
+                ErrorCode::InvalidTaskTransition,
+                format!("task '{task_id}' is already assigned to '{}'", new.agent_id),
+            )
+            .with("task_id", task_id));
+        }
+        accepts_tasks(&new).map_err(no_suitable)?;
+        let old = l.task.assignee_pk.and_then(|pk| self.registry().agent(pk));
+        let old_id = old
+            .as_ref()
+            .map_or_else(String::new, |a| a.agent_id.clone());
+        if let Some(believed) = &input.current_agent_id
+            && *believed != old_id
+        {
+            return Err(CoreError::new(
+                ErrorCode::InvalidTaskTransition,
+                format!("task '{task_id}' is assigned to '{old_id}', not '{believed}'"),
+            )
+            .with("task_id", task_id)
+            .with("assignee_agent_id", old_id.as_str()));
+        }
+        let mut task = l.next(next);
+        task.assignee_pk = Some(new.pk);
+        let notification = HandoffNotification {
+            task_id: task_id.to_owned(),
+            current_agent_id: old_id.clone(),
+            new_agent_id: new.agent_id.clone(),
+            reason: input.reason.clone(),
+            handed_off_by: l.me.agent_id.clone(),
+        };
+        let mut told = vec![new.clone()];
+        told.extend(self.registry().agent(task.originator_pk));
+        told.extend(old.clone());
+        let details = json!({
+            "from_agent_id": old_id,
+            "new_agent_id": new.agent_id,
+            "reason": input.reason,
+        });
+        let mut open_delta = vec![(new.pk, 1)];
+        if let Some(old) = &old {
+            open_delta.push((old.pk, -1));
+        }
+        Ok(Change {
+            notices: vec![
+                self.request_notice(&task, &new)?,
+                Notice::new(TaskFrame::HandoffNotification, &notification, dedup(told))?,
+            ],
+            callback: (CallbackStatus::InProgress, details.clone()),
+            open_delta,
+            ..l.change(task, TaskEventKind::HandedOff, map(details))
+        })
+    }
+
+    /// The assignee asks the originator a question; the task waits for the answer.
+    pub(in crate::core) async fn request_clarification(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        input: Clarify,
+        requested_by: Option<&str>,
+    ) -> CoreResult<TaskUpdated> {
+        self.check_claimed(caller, requested_by, "requested_by")?;
+        input.validate()?;
+        self.act(caller, task_id, |core, l| {
+            let clarification_id = ids::ordered_id("clar");
+            let next = l
+                .task_state()
+                .apply(l.party, &Action::Clarify, Some(&clarification_id))
+                .map_err(|r| refused(r, &l.task))?;
+            let mut task = l.next(next);
+            task.clarification = Some((clarification_id.clone(), input.question.clone()));
+            let request = ClarificationRequest {
+                task_id: task.task_id.clone(),
+                clarification_id: clarification_id.clone(),
+                question: input.question.clone(),
+                requested_by: l.me.agent_id.clone(),
+            };
+            let details = json!({"clarification_id": clarification_id, "question": input.question});
+            let originator = core.registry().agent(task.originator_pk);
+            Ok(Change {
+                notices: vec![Notice::new(
+                    TaskFrame::ClarificationRequest,
+                    &request,
+                    originator.into_iter().collect(),
+                )?],
+                callback: (CallbackStatus::InProgress, details.clone()),
+                ..l.change(task, TaskEventKind::ClarificationRequested, map(details))
+            })
+        })
+        .await
+    }
+
+    /// The originator answers the open question; the answer joins the task's context.
+    pub(in crate::core) async fn answer_clarification(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        clarification_id: &str,
+        input: Answer,
+        response_provided_by: Option<&str>,
+    ) -> CoreResult<TaskUpdated> {
+        self.check_claimed(caller, response_provided_by, "response_provided_by")?;
+        input.validate()?;
+        self.act(caller, task_id, |core, l| {
+            core.plan_answer(l, clarification_id, &input)
+        })
+        .await
+    }
+
+    fn plan_answer(
+        &self,
+        l: &Loaded,
+        clarification_id: &str,
+        input: &Answer,
+    ) -> CoreResult<Change> {
+        let action = Action::Answer {
+            clarification_id: clarification_id.to_owned(),
+        };
+        let next = l
+            .task_state()
+            .apply(l.party, &action, None)
+            .map_err(|r| refused(r, &l.task))?;
+        let question = l
+            .task
+            .clarification
+            .as_ref()
+            .map(|(_, q)| q.clone())
+            .unwrap_or_default();
+        let assignee = l.task.assignee_pk.and_then(|pk| self.registry().agent(pk));
+        let mut task = l.next(next);
+        task.context.push(ClarificationRound {
+            clarification_id: clarification_id.to_owned(),
+            question,
+            requested_by: assignee
+                .as_ref()
+                .map(|a| a.agent_id.clone())
+                .unwrap_or_default(),
+            answer: input.answer.clone(),
+            response_provided_by: l.me.agent_id.clone(),
+            answered_at: task.updated_at,
+        });
+        let response = ClarificationResponse {
+            task_id: task.task_id.clone(),
+            clarification_id: clarification_id.to_owned(),
+            answer: input.answer.clone(),
+            response_provided_by: l.me.agent_id.clone(),
+        };
+        let details = json!({"clarification_id": clarification_id, "answer": input.answer});
+        Ok(Change {
+            notices: vec![Notice::new(
+                TaskFrame::ClarificationResponse,
+                &response,
+                assignee.into_iter().collect(),
+            )?],
+            callback: (CallbackStatus::InProgress, details.clone()),
+            ..l.change(task, TaskEventKind::ClarificationAnswered, map(details))
+        })
+    }
+
+    /// The assignee reports progress (`in-progress`) or the end (`success`, `failed`).
+    pub(in crate::core) async fn report_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        input: TaskResult,
+        agent_id: Option<&str>,
+    ) -> CoreResult<TaskUpdated> {
+        self.check_claimed(caller, agent_id, "agent_id")?;
+        self.act(caller, task_id, |core, l| {
+            let (action, kind) = match input.status {
+                TaskResponseStatus::InProgress => (Action::Progress, TaskEventKind::Progress),
+                TaskResponseStatus::Success => {
+                    (Action::Finish { success: true }, TaskEventKind::Succeeded)
+                }
+                TaskResponseStatus::Failed => {
+                    (Action::Finish { success: false }, TaskEventKind::Failed)
+                }
+            };
+            let next = l
+                .task_state()
+                .apply(l.party, &action, None)
+                .map_err(|r| refused(r, &l.task))?;
+            let mut task = l.next(next);
+            task.result_data = input.result_data.clone();
+            let response = TaskResponse {
+                task_id: task.task_id.clone(),
+                result_data: input.result_data.clone(),
+                status: input.status,
+                agent_id: l.me.agent_id.clone(),
+            };
+            let originator = core.registry().agent(task.originator_pk);
+            let open_delta = if task.status.is_final() {
+                vec![(l.me.pk, -1)]
+            } else {
+                Vec::new()
+            };
+            let data = map(json!({"result_data": input.result_data}));
+            Ok(Change {
+                notices: vec![Notice::new(
+                    TaskFrame::TaskResponse,
+                    &response,
+                    originator.into_iter().collect(),
+                )?],
+                callback: (task.status.into(), input.result_data.clone()),
+                open_delta,
+                ..l.change(task, kind, data)
+            })
+        })
+        .await
+    }
+
+    /// An assignee's `CallbackNotification` frame: its status is a report on the task.
+    pub(in crate::core) async fn report_callback(
+        &self,
+        caller: &Caller,
+        report: CallbackReport,
+    ) -> CoreResult<TaskUpdated> {
+        let result = TaskResult {
+            status: report.status.into(),
+            result_data: report.result_data,
+        };
+        self.report_task(caller, &report.task_id, result, None)
+            .await
+    }
+
+    /// An assignee's `ErrorMessage` frame: the task failed, for the reason it gives.
+    pub(in crate::core) async fn report_error(
+        &self,
+        caller: &Caller,
+        report: ErrorReport,
+    ) -> CoreResult<TaskUpdated> {
+        let result = TaskResult {
+            status: TaskResponseStatus::Failed,
+            result_data: json!({
+                "error_code": report.error_code,
+                "error_message": report.error_message,
+            }),
+        };
+        let claimed = report.originating_agent_id.as_deref();
+        self.report_task(caller, &report.task_id, result, claimed)
+            .await
+    }
+
+    /// The originator calls the task off; the assignee is told.
+    pub(in crate::core) async fn cancel_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        input: Cancel,
+    ) -> CoreResult<TaskUpdated> {
+        input.validate()?;
+        self.act(caller, task_id, |core, l| {
+            let next = l
+                .task_state()
+                .apply(l.party, &Action::Cancel, None)
+                .map_err(|r| refused(r, &l.task))?;
+            let task = l.next(next);
+            let details = json!({"canceled": true, "reason": input.reason});
+            let assignee = l.task.assignee_pk.and_then(|pk| core.registry().agent(pk));
+            let response = TaskResponse {
+                task_id: task.task_id.clone(),
+                result_data: details.clone(),
+                status: TaskResponseStatus::Failed,
+                agent_id: l.me.agent_id.clone(),
+            };
+            Ok(Change {
+                notices: vec![Notice::new(
+                    TaskFrame::TaskResponse,
+                    &response,
+                    assignee.iter().cloned().collect(),
+                )?],
+                callback: (CallbackStatus::Failed, details.clone()),
+                open_delta: assignee.map(|a| (a.pk, -1)).into_iter().collect(),
+                ..l.change(task, TaskEventKind::Canceled, map(details))
+            })
+        })
+        .await
+    }
+
+    /// Reads the task for an action by the calling agent. Only its originator and its
+    /// assignees, past and present, see it; anyone else gets `TASK_NOT_FOUND`.
+    pub(super) async fn load_task(
+        &self,
+        team: Arc<TeamRecord>,
+        me: Arc<AgentRecord>,
+        task_id: &str,
+    ) -> CoreResult<Loaded> {
+        let task = self
+            .store()
+            .find_task(team.pk, task_id)
+            .await?
+            .ok_or_else(|| task_not_found(task_id))?;
+        let party = Party {
+            originator: task.originator_pk == me.pk,
+            assignee: task.assignee_pk == Some(me.pk),
+        };
+        if !party.originator
+            && !party.assignee
+            && !self.store().was_assigned(task.pk, me.pk).await?
+        {
+            return Err(task_not_found(task_id));
+        }
+        Ok(Loaded {
+            team,
+            me,
+            task,
+            party,
+        })
+    }
+
+    /// Decides an action with `plan` on the current task and writes it; decided again
+    /// if the task changed in between. After the last attempt the answer is a plain
+    /// `CONFLICT`.
+    async fn act<F>(&self, caller: &Caller, task_id: &str, plan: F) -> CoreResult<TaskUpdated>
+    where
+        F: Fn(&Core, &Loaded) -> CoreResult<Change>,
+    {
+        let (team, me) = self.acting_agent(caller)?;
+        self.check_can_send(&team, &me)?;
+        for _ in 0..ATTEMPTS {
+            let loaded = self.load_task(team.clone(), me.clone(), task_id).await?;
+            let change = plan(self, &loaded)?;
+            match self.commit(change).await {
+                Ok(task) => {
+                    return Ok(TaskUpdated {
+                        success: true,
+                        task: self.task_view(&task),
+                    });
+                }
+                Err(NotWritten::Stale) => continue,
+                Err(NotWritten::Failed(err)) => return Err(err),
+            }
+        }
+        Err(CoreError::new(
+            ErrorCode::Conflict,
+            format!("task '{task_id}' kept changing while this action was applied"),
+        )
+        .with("task_id", task_id)
+        .suggest("Read the task and try the action again."))
+    }
+}
+
+fn dedup(agents: Vec<Arc<AgentRecord>>) -> Vec<Arc<AgentRecord>> {
+    let mut seen = HashSet::new();
+    agents.into_iter().filter(|a| seen.insert(a.pk)).collect()
+}

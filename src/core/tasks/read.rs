@@ -1,0 +1,122 @@
+//! Reading tasks, and the team's callback signing key.
+
+use switchboard_types::ids::TaskPk;
+use switchboard_types::inbox::page_size;
+use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
+use switchboard_types::time::Timestamp;
+
+use crate::core::{Caller, Core, CoreError, CoreResult, Need};
+use crate::store::records::TaskListSpec;
+
+impl Core {
+    /// A task with its history, for its originator and anyone ever assigned it.
+    pub(in crate::core) async fn get_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+    ) -> CoreResult<TaskDetail> {
+        let (team, me) = self.acting_agent(caller)?;
+        let l = self.load_task(team, me, task_id).await?;
+        let events = self.store().task_events(l.task.pk).await?;
+        let callbacks = self.store().task_callbacks(l.task.pk).await?;
+        Ok(TaskDetail {
+            success: true,
+            task: self.task_view(&l.task),
+            events: events
+                .into_iter()
+                .map(|e| TaskEvent {
+                    seq: e.seq,
+                    kind: e.kind,
+                    agent_id: e.actor_pk.map(|pk| self.agent_name(pk)),
+                    status: e.status,
+                    data: e.data,
+                    timestamp: e.created_at,
+                })
+                .collect(),
+            callbacks,
+        })
+    }
+
+    /// The caller's tasks, newest first.
+    pub(in crate::core) async fn list_tasks(
+        &self,
+        caller: &Caller,
+        query: TaskQuery,
+    ) -> CoreResult<TaskList> {
+        let (_, me) = self.acting_agent(caller)?;
+        let limit = page_size(query.limit)?;
+        let before = match &query.cursor {
+            None => None,
+            Some(cursor) => Some(
+                cursor
+                    .strip_prefix("t")
+                    .and_then(|n| n.parse::<i64>().ok())
+                    .filter(|n| *n > 0)
+                    .map(TaskPk)
+                    .ok_or_else(|| {
+                        CoreError::validation("cursor", "cursor is not a next_cursor of this list")
+                    })?,
+            ),
+        };
+        let spec = TaskListSpec {
+            role: query.role,
+            statuses: query.status.map(|s| s.0).unwrap_or_default(),
+            before,
+            limit: limit + 1,
+        };
+        let mut tasks = self.store().list_tasks(me.pk, &spec).await?;
+        let more = tasks.len() as i64 > limit;
+        tasks.truncate(limit as usize);
+        let next_cursor = more
+            .then(|| tasks.last().map(|t| format!("t{}", t.pk)))
+            .flatten();
+        Ok(TaskList {
+            success: true,
+            tasks: tasks.iter().map(|t| self.task_view(t)).collect(),
+            next_cursor,
+        })
+    }
+
+    /// The team's callback signing key (team key or admin).
+    pub(in crate::core) async fn callback_secret(
+        &self,
+        caller: &Caller,
+        team_id: &str,
+    ) -> CoreResult<CallbackSecret> {
+        let team = self.team_for(caller, team_id, Need::Manage)?;
+        let (secret, rotated_at) = self
+            .store()
+            .callback_secret(team.pk)
+            .await?
+            .ok_or_else(|| CoreError::internal("the team has no callback secret"))?;
+        Ok(CallbackSecret {
+            success: true,
+            team_id: team.team_id.clone(),
+            secret,
+            rotated_at,
+        })
+    }
+
+    /// Replaces the team's callback signing key; callbacks sent from now on use the new
+    /// one.
+    pub(in crate::core) async fn rotate_callback_secret(
+        &self,
+        caller: &Caller,
+        team_id: &str,
+    ) -> CoreResult<CallbackSecret> {
+        let team = self.team_for(caller, team_id, Need::Manage)?;
+        let bytes: [u8; 32] = rand::random();
+        let secret = format!("whsec_{}", hex::encode(bytes));
+        let now = Timestamp::now();
+        self.store()
+            .set_callback_secret(team.pk, secret.clone(), now)
+            .await?;
+        tracing::info!(team_id = %team.team_id, "callback secret rotated");
+        Ok(CallbackSecret {
+            success: true,
+            team_id: team.team_id.clone(),
+            secret,
+            rotated_at: now,
+        })
+    }
+}

@@ -1,0 +1,51 @@
+//! Why storage could not do what was asked.
+
+use std::path::PathBuf;
+
+/// A storage failure, or one of the two outcomes of a write that the core turns into a
+/// rule's answer ([`StoreError::Conflict`], [`StoreError::Stale`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique key already exists (a duplicate id). Operations translate this into the
+    /// conflict that means something to the client.
+    #[error("a row with the same key already exists")]
+    Conflict,
+    /// A guarded update found the row changed since it was read (a task's version).
+    #[error("the row changed since it was read")]
+    Stale,
+    /// A row the write needs is gone (e.g. an agent removed between read and write).
+    #[error("the row is gone")]
+    Missing,
+    #[error("database error: {0}")]
+    Database(#[source] sqlx::Error),
+    #[error("applying migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("cannot prepare the database location {path}: {source}")]
+    Location {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the transaction this write belonged to failed and was rolled back")]
+    BatchFailed,
+    #[error("storage is closed")]
+    Closed,
+    #[error("the message could not be written: {0}")]
+    PostFailed(String),
+    #[error("the writer dropped this write without running it (its batch failed first)")]
+    Dropped,
+    #[error("stored data is not what this version expects: {0}")]
+    Corrupt(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
+                StoreError::Conflict
+            }
+            sqlx::Error::RowNotFound => StoreError::Missing,
+            _ => StoreError::Database(err),
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! What the store reads and writes: rows as the server holds them. The core works with
+//! these; the wire types (in `switchboard_types`) are built from them by the core.
+
+use serde_json::{Map, Value};
+use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
+use switchboard_types::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus};
+use switchboard_types::task_state::TaskStatus;
+use switchboard_types::tasks::{
+    CallbackDelivery, ClarificationRound, DeliveryState, TaskEventKind, TaskRole,
+};
+use switchboard_types::time::Timestamp;
+
+/// A SHA-256 digest of a token secret.
+pub type SecretHash = [u8; 32];
+
+/// A team as stored.
+#[derive(Debug, Clone)]
+pub struct TeamRecord {
+    pub pk: TeamPk,
+    pub team_id: String,
+    pub name: String,
+    pub key_id: String,
+    pub key_hash: SecretHash,
+    pub communication_enabled: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An agent as stored. A removed agent keeps its row (messages point at it) but has no
+/// token and is no longer a member.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub pk: AgentPk,
+    pub team_pk: TeamPk,
+    pub agent_id: String,
+    pub role: String,
+    pub capabilities: Vec<String>,
+    pub address: Option<String>,
+    pub status: switchboard_types::agents::AgentStatus,
+    pub communication_enabled: bool,
+    pub token_id: Option<String>,
+    pub token_hash: Option<SecretHash>,
+    pub registered_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub removed_at: Option<Timestamp>,
+}
+
+impl AgentRecord {
+    pub fn is_member(&self) -> bool {
+        self.removed_at.is_none()
+    }
+
+    /// Case-insensitive capability check.
+    pub fn has_capability(&self, wanted: &str) -> bool {
+        let wanted = wanted.to_lowercase();
+        self.capabilities.iter().any(|c| c.to_lowercase() == wanted)
+    }
+}
+
+/// An agent's acknowledged cursor and last activity, kept in memory by the hub and
+/// saved once a second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PresenceRow {
+    pub agent: AgentPk,
+    pub acked_seq: i64,
+    pub last_seen_at: Option<Timestamp>,
+}
+
+/// A message about to be written (before its key and time are known).
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub message_id: String,
+    pub team_pk: TeamPk,
+    pub kind: MessageKind,
+    pub sender_pk: AgentPk,
+    pub sender_role: String,
+    pub message_type: MessageType,
+    pub priority: Priority,
+    pub content: Content,
+    pub requires_response: bool,
+    pub response_deadline: Option<Timestamp>,
+    pub context_reference: Option<String>,
+    pub thread_id: Option<String>,
+    pub in_reply_to: Option<String>,
+    pub response_status: Option<ResponseStatus>,
+}
+
+impl NewMessage {
+    /// A message of `kind` from `sender` with every optional part empty; the setters
+    /// below fill what an operation has.
+    pub fn new(
+        message_id: String,
+        sender: &AgentRecord,
+        kind: MessageKind,
+        message_type: MessageType,
+        content: Content,
+    ) -> NewMessage {
+        NewMessage {
+            message_id,
+            team_pk: sender.team_pk,
+            kind,
+            sender_pk: sender.pk,
+            sender_role: sender.role.clone(),
+            message_type,
+            priority: Priority::Normal,
+            content,
+            requires_response: false,
+            response_deadline: None,
+            context_reference: None,
+            thread_id: None,
+            in_reply_to: None,
+            response_status: None,
+        }
+    }
+
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Asks for a response, due by `deadline` if one is given.
+    pub fn requires_response(mut self, required: bool, deadline: Option<Timestamp>) -> Self {
+        self.requires_response = required;
+        self.response_deadline = deadline;
+        self
+    }
+
+    pub fn context_reference(mut self, reference: Option<String>) -> Self {
+        self.context_reference = reference;
+        self
+    }
+
+    /// Places the message in a conversation, after the message it follows up on.
+    pub fn thread(mut self, thread_id: Option<String>, in_reply_to: Option<String>) -> Self {
+        self.thread_id = thread_id;
+        self.in_reply_to = in_reply_to;
+        self
+    }
+
+    pub fn response_status(mut self, status: ResponseStatus) -> Self {
+        self.response_status = Some(status);
+        self
+    }
+}
+
+/// A message as stored, without per-recipient state.
+#[derive(Debug, Clone)]
+pub struct MessageRecord {
+    pub pk: MessagePk,
+    pub message_id: String,
+    pub team_pk: TeamPk,
+    pub kind: MessageKind,
+    pub sender_pk: AgentPk,
+    pub sender_role: String,
+    pub message_type: MessageType,
+    pub priority: Priority,
+    pub content: Content,
+    pub requires_response: bool,
+    pub response_deadline: Option<Timestamp>,
+    pub context_reference: Option<String>,
+    pub thread_id: Option<String>,
+    pub in_reply_to: Option<String>,
+    pub response_status: Option<ResponseStatus>,
+    pub created_at: Timestamp,
+}
+
+/// One recipient's entry of a message: its sequence number and read time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxEntry {
+    pub seq: i64,
+    pub read_at: Option<Timestamp>,
+}
+
+/// One inbox entry with its message.
+#[derive(Debug, Clone)]
+pub struct InboxItem {
+    pub entry: InboxEntry,
+    pub message: MessageRecord,
+}
+
+/// The store's form of an inbox query: ids resolved to keys.
+#[derive(Debug, Clone, Default)]
+pub struct InboxFilter {
+    pub message_types: Option<Vec<MessageType>>,
+    pub sender_pks: Option<Vec<AgentPk>>,
+    pub priority: Option<Priority>,
+    pub unread_only: bool,
+    pub since: Option<Timestamp>,
+    pub kinds: Option<Vec<MessageKind>>,
+    pub thread_id: Option<String>,
+}
+
+/// Where to start a page of the inbox and which way to go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InboxPageSpec {
+    pub order: switchboard_types::messages::SortOrder,
+    /// Entries after this sequence number in `order` (a cursor).
+    pub after: Option<i64>,
+    pub limit: i64,
+}
+
+/// Per-agent counts of a team.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counts {
+    pub sent: i64,
+    pub received: i64,
+    pub unread: i64,
+}
+
+/// A response recorded on an original message.
+#[derive(Debug, Clone)]
+pub struct ResponseRow {
+    pub response_message_id: String,
+    pub responder: AgentPk,
+    pub status: ResponseStatus,
+    pub created_at: Timestamp,
+}
+
+/// The first answer to a request sent with an idempotency key.
+#[derive(Debug, Clone)]
+pub struct StoredAnswer {
+    pub operation: String,
+    pub request_hash: Vec<u8>,
+    /// The answer, as JSON text.
+    pub answer: String,
+}
+
+/// An idempotency key a post claims: if the key was used, the stored answer comes back
+/// instead of a write; otherwise the answer is stored with the message.
+#[derive(Debug, Clone)]
+pub struct IdempotencyClaim {
+    pub agent: AgentPk,
+    pub key: String,
+    pub operation: &'static str,
+    pub request_hash: [u8; 32],
+}
+
+/// Records a post as a response to another message.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseLink {
+    pub original: MessagePk,
+    pub responder: AgentPk,
+    pub status: ResponseStatus,
+}
+
+/// A message and where it goes, ready to be written in one job of the group commit.
+#[derive(Debug, Clone)]
+pub struct NewPost {
+    pub message: NewMessage,
+    /// Who it was addressed to (shown when the message is read).
+    pub recipient_ids: Vec<String>,
+    /// Who gets an inbox entry (addressed members whose communication is on).
+    pub deliver_to: Vec<AgentPk>,
+    pub response: Option<ResponseLink>,
+}
+
+/// What a written post became: its key and the `(agent, seq)` of its inbox entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostResult {
+    pub pk: MessagePk,
+    pub entries: Vec<(AgentPk, i64)>,
+}
+
+impl PostResult {
+    /// The sequence number `agent` got.
+    pub fn seq_of(&self, agent: AgentPk) -> Option<i64> {
+        self.entries
+            .iter()
+            .find(|(pk, _)| *pk == agent)
+            .map(|(_, seq)| *seq)
+    }
+}
+
+/// What a post's decision inside the transaction can see.
+#[derive(Debug, Clone, Copy)]
+pub struct PostContext {
+    /// The message's time (the transaction's).
+    pub now: Timestamp,
+    /// With a [`ResponseLink`]: whether the responder already gave a final response to
+    /// the original (checked inside the transaction, so two racing responses cannot
+    /// both pass).
+    pub final_response_given: bool,
+}
+
+/// What a post's decision inside the transaction returns: a value for after the commit,
+/// and the answer to store with the idempotency key (when the post claims one).
+#[derive(Debug)]
+pub struct Decided<T> {
+    pub value: T,
+    pub answer: Option<String>,
+}
+
+/// What MARK_MESSAGE_READ found, each list in the order the ids were given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MarkOutcome {
+    pub marked: Vec<String>,
+    pub already_read: Vec<String>,
+    /// Unknown, or not addressed to the agent (and untouched).
+    pub not_found: Vec<String>,
+}
+
+/// Whether a post was written, or answered from an earlier request with its key.
+#[derive(Debug)]
+pub enum PostOutcome<R> {
+    Written(R),
+    Replayed(StoredAnswer),
+}
+
+/// A task as stored.
+#[derive(Debug, Clone)]
+pub struct TaskRecord {
+    pub pk: TaskPk,
+    pub team_pk: TeamPk,
+    pub task_id: String,
+    pub description: String,
+    pub data: Map<String, Value>,
+    pub originator_pk: AgentPk,
+    pub assignee_pk: Option<AgentPk>,
+    pub callback_url: Option<String>,
+    pub priority: Priority,
+    pub required_capabilities: Vec<String>,
+    pub target_agent_id: Option<String>,
+    pub status: TaskStatus,
+    /// The open question (`clarification_id`, question) while input-required; it was
+    /// asked by the assignee (a handoff drops it).
+    pub clarification: Option<(String, String)>,
+    pub context: Vec<ClarificationRound>,
+    pub result_data: Value,
+    pub callback_delivery: Option<CallbackDelivery>,
+    /// Bumped by every change; the change's event has this sequence number.
+    pub version: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+/// An entry of a task's history.
+#[derive(Debug, Clone)]
+pub struct TaskEventRecord {
+    pub seq: i64,
+    pub kind: TaskEventKind,
+    pub actor_pk: Option<AgentPk>,
+    pub status: TaskStatus,
+    pub data: Map<String, Value>,
+    pub created_at: Timestamp,
+}
+
+/// A change of a task, written with its event (and its callback) in one statement.
+#[derive(Debug, Clone)]
+pub struct TaskWrite {
+    /// The task after the change.
+    pub task: TaskRecord,
+    /// The version the change was decided on; `None` for a new task.
+    pub expected_version: Option<i64>,
+    pub event: TaskEventRecord,
+    /// `(url, body)` of the `CallbackNotification` to queue.
+    pub callback: Option<(String, String)>,
+}
+
+/// Which tasks of an agent a list shows.
+#[derive(Debug, Clone)]
+pub struct TaskListSpec {
+    pub role: Option<TaskRole>,
+    pub statuses: Vec<TaskStatus>,
+    /// Tasks older than this one (a cursor).
+    pub before: Option<TaskPk>,
+    pub limit: i64,
+}
+
+/// A callback that is due for an attempt.
+#[derive(Debug, Clone)]
+pub struct DueCallback {
+    pub pk: i64,
+    pub task_pk: TaskPk,
+    pub team_pk: TeamPk,
+    pub url: String,
+    pub event_seq: i64,
+    pub body: String,
+    pub attempts: i64,
+}
+
+/// The outcome of one callback attempt; pending ones are tried again at
+/// `next_attempt_at`.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub callback_pk: i64,
+    pub task_pk: TaskPk,
+    pub state: DeliveryState,
+    pub attempts: i64,
+    pub next_attempt_at: Timestamp,
+    pub last_status: Option<i64>,
+    pub last_error: Option<String>,
+    pub finished_at: Option<Timestamp>,
+    /// The same outcome as the task shows it.
+    pub delivery: CallbackDelivery,
+}

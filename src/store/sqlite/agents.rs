@@ -1,0 +1,178 @@
+//! Agents.
+
+use sqlx::{Row, SqliteConnection, SqlitePool, sqlite::SqliteRow};
+use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+use super::rows::{flag, to_json};
+use super::teams::hash_from;
+use crate::store::StoreError;
+use crate::store::records::{AgentRecord, PresenceRow};
+
+const COLUMNS: &str = "pk, team_pk, agent_id, role, capabilities, address, status, \
+     communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at";
+
+fn from_row(row: &SqliteRow) -> Result<AgentRecord, StoreError> {
+    let capabilities: String = row.try_get("capabilities")?;
+    let capabilities: Vec<String> = serde_json::from_str(&capabilities)
+        .map_err(|e| StoreError::Corrupt(format!("agent capabilities: {e}")))?;
+    let status: String = row.try_get("status")?;
+    let token_hash: Option<Vec<u8>> = row.try_get("token_hash")?;
+    Ok(AgentRecord {
+        pk: AgentPk(row.try_get("pk")?),
+        team_pk: TeamPk(row.try_get("team_pk")?),
+        agent_id: row.try_get("agent_id")?,
+        role: row.try_get("role")?,
+        capabilities,
+        address: row.try_get("address")?,
+        status: status
+            .parse()
+            .map_err(|_| StoreError::Corrupt(format!("agent status '{status}'")))?,
+        communication_enabled: flag(row.try_get("communication_enabled")?),
+        token_id: row.try_get("token_id")?,
+        token_hash: token_hash.map(hash_from).transpose()?,
+        registered_at: Timestamp::from_micros(row.try_get("registered_at")?),
+        updated_at: Timestamp::from_micros(row.try_get("updated_at")?),
+        removed_at: row
+            .try_get::<Option<i64>, _>("removed_at")?
+            .map(Timestamp::from_micros),
+    })
+}
+
+fn capabilities_json(agent: &AgentRecord) -> Result<String, StoreError> {
+    to_json(&agent.capabilities)
+}
+
+/// Registers an agent and returns its `pk`. An agent id that was removed earlier is
+/// taken over (same row, so its history stays attached); an active one is a
+/// [`StoreError::Conflict`].
+pub(super) async fn insert(
+    conn: &mut SqliteConnection,
+    agent: &AgentRecord,
+) -> Result<AgentPk, StoreError> {
+    let pk: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO agents (team_pk, agent_id, role, capabilities, address, status,
+                             communication_enabled, token_id, token_hash, registered_at,
+                             updated_at, removed_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+         ON CONFLICT (team_pk, agent_id) DO UPDATE SET
+             role = excluded.role, capabilities = excluded.capabilities,
+             address = excluded.address, status = excluded.status,
+             communication_enabled = excluded.communication_enabled,
+             token_id = excluded.token_id, token_hash = excluded.token_hash,
+             registered_at = excluded.registered_at, updated_at = excluded.updated_at,
+             removed_at = NULL
+         WHERE agents.removed_at IS NOT NULL
+         RETURNING pk",
+    )
+    .bind(agent.team_pk.0)
+    .bind(&agent.agent_id)
+    .bind(&agent.role)
+    .bind(capabilities_json(agent)?)
+    .bind(&agent.address)
+    .bind(agent.status.as_str())
+    .bind(agent.communication_enabled)
+    .bind(&agent.token_id)
+    .bind(agent.token_hash.as_ref().map(|h| h.as_slice()))
+    .bind(agent.registered_at.micros())
+    .bind(agent.updated_at.micros())
+    .fetch_optional(conn)
+    .await?;
+    pk.map(AgentPk).ok_or(StoreError::Conflict)
+}
+
+/// Reads one agent inside the writer's transaction.
+pub(super) async fn get(
+    conn: &mut SqliteConnection,
+    pk: AgentPk,
+) -> Result<AgentRecord, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM agents WHERE pk = ?");
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(pk.0)
+        .fetch_one(conn)
+        .await?;
+    from_row(&row)
+}
+
+/// Writes the mutable fields of an agent, including removal (token cleared).
+pub(super) async fn update(
+    conn: &mut SqliteConnection,
+    agent: &AgentRecord,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE agents SET role = ?, capabilities = ?, address = ?, status = ?,
+                communication_enabled = ?, token_id = ?, token_hash = ?, updated_at = ?,
+                removed_at = ?
+         WHERE pk = ?",
+    )
+    .bind(&agent.role)
+    .bind(capabilities_json(agent)?)
+    .bind(&agent.address)
+    .bind(agent.status.as_str())
+    .bind(agent.communication_enabled)
+    .bind(&agent.token_id)
+    .bind(agent.token_hash.as_ref().map(|h| h.as_slice()))
+    .bind(agent.updated_at.micros())
+    .bind(agent.removed_at.map(Timestamp::micros))
+    .bind(agent.pk.0)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Every agent (removed ones too: messages keep pointing at them), for the registry.
+pub(super) async fn load_all(pool: &SqlitePool) -> Result<Vec<AgentRecord>, StoreError> {
+    let sql = format!("SELECT {COLUMNS} FROM agents ORDER BY pk");
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await?
+        .iter()
+        .map(from_row)
+        .collect()
+}
+
+/// Every agent's acknowledged cursor and last activity, for the hub at start-up.
+pub(super) async fn load_presence(pool: &SqlitePool) -> Result<Vec<PresenceRow>, StoreError> {
+    let rows = sqlx::query("SELECT pk, acked_seq, last_seen_at FROM agents")
+        .fetch_all(pool)
+        .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(PresenceRow {
+                agent: AgentPk(r.try_get("pk")?),
+                acked_seq: r.try_get("acked_seq")?,
+                last_seen_at: r
+                    .try_get::<Option<i64>, _>("last_seen_at")?
+                    .map(Timestamp::from_micros),
+            })
+        })
+        .collect()
+}
+
+/// Writes acknowledged cursors and last activity, `(agent pk, acked seq, last seen)`,
+/// in one statement (a cursor never moves back).
+pub(super) async fn save_presence(
+    conn: &mut SqliteConnection,
+    agents: &[PresenceRow],
+) -> Result<(), StoreError> {
+    let rows: Vec<(i64, i64, Option<i64>)> = agents
+        .iter()
+        .map(|p| {
+            (
+                p.agent.0,
+                p.acked_seq,
+                p.last_seen_at.map(Timestamp::micros),
+            )
+        })
+        .collect();
+    let json = to_json(&rows)?;
+    sqlx::query(
+        "UPDATE agents SET acked_seq = MAX(acked_seq, j.value->>1),
+                           last_seen_at = COALESCE(j.value->>2, last_seen_at)
+         FROM json_each(?) j WHERE agents.pk = j.value->>0",
+    )
+    .bind(json)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

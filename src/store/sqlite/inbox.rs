@@ -1,0 +1,174 @@
+//! Inbox queries: one agent's entries, filtered and paged, and a team's counts.
+
+use std::collections::HashMap;
+
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteExecutor};
+use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::messages::SortOrder;
+use switchboard_types::time::Timestamp;
+
+use super::rows::{MESSAGE_COLUMNS, message_from_row};
+use crate::store::StoreError;
+use crate::store::records::{Counts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec};
+
+/// Appends the filter's conditions (on `inbox i`, and `messages m` for the thread).
+fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
+    q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
+    fn push_in<T: ToString>(q: &mut QueryBuilder<Sqlite>, column: &str, values: &[T]) {
+        if values.is_empty() {
+            // An empty allow-list matches nothing.
+            q.push(" AND 0");
+            return;
+        }
+        q.push(format_args!(" AND {column} IN ("));
+        let mut list = q.separated(", ");
+        for v in values {
+            list.push_bind(v.to_string());
+        }
+        q.push(")");
+    }
+    if let Some(types) = &f.message_types {
+        let names: Vec<&str> = types.iter().map(|t| t.as_str()).collect();
+        push_in(q, "i.message_type", &names);
+    }
+    if let Some(kinds) = &f.kinds {
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        push_in(q, "i.kind", &names);
+    }
+    if let Some(senders) = &f.sender_pks {
+        if senders.is_empty() {
+            q.push(" AND 0");
+        } else {
+            q.push(" AND i.sender_pk IN (");
+            let mut list = q.separated(", ");
+            for pk in senders {
+                list.push_bind(pk.0);
+            }
+            q.push(")");
+        }
+    }
+    if let Some(priority) = f.priority {
+        q.push(" AND i.priority = ").push_bind(priority.as_str());
+    }
+    if f.unread_only {
+        q.push(" AND i.read_at IS NULL");
+    }
+    if let Some(since) = f.since {
+        q.push(" AND i.created_at > ").push_bind(since.micros());
+    }
+    if let Some(thread) = &f.thread_id {
+        q.push(" AND m.thread_id = ").push_bind(thread.clone());
+    }
+}
+
+/// How many entries match (ignoring paging) and how many of those are unread.
+pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    f: &InboxFilter,
+) -> Result<(i64, i64), StoreError> {
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
+    );
+    if f.thread_id.is_some() {
+        q.push(" JOIN messages m ON m.pk = i.message_pk");
+    }
+    push_filter(&mut q, agent, f);
+    let row = q.build().fetch_one(ex).await?;
+    Ok((row.try_get(0)?, row.try_get(1)?))
+}
+
+/// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
+pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+) -> Result<Vec<InboxItem>, StoreError> {
+    let InboxPageSpec {
+        order,
+        after,
+        limit,
+    } = page;
+    let mut q = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at FROM inbox i JOIN messages m ON m.pk = i.message_pk"
+    ));
+    push_filter(&mut q, agent, f);
+    match (order, after) {
+        (SortOrder::NewestFirst, Some(seq)) => {
+            q.push(" AND i.seq < ").push_bind(seq);
+        }
+        (SortOrder::OldestFirst, Some(seq)) => {
+            q.push(" AND i.seq > ").push_bind(seq);
+        }
+        _ => {}
+    }
+    q.push(match order {
+        SortOrder::NewestFirst => " ORDER BY i.seq DESC",
+        SortOrder::OldestFirst => " ORDER BY i.seq ASC",
+    });
+    q.push(" LIMIT ").push_bind(limit);
+    let rows = q.build().fetch_all(ex).await?;
+    rows.iter()
+        .map(|row| {
+            Ok(InboxItem {
+                entry: InboxEntry {
+                    seq: row.try_get("seq")?,
+                    read_at: row
+                        .try_get::<Option<i64>, _>("read_at")?
+                        .map(Timestamp::from_micros),
+                },
+                message: message_from_row(row)?,
+            })
+        })
+        .collect()
+}
+
+/// Sent, received and unread counts of every agent of a team, by agent pk.
+pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
+    ex: E,
+    team: TeamPk,
+) -> Result<HashMap<AgentPk, Counts>, StoreError> {
+    let mut counts: HashMap<AgentPk, Counts> = HashMap::new();
+    let sent = sqlx::query(
+        "SELECT sender_pk, COUNT(*) FROM messages WHERE team_pk = ? GROUP BY sender_pk",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    for row in sent {
+        counts.entry(AgentPk(row.try_get(0)?)).or_default().sent = row.try_get(1)?;
+    }
+    let received = sqlx::query(
+        "SELECT i.agent_pk, COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0)
+         FROM inbox i JOIN agents a ON a.pk = i.agent_pk
+         WHERE a.team_pk = ? GROUP BY i.agent_pk",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    for row in received {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.received = row.try_get(1)?;
+        c.unread = row.try_get(2)?;
+    }
+    Ok(counts)
+}
+
+/// `(responder pk, microseconds from original to response)` for every response in a team.
+pub(super) async fn response_latencies<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    team: TeamPk,
+) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT r.responder_pk, r.created_at - o.created_at
+         FROM responses r JOIN messages o ON o.pk = r.original_pk
+         WHERE o.team_pk = ?",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| Ok((AgentPk(r.try_get(0)?), r.try_get(1)?)))
+        .collect()
+}

@@ -1,0 +1,172 @@
+//! Messages, their recipients and responses, and read marks.
+
+use std::collections::HashMap;
+
+use sqlx::{Row, SqliteConnection, SqliteExecutor};
+use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
+use switchboard_types::messages::ResponseStatus;
+use switchboard_types::time::Timestamp;
+
+use super::rows::{MESSAGE_COLUMNS, message_from_row, parse, to_json};
+use crate::store::StoreError;
+use crate::store::records::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
+
+/// A message of a team by id.
+pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    team: TeamPk,
+    message_id: &str,
+) -> Result<Option<MessageRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.message_id = ? AND m.team_pk = ?"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(message_id)
+        .bind(team.0)
+        .fetch_optional(ex)
+        .await?
+        .as_ref()
+        .map(message_from_row)
+        .transpose()
+}
+
+/// The agent's inbox entry for a message.
+pub(super) async fn inbox_entry<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    message: MessagePk,
+) -> Result<Option<InboxEntry>, StoreError> {
+    let row = sqlx::query("SELECT seq, read_at FROM inbox WHERE message_pk = ? AND agent_pk = ?")
+        .bind(message.0)
+        .bind(agent.0)
+        .fetch_optional(ex)
+        .await?;
+    row.map(|r| {
+        Ok(InboxEntry {
+            seq: r.try_get("seq")?,
+            read_at: r
+                .try_get::<Option<i64>, _>("read_at")?
+                .map(Timestamp::from_micros),
+        })
+    })
+    .transpose()
+}
+
+/// The agent ids a message was addressed to.
+pub(super) async fn recipient_ids<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    message: MessagePk,
+) -> Result<Vec<String>, StoreError> {
+    let text: String = sqlx::query_scalar("SELECT recipient_ids FROM messages WHERE pk = ?")
+        .bind(message.0)
+        .fetch_one(ex)
+        .await?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("recipient_ids: {e}")))
+}
+
+/// Agents that marked a message read, in the order they did.
+pub(super) async fn read_by<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    message: MessagePk,
+) -> Result<Vec<AgentPk>, StoreError> {
+    let pks: Vec<i64> = sqlx::query_scalar(
+        "SELECT agent_pk FROM inbox WHERE message_pk = ? AND read_at IS NOT NULL ORDER BY read_at",
+    )
+    .bind(message.0)
+    .fetch_all(ex)
+    .await?;
+    Ok(pks.into_iter().map(AgentPk).collect())
+}
+
+/// Responses recorded on a message, oldest first.
+pub(super) async fn responses_to<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    original: MessagePk,
+) -> Result<Vec<ResponseRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT m.message_id, r.responder_pk, r.status, r.created_at
+         FROM responses r JOIN messages m ON m.pk = r.response_pk
+         WHERE r.original_pk = ? ORDER BY r.created_at, r.response_pk",
+    )
+    .bind(original.0)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ResponseRow {
+                response_message_id: r.try_get("message_id")?,
+                responder: AgentPk(r.try_get("responder_pk")?),
+                status: parse(r, "status")?,
+                created_at: Timestamp::from_micros(r.try_get("created_at")?),
+            })
+        })
+        .collect()
+}
+
+/// Whether the responder gave a final response to the message already.
+pub(super) async fn final_response_given(
+    conn: &mut SqliteConnection,
+    original: MessagePk,
+    responder: AgentPk,
+) -> Result<bool, StoreError> {
+    let rows =
+        sqlx::query("SELECT status FROM responses WHERE original_pk = ? AND responder_pk = ?")
+            .bind(original.0)
+            .bind(responder.0)
+            .fetch_all(conn)
+            .await?;
+    for row in &rows {
+        if parse::<ResponseStatus>(row, "status")?.is_final() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Marks the agent's entries of `message_ids` read.
+pub(super) async fn mark_read(
+    conn: &mut SqliteConnection,
+    agent: AgentPk,
+    message_ids: &[String],
+    now: Timestamp,
+) -> Result<MarkOutcome, StoreError> {
+    let rows = sqlx::query(
+        "SELECT m.message_id, i.message_pk, i.read_at
+         FROM messages m JOIN inbox i ON i.message_pk = m.pk AND i.agent_pk = ?
+         WHERE m.message_id IN (SELECT value FROM json_each(?))",
+    )
+    .bind(agent.0)
+    .bind(to_json(message_ids)?)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut state: HashMap<String, bool> = HashMap::with_capacity(rows.len());
+    let mut to_mark = Vec::new();
+    for row in &rows {
+        let id: String = row.try_get("message_id")?;
+        let read: Option<i64> = row.try_get("read_at")?;
+        if read.is_none() {
+            to_mark.push(row.try_get::<i64, _>("message_pk")?);
+        }
+        state.insert(id, read.is_some());
+    }
+    if !to_mark.is_empty() {
+        sqlx::query(
+            "UPDATE inbox SET read_at = ?
+             WHERE agent_pk = ? AND read_at IS NULL AND message_pk IN (SELECT value FROM json_each(?))",
+        )
+        .bind(now.micros())
+        .bind(agent.0)
+        .bind(to_json(&to_mark)?)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let mut outcome = MarkOutcome::default();
+    for id in message_ids {
+        match state.get(id) {
+            Some(false) => outcome.marked.push(id.clone()),
+            Some(true) => outcome.already_read.push(id.clone()),
+            None => outcome.not_found.push(id.clone()),
+        }
+    }
+    Ok(outcome)
+}

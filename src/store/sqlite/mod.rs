@@ -1,0 +1,180 @@
+//! The SQLite backend: one file, WAL, foreign keys, an explicit busy timeout.
+//!
+//! All writes go through the group-commit [`writer`]; reads use a small pool of
+//! connections, which WAL lets run alongside the writer. Migrations in `migrations/` are
+//! embedded in the binary and applied at start-up. One file per table family; functions
+//! take a connection (or the read pool) and leave transactions to the caller: the writer
+//! owns them. [`api`] is the typed face the store offers the core.
+
+mod agents;
+mod api;
+mod callbacks;
+mod checkpoint;
+mod idempotency;
+mod inbox;
+mod messages;
+mod post_one;
+mod posts;
+mod rows;
+mod settings;
+mod tasks;
+mod teams;
+mod writer;
+
+use std::path::Path;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use sqlx::ConnectOptions;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use posts::PostStaging;
+use writer::{Isolation, WriteTx, Writer};
+
+use super::{Durability, StoreError, StoreOptions};
+
+/// The write transaction jobs of this backend work in.
+type Tx = WriteTx<PostStaging>;
+
+/// Handle to the database: a read pool, the writer and the checkpointer. Cheap to clone.
+#[derive(Clone)]
+pub struct SqliteStore {
+    read: SqlitePool,
+    writer: Writer<PostStaging>,
+    checkpoints: std::sync::Arc<Checkpointer>,
+}
+
+/// The background checkpoint task and the token that stops it.
+struct Checkpointer {
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// How every connection to the file is opened.
+fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(match opts.durability {
+            Durability::Normal => SqliteSynchronous::Normal,
+            Durability::Full => SqliteSynchronous::Full,
+        })
+        .foreign_keys(true)
+        // Only the writer writes, so waits are short: readers never block it in WAL
+        // mode; another process holding the lock is the only long wait.
+        .busy_timeout(opts.busy_timeout)
+        .pragma("temp_store", "memory")
+        // Checkpoints run in the background (see `checkpoint`), never on the writer.
+        .pragma("wal_autocheckpoint", "0")
+        // After a checkpoint, a WAL that grew in a burst is cut back to this size.
+        .pragma("journal_size_limit", "67108864")
+        // Statements are not logged one by one (that is a hot path); slow ones are.
+        .log_statements(log::LevelFilter::Off)
+        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database file, applies migrations and starts the
+    /// writer.
+    pub async fn open(path: &Path, opts: StoreOptions) -> Result<SqliteStore, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Location {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let options = connect_options(path, opts);
+        let mut write_conn = options
+            .clone()
+            // A broadcast dirties one inbox page per member; with SQLite's default 2 MiB
+            // cache a batch of them spilled pages to the WAL before the commit and read
+            // pages back from the file (the profile showed both). Measured on a noisy
+            // box: 2,085 and 2,118 broadcasts/s against 2,007 and 1,850 with the default.
+            // The cache fills only as far as writing needs it.
+            .pragma("cache_size", "-32768")
+            .connect()
+            .await?;
+        sqlx::migrate!("./migrations").run(&mut write_conn).await?;
+
+        let read = SqlitePoolOptions::new()
+            .max_connections(4)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_with(
+                options
+                    .clone()
+                    .read_only(true)
+                    // An inbox page leads to message rows scattered through the file;
+                    // mapping the file spares a reader a pread syscall and a copy per page
+                    // (measured +25% queries/s on a 1M-message store). Mapped pages are the
+                    // kernel's page cache, shared and reclaimable, not heap.
+                    .pragma("mmap_size", "268435456"),
+            )
+            .await?;
+
+        let writer = Writer::spawn(write_conn).map_err(|source| StoreError::Location {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(checkpoint::run(options.connect().await?, stop.clone()));
+        Ok(SqliteStore {
+            read,
+            writer,
+            checkpoints: std::sync::Arc::new(Checkpointer {
+                stop,
+                task: tokio::sync::Mutex::new(Some(task)),
+            }),
+        })
+    }
+
+    /// Runs `job` in the next group commit inside a savepoint of its own, then `after`
+    /// on the writer task right after the commit, in commit order; its error fails the
+    /// call.
+    async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
+    where
+        F: for<'c> FnOnce(&'c mut Tx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.writer
+            .write_then(Isolation::Savepoint, job, after)
+            .await
+    }
+
+    /// Like [`SqliteStore::write_then`] for a job that is atomic by itself (see
+    /// [`Isolation::SelfContained`]): it must leave no change behind when it fails.
+    async fn write_self_contained<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
+    where
+        F: for<'c> FnOnce(&'c mut Tx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.writer
+            .write_then(Isolation::SelfContained, job, after)
+            .await
+    }
+
+    /// Checks that the database answers (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.read).await?;
+        Ok(())
+    }
+
+    /// Finishes queued writes, checkpoints the WAL and closes every connection.
+    pub async fn close(&self) {
+        self.checkpoints.stop.cancel();
+        if let Some(task) = self.checkpoints.task.lock().await.take() {
+            let _ = task.await;
+        }
+        self.writer.close().await;
+        self.read.close().await;
+    }
+}

@@ -1,0 +1,433 @@
+//! Posts staged for the batch's shared insert: a message, its inbox entries, and the
+//! rows written with it (a response link, an idempotency key's first answer).
+//!
+//! Jobs do not insert messages themselves: they stage them, and the writer inserts the
+//! whole batch's with the few constant statements of [`FLUSH_POSTS`] (see the writer's
+//! documentation for why statements, not rows, are what cost).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use sqlx::{Row, SqliteConnection};
+use switchboard_types::ids::{AgentPk, MessagePk};
+use switchboard_types::time::Timestamp;
+
+use super::post_one::post_one;
+use super::rows::{JsonRows, MessageColumns, StoredContent, to_json};
+use super::writer::Staging;
+use crate::store::StoreError;
+use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
+
+/// A message with its row already rendered, all but the two columns only the writer
+/// knows (`pk` and `created_at`).
+///
+/// Rendering (the content as JSON, inside a JSON row) is the costliest part of a row;
+/// done here, on the caller's thread, it runs in parallel across requests instead of on
+/// the writer's thread, where every microsecond is spent once per message in series.
+pub(super) struct RenderedMessage {
+    pub(super) message: NewMessage,
+    pub(super) recipient_ids: Vec<String>,
+    /// The JSON array elements 1–15 of [`FLUSH_POSTS`]'s message row, comma-separated,
+    /// without brackets.
+    columns: String,
+}
+
+impl RenderedMessage {
+    pub(super) fn new(
+        message: NewMessage,
+        recipient_ids: Vec<String>,
+    ) -> Result<RenderedMessage, StoreError> {
+        let m = &message;
+        let row = to_json(&MessageColumns(
+            &m.message_id,
+            m.team_pk.0,
+            m.kind.as_str(),
+            m.sender_pk.0,
+            &m.sender_role,
+            m.message_type.as_str(),
+            m.priority.as_str(),
+            // JSON text inside a JSON string: `->>` hands SQLite the text as it is,
+            // which is cheaper on SQLite's thread (the busiest) than re-rendering an
+            // object.
+            to_json(&StoredContent::of(&m.content))?,
+            i64::from(m.requires_response),
+            m.response_deadline.map(Timestamp::micros),
+            &m.context_reference,
+            &m.thread_id,
+            &m.in_reply_to,
+            m.response_status.map(|s| s.as_str()),
+            to_json(&recipient_ids)?,
+        ))?;
+        let columns = row
+            .strip_prefix('[')
+            .and_then(|r| r.strip_suffix(']'))
+            .ok_or_else(|| StoreError::Corrupt("a message row is not a JSON array".into()))?
+            .to_owned();
+        Ok(RenderedMessage {
+            message,
+            recipient_ids,
+            columns,
+        })
+    }
+}
+
+/// The first answer to remember for an idempotency key.
+pub(super) struct IdempotencyRow {
+    pub(super) claim: IdempotencyClaim,
+    pub(super) answer: String,
+}
+
+/// A message waiting for the batch's shared insert.
+pub(super) struct StagedPost {
+    pub(super) rendered: RenderedMessage,
+    /// Who gets an inbox entry.
+    pub(super) deliver_to: Vec<AgentPk>,
+    pub(super) created_at: Timestamp,
+    pub(super) response: Option<ResponseLink>,
+    pub(super) idempotency: Option<IdempotencyRow>,
+    slot: PostSlot,
+}
+
+impl StagedPost {
+    pub(super) fn new(
+        rendered: RenderedMessage,
+        deliver_to: Vec<AgentPk>,
+        created_at: Timestamp,
+        response: Option<ResponseLink>,
+        idempotency: Option<IdempotencyRow>,
+    ) -> StagedPost {
+        StagedPost {
+            rendered,
+            deliver_to,
+            created_at,
+            response,
+            idempotency,
+            slot: PostSlot::default(),
+        }
+    }
+}
+
+/// Filled by the flush; read after the commit.
+#[derive(Clone, Default)]
+pub(super) struct PostSlot(Arc<OnceLock<Result<PostResult, String>>>);
+
+impl PostSlot {
+    /// The outcome, once flushed; an error if the post could not be written or was
+    /// never flushed (its batch failed first).
+    pub(super) fn outcome(&self) -> Result<PostResult, StoreError> {
+        match self.0.get() {
+            Some(Ok(result)) => Ok(result.clone()),
+            Some(Err(reason)) => Err(StoreError::PostFailed(reason.clone())),
+            None => Err(StoreError::Dropped),
+        }
+    }
+
+    fn fill(&self, outcome: Result<PostResult, String>) {
+        let _ = self.0.set(outcome);
+    }
+}
+
+/// Message pks and per-agent inbox sequence numbers, handed out by the writer.
+///
+/// The writer is the only writer, so it can number rows itself instead of asking SQL
+/// (`MAX(seq) + 1` per entry, `RETURNING` per row): that made the shared insert several
+/// times cheaper. Counters are loaded lazily from the database and dropped after any
+/// rollback, so they can never run ahead of what is committed.
+#[derive(Default)]
+struct IdCounters {
+    last_message_pk: Option<i64>,
+    last_seq: HashMap<AgentPk, i64>,
+}
+
+impl IdCounters {
+    fn forget(&mut self) {
+        self.last_message_pk = None;
+        self.last_seq.clear();
+    }
+
+    /// Makes sure the counters cover `posts`, reading what is missing in one query each.
+    async fn load(
+        &mut self,
+        conn: &mut SqliteConnection,
+        posts: &[StagedPost],
+    ) -> Result<(), StoreError> {
+        if self.last_message_pk.is_none() {
+            let max: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(pk), 0) FROM messages")
+                .fetch_one(&mut *conn)
+                .await?;
+            self.last_message_pk = Some(max);
+        }
+        let mut missing: Vec<AgentPk> = posts
+            .iter()
+            .flat_map(|p| p.deliver_to.iter().copied())
+            .filter(|a| !self.last_seq.contains_key(a))
+            .collect();
+        if !missing.is_empty() {
+            missing.sort_unstable();
+            missing.dedup();
+            let rows = sqlx::query(
+                "SELECT j.value, COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = j.value), 0)
+                 FROM json_each(?) j",
+            )
+            .bind(to_json(&missing)?)
+            .fetch_all(&mut *conn)
+            .await?;
+            for row in rows {
+                self.last_seq
+                    .insert(AgentPk(row.try_get(0)?), row.try_get(1)?);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Everything staged in the current batch, and the numbering of its rows.
+#[derive(Default)]
+pub(crate) struct PostStaging {
+    posts: Vec<StagedPost>,
+    ids: IdCounters,
+}
+
+impl PostStaging {
+    /// Queues a post; the slot tells, after the flush, what became of it.
+    pub(super) fn stage(&mut self, post: StagedPost) -> PostSlot {
+        let slot = post.slot.clone();
+        self.posts.push(post);
+        slot
+    }
+}
+
+impl Staging for PostStaging {
+    fn is_empty(&self) -> bool {
+        self.posts.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.posts.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        self.posts.truncate(len);
+    }
+
+    async fn flush(&mut self, conn: &mut SqliteConnection) {
+        let posts = std::mem::take(&mut self.posts);
+        flush_posts(conn, &mut self.ids, posts).await;
+    }
+
+    async fn flush_and_commit(
+        &mut self,
+        conn: &mut SqliteConnection,
+        begin: bool,
+    ) -> Result<(), StoreError> {
+        let posts = std::mem::take(&mut self.posts);
+        flush_posts_and_commit(conn, &mut self.ids, posts, begin).await
+    }
+
+    fn reset(&mut self) {
+        self.posts.clear();
+        self.ids.forget();
+    }
+}
+
+const FLUSH_POSTS: &str = "
+    SAVEPOINT flush;
+    INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
+                          priority, content, requires_response, response_deadline,
+                          context_reference, thread_id, in_reply_to, response_status,
+                          recipient_ids, created_at)
+    SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5,
+           j.value->>6, j.value->>7, j.value->>8, j.value->>9, j.value->>10, j.value->>11,
+           j.value->>12, j.value->>13, j.value->>14, j.value->>15, j.value->>16
+    FROM jsonb_each(?) j;
+    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
+    SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority, m.created_at
+    FROM jsonb_each(?) j CROSS JOIN messages m CROSS JOIN jsonb_each(j.value, '$[1]') e
+    WHERE m.pk = j.value->>0;
+    INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
+    SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4
+    FROM jsonb_each(?) j;
+    INSERT INTO idempotency_keys (agent_pk, key, operation, request_hash, answer, created_at)
+    SELECT j.value->>0, j.value->>1, j.value->>2, unhex(j.value->>3), j.value->>4, j.value->>5
+    FROM jsonb_each(?) j;
+    RELEASE flush;";
+
+/// [`FLUSH_POSTS`] opening and committing the transaction: a whole batch of staged
+/// posts in one round trip.
+static FLUSH_POSTS_IN_TRANSACTION: LazyLock<String> =
+    LazyLock::new(|| format!("BEGIN IMMEDIATE;{FLUSH_POSTS}\n    COMMIT;"));
+
+/// [`FLUSH_POSTS`] committing an already open transaction.
+static FLUSH_POSTS_AND_COMMIT: LazyLock<String> =
+    LazyLock::new(|| format!("{FLUSH_POSTS}\n    COMMIT;"));
+
+/// Writes every staged post with the few constant statements of [`FLUSH_POSTS`] (rows
+/// passed as JSON arrays, walked with `jsonb_each` so each row is parsed once, not once
+/// per column), inside a savepoint, with pks and sequence numbers from `ids` (per agent
+/// in staging order, so in commit order). If the shared insert fails, it is rolled back
+/// and each post is written on its own ([`post_one`]), so one bad post fails alone.
+/// Every post's slot is filled either way.
+async fn flush_posts(conn: &mut SqliteConnection, ids: &mut IdCounters, posts: Vec<StagedPost>) {
+    match flush_together(conn, ids, &posts, FLUSH_POSTS).await {
+        Ok(results) => fill(&posts, results),
+        Err(err) => {
+            tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
+            ids.forget();
+            if let Err(undo) = sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
+                .execute(&mut *conn)
+                .await
+            {
+                tracing::debug!(error = %undo, "rolling back a failed shared insert");
+            }
+            one_by_one(conn, &posts).await;
+        }
+    }
+}
+
+/// Like [`flush_posts`], and commits the transaction in the same round trip (opening it
+/// first when `begin`). An error means the transaction did not commit; the caller rolls
+/// back.
+async fn flush_posts_and_commit(
+    conn: &mut SqliteConnection,
+    ids: &mut IdCounters,
+    posts: Vec<StagedPost>,
+    begin: bool,
+) -> Result<(), StoreError> {
+    let sql = if begin {
+        &FLUSH_POSTS_IN_TRANSACTION
+    } else {
+        &FLUSH_POSTS_AND_COMMIT
+    };
+    match flush_together(conn, ids, &posts, sql.as_str()).await {
+        Ok(results) => {
+            fill(&posts, results);
+            Ok(())
+        }
+        Err(err) => {
+            ids.forget();
+            // If the flush's savepoint still exists, the shared insert failed and the
+            // transaction is open: isolate the bad post(s) and commit the rest.
+            // Otherwise BEGIN or COMMIT failed and the batch is lost.
+            if sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
+                .execute(&mut *conn)
+                .await
+                .is_ok()
+            {
+                tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
+                one_by_one(conn, &posts).await;
+                sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+                Ok(())
+            } else {
+                for p in &posts {
+                    p.slot.fill(Err(err.to_string()));
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+fn fill(posts: &[StagedPost], results: Vec<PostResult>) {
+    for (post, result) in posts.iter().zip(results) {
+        post.slot.fill(Ok(result));
+    }
+}
+
+/// The slow path: each post on its own, in its own savepoint.
+async fn one_by_one(conn: &mut SqliteConnection, posts: &[StagedPost]) {
+    for p in posts {
+        let outcome = post_one(conn, p).await.map_err(|e| e.to_string());
+        p.slot.fill(outcome);
+    }
+}
+
+/// The four JSON arrays [`FLUSH_POSTS`] binds, and what each post will become.
+struct BatchRows {
+    messages: JsonRows,
+    entries: JsonRows,
+    responses: JsonRows,
+    keys: JsonRows,
+    results: Vec<PostResult>,
+    /// This flush's numbers, merged into the counters only once the rows are written.
+    seqs: HashMap<AgentPk, i64>,
+    last_pk: i64,
+}
+
+/// Numbers and serialises the rows of `posts`. Rows go straight into one JSON array per
+/// table (tuples, no intermediate `Value` trees): this runs for every message on the
+/// writer's thread.
+fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, StoreError> {
+    let mut rows = BatchRows {
+        messages: JsonRows::default(),
+        entries: JsonRows::default(),
+        responses: JsonRows::default(),
+        keys: JsonRows::default(),
+        results: Vec::with_capacity(posts.len()),
+        seqs: HashMap::new(),
+        last_pk: ids.last_message_pk.unwrap_or(0),
+    };
+    let mut number = itoa::Buffer::new();
+    for p in posts {
+        rows.last_pk += 1;
+        let pk = rows.last_pk;
+        // `[pk, <rendered columns>, created_at]`
+        rows.messages.open_row();
+        rows.messages.raw(number.format(pk));
+        rows.messages.raw(",");
+        rows.messages.raw(&p.rendered.columns);
+        rows.messages.raw(",");
+        rows.messages.raw(number.format(p.created_at.micros()));
+        rows.messages.raw("]");
+        let mut mine = Vec::with_capacity(p.deliver_to.len());
+        for agent in &p.deliver_to {
+            let seq = rows
+                .seqs
+                .entry(*agent)
+                .or_insert_with(|| ids.last_seq.get(agent).copied().unwrap_or(0));
+            *seq += 1;
+            mine.push((*agent, *seq));
+        }
+        // `[pk, [[agent, seq], …]]`: the message's row is looked up once for all its
+        // entries (a broadcast has a hundred), not once per entry.
+        rows.entries.push(&(pk, &mine))?;
+        if let Some(link) = p.response {
+            let status = link.status.as_str();
+            let at = p.created_at.micros();
+            rows.responses
+                .push(&(link.original, pk, link.responder, status, at))?;
+        }
+        if let Some(i) = &p.idempotency {
+            let c = &i.claim;
+            let hash = hex::encode(c.request_hash);
+            let at = p.created_at.micros();
+            rows.keys
+                .push(&(c.agent, &c.key, c.operation, hash, &i.answer, at))?;
+        }
+        rows.results.push(PostResult {
+            pk: MessagePk(pk),
+            entries: mine,
+        });
+    }
+    Ok(rows)
+}
+
+async fn flush_together(
+    conn: &mut SqliteConnection,
+    ids: &mut IdCounters,
+    posts: &[StagedPost],
+    sql: &str,
+) -> Result<Vec<PostResult>, StoreError> {
+    ids.load(conn, posts).await?;
+    let rows = batch_rows(ids, posts)?;
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(rows.messages.finish()?)
+        .bind(rows.entries.finish()?)
+        .bind(rows.responses.finish()?)
+        .bind(rows.keys.finish()?)
+        .execute(&mut *conn)
+        .await?;
+    // Only now, with the rows written, do the counters move on.
+    ids.last_message_pk = Some(rows.last_pk);
+    ids.last_seq.extend(rows.seqs);
+    Ok(rows.results)
+}

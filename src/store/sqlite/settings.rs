@@ -1,0 +1,32 @@
+//! Server settings (key/value).
+
+use sqlx::{SqliteConnection, SqlitePool};
+
+use crate::store::StoreError;
+
+pub(super) const ADMIN_TOKEN_HASH: &str = "admin_token_sha256";
+
+pub(super) async fn get(pool: &SqlitePool, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    Ok(
+        sqlx::query_scalar::<_, Vec<u8>>("SELECT value FROM settings WHERE key = ?")
+            .bind(key)
+            .fetch_optional(pool)
+            .await?,
+    )
+}
+
+pub(super) async fn put(
+    conn: &mut SqliteConnection,
+    key: &str,
+    value: &[u8],
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO settings (key, value) VALUES (?, ?)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    )
+    .bind(key)
+    .bind(value)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

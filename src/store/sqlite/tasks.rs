@@ -1,0 +1,317 @@
+//! Tasks, their history and who was ever assigned them.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
+use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
+use switchboard_types::messages::Priority;
+use switchboard_types::task_state::TaskStatus;
+use switchboard_types::tasks::TaskRole;
+use switchboard_types::time::Timestamp;
+
+use crate::store::StoreError;
+use crate::store::records::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+
+const COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
+     callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
+     question, context, result_data, callback_delivery, version, created_at, updated_at";
+
+pub(super) fn json<T: Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding JSON: {e}")))
+}
+
+pub(super) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("task {what}: {e}")))
+}
+
+pub(super) fn parsed<T: std::str::FromStr>(text: String, what: &str) -> Result<T, StoreError> {
+    text.parse()
+        .map_err(|_| StoreError::Corrupt(format!("task {what} '{text}'")))
+}
+
+fn from_row(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
+    let clarification_id: Option<String> = row.try_get("clarification_id")?;
+    let question: Option<String> = row.try_get("question")?;
+    let result_data: Option<String> = row.try_get("result_data")?;
+    let delivery: Option<String> = row.try_get("callback_delivery")?;
+    Ok(TaskRecord {
+        pk: TaskPk(row.try_get("pk")?),
+        team_pk: TeamPk(row.try_get("team_pk")?),
+        task_id: row.try_get("task_id")?,
+        description: row.try_get("description")?,
+        data: from_json(&row.try_get::<String, _>("data")?, "data")?,
+        originator_pk: AgentPk(row.try_get("originator_pk")?),
+        assignee_pk: row.try_get::<Option<i64>, _>("assignee_pk")?.map(AgentPk),
+        callback_url: row.try_get("callback_url")?,
+        priority: parsed::<Priority>(row.try_get("priority")?, "priority")?,
+        required_capabilities: from_json(
+            &row.try_get::<String, _>("required_capabilities")?,
+            "capabilities",
+        )?,
+        target_agent_id: row.try_get("target_agent_id")?,
+        status: parsed::<TaskStatus>(row.try_get("status")?, "status")?,
+        clarification: clarification_id.zip(question),
+        context: from_json(&row.try_get::<String, _>("context")?, "context")?,
+        result_data: match result_data {
+            Some(text) => from_json(&text, "result_data")?,
+            None => serde_json::Value::Null,
+        },
+        callback_delivery: delivery
+            .map(|text| from_json(&text, "callback_delivery"))
+            .transpose()?,
+        version: row.try_get("version")?,
+        created_at: Timestamp::from_micros(row.try_get("created_at")?),
+        updated_at: Timestamp::from_micros(row.try_get("updated_at")?),
+    })
+}
+
+/// Inserts a new task with its first event (and its assignee, if it has one), in one
+/// round trip; [`StoreError::Conflict`] when the team already has a task with this id.
+///
+/// With `callback` (`url`, `body`), the CallbackNotification of the event is queued in
+/// the same statement. Atomic: on any error nothing is written.
+pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result<(), StoreError> {
+    let (t, event) = (&w.task, &w.event);
+    let (url, body) = w
+        .callback
+        .as_ref()
+        .map(|(u, b)| (u.as_str(), b.as_str()))
+        .unzip();
+    let (clarification_id, question) = t.clarification.clone().unzip();
+    sqlx::query(
+        "INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
+                            callback_url, priority, required_capabilities, target_agent_id,
+                            status, clarification_id, question, context, result_data,
+                            callback_delivery, version, created_at, updated_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
+         INSERT INTO task_assignees (task_pk, agent_pk)
+         SELECT pk, assignee_pk FROM tasks
+         WHERE team_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
+         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+         SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks WHERE team_pk = ? AND task_id = ?;
+         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                next_attempt_at, created_at)
+         SELECT pk, team_pk, ?, ?, ?, 'pending', 0, created_at, created_at FROM tasks
+         WHERE team_pk = ? AND task_id = ? AND ? IS NOT NULL;",
+    )
+    .bind(t.team_pk.0)
+    .bind(&t.task_id)
+    .bind(&t.description)
+    .bind(json(&t.data)?)
+    .bind(t.originator_pk.0)
+    .bind(t.assignee_pk.map(|a| a.0))
+    .bind(&t.callback_url)
+    .bind(t.priority.as_str())
+    .bind(json(&t.required_capabilities)?)
+    .bind(&t.target_agent_id)
+    .bind(t.status.as_str())
+    .bind(clarification_id)
+    .bind(question)
+    .bind(json(&t.context)?)
+    .bind(json(&t.result_data)?)
+    .bind(t.version)
+    .bind(t.created_at.micros())
+    .bind(t.updated_at.micros())
+    .bind(t.team_pk.0)
+    .bind(&t.task_id)
+    .bind(event.seq)
+    .bind(event.kind.as_str())
+    .bind(event.actor_pk.map(|a| a.0))
+    .bind(event.status.as_str())
+    .bind(json(&event.data)?)
+    .bind(event.created_at.micros())
+    .bind(t.team_pk.0)
+    .bind(&t.task_id)
+    .bind(url)
+    .bind(event.seq)
+    .bind(body)
+    .bind(t.team_pk.0)
+    .bind(&t.task_id)
+    .bind(url)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Writes the task's changeable state and its new event (recording a new assignee as
+/// one that may read the task) if its version is still `expected_version`, in one
+/// round trip; `false` when someone changed it first (nothing is written then).
+///
+/// With `callback` (`url`, `body`), the event's CallbackNotification is queued in the
+/// same statement.
+pub(super) async fn update(
+    conn: &mut SqliteConnection,
+    w: &TaskWrite,
+    expected_version: i64,
+) -> Result<bool, StoreError> {
+    let (t, event) = (&w.task, &w.event);
+    let (clarification_id, question) = t.clarification.clone().unzip();
+    let (url, body) = w
+        .callback
+        .as_ref()
+        .map(|(u, b)| (u.as_str(), b.as_str()))
+        .unzip();
+    // Each statement after the UPDATE writes only if the one before it did
+    // (`changes()` counts the statement before; the assignee row is REPLACEd so it
+    // always counts one), so nothing at all changed exactly when the version check
+    // failed.
+    let done = sqlx::query(
+        "UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
+                          context = ?, result_data = ?, version = ?, updated_at = ?
+         WHERE pk = ? AND version = ?;
+         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+         SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;
+         INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
+         SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;
+         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                next_attempt_at, created_at)
+         SELECT ?, ?, ?, ?, ?, 'pending', 0, ?, ? WHERE changes() = 1 AND ? IS NOT NULL;",
+    )
+    .bind(t.assignee_pk.map(|a| a.0))
+    .bind(t.status.as_str())
+    .bind(clarification_id)
+    .bind(question)
+    .bind(json(&t.context)?)
+    .bind(json(&t.result_data)?)
+    .bind(t.version)
+    .bind(t.updated_at.micros())
+    .bind(t.pk.0)
+    .bind(expected_version)
+    .bind(t.pk.0)
+    .bind(event.seq)
+    .bind(event.kind.as_str())
+    .bind(event.actor_pk.map(|a| a.0))
+    .bind(event.status.as_str())
+    .bind(json(&event.data)?)
+    .bind(event.created_at.micros())
+    .bind(t.pk.0)
+    .bind(t.assignee_pk.map(|a| a.0))
+    .bind(t.assignee_pk.map(|a| a.0))
+    .bind(t.pk.0)
+    .bind(t.team_pk.0)
+    .bind(url)
+    .bind(event.seq)
+    .bind(body)
+    .bind(t.updated_at.micros())
+    .bind(t.updated_at.micros())
+    .bind(url)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected() > 0)
+}
+
+pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    team: TeamPk,
+    task_id: &str,
+) -> Result<Option<TaskRecord>, StoreError> {
+    // Built from constants only.
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM tasks WHERE team_pk = ? AND task_id = ?"
+    )))
+    .bind(team.0)
+    .bind(task_id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Whether the agent is or was assigned the task.
+pub(super) async fn was_assigned<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    task: TaskPk,
+    agent: AgentPk,
+) -> Result<bool, StoreError> {
+    let found: Option<i64> =
+        sqlx::query_scalar("SELECT 1 FROM task_assignees WHERE agent_pk = ? AND task_pk = ?")
+            .bind(agent.0)
+            .bind(task.0)
+            .fetch_optional(ex)
+            .await?;
+    Ok(found.is_some())
+}
+
+/// The task's history, oldest first.
+pub(super) async fn events<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    task: TaskPk,
+) -> Result<Vec<TaskEventRecord>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT seq, kind, actor_pk, status, data, created_at FROM task_events
+         WHERE task_pk = ? ORDER BY seq",
+    )
+    .bind(task.0)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(TaskEventRecord {
+                seq: row.try_get("seq")?,
+                kind: parsed(row.try_get("kind")?, "event kind")?,
+                actor_pk: row.try_get::<Option<i64>, _>("actor_pk")?.map(AgentPk),
+                status: parsed(row.try_get("status")?, "event status")?,
+                data: from_json(&row.try_get::<String, _>("data")?, "event data")?,
+                created_at: Timestamp::from_micros(row.try_get("created_at")?),
+            })
+        })
+        .collect()
+}
+
+/// One page of the agent's tasks, newest first, before the task `before` (a pk).
+pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    spec: &TaskListSpec,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let agent_pk = agent.0;
+    let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM tasks WHERE ("));
+    let assigned = "pk IN (SELECT task_pk FROM task_assignees WHERE agent_pk = ";
+    match spec.role {
+        Some(TaskRole::Originated) => {
+            q.push("originator_pk = ").push_bind(agent_pk);
+        }
+        Some(TaskRole::Assigned) => {
+            q.push(assigned).push_bind(agent_pk).push(")");
+        }
+        None => {
+            q.push("originator_pk = ")
+                .push_bind(agent_pk)
+                .push(" OR ")
+                .push(assigned)
+                .push_bind(agent_pk)
+                .push(")");
+        }
+    }
+    q.push(")");
+    if !spec.statuses.is_empty() {
+        q.push(" AND status IN (");
+        let mut list = q.separated(", ");
+        for s in &spec.statuses {
+            list.push_bind(s.as_str());
+        }
+        q.push(")");
+    }
+    if let Some(before) = spec.before {
+        q.push(" AND pk < ").push_bind(before.0);
+    }
+    q.push(" ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
+    let rows = q.build().fetch_all(ex).await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Open (in-progress or input-required) tasks per assignee.
+pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT assignee_pk, COUNT(*) FROM tasks
+         WHERE status IN ('in-progress', 'input-required') AND assignee_pk IS NOT NULL
+         GROUP BY assignee_pk",
+    )
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|row| Ok((AgentPk(row.try_get(0)?), row.try_get(1)?)))
+        .collect()
+}

@@ -1,0 +1,62 @@
+//! Turning a [`CoreError`] into an HTTP response: the body is the wire's error body,
+//! the status comes from its code. This table is the only place HTTP statuses are chosen
+//! for errors.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use switchboard_types::{ErrorBody, ErrorCode};
+
+use crate::core::CoreError;
+
+/// A [`CoreError`] on its way out of a handler.
+#[derive(Debug)]
+pub struct ApiError(pub CoreError);
+
+impl From<CoreError> for ApiError {
+    fn from(err: CoreError) -> Self {
+        ApiError(err)
+    }
+}
+
+impl From<ErrorBody> for ApiError {
+    fn from(body: ErrorBody) -> Self {
+        ApiError(body.into())
+    }
+}
+
+/// The HTTP status for each error code.
+pub fn status_for(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::ValidationError | ErrorCode::MessageTooLong | ErrorCode::InvalidRecipient => {
+            StatusCode::BAD_REQUEST
+        }
+        ErrorCode::Unauthorized => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden | ErrorCode::CommunicationDisabled => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound
+        | ErrorCode::AgentNotFound
+        | ErrorCode::MessageNotFound
+        | ErrorCode::TaskNotFound => StatusCode::NOT_FOUND,
+        ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::Conflict
+        | ErrorCode::AgentAlreadyRegistered
+        | ErrorCode::ResponseNotRequired
+        | ErrorCode::ResponseDeadlinePassed
+        | ErrorCode::InvalidTaskTransition
+        | ErrorCode::NoSuitableAgent => StatusCode::CONFLICT,
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = self.0.into_body();
+        (status_for(body.error_code), Json(body)).into_response()
+    }
+}
+
+/// The result type of every handler.
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,20 @@
+//! What every transport needs and none owns: deciding the caller from a token, decoding
+//! input with errors that name the field, and the one table from error code to HTTP
+//! status. Transports built on axum share the extractors here through [`HasCore`].
+
+mod auth;
+mod error;
+mod extract;
+
+pub use auth::{authenticate, bearer};
+pub use error::{ApiError, ApiResult, status_for};
+pub use extract::{
+    Auth, BodyLimit, IdempotencyKey, JsonBody, PathParams, QueryParams, decode_query, too_large,
+};
+
+use crate::core::Core;
+
+/// A transport's router state that can reach the core: what the shared extractors need.
+pub trait HasCore: Clone + Send + Sync + 'static {
+    fn core(&self) -> &Core;
+}

@@ -1,0 +1,185 @@
+//! The REST transport: decode, authenticate, call the core, encode.
+//!
+//! One file per resource, each exposing `router()`; routes are registered through
+//! utoipa-axum's `OpenApiRouter`, so the OpenAPI document is built from the same list as
+//! the routing and cannot drift from it. [`app`] wraps the routes of every transport the
+//! server mounts (REST and those composed beside it) in the HTTP middleware.
+
+mod agents;
+mod assistance;
+mod broadcasts;
+mod messages;
+mod openapi;
+mod ops;
+mod tasks;
+mod teams;
+
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderName, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use switchboard_types::{ErrorBody, ErrorCode, Operation, Reply};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::cors::CorsLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+pub use openapi::BEARER;
+
+use crate::core::{Caller, Core, CoreResult};
+use crate::telemetry::MetricsHandle;
+use crate::transport::common::{ApiError, ApiResult, BodyLimit, HasCore};
+
+/// What REST handlers need, behind one `Arc`: axum clones the state for every extractor
+/// of every request, and one reference count is cheaper than cloning each handle.
+#[derive(Clone)]
+pub struct HttpState(std::sync::Arc<HttpParts>);
+
+/// The parts of [`HttpState`].
+pub struct HttpParts {
+    pub core: Core,
+    pub metrics: MetricsHandle,
+}
+
+impl HttpState {
+    pub fn new(core: Core, metrics: MetricsHandle) -> HttpState {
+        HttpState(std::sync::Arc::new(HttpParts { core, metrics }))
+    }
+}
+
+impl HasCore for HttpState {
+    fn core(&self) -> &Core {
+        &self.0.core
+    }
+}
+
+/// Settings of the HTTP transport.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Largest accepted request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// Every REST route with its OpenAPI description.
+pub fn routes() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::with_openapi(openapi::base())
+        .merge(teams::router())
+        .merge(agents::router())
+        .merge(messages::router())
+        .merge(broadcasts::router())
+        .merge(assistance::router())
+        .merge(tasks::router())
+        .merge(ops::router())
+}
+
+async fn dispatch(state: &HttpState, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
+    state.core().dispatch(caller, operation).await
+}
+
+/// Performs an operation; 200 with its answer.
+async fn ok(state: HttpState, caller: &Caller, operation: Operation) -> ApiResult<Json<Reply>> {
+    Ok(Json(dispatch(&state, caller, operation).await?))
+}
+
+/// Performs an operation that creates something; 201 with its answer.
+async fn created(
+    state: HttpState,
+    caller: &Caller,
+    operation: Operation,
+) -> ApiResult<(StatusCode, Json<Reply>)> {
+    Ok((
+        StatusCode::CREATED,
+        Json(dispatch(&state, caller, operation).await?),
+    ))
+}
+
+/// The complete application: the routes given (REST and whatever is composed beside
+/// it), the docs for `openapi`, fallbacks and middleware.
+pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSettings) -> Router {
+    let request_id = HeaderName::from_static("x-request-id");
+    router
+        .merge(
+            SwaggerUi::new("/docs")
+                .url("/openapi.json", openapi)
+                .config(utoipa_swagger_ui::Config::default().validator_url("none")),
+        )
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn(track_metrics))
+        .layer(DefaultBodyLimit::max(settings.max_body_bytes))
+        .layer(axum::Extension(BodyLimit(settings.max_body_bytes)))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                let id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(request_id.clone()))
+        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        // Bearer tokens, not cookies, carry identity, so any origin may call the API;
+        // browsers never attach credentials on their own.
+        .layer(CorsLayer::permissive().max_age(Duration::from_secs(3600)))
+}
+
+async fn unknown_route(method: Method, uri: axum::http::Uri) -> ApiError {
+    ErrorBody::new(
+        ErrorCode::NotFound,
+        format!("no route for {method} {}", uri.path()),
+    )
+    .with("path", uri.path())
+    .into()
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ErrorBody::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+    .into()
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError(crate::core::CoreError::internal(
+        "a request handler panicked",
+    ))
+    .into_response()
+}
+
+/// Counts requests and their latency by route template and status.
+async fn track_metrics(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let method = req.method().as_str().to_owned();
+    let response = next.run(req).await;
+    let status = response.status();
+    metrics::counter!(
+        "switchboard_http_requests_total",
+        "method" => method.clone(),
+        "route" => route.clone(),
+        "status" => status.as_u16().to_string(),
+    )
+    .increment(1);
+    metrics::histogram!(
+        "switchboard_http_request_duration_seconds",
+        "method" => method,
+        "route" => route,
+    )
+    .record(started.elapsed().as_secs_f64());
+    if status == StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::error!("request answered 500");
+    }
+    response
+}

@@ -1,0 +1,70 @@
+//! The fixed parts of the OpenAPI document: title, description, tags, the bearer scheme.
+//! Paths and schemas come from the handlers' `#[utoipa::path]` annotations.
+
+use utoipa::Modify;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+
+/// Name of the security scheme every protected operation lists.
+pub const BEARER: &str = "bearer";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Switchboard",
+        description = "A coordination server for teams of AI agents.\n\n\
+            Every call carries `Authorization: Bearer <token>`: the server admin token \
+            creates teams, a team key registers and manages agents, an agent token acts as \
+            that agent. Every error has the same body: `success: false`, `error_code`, \
+            `error_message`, `details`, `suggested_action`.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&BearerScheme),
+    // The task protocol's seven types are WebSocket frames too; the ones no REST body
+    // names are listed here so every one of them is in the document.
+    components(schemas(
+        switchboard_types::tasks::TaskRequest,
+        switchboard_types::tasks::TaskResponse,
+        switchboard_types::tasks::HandoffNotification,
+        switchboard_types::tasks::ClarificationRequest,
+        switchboard_types::tasks::ClarificationResponse,
+        switchboard_types::tasks::CallbackNotification,
+        switchboard_types::tasks::ErrorMessage,
+    )),
+    tags(
+        (name = "teams", description = "Teams and their communication switch"),
+        (name = "agents", description = "The agent registry: registration, lookup by capability and status"),
+        (name = "messages", description = "The agent communication contract: send, inbox, read, respond, broadcast, assistance"),
+        (name = "tasks", description = "The task protocol: submit, assign, hand off, clarify, report, cancel; signed callbacks"),
+        (name = "live", description = "The WebSocket: live push, replay, operations as frames"),
+        (name = "operations", description = "Health, readiness and metrics"),
+    )
+)]
+struct ApiDoc;
+
+struct BearerScheme;
+
+impl Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An admin token, a team key (`sb_team_…`) or an agent token (`sb_agent_…`).",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document before any path is added.
+pub fn base() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    // The version follows the crate, so a release bumps it in one place.
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    doc
+}

@@ -1,0 +1,59 @@
+//! Operations endpoints: liveness, readiness, Prometheus metrics.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use switchboard_types::ErrorBody;
+use utoipa::ToSchema;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::HttpState;
+use crate::transport::common::{ApiResult, HasCore};
+
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics_text))
+}
+
+/// Health answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct Health {
+    pub status: String,
+}
+
+/// Liveness: the process answers HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "The server is alive", body = Health)))]
+async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+    })
+}
+
+/// Readiness: storage answers.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Storage is reachable", body = Health),
+        (status = 503, description = "Storage is not reachable", body = ErrorBody),
+    ))]
+async fn readyz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
+    state.core().ready().await?;
+    Ok(Json(Health {
+        status: "ready".to_owned(),
+    }))
+}
+
+/// Prometheus metrics: requests and latency by route and status, open connections,
+/// storage write batches.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+async fn metrics_text(State(state): State<HttpState>) -> impl IntoResponse {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.0.metrics.render(),
+    )
+}

@@ -1,0 +1,108 @@
+//! `/v1/teams`: create (admin), read, update.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use switchboard_types::metrics::TeamMetrics;
+use switchboard_types::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
+use switchboard_types::{ErrorBody, Operation, Reply};
+
+use super::{HttpState, created, ok};
+use crate::transport::common::{ApiResult, Auth, JsonBody, PathParams};
+
+pub fn router() -> OpenApiRouter<HttpState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_team))
+        .routes(routes!(get_team, update_team))
+        .routes(routes!(team_metrics))
+        .routes(routes!(whoami))
+}
+
+/// Create a team (admin token). Answers the team key, once.
+#[utoipa::path(post, path = "/v1/teams", tag = "teams", security(("bearer" = [])),
+    request_body = CreateTeam,
+    responses(
+        (status = 201, description = "Team created; store the team key", body = TeamCreated),
+        (status = 400, description = "VALIDATION_ERROR", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not the admin token", body = ErrorBody),
+        (status = 409, description = "CONFLICT: the team id is taken", body = ErrorBody),
+        (status = 413, description = "PAYLOAD_TOO_LARGE", body = ErrorBody),
+        (status = 503, description = "UNAVAILABLE", body = ErrorBody),
+    ))]
+async fn create_team(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    JsonBody(input): JsonBody<CreateTeam>,
+) -> ApiResult<(StatusCode, Json<Reply>)> {
+    created(state, &caller, Operation::CreateTeam(input)).await
+}
+
+/// Read a team (any of its agents, its team key, or the admin).
+#[utoipa::path(get, path = "/v1/teams/{team_id}", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    responses(
+        (status = 200, description = "The team", body = TeamView),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: another team's token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND (admin only; others get 403)", body = ErrorBody),
+    ))]
+async fn get_team(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+) -> ApiResult<Json<Reply>> {
+    ok(state, &caller, Operation::GetTeam { team_id }).await
+}
+
+/// Rename a team or switch its communication on or off (team key or admin).
+#[utoipa::path(patch, path = "/v1/teams/{team_id}", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    request_body = UpdateTeam,
+    responses(
+        (status = 200, description = "The updated team", body = TeamView),
+        (status = 400, description = "VALIDATION_ERROR", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not this team's key", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 503, description = "UNAVAILABLE", body = ErrorBody),
+    ))]
+async fn update_team(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+    JsonBody(patch): JsonBody<UpdateTeam>,
+) -> ApiResult<Json<Reply>> {
+    ok(state, &caller, Operation::UpdateTeam { team_id, patch }).await
+}
+
+/// Communication metrics per agent: sent, received, unread, responses given and the
+/// median response time (any member, the team key, the admin).
+#[utoipa::path(get, path = "/v1/teams/{team_id}/metrics", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    responses(
+        (status = 200, description = "Per-agent figures, by agent id", body = TeamMetrics),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND", body = ErrorBody),
+        (status = 503, description = "UNAVAILABLE", body = ErrorBody),
+    ))]
+async fn team_metrics(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<String>,
+) -> ApiResult<Json<Reply>> {
+    ok(state, &caller, Operation::TeamMetrics { team_id }).await
+}
+
+/// Who the token belongs to: its kind, team and agent id.
+#[utoipa::path(get, path = "/v1/whoami", tag = "teams", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The token's owner", body = WhoAmI),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+    ))]
+async fn whoami(State(state): State<HttpState>, Auth(caller): Auth) -> ApiResult<Json<Reply>> {
+    ok(state, &caller, Operation::WhoAmI).await
+}

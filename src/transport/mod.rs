@@ -1,0 +1,15 @@
+//! The transports: how clients reach the core. Each one decodes its input into an
+//! [`Operation`](switchboard_types::Operation), authenticates the caller, calls
+//! [`Core::dispatch`](crate::core::Core::dispatch) and encodes the answer; none holds a
+//! rule of the contract.
+//!
+//! * [`common`] — what every transport needs and none owns: token → caller, decoding
+//!   with field-naming errors, the error → HTTP status table.
+//! * [`http`] — REST with its OpenAPI document, the docs UI, operations endpoints.
+//! * [`ws`] — the WebSocket: live push, replay, operations as frames.
+//!
+//! Transports never import each other; the server's wiring composes their routers.
+
+pub mod common;
+pub mod http;
+pub mod ws;

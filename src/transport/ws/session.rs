@@ -1,0 +1,385 @@
+//! One WebSocket session: hello, replay from the cursor, then live pushes, operations,
+//! acks and keep-alive, until either side closes.
+//!
+//! The session is one `select!` loop over client frames, its outbox, replies of
+//! operations in flight, a heartbeat tick, the lag flag, a kick (agent removed) and
+//! server shutdown. It writes frames in sequence order and never twice: `last_sent` is
+//! the seam between replay and live pushes (a push at or below it was already replayed;
+//! a push past `last_sent + 1` means a gap, filled from storage first).
+//!
+//! Close codes (see README): 1000 normal, 1001 server shutting down, 1009 frame too
+//! large, 1011 storage unavailable, 4001 keep-alive timeout, 4003 agent removed, 4008
+//! outbox overflow (reconnect and resume from your last seq).
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use switchboard_types::frames::{BadFrame, Hello, ReplyFrame};
+use switchboard_types::{ClientFrame, ErrorBody, ErrorCode, Operation, Reply, ServerFrame};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::live::{Connection, LivePush};
+use crate::core::{Caller, Core};
+
+pub const CLOSE_NORMAL: u16 = 1000;
+pub const CLOSE_SHUTDOWN: u16 = 1001;
+pub const CLOSE_TOO_BIG: u16 = 1009;
+pub const CLOSE_UNAVAILABLE: u16 = 1011;
+pub const CLOSE_KEEPALIVE: u16 = 4001;
+pub const CLOSE_REMOVED: u16 = 4003;
+pub const CLOSE_LAGGING: u16 = 4008;
+
+/// Entries read from storage per replay query.
+const REPLAY_PAGE: i64 = 1000;
+/// Operations of one connection running at once; further frames wait.
+const MAX_IN_FLIGHT: usize = 32;
+
+/// What a session needs.
+pub struct Session {
+    pub core: Core,
+    pub caller: Caller,
+    /// Replay starts after this sequence number.
+    pub resume_after: i64,
+    pub ping_interval: Duration,
+    pub shutdown: CancellationToken,
+}
+
+/// Why a session ends.
+enum End {
+    Close(u16, &'static str),
+    /// The client closed, or the connection broke: nothing more to send.
+    Gone,
+}
+
+type Reply_ = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// The state of a session between frames.
+struct Live<'a> {
+    session: &'a Session,
+    socket: &'a mut WebSocket,
+    conn: &'a mut Connection,
+    /// The highest sequence number written to this socket.
+    last_sent: i64,
+    awaiting_pong: bool,
+    last_seen_note: Instant,
+    in_flight: FuturesUnordered<Reply_>,
+}
+
+impl Session {
+    pub async fn run(self, mut socket: WebSocket) {
+        let mut conn = match self.core.connect(&self.caller) {
+            Ok(conn) => conn,
+            Err(err) => {
+                tracing::debug!(error = %err, "connection refused after the upgrade");
+                close(&mut socket, CLOSE_REMOVED, "agent removed").await;
+                return;
+            }
+        };
+        let end = self.serve(&mut socket, &mut conn).await;
+        if let End::Close(code, reason) = end {
+            close(&mut socket, code, reason).await;
+        }
+        tracing::debug!(agent = %conn.agent_id, connection = conn.id(), "session ended");
+    }
+
+    async fn serve(&self, socket: &mut WebSocket, conn: &mut Connection) -> End {
+        let hello = ServerFrame::<Value>::Hello(Hello {
+            agent_id: conn.agent_id.clone(),
+            team_id: conn.team_id.clone(),
+            connection_id: conn.id(),
+            resume_after: self.resume_after,
+            heartbeat_interval_ms: u64::try_from(self.ping_interval.as_millis())
+                .unwrap_or(u64::MAX),
+        });
+        if send_frame(socket, &hello).await.is_err() {
+            return End::Gone;
+        }
+        let mut live = Live {
+            session: self,
+            socket,
+            conn,
+            last_sent: self.resume_after,
+            awaiting_pong: false,
+            last_seen_note: Instant::now(),
+            in_flight: FuturesUnordered::new(),
+        };
+        if let Err(end) = live.replay().await {
+            return end;
+        }
+        let caught_up = ServerFrame::<Value>::CaughtUp {
+            seq: live.last_sent,
+        };
+        if send_frame(live.socket, &caught_up).await.is_err() {
+            return End::Gone;
+        }
+        live.run().await
+    }
+}
+
+impl Live<'_> {
+    /// Replays what the agent missed. Live pushes that piled up during a long replay may
+    /// have overflowed the outbox; everything is in storage, so they are dropped and the
+    /// replay goes on from storage.
+    async fn replay(&mut self) -> Result<(), End> {
+        loop {
+            self.catch_up().await?;
+            if !self.conn.lag().is_raised() {
+                return Ok(());
+            }
+            self.conn.lag().clear();
+            self.conn.drain();
+        }
+    }
+
+    /// The live loop: see the module documentation.
+    async fn run(&mut self) -> End {
+        let interval = self.session.ping_interval;
+        let mut heartbeat =
+            tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let shutdown = self.session.shutdown.clone();
+        let lag = self.conn.lag().clone();
+        let removed = self.conn.removed();
+        loop {
+            let step = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => Err(End::Close(CLOSE_SHUTDOWN, "server shutting down")),
+                () = removed.cancelled() => Err(End::Close(CLOSE_REMOVED, "agent removed")),
+                () = lag.raised() => Err(End::Close(
+                    CLOSE_LAGGING,
+                    "outbox overflow: reconnect and resume from your last seq",
+                )),
+                Some(reply) = self.in_flight.next(), if !self.in_flight.is_empty() => {
+                    send_text(self.socket, reply).await.map_err(|_| End::Gone)
+                }
+                push = self.conn.next_push() => match push {
+                    Some(push) => self.push(push).await,
+                    None => Err(End::Gone),
+                },
+                _ = heartbeat.tick() => self.heartbeat().await,
+                incoming = self.socket.recv(), if self.in_flight.len() < MAX_IN_FLIGHT => {
+                    self.incoming(incoming).await
+                }
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// Writes a live push in sequence order, filling a gap from storage first.
+    async fn push(&mut self, push: LivePush) -> Result<(), End> {
+        let seq = push.seq();
+        if seq <= self.last_sent {
+            return Ok(());
+        }
+        if seq > self.last_sent + 1 {
+            self.catch_up().await?;
+        }
+        if seq != self.last_sent + 1 {
+            return Ok(());
+        }
+        match push.frame() {
+            Ok(frame) => {
+                send_text(self.socket, frame).await.map_err(|_| End::Gone)?;
+                self.last_sent = seq;
+                Ok(())
+            }
+            Err(why) => {
+                // Storage renders its own copy of the entry.
+                tracing::error!(seq, error = %why, "a push could not be rendered; sending it from storage");
+                self.catch_up().await
+            }
+        }
+    }
+
+    async fn heartbeat(&mut self) -> Result<(), End> {
+        if self.awaiting_pong {
+            return Err(End::Close(
+                CLOSE_KEEPALIVE,
+                "keep-alive timeout: no pong to the last ping",
+            ));
+        }
+        self.awaiting_pong = true;
+        self.socket
+            .send(Message::Ping(Default::default()))
+            .await
+            .map_err(|_| End::Gone)
+    }
+
+    /// Handles one message from the client.
+    async fn incoming(
+        &mut self,
+        incoming: Option<Result<Message, axum::Error>>,
+    ) -> Result<(), End> {
+        let message = match incoming {
+            Some(Ok(message)) => message,
+            Some(Err(err)) => return Err(read_error(err)),
+            None => return Err(End::Gone),
+        };
+        self.awaiting_pong = false;
+        let core = &self.session.core;
+        if self.last_seen_note.elapsed() > Duration::from_secs(1) {
+            core.seen(self.conn);
+            self.last_seen_note = Instant::now();
+        }
+        match message {
+            Message::Text(text) => match ClientFrame::decode(text.as_str()) {
+                Ok(ClientFrame::Ack { seq }) => {
+                    core.ack(self.conn, seq);
+                    Ok(())
+                }
+                Ok(ClientFrame::Ping) => send_frame(self.socket, &ServerFrame::<Value>::Pong)
+                    .await
+                    .map_err(|_| End::Gone),
+                Ok(ClientFrame::Request {
+                    request_id,
+                    operation,
+                }) => {
+                    self.in_flight.push(self.perform(request_id, *operation));
+                    Ok(())
+                }
+                Err(bad) => self.refuse(&bad).await,
+            },
+            Message::Binary(_) => {
+                let bad = BadFrame {
+                    request_id: None,
+                    error: ErrorBody::new(
+                        ErrorCode::ValidationError,
+                        "binary frames are not supported; send JSON text frames",
+                    )
+                    .with("field", "frame"),
+                };
+                self.refuse(&bad).await
+            }
+            Message::Close(_) => Err(End::Close(CLOSE_NORMAL, "bye")),
+            // Pings are answered by the WebSocket layer itself; a pong is activity,
+            // which is all the heartbeat needs.
+            Message::Ping(_) | Message::Pong(_) => Ok(()),
+        }
+    }
+
+    /// Answers a frame that could not be understood; the connection stays open.
+    async fn refuse(&mut self, bad: &BadFrame) -> Result<(), End> {
+        send_frame(self.socket, &bad.to_frame(&self.conn.agent_id))
+            .await
+            .map_err(|_| End::Gone)
+    }
+
+    /// Runs an operation; the future yields the reply frame.
+    fn perform(&self, request_id: Value, operation: Operation) -> Reply_ {
+        let core = self.session.core.clone();
+        let caller = self.session.caller;
+        Box::pin(async move {
+            let frame = match core.dispatch(&caller, operation).await {
+                Ok(reply) => ServerFrame::<Reply>::Reply(ReplyFrame {
+                    request_id,
+                    ok: true,
+                    result: Some(reply),
+                    error: None,
+                }),
+                Err(err) => ServerFrame::Reply(ReplyFrame {
+                    request_id,
+                    ok: false,
+                    result: None,
+                    error: Some(err.into_body()),
+                }),
+            };
+            frame.to_text().unwrap_or_else(|err| {
+                tracing::error!(error = %err, "a reply could not be rendered");
+                internal_reply()
+            })
+        })
+    }
+
+    /// Sends every stored entry after `last_sent`, in order, a page at a time. The next
+    /// page is read from storage while the current one is written to the socket, so the
+    /// storage thread and this session work side by side.
+    async fn catch_up(&mut self) -> Result<(), End> {
+        let mut page = read_page(&self.session.core, self.conn, self.last_sent).await?;
+        loop {
+            let full = page.len() as i64 == REPLAY_PAGE;
+            let next_after = page.last().map_or(self.last_sent, |(seq, _)| *seq);
+            let core = &self.session.core;
+            let conn = &*self.conn;
+            let next = async {
+                if full {
+                    Some(read_page(core, conn, next_after).await)
+                } else {
+                    None
+                }
+            };
+            let socket = &mut *self.socket;
+            let last_sent = &mut self.last_sent;
+            let write = async {
+                for (seq, frame) in page {
+                    // Fed, not sent: the page goes out in as few writes as the buffer allows.
+                    socket.feed(Message::Text(frame.into())).await?;
+                    *last_sent = seq;
+                }
+                socket.flush().await
+            };
+            let (next, written) = tokio::join!(next, write);
+            if written.is_err() {
+                return Err(End::Gone);
+            }
+            match next {
+                Some(next) => page = next?,
+                None => return Ok(()),
+            }
+        }
+    }
+}
+
+async fn read_page(core: &Core, conn: &Connection, after: i64) -> Result<Vec<(i64, String)>, End> {
+    core.replay_page(conn, after, REPLAY_PAGE)
+        .await
+        .map_err(|err| {
+            tracing::warn!(error = %err, "replay failed");
+            End::Close(CLOSE_UNAVAILABLE, "storage unavailable; reconnect later")
+        })
+}
+
+/// The reply when even a reply could not be rendered.
+fn internal_reply() -> String {
+    r#"{"type":"reply","ok":false,"error":{"success":false,"error_code":"INTERNAL_ERROR","error_message":"the server could not render its answer","details":{},"suggested_action":"Retry later and report the request id to the operator."}}"#.to_owned()
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
+    let frame = CloseFrame {
+        code,
+        reason: Utf8Bytes::from_static(reason),
+    };
+    // The peer may be gone or stuck; do not wait for it long.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        socket.send(Message::Close(Some(frame))),
+    )
+    .await;
+}
+
+async fn send_frame(socket: &mut WebSocket, frame: &ServerFrame) -> Result<(), axum::Error> {
+    let text = frame.to_text().map_err(axum::Error::new)?;
+    send_text(socket, text).await
+}
+
+async fn send_text(socket: &mut WebSocket, text: String) -> Result<(), axum::Error> {
+    socket.send(Message::Text(text.into())).await
+}
+
+fn read_error(err: axum::Error) -> End {
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let inner = err.into_inner();
+    match inner.downcast_ref::<WsError>() {
+        // An oversized frame or message.
+        Some(WsError::Capacity(_)) => End::Close(CLOSE_TOO_BIG, "frame too large"),
+        _ => {
+            tracing::debug!(error = %inner, "connection read failed");
+            End::Gone
+        }
+    }
+}
