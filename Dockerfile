@@ -9,15 +9,17 @@ WORKDIR /src
 # Dependencies first, so a source change does not rebuild them: a stub crate with the
 # real manifest and lock file fetches and compiles every dependency.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches/load examples \
+COPY crates/switchboard-types/Cargo.toml crates/switchboard-types/
+COPY crates/switchboard-client/Cargo.toml crates/switchboard-client/
+RUN mkdir -p src benches/load examples crates/switchboard-types/src crates/switchboard-client/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
+    && touch src/lib.rs crates/switchboard-types/src/lib.rs crates/switchboard-client/src/lib.rs \
     && echo 'fn main() {}' > benches/load/main.rs \
     && cargo build --release --locked --bin switchboard \
-    && rm -rf src benches examples
+    && rm -rf src benches examples crates/switchboard-types/src crates/switchboard-client/src
 COPY . .
 # Make sure the real sources are newer than the stub build's artefacts.
-RUN touch src/main.rs src/lib.rs \
+RUN touch src/main.rs src/lib.rs crates/switchboard-types/src/lib.rs crates/switchboard-client/src/lib.rs \
     && cargo build --release --locked --bin switchboard \
     && cp target/release/switchboard /usr/local/bin/switchboard
 

@@ -252,66 +252,25 @@ pub async fn http_load(
     expect: StatusCode,
     make: MakeRequest,
 ) -> LoadResult {
-    let measuring = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
+    let flags = Arc::new(Flags::default());
     let mut tasks = Vec::with_capacity(connections);
     for conn in 0..connections {
-        let make = make.clone();
-        let measuring = measuring.clone();
-        let stop = stop.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut result = LoadResult::default();
-            let stream = TcpStream::connect(addr).await.expect("connect");
-            stream.set_nodelay(true).expect("nodelay");
-            let (mut sender, connection) =
-                hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                    .await
-                    .expect("handshake");
-            tokio::spawn(connection);
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let req = make(conn, i);
-                i += 1;
-                let started = Instant::now();
-                let ok = match sender.send_request(req).await {
-                    Ok(res) => {
-                        let status = res.status();
-                        let body = res.into_body().collect().await;
-                        if status != expect && body.is_ok() {
-                            if result.errors == 0 {
-                                eprintln!("unexpected {status}: {:?}", body.map(|b| b.to_bytes()));
-                            }
-                            false
-                        } else {
-                            body.is_ok()
-                        }
-                    }
-                    Err(err) => {
-                        eprintln!("request failed: {err}");
-                        break;
-                    }
-                };
-                if measuring.load(Ordering::Relaxed) {
-                    if ok {
-                        result.ok += 1;
-                        result
-                            .latencies
-                            .push(started.elapsed().as_micros().min(u32::MAX as u128) as u32);
-                    } else {
-                        result.errors += 1;
-                    }
-                }
-            }
-            result
-        }));
+        let load = OneConnection {
+            addr,
+            conn,
+            expect,
+            make: make.clone(),
+            flags: flags.clone(),
+        };
+        tasks.push(tokio::spawn(load.run()));
     }
     tokio::time::sleep(warmup).await;
-    measuring.store(true, Ordering::Relaxed);
+    flags.measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
     tokio::time::sleep(duration).await;
-    measuring.store(false, Ordering::Relaxed);
+    flags.measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
+    flags.stop.store(true, Ordering::Relaxed);
     let mut total = LoadResult {
         elapsed,
         ..LoadResult::default()
@@ -323,6 +282,71 @@ pub async fn http_load(
         total.latencies.extend(r.latencies);
     }
     total
+}
+
+/// When a load counts (after the warm-up) and when it stops.
+#[derive(Default)]
+struct Flags {
+    measuring: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// One keep-alive connection of a closed-loop load.
+struct OneConnection {
+    addr: SocketAddr,
+    conn: usize,
+    expect: StatusCode,
+    make: MakeRequest,
+    flags: Arc<Flags>,
+}
+
+impl OneConnection {
+    /// Sends requests one after another until stopped; counts what came back while
+    /// measuring.
+    async fn run(self) -> LoadResult {
+        let mut result = LoadResult::default();
+        let stream = TcpStream::connect(self.addr).await.expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(connection);
+        let mut i = 0u64;
+        while !self.flags.stop.load(Ordering::Relaxed) {
+            let req = (self.make)(self.conn, i);
+            i += 1;
+            let started = Instant::now();
+            let ok = match sender.send_request(req).await {
+                Ok(res) => {
+                    let status = res.status();
+                    let body = res.into_body().collect().await;
+                    if status != self.expect && body.is_ok() {
+                        if result.errors == 0 {
+                            eprintln!("unexpected {status}: {:?}", body.map(|b| b.to_bytes()));
+                        }
+                        false
+                    } else {
+                        body.is_ok()
+                    }
+                }
+                Err(err) => {
+                    eprintln!("request failed: {err}");
+                    break;
+                }
+            };
+            if self.flags.measuring.load(Ordering::Relaxed) {
+                if ok {
+                    result.ok += 1;
+                    result
+                        .latencies
+                        .push(started.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                } else {
+                    result.errors += 1;
+                }
+            }
+        }
+        result
+    }
 }
 
 /// Sends exactly `total` requests over `connections` keep-alive connections, as fast as

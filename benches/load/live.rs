@@ -1,6 +1,7 @@
 //! WebSocket scenarios: idle memory, push latency, broadcast fan-out, replay speed.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -100,6 +101,11 @@ pub async fn idle(_opts: Opts) -> Vec<Row> {
     rows
 }
 
+/// When each message's frame arrived, by message number.
+type Arrivals = Arc<Mutex<HashMap<u64, Instant>>>;
+/// When each message was sent and answered, by message number.
+type Answers = Arc<Mutex<HashMap<u64, (Instant, Instant)>>>;
+
 /// Push latency with 1,000 connected agents and 2,000 messages/s: from the SEND_MESSAGE
 /// answer to the frame at the recipient (target p50 ≤ 1 ms, p99 ≤ 5 ms).
 pub async fn push_latency(opts: Opts) -> Vec<Row> {
@@ -108,42 +114,93 @@ pub async fn push_latency(opts: Opts) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
     let (_, agents) = Setup::new(&server).team("push", "p", AGENTS, &[]).await;
     let agents = Arc::new(agents);
-    // When each message's frame arrived, by message number.
-    let arrived: Arc<Mutex<HashMap<u64, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    let arrived: Arrivals = Arc::new(Mutex::new(HashMap::new()));
     let mut readers = Vec::new();
     for agent in agents.iter() {
-        let mut socket = connect(&server, &agent.token, "").await;
-        let arrived = arrived.clone();
-        readers.push(tokio::spawn(async move {
-            while let Some(Ok(message)) = socket.next().await {
-                if let Message::Text(text) = message {
-                    let now = Instant::now();
-                    // The text is "n<number>."; a string search is enough.
-                    if let Some(n) = text
-                        .as_str()
-                        .split("\"text\":\"n")
-                        .nth(1)
-                        .and_then(|r| r.split('.').next())
-                        .and_then(|n| n.parse().ok())
-                    {
-                        arrived.lock().expect("lock").insert(n, now);
-                    }
-                }
-            }
-        }));
+        let socket = connect(&server, &agent.token, "").await;
+        readers.push(tokio::spawn(record_arrivals(socket, arrived.clone())));
     }
-    let total = RATE * opts.duration;
-    let answered: Arc<Mutex<HashMap<u64, (Instant, Instant)>>> =
-        Arc::new(Mutex::new(HashMap::new()));
+    let started = Instant::now();
+    let answered = send_at_rate(&server, &agents, RATE, RATE * opts.duration).await;
+    let elapsed = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = server.rss_kib();
+    let answered = answered.lock().expect("lock").clone();
+    let arrived = arrived.lock().expect("lock").clone();
+    for reader in readers {
+        reader.abort();
+    }
+    let mut after_answer = Vec::new();
+    let mut after_send = Vec::new();
+    let mut missing = 0;
+    for (n, (sent, answer)) in &answered {
+        match arrived.get(n) {
+            Some(at) => {
+                after_answer.push(at.saturating_duration_since(*answer).as_micros() as u32);
+                after_send.push(at.saturating_duration_since(*sent).as_micros() as u32);
+            }
+            None => missing += 1,
+        }
+    }
+    let setting = format!("{AGENTS} agents, {RATE} msg/s");
+    vec![
+        row(
+            "ws_push",
+            setting.clone(),
+            format!("{:.0} msg/s", answered.len() as f64 / elapsed.as_secs_f64()),
+            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.5)),
+            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.99)),
+            rss,
+            format!("answer → frame (0 when the frame came first); {missing} frames missing"),
+        ),
+        row(
+            "ws_push",
+            setting,
+            "-".into(),
+            format!("{:.2} ms", quantile_ms(&mut after_send, 0.5)),
+            format!("{:.2} ms", quantile_ms(&mut after_send, 0.99)),
+            rss,
+            "request sent → frame at the recipient".into(),
+        ),
+    ]
+}
+
+/// Notes when each numbered message (text `n<number>.`) arrives on `socket`.
+async fn record_arrivals(mut socket: Socket, arrived: Arrivals) {
+    while let Some(Ok(message)) = socket.next().await {
+        if let Message::Text(text) = message {
+            let now = Instant::now();
+            // A string search is enough.
+            if let Some(n) = text
+                .as_str()
+                .split("\"text\":\"n")
+                .nth(1)
+                .and_then(|r| r.split('.').next())
+                .and_then(|n| n.parse().ok())
+            {
+                arrived.lock().expect("lock").insert(n, now);
+            }
+        }
+    }
+}
+
+/// Sends `total` numbered messages between the agents at `rate` per second; returns
+/// when each was sent and answered.
+async fn send_at_rate(
+    server: &ServerProcess,
+    agents: &Arc<Vec<AgentCreds>>,
+    rate: u64,
+    total: u64,
+) -> Answers {
+    let answered: Answers = Arc::new(Mutex::new(HashMap::new()));
     let host = server.addr;
     let http = reqwest::Client::new();
-    let started = Instant::now();
-    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate));
     let mut inflight = Vec::new();
     for n in 0..total {
         tick.tick().await;
-        let from = (n as usize * 7) % AGENTS;
-        let to = (from + 1 + (n as usize % (AGENTS - 1))) % AGENTS;
+        let from = (n as usize * 7) % agents.len();
+        let to = (from + 1 + (n as usize % (agents.len() - 1))) % agents.len();
         let AgentCreds { id, token } = &agents[from];
         let body = format!(
             r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{}"],"message_type":"information","content":{{"text":"n{n}."}}}}"#,
@@ -171,46 +228,7 @@ pub async fn push_latency(opts: Opts) -> Vec<Row> {
     for task in inflight {
         let _ = task.await;
     }
-    let elapsed = started.elapsed();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss = server.rss_kib();
-    let answered = answered.lock().expect("lock").clone();
-    let arrived = arrived.lock().expect("lock").clone();
-    let mut after_answer = Vec::new();
-    let mut after_send = Vec::new();
-    let mut missing = 0;
-    for (n, (sent, answer)) in &answered {
-        match arrived.get(n) {
-            Some(at) => {
-                after_answer.push(at.saturating_duration_since(*answer).as_micros() as u32);
-                after_send.push(at.saturating_duration_since(*sent).as_micros() as u32);
-            }
-            None => missing += 1,
-        }
-    }
-    for reader in readers {
-        reader.abort();
-    }
-    vec![
-        row(
-            "ws_push",
-            format!("{AGENTS} agents, {RATE} msg/s"),
-            format!("{:.0} msg/s", answered.len() as f64 / elapsed.as_secs_f64()),
-            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.5)),
-            format!("{:.2} ms", quantile_ms(&mut after_answer, 0.99)),
-            rss,
-            format!("answer → frame (0 when the frame came first); {missing} frames missing"),
-        ),
-        row(
-            "ws_push",
-            format!("{AGENTS} agents, {RATE} msg/s"),
-            "-".into(),
-            format!("{:.2} ms", quantile_ms(&mut after_send, 0.5)),
-            format!("{:.2} ms", quantile_ms(&mut after_send, 0.99)),
-            rss,
-            "request sent → frame at the recipient".into(),
-        ),
-    ]
+    answered
 }
 
 /// One broadcast to 1,000 connected agents: time until every frame arrived (target
@@ -366,7 +384,6 @@ pub async fn replay(_opts: Opts) -> Vec<Row> {
 /// counts the success `TaskResponse` push. Latency is submit → success at the
 /// originator.
 pub async fn tasks(opts: Opts) -> Vec<Row> {
-    use futures_util::SinkExt;
     const WORKERS: usize = 100;
     const ORIGINATORS: usize = 8;
     const WINDOW: usize = 32;
@@ -392,124 +409,29 @@ pub async fn tasks(opts: Opts) -> Vec<Row> {
     let mut worker_tasks = Vec::new();
     for worker in &workers {
         let socket = connect(&server, &worker.token, "").await;
-        let id = worker.id.clone();
-        worker_tasks.push(tokio::spawn(async move {
-            let (mut sink, mut stream) = socket.split();
-            let mut n = 0u64;
-            while let Some(Ok(message)) = stream.next().await {
-                let Message::Text(text) = message else {
-                    continue;
-                };
-                if !text.as_str().starts_with(r#"{"type":"TaskRequest""#) {
-                    continue;
-                }
-                let Ok(frame) = serde_json::from_str::<serde_json::Value>(text.as_str()) else {
-                    continue;
-                };
-                n += 1;
-                let answer = json!({
-                    "type": "TaskResponse",
-                    "request_id": n,
-                    "task_id": frame["task_id"],
-                    "status": "success",
-                    "result_data": {"by": id},
-                    "agent_id": id,
-                });
-                if sink
-                    .send(Message::Text(answer.to_string().into()))
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        }));
+        worker_tasks.push(tokio::spawn(work(socket, worker.id.clone())));
     }
-    let measuring = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let latencies: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(Vec::new()));
-    let completed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let tally = Arc::new(Tally::default());
     let mut loops = Vec::new();
     for (o, originator) in originators.iter().enumerate() {
         let socket = connect(&server, &originator.token, "").await;
         let id = originator.id.clone();
-        let (measuring, stop, latencies, completed, failed) = (
-            measuring.clone(),
-            stop.clone(),
-            latencies.clone(),
-            completed.clone(),
-            failed.clone(),
-        );
-        loops.push(tokio::spawn(async move {
-            let (mut sink, mut stream) = socket.split();
-            let mut started: HashMap<String, Instant> = HashMap::new();
-            let mut next = 0u64;
-            let submit = |n: u64| {
-                json!({
-                    "type": "TaskRequest",
-                    "request_id": n,
-                    "task_id": format!("{o}-{n}"),
-                    "description": "benchmark task",
-                    "originating_agent_id": id,
-                    "required_capabilities": ["work"],
-                })
-                .to_string()
-            };
-            for _ in 0..WINDOW {
-                started.insert(format!("{o}-{next}"), Instant::now());
-                let _ = sink.send(Message::Text(submit(next).into())).await;
-                next += 1;
-            }
-            let mut samples = Vec::new();
-            while let Some(Ok(message)) = stream.next().await {
-                let Message::Text(text) = message else {
-                    continue;
-                };
-                let text = text.as_str();
-                if !text.starts_with(r#"{"type":"TaskResponse""#)
-                    || text.contains(r#""status":"in-progress""#)
-                {
-                    continue;
-                }
-                let Ok(frame) = serde_json::from_str::<serde_json::Value>(text) else {
-                    continue;
-                };
-                let task_id = frame["task_id"].as_str().unwrap_or_default().to_owned();
-                let Some(at) = started.remove(&task_id) else {
-                    continue;
-                };
-                if measuring.load(std::sync::atomic::Ordering::Relaxed) {
-                    if frame["status"] == "success" {
-                        completed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        samples.push(at.elapsed().as_micros() as u32);
-                    } else {
-                        failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                if stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    if started.is_empty() {
-                        break;
-                    }
-                    continue;
-                }
-                started.insert(format!("{o}-{next}"), Instant::now());
-                if sink.send(Message::Text(submit(next).into())).await.is_err() {
-                    break;
-                }
-                next += 1;
-            }
-            latencies.lock().expect("lock").extend(samples);
-        }));
+        loops.push(tokio::spawn(originate(
+            socket,
+            o,
+            id,
+            WINDOW,
+            tally.clone(),
+        )));
     }
     tokio::time::sleep(opts.warmup()).await;
-    measuring.store(true, std::sync::atomic::Ordering::Relaxed);
+    tally.measuring.store(true, Ordering::Relaxed);
     let began = Instant::now();
     tokio::time::sleep(opts.duration()).await;
-    let done = completed.load(std::sync::atomic::Ordering::Relaxed);
+    let done = tally.completed.load(Ordering::Relaxed);
     let elapsed = began.elapsed();
-    measuring.store(false, std::sync::atomic::Ordering::Relaxed);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    tally.measuring.store(false, Ordering::Relaxed);
+    tally.stop.store(true, Ordering::Relaxed);
     for l in loops {
         let _ = tokio::time::timeout(Duration::from_secs(10), l).await;
     }
@@ -517,7 +439,7 @@ pub async fn tasks(opts: Opts) -> Vec<Row> {
     for w in worker_tasks {
         w.abort();
     }
-    let mut samples = latencies.lock().expect("lock").clone();
+    let mut samples = tally.latencies.lock().expect("lock").clone();
     vec![row(
         "tasks",
         format!("{WORKERS} WS workers, {ORIGINATORS}×{WINDOW} in flight"),
@@ -527,7 +449,120 @@ pub async fn tasks(opts: Opts) -> Vec<Row> {
         rss,
         format!(
             "submit → success at the originator (target ≥ 2,000 tasks/s); {} failed",
-            failed.load(std::sync::atomic::Ordering::Relaxed)
+            tally.failed.load(Ordering::Relaxed)
         ),
     )]
+}
+
+/// What the originators count, shared.
+#[derive(Default)]
+struct Tally {
+    measuring: AtomicBool,
+    stop: AtomicBool,
+    latencies: Mutex<Vec<u32>>,
+    completed: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// A worker: answers every `TaskRequest` push with a success `TaskResponse`.
+async fn work(socket: Socket, id: String) {
+    use futures_util::SinkExt;
+    let (mut sink, mut stream) = socket.split();
+    let mut n = 0u64;
+    while let Some(Ok(message)) = stream.next().await {
+        let Message::Text(text) = message else {
+            continue;
+        };
+        if !text.as_str().starts_with(r#"{"type":"TaskRequest""#) {
+            continue;
+        }
+        let Ok(frame) = serde_json::from_str::<serde_json::Value>(text.as_str()) else {
+            continue;
+        };
+        n += 1;
+        let answer = json!({
+            "type": "TaskResponse",
+            "request_id": n,
+            "task_id": frame["task_id"],
+            "status": "success",
+            "result_data": {"by": id},
+            "agent_id": id,
+        });
+        if sink
+            .send(Message::Text(answer.to_string().into()))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+}
+
+/// An originator: keeps `window` tasks in flight, timing each from submit to its final
+/// `TaskResponse`, until told to stop and every task in flight has ended.
+async fn originate(socket: Socket, o: usize, id: String, window: usize, tally: Arc<Tally>) {
+    use futures_util::SinkExt;
+    let (mut sink, mut stream) = socket.split();
+    let mut started: HashMap<String, Instant> = HashMap::new();
+    let mut next = 0u64;
+    let submit = |n: u64| {
+        json!({
+            "type": "TaskRequest",
+            "request_id": n,
+            "task_id": format!("{o}-{n}"),
+            "description": "benchmark task",
+            "originating_agent_id": id,
+            "required_capabilities": ["work"],
+        })
+        .to_string()
+    };
+    for _ in 0..window {
+        started.insert(format!("{o}-{next}"), Instant::now());
+        let _ = sink.send(Message::Text(submit(next).into())).await;
+        next += 1;
+    }
+    let mut samples = Vec::new();
+    while let Some(Ok(message)) = stream.next().await {
+        let Some((task_id, success)) = final_response(&message) else {
+            continue;
+        };
+        let Some(at) = started.remove(&task_id) else {
+            continue;
+        };
+        if tally.measuring.load(Ordering::Relaxed) {
+            if success {
+                tally.completed.fetch_add(1, Ordering::Relaxed);
+                samples.push(at.elapsed().as_micros() as u32);
+            } else {
+                tally.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if tally.stop.load(Ordering::Relaxed) {
+            if started.is_empty() {
+                break;
+            }
+            continue;
+        }
+        started.insert(format!("{o}-{next}"), Instant::now());
+        if sink.send(Message::Text(submit(next).into())).await.is_err() {
+            break;
+        }
+        next += 1;
+    }
+    tally.latencies.lock().expect("lock").extend(samples);
+}
+
+/// A final `TaskResponse` frame's task id and whether it succeeded.
+fn final_response(message: &Message) -> Option<(String, bool)> {
+    let Message::Text(text) = message else {
+        return None;
+    };
+    let text = text.as_str();
+    if !text.starts_with(r#"{"type":"TaskResponse""#) || text.contains(r#""status":"in-progress""#)
+    {
+        return None;
+    }
+    let frame = serde_json::from_str::<serde_json::Value>(text).ok()?;
+    let task_id = frame["task_id"].as_str()?.to_owned();
+    Some((task_id, frame["status"] == "success"))
 }

@@ -142,68 +142,9 @@ async fn send_message(opts: Opts) -> Vec<Row> {
 /// combinations; target p99 ≤ 10 ms.
 async fn get_messages(opts: Opts) -> Vec<Row> {
     const AGENTS: usize = 1000;
-    const MESSAGES: u64 = 1_000_000;
-    // With --data-dir the seeded database and its tokens are kept and reused.
-    let kept = opts.data_dir.as_ref().map(|d| {
-        (
-            d.join("get_messages.db"),
-            d.join("get_messages.tokens.json"),
-        )
-    });
-    let reuse = kept
-        .as_ref()
-        .is_some_and(|(db, tokens)| db.exists() && tokens.exists());
-    let server = match &kept {
-        Some((db, _)) => {
-            std::fs::create_dir_all(db.parent().expect("dir")).expect("data dir");
-            ServerProcess::start_on(db, &[])
-        }
-        None => ServerProcess::start(&[]),
-    };
-    let creds: Vec<crate::harness::AgentCreds> = match &kept {
-        Some((_, tokens)) if reuse => {
-            serde_json::from_slice(&std::fs::read(tokens).expect("tokens")).expect("tokens json")
-        }
-        _ => Setup::new(&server).team("big", "a", AGENTS, &[]).await.1,
-    };
-    if let Some((_, tokens)) = &kept {
-        std::fs::write(tokens, serde_json::to_vec(&creds).expect("json")).expect("write tokens");
-    }
-    let agents: Arc<Vec<(String, String)>> = Arc::new(
-        creds
-            .iter()
-            .map(|a| (a.id.clone(), a.token.clone()))
-            .collect(),
-    );
-    let host = server.addr.to_string();
-
-    let seed_agents = agents.clone();
-    let seed_host = host.clone();
-    let types = ["information", "request", "response", "coordination"];
-    let priorities = ["low", "normal", "high", "urgent"];
-    let seed = Arc::new(move |_: usize, i: u64| {
-        let from = (i % AGENTS as u64) as usize;
-        // A recipient that is never the sender, spread evenly.
-        let to = (from + 1 + ((i / AGENTS as u64) % (AGENTS as u64 - 1)) as usize) % AGENTS;
-        let (id, token) = &seed_agents[from];
-        let body = format!(
-            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{}"],"message_type":"{}","priority":"{}","content":{{"text":"seed message {i}"}}}}"#,
-            seed_agents[to].0,
-            types[(i % 4) as usize],
-            priorities[((i / 4) % 4) as usize],
-        );
-        post(&seed_host, "/v1/messages", token, body)
-    });
-    if reuse {
-        eprintln!("  reusing the seeded database in --data-dir");
-    } else {
-        eprintln!("  seeding {MESSAGES} messages …");
-        let (took, failed) = http_count(server.addr, 64, MESSAGES, StatusCode::CREATED, seed).await;
-        eprintln!("  seeded in {:.1} s ({failed} failed)", took.as_secs_f64());
-    }
-    server.settle().await;
+    let (server, agents) = seeded_store(&opts, AGENTS, 1_000_000).await;
     let seeded_rss = server.rss_kib();
-
+    let host = server.addr.to_string();
     let filters = [
         "?limit=50",
         "?limit=50&message_types=request,coordination",
@@ -245,6 +186,78 @@ async fn get_messages(opts: Opts) -> Vec<Row> {
         ));
     }
     rows
+}
+
+/// A server on a store of `messages` messages among `agents` agents, seeded through
+/// SEND_MESSAGE (types and priorities rotating) — or, with `--data-dir`, the one seeded
+/// by an earlier run. Returns the server and the agents' `(id, token)`.
+async fn seeded_store(
+    opts: &Opts,
+    agents: usize,
+    messages: u64,
+) -> (ServerProcess, Arc<Vec<(String, String)>>) {
+    // With --data-dir the seeded database and its tokens are kept and reused.
+    let kept = opts.data_dir.as_ref().map(|d| {
+        (
+            d.join("get_messages.db"),
+            d.join("get_messages.tokens.json"),
+        )
+    });
+    let reuse = kept
+        .as_ref()
+        .is_some_and(|(db, tokens)| db.exists() && tokens.exists());
+    let server = match &kept {
+        Some((db, _)) => {
+            std::fs::create_dir_all(db.parent().expect("dir")).expect("data dir");
+            ServerProcess::start_on(db, &[])
+        }
+        None => ServerProcess::start(&[]),
+    };
+    let creds: Vec<crate::harness::AgentCreds> = match &kept {
+        Some((_, tokens)) if reuse => {
+            serde_json::from_slice(&std::fs::read(tokens).expect("tokens")).expect("tokens json")
+        }
+        _ => Setup::new(&server).team("big", "a", agents, &[]).await.1,
+    };
+    if let Some((_, tokens)) = &kept {
+        std::fs::write(tokens, serde_json::to_vec(&creds).expect("json")).expect("write tokens");
+    }
+    let creds: Arc<Vec<(String, String)>> = Arc::new(
+        creds
+            .iter()
+            .map(|a| (a.id.clone(), a.token.clone()))
+            .collect(),
+    );
+    if reuse {
+        eprintln!("  reusing the seeded database in --data-dir");
+    } else {
+        eprintln!("  seeding {messages} messages …");
+        let seed = seed_messages(server.addr.to_string(), creds.clone());
+        let (took, failed) = http_count(server.addr, 64, messages, StatusCode::CREATED, seed).await;
+        eprintln!("  seeded in {:.1} s ({failed} failed)", took.as_secs_f64());
+    }
+    server.settle().await;
+    (server, creds)
+}
+
+/// Request `i` of the seeding: from agent `i mod n` to another, never itself, spread
+/// evenly; types and priorities rotate.
+fn seed_messages(host: String, agents: Arc<Vec<(String, String)>>) -> MakeRequest {
+    let types = ["information", "request", "response", "coordination"];
+    let priorities = ["low", "normal", "high", "urgent"];
+    let n = agents.len();
+    Arc::new(move |_: usize, i: u64| {
+        let from = (i % n as u64) as usize;
+        let to = (from + 1 + ((i / n as u64) % (n as u64 - 1)) as usize) % n;
+        let (id, token) = &agents[from];
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{}"],"message_type":"{}","priority":"{}","content":{{"text":"seed message {i}"}}}}"#,
+            agents[to].0,
+            types[(i % 4) as usize],
+            priorities[((i / 4) % 4) as usize],
+        );
+        post(&host, "/v1/messages", token, body)
+    })
 }
 
 /// BROADCAST_UPDATE to a 100-agent team (99 recipients each); target ≥ 2,000/s.

@@ -11,6 +11,7 @@ mod coordination;
 mod docs;
 mod errors;
 mod inbox;
+mod layout;
 mod live;
 mod persistence;
 mod readme;
