@@ -44,7 +44,7 @@ impl Core {
             thread_id: query.thread_id,
         };
         let store = self.store();
-        let (total_count, unread_count) = store.count_inbox(me.pk, &filter).await?;
+        let counts = store.count_inbox(me.pk, &filter).await?;
         let page = InboxPageSpec {
             order,
             after,
@@ -68,8 +68,8 @@ impl Core {
                     self.view(item.message, Some(item.entry.seq), read)
                 })
                 .collect(),
-            total_count,
-            unread_count,
+            total_count: counts.total,
+            unread_count: counts.unread,
             next_cursor,
             error: None,
         })

@@ -34,8 +34,11 @@ impl Core {
         let team = self.team_for(caller, team_id, Need::Read)?;
         let counts = self.store().team_counts(team.pk).await?;
         let mut latencies: HashMap<AgentPk, Vec<i64>> = HashMap::new();
-        for (responder, micros) in self.store().response_latencies(team.pk).await? {
-            latencies.entry(responder).or_default().push(micros);
+        for latency in self.store().response_latencies(team.pk).await? {
+            latencies
+                .entry(latency.responder)
+                .or_default()
+                .push(latency.micros);
         }
         let agents = self
             .registry()

@@ -31,7 +31,7 @@ pub enum StoreError {
     #[error("storage is closed")]
     Closed,
     #[error("the message could not be written: {0}")]
-    PostFailed(String),
+    PostFailed(#[source] std::sync::Arc<StoreError>),
     #[error("the writer dropped this write without running it (its batch failed first)")]
     Dropped,
     #[error("stored data is not what this version expects: {0}")]

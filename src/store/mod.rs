@@ -22,10 +22,11 @@ use switchboard_types::time::Timestamp;
 
 pub use error::StoreError;
 use records::{
-    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxEntry, InboxFilter,
-    InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost, PostContext,
-    PostOutcome, PostResult, PresenceRow, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
-    TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
+    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
+    InboxFilter, InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost,
+    OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, ResponseLatency, ResponseRow,
+    SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
+    TeamSecret,
 };
 
 /// How hard a commit tries to survive a crash.
@@ -110,7 +111,7 @@ impl Store {
         fn load_presence(&self) -> Vec<PresenceRow>;
         fn save_presence(&self, rows: Vec<PresenceRow>) -> ();
         /// Open tasks per assignee.
-        fn open_task_counts(&self) -> Vec<(AgentPk, i64)>;
+        fn open_task_counts(&self) -> Vec<OpenTasks>;
         /// The first answer given under an idempotency key.
         fn find_answer(&self, agent: AgentPk, key: &str) -> Option<StoredAnswer>;
         fn find_message(&self, team: TeamPk, message_id: &str) -> Option<MessageRecord>;
@@ -120,13 +121,13 @@ impl Store {
         fn read_by(&self, message: MessagePk) -> Vec<AgentPk>;
         fn responses_to(&self, message: MessagePk) -> Vec<ResponseRow>;
         /// How many entries match (ignoring paging) and how many of those are unread.
-        fn count_inbox(&self, agent: AgentPk, filter: &InboxFilter) -> (i64, i64);
+        fn count_inbox(&self, agent: AgentPk, filter: &InboxFilter) -> InboxCounts;
         fn list_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> Vec<InboxItem>;
         fn mark_read(&self, agent: AgentPk, message_ids: Vec<String>, now: Timestamp) -> MarkOutcome;
         /// Sent, received and unread counts of every agent of a team.
         fn team_counts(&self, team: TeamPk) -> HashMap<AgentPk, Counts>;
-        /// `(responder, microseconds from original to response)` of every response.
-        fn response_latencies(&self, team: TeamPk) -> Vec<(AgentPk, i64)>;
+        /// How long each response of the team took.
+        fn response_latencies(&self, team: TeamPk) -> Vec<ResponseLatency>;
         fn find_task(&self, team: TeamPk, task_id: &str) -> Option<TaskRecord>;
         /// Whether the agent is or was assigned the task.
         fn was_assigned(&self, task: TaskPk, agent: AgentPk) -> bool;
@@ -135,7 +136,7 @@ impl Store {
         fn task_callbacks(&self, task: TaskPk) -> Vec<CallbackDelivery>;
         /// One page of the agent's tasks, newest first.
         fn list_tasks(&self, agent: AgentPk, spec: &TaskListSpec) -> Vec<TaskRecord>;
-        fn callback_secret(&self, team: TeamPk) -> Option<(String, Timestamp)>;
+        fn callback_secret(&self, team: TeamPk) -> Option<TeamSecret>;
         fn set_callback_secret(&self, team: TeamPk, secret: String, at: Timestamp) -> ();
         /// The oldest pending callback of each task, if due.
         fn due_callbacks(&self, now: Timestamp, limit: i64) -> Vec<DueCallback>;

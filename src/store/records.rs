@@ -199,6 +199,36 @@ pub struct InboxPageSpec {
     pub limit: i64,
 }
 
+/// How many entries of an inbox match a filter (ignoring paging), and how many of them
+/// are unread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboxCounts {
+    pub total: i64,
+    pub unread: i64,
+}
+
+/// How long a responder took to answer a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseLatency {
+    pub responder: AgentPk,
+    /// From the original's commit to the response's, in microseconds.
+    pub micros: i64,
+}
+
+/// How many open tasks (in progress or waiting for input) an agent is assigned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenTasks {
+    pub agent: AgentPk,
+    pub open: i64,
+}
+
+/// A team's callback signing key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamSecret {
+    pub secret: String,
+    pub rotated_at: Timestamp,
+}
+
 /// Per-agent counts of a team.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Counts {

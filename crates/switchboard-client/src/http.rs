@@ -84,7 +84,7 @@ async fn perform(
 impl Transport for HttpTransport {
     fn call<'a>(&'a self, operation: Operation) -> BoxFuture<'a, Result<Value, ClientError>> {
         Box::pin(async move {
-            perform(&self.http, &self.base, &self.token, &rest_call(&operation)).await
+            perform(&self.http, &self.base, &self.token, &rest_call(&operation)?).await
         })
     }
 
@@ -103,15 +103,18 @@ impl Transport for HttpTransport {
         tokio::spawn(async move {
             let mut last = after.unwrap_or(0);
             loop {
-                let request = rest_call(&Operation::GetMessages(InboxQuery {
+                let poll = Operation::GetMessages(InboxQuery {
                     sort_order: Some(SortOrder::OldestFirst),
                     after_seq: Some(last),
                     limit: Some(POLL_PAGE),
                     ..InboxQuery::default()
-                }));
-                let page = match perform(&http, &base, &token, &request).await {
-                    Ok(body) => serde_json::from_value::<InboxPage>(body)
-                        .map_err(|e| ClientError::Decode(e.to_string())),
+                });
+                let page = match rest_call(&poll) {
+                    Ok(request) => match perform(&http, &base, &token, &request).await {
+                        Ok(body) => serde_json::from_value::<InboxPage>(body)
+                            .map_err(|e| ClientError::Decode(e.to_string())),
+                        Err(err) => Err(err),
+                    },
                     Err(err) => Err(err),
                 };
                 let views = match page {

@@ -1,13 +1,16 @@
 //! Where each operation lives in the REST API: the client side of the server's routes.
 
+use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use switchboard_types::Operation;
 
+use crate::ClientError;
+
 /// One REST request.
 #[derive(Debug, Clone)]
 pub struct RestCall {
-    pub method: reqwest::Method,
+    pub method: Method,
     /// The path, with ids as escaped segments, e.g. `/v1/tasks/t%2F1/result`.
     pub path: String,
     /// The query string (without `?`), for reads.
@@ -18,7 +21,7 @@ pub struct RestCall {
 }
 
 impl RestCall {
-    fn new(method: reqwest::Method, path: String) -> RestCall {
+    fn new(method: Method, path: String) -> RestCall {
         RestCall {
             method,
             path,
@@ -28,38 +31,42 @@ impl RestCall {
         }
     }
 
-    fn get(path: String) -> RestCall {
-        RestCall::new(reqwest::Method::GET, path)
+    fn get(path: String) -> Result<RestCall, ClientError> {
+        Ok(RestCall::new(Method::GET, path))
     }
 
-    fn read(path: String, query: &impl Serialize) -> RestCall {
-        RestCall {
-            query: Some(query_string(&to_value(query))),
-            ..RestCall::get(path)
-        }
+    fn read(path: String, query: &impl Serialize) -> Result<RestCall, ClientError> {
+        Ok(RestCall {
+            query: Some(query_string(&to_value(query)?)),
+            ..RestCall::new(Method::GET, path)
+        })
     }
 
-    fn write(method: reqwest::Method, path: String, body: &impl Serialize) -> RestCall {
-        RestCall {
-            body: Some(to_value(body)),
+    fn write(method: Method, path: String, body: &impl Serialize) -> Result<RestCall, ClientError> {
+        Ok(RestCall {
+            body: Some(to_value(body)?),
             ..RestCall::new(method, path)
-        }
+        })
     }
 
-    fn post(path: String, body: &impl Serialize) -> RestCall {
-        RestCall::write(reqwest::Method::POST, path, body)
-    }
-
-    fn key(mut self, key: &Option<String>) -> RestCall {
-        self.idempotency_key = key.clone();
-        self
+    fn post(path: String, body: &impl Serialize) -> Result<RestCall, ClientError> {
+        RestCall::write(Method::POST, path, body)
     }
 }
 
-/// A body as JSON. Every body is a plain struct of strings, numbers and maps, which
-/// serde_json always renders; `null` would reach the server as a validation error.
-fn to_value(body: &impl Serialize) -> Value {
-    serde_json::to_value(body).unwrap_or(Value::Null)
+/// Adds an `Idempotency-Key` to a call.
+fn keyed(
+    call: Result<RestCall, ClientError>,
+    key: &Option<String>,
+) -> Result<RestCall, ClientError> {
+    call.map(|call| RestCall {
+        idempotency_key: key.clone(),
+        ..call
+    })
+}
+
+fn to_value(body: &impl Serialize) -> Result<Value, ClientError> {
+    serde_json::to_value(body).map_err(|e| ClientError::Decode(format!("encoding a body: {e}")))
 }
 
 /// An id as one path segment.
@@ -89,8 +96,7 @@ fn query_string(value: &Value) -> String {
 }
 
 /// The REST request that performs `op`.
-pub fn rest_call(op: &Operation) -> RestCall {
-    use reqwest::Method;
+pub fn rest_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
         Operation::CreateTeam(body) => RestCall::post("/v1/teams".into(), body),
         Operation::GetTeam { team_id } => RestCall::get(format!("/v1/teams/{}", seg(team_id))),
@@ -120,7 +126,7 @@ pub fn rest_call(op: &Operation) -> RestCall {
             patch,
         } => RestCall::write(Method::PATCH, agent_path(team_id, agent_id), patch),
         Operation::RemoveAgent { team_id, agent_id } => {
-            RestCall::new(Method::DELETE, agent_path(team_id, agent_id))
+            Ok(RestCall::new(Method::DELETE, agent_path(team_id, agent_id)))
         }
         Operation::WhoAmI => RestCall::get("/v1/whoami".into()),
         messaging => messaging_call(messaging),
@@ -131,12 +137,15 @@ fn agent_path(team_id: &str, agent_id: &str) -> String {
     format!("/v1/teams/{}/agents/{}", seg(team_id), seg(agent_id))
 }
 
-fn messaging_call(op: &Operation) -> RestCall {
+fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
         Operation::SendMessage {
             message,
             idempotency_key,
-        } => RestCall::post("/v1/messages".into(), message).key(idempotency_key),
+        } => keyed(
+            RestCall::post("/v1/messages".into(), message),
+            idempotency_key,
+        ),
         Operation::GetMessages(query) => RestCall::read("/v1/messages".into(), query),
         Operation::GetMessage { message_id } => {
             RestCall::get(format!("/v1/messages/{}", seg(message_id)))
@@ -146,42 +155,48 @@ fn messaging_call(op: &Operation) -> RestCall {
             message_id,
             response,
             idempotency_key,
-        } => RestCall::post(
-            format!("/v1/messages/{}/responses", seg(message_id)),
-            response,
-        )
-        .key(idempotency_key),
+        } => keyed(
+            RestCall::post(
+                format!("/v1/messages/{}/responses", seg(message_id)),
+                response,
+            ),
+            idempotency_key,
+        ),
         Operation::BroadcastUpdate {
             update,
             idempotency_key,
-        } => RestCall::post("/v1/broadcasts".into(), update).key(idempotency_key),
+        } => keyed(
+            RestCall::post("/v1/broadcasts".into(), update),
+            idempotency_key,
+        ),
         Operation::RequestAssistance {
             request,
             idempotency_key,
-        } => RestCall::post("/v1/assistance-requests".into(), request).key(idempotency_key),
+        } => keyed(
+            RestCall::post("/v1/assistance-requests".into(), request),
+            idempotency_key,
+        ),
         tasks => task_call(tasks),
     }
 }
 
-fn task_call(op: &Operation) -> RestCall {
-    let action = |task_id: &str, action: &str, body: Value| RestCall {
-        body: Some(body),
-        ..RestCall::new(
-            reqwest::Method::POST,
-            format!("/v1/tasks/{}/{action}", seg(task_id)),
-        )
-    };
+/// `POST /v1/tasks/{task_id}/{action}` with `body`.
+fn action(task_id: &str, action: &str, body: &impl Serialize) -> Result<RestCall, ClientError> {
+    RestCall::post(format!("/v1/tasks/{}/{action}", seg(task_id)), body)
+}
+
+fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
         Operation::SubmitTask(request) => RestCall::post("/v1/tasks".into(), request),
         Operation::GetTask { task_id } => RestCall::get(format!("/v1/tasks/{}", seg(task_id))),
         Operation::ListTasks(query) => RestCall::read("/v1/tasks".into(), query),
         Operation::ReportTask {
             task_id, result, ..
-        } => action(task_id, "result", to_value(result)),
-        Operation::HandOff { task_id, handoff } => action(task_id, "handoff", to_value(handoff)),
+        } => action(task_id, "result", result),
+        Operation::HandOff { task_id, handoff } => action(task_id, "handoff", handoff),
         Operation::Clarify {
             task_id, clarify, ..
-        } => action(task_id, "clarifications", to_value(clarify)),
+        } => action(task_id, "clarifications", clarify),
         Operation::AnswerClarification {
             task_id,
             clarification_id,
@@ -190,16 +205,12 @@ fn task_call(op: &Operation) -> RestCall {
         } => action(
             task_id,
             &format!("clarifications/{}/answer", seg(clarification_id)),
-            to_value(answer),
+            answer,
         ),
-        Operation::CancelTask { task_id, cancel } => action(task_id, "cancel", to_value(cancel)),
-        other => unreachable_route(other),
+        Operation::CancelTask { task_id, cancel } => action(task_id, "cancel", cancel),
+        other => Err(ClientError::Transport(format!(
+            "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",
+            other.name()
+        ))),
     }
-}
-
-/// Operations that exist only as WebSocket frames (the protocol's `CallbackNotification`
-/// and `ErrorMessage` reports): over REST, report with `TaskResponse` (`report`). The
-/// server answers this path with `NOT_FOUND`.
-fn unreachable_route(op: &Operation) -> RestCall {
-    RestCall::get(format!("/v1/socket-only/{}", op.name()))
 }

@@ -196,7 +196,7 @@ async fn session(
             }
             () = shared.reconnect.notified() => return written,
             _ = ping.tick() => {
-                let ping = ClientFrame::Ping.encode().unwrap_or_default();
+                let ping = r#"{"type":"ping"}"#.to_owned();
                 if sink.send(Message::Text(ping.into())).await.is_err() {
                     return written;
                 }
@@ -278,7 +278,7 @@ async fn handle(shared: &Shared, frame: Value, written: &mut HashSet<u64>) -> Op
                     .push_back(entry),
             }
             shared.last_seq.store(seq, Ordering::Release);
-            ClientFrame::Ack { seq }.encode()
+            ClientFrame::Ack { seq }.encode().ok()
         }
     }
 }
@@ -287,16 +287,13 @@ impl Transport for WsTransport {
     fn call<'a>(&'a self, operation: Operation) -> BoxFuture<'a, Result<Value, ClientError>> {
         Box::pin(async move {
             let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-            let name = operation.name();
             let frame = ClientFrame::Request {
                 request_id: json!(id),
                 operation: Box::new(operation),
             };
-            let Some(frame) = frame.encode() else {
-                return Err(ClientError::Transport(format!(
-                    "{name} is not carried over the WebSocket; use the HTTP transport"
-                )));
-            };
+            let frame = frame
+                .encode()
+                .map_err(|e| ClientError::Transport(e.to_string()))?;
             let (tx, rx) = oneshot::channel();
             self.shared
                 .pending

@@ -136,9 +136,8 @@ impl ClientFrame {
         }
     }
 
-    /// The frame as the client sends it; `None` for an operation that is not carried
-    /// over the socket (team administration).
-    pub fn encode(&self) -> Option<String> {
+    /// The frame as the client sends it.
+    pub fn encode(&self) -> Result<String, EncodeError> {
         let mut frame = Fields::new();
         match self {
             ClientFrame::Ack { seq } => {
@@ -154,11 +153,23 @@ impl ClientFrame {
             } => {
                 frame.insert("type".into(), json!(operation.name()));
                 frame.insert("request_id".into(), request_id.clone());
-                frame.extend(operation_fields(operation)?);
+                let fields = operation_fields(operation)?
+                    .ok_or(EncodeError::NotCarried(operation.name()))?;
+                frame.extend(fields);
             }
         }
-        Some(Value::Object(frame).to_string())
+        Ok(Value::Object(frame).to_string())
     }
+}
+
+/// Why a frame could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// Team administration is REST only.
+    #[error("{0} is not carried over the WebSocket; use REST")]
+    NotCarried(&'static str),
+    #[error("the frame could not be encoded: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// Takes field `name` out of a frame; absent reads as `null` (so optional fields may be
@@ -297,7 +308,7 @@ fn unnest_filters(mut fields: Fields) -> Fields {
 
 /// An operation's frame fields (without `type` and `request_id`); `None` for the
 /// operations the socket does not carry.
-fn operation_fields(op: &Operation) -> Option<Fields> {
+fn operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error> {
     let mut f = Fields::new();
     let mut put = |name: &str, value: Value| {
         if !value.is_null() {
@@ -341,10 +352,10 @@ fn operation_fields(op: &Operation) -> Option<Fields> {
         Operation::WhoAmI => {}
         other => return task_operation_fields(other),
     }
-    Some(f)
+    Ok(Some(f))
 }
 
-fn task_operation_fields(op: &Operation) -> Option<Fields> {
+fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error> {
     let mut f = Fields::new();
     let mut put = |name: &str, value: Value| {
         if !value.is_null() {
@@ -394,17 +405,17 @@ fn task_operation_fields(op: &Operation) -> Option<Fields> {
         }
         Operation::GetTask { task_id } => put("task_id", json!(task_id)),
         Operation::ListTasks(query) => return merged(f, query),
-        _ => return None,
+        _ => return Ok(None),
     }
-    Some(f)
+    Ok(Some(f))
 }
 
-/// `fields` with the non-null fields of `body` added.
-fn merged(mut fields: Fields, body: &impl Serialize) -> Option<Fields> {
-    if let Ok(Value::Object(body)) = serde_json::to_value(body) {
+/// `fields` with the non-null fields of `body` (an object) added.
+fn merged(mut fields: Fields, body: &impl Serialize) -> Result<Option<Fields>, serde_json::Error> {
+    if let Value::Object(body) = serde_json::to_value(body)? {
         fields.extend(body.into_iter().filter(|(_, v)| !v.is_null()));
     }
-    Some(fields)
+    Ok(Some(fields))
 }
 
 /// The first frame of a session.

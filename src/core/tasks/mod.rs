@@ -37,7 +37,7 @@ pub use crate::store::records::DueCallback;
 pub use outbox::{AttemptResult, DueDelivery, RetryPolicy};
 
 use super::CoreError;
-use crate::store::records::{AgentRecord, TaskEventRecord, TaskRecord, TeamRecord};
+use crate::store::records::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
 
 /// Settings of the task protocol.
 #[derive(Debug, Clone, Copy, Default)]
@@ -58,10 +58,10 @@ pub struct TaskRuntime {
 }
 
 impl TaskRuntime {
-    pub fn new(settings: TaskSettings, open: Vec<(AgentPk, i64)>) -> TaskRuntime {
+    pub fn new(settings: TaskSettings, open: Vec<OpenTasks>) -> TaskRuntime {
         TaskRuntime {
             settings,
-            open: Mutex::new(open.into_iter().collect()),
+            open: Mutex::new(open.into_iter().map(|o| (o.agent, o.open)).collect()),
             callbacks_queued: tokio::sync::Notify::new(),
         }
     }

@@ -48,7 +48,7 @@ impl Core {
         for callback in &due {
             if let Entry::Vacant(slot) = secrets.entry(callback.team_pk) {
                 slot.insert(match self.store().callback_secret(callback.team_pk).await {
-                    Ok(Some((secret, _))) => Ok(secret),
+                    Ok(Some(stored)) => Ok(stored.secret),
                     Ok(None) => Err("the team has no callback secret".to_owned()),
                     Err(err) => Err(format!("reading the team's secret: {err}")),
                 });

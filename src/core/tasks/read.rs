@@ -84,7 +84,7 @@ impl Core {
         team_id: &str,
     ) -> CoreResult<CallbackSecret> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
-        let (secret, rotated_at) = self
+        let stored = self
             .store()
             .callback_secret(team.pk)
             .await?
@@ -92,8 +92,8 @@ impl Core {
         Ok(CallbackSecret {
             success: true,
             team_id: team.team_id.clone(),
-            secret,
-            rotated_at,
+            secret: stored.secret,
+            rotated_at: stored.rotated_at,
         })
     }
 

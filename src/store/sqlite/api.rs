@@ -13,10 +13,11 @@ use super::posts::{IdempotencyRow, PostSlot, RenderedMessage, StagedPost};
 use super::{SqliteStore, agents, callbacks, idempotency, inbox, messages, settings, tasks, teams};
 use crate::store::StoreError;
 use crate::store::records::{
-    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxEntry, InboxFilter,
-    InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost, PostContext,
-    PostOutcome, PostResult, PresenceRow, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
-    TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
+    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
+    InboxFilter, InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost,
+    OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, ResponseLatency, ResponseRow,
+    SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
+    TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
@@ -40,7 +41,7 @@ impl SqliteStore {
         agents::load_presence(&self.read).await
     }
 
-    pub async fn open_task_counts(&self) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+    pub async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError> {
         tasks::open_counts(&self.read).await
     }
 
@@ -84,7 +85,7 @@ impl SqliteStore {
         &self,
         agent: AgentPk,
         filter: &InboxFilter,
-    ) -> Result<(i64, i64), StoreError> {
+    ) -> Result<InboxCounts, StoreError> {
         inbox::count_inbox(&self.read, agent, filter).await
     }
 
@@ -104,7 +105,7 @@ impl SqliteStore {
     pub async fn response_latencies(
         &self,
         team: TeamPk,
-    ) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+    ) -> Result<Vec<ResponseLatency>, StoreError> {
         inbox::response_latencies(&self.read, team).await
     }
 
@@ -136,10 +137,7 @@ impl SqliteStore {
         tasks::list(&self.read, agent, spec).await
     }
 
-    pub async fn callback_secret(
-        &self,
-        team: TeamPk,
-    ) -> Result<Option<(String, Timestamp)>, StoreError> {
+    pub async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError> {
         callbacks::secret(&self.read, team).await
     }
 

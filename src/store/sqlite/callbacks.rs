@@ -10,7 +10,7 @@ use switchboard_types::time::Timestamp;
 use super::rows::parse;
 use super::tasks::json;
 use crate::store::StoreError;
-use crate::store::records::{Attempt, DueCallback};
+use crate::store::records::{Attempt, DueCallback, TeamSecret};
 
 fn delivery_from_row(row: &SqliteRow) -> Result<CallbackDelivery, StoreError> {
     Ok(CallbackDelivery {
@@ -122,13 +122,18 @@ pub(super) async fn record_attempt(
 pub(super) async fn secret<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
-) -> Result<Option<(String, Timestamp)>, StoreError> {
+) -> Result<Option<TeamSecret>, StoreError> {
     let row = sqlx::query("SELECT secret, rotated_at FROM team_secrets WHERE team_pk = ?")
         .bind(team.0)
         .fetch_optional(ex)
         .await?;
-    row.map(|row| Ok((row.try_get(0)?, Timestamp::from_micros(row.try_get(1)?))))
-        .transpose()
+    row.map(|row| {
+        Ok(TeamSecret {
+            secret: row.try_get(0)?,
+            rotated_at: Timestamp::from_micros(row.try_get(1)?),
+        })
+    })
+    .transpose()
 }
 
 pub(super) async fn set_secret(

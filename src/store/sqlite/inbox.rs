@@ -9,7 +9,9 @@ use switchboard_types::time::Timestamp;
 
 use super::rows::{MESSAGE_COLUMNS, message_from_row};
 use crate::store::StoreError;
-use crate::store::records::{Counts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec};
+use crate::store::records::{
+    Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec, ResponseLatency,
+};
 
 /// Appends the filter's conditions (on `inbox i`, and `messages m` for the thread).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
@@ -66,7 +68,7 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e>>(
     ex: E,
     agent: AgentPk,
     f: &InboxFilter,
-) -> Result<(i64, i64), StoreError> {
+) -> Result<InboxCounts, StoreError> {
     let mut q = QueryBuilder::<Sqlite>::new(
         "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
     );
@@ -75,7 +77,10 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e>>(
     }
     push_filter(&mut q, agent, f);
     let row = q.build().fetch_one(ex).await?;
-    Ok((row.try_get(0)?, row.try_get(1)?))
+    Ok(InboxCounts {
+        total: row.try_get(0)?,
+        unread: row.try_get(1)?,
+    })
 }
 
 /// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
@@ -159,7 +164,7 @@ pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
 pub(super) async fn response_latencies<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
-) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+) -> Result<Vec<ResponseLatency>, StoreError> {
     let rows = sqlx::query(
         "SELECT r.responder_pk, r.created_at - o.created_at
          FROM responses r JOIN messages o ON o.pk = r.original_pk
@@ -169,6 +174,11 @@ pub(super) async fn response_latencies<'e, E: SqliteExecutor<'e>>(
     .fetch_all(ex)
     .await?;
     rows.iter()
-        .map(|r| Ok((AgentPk(r.try_get(0)?), r.try_get(1)?)))
+        .map(|r| {
+            Ok(ResponseLatency {
+                responder: AgentPk(r.try_get(0)?),
+                micros: r.try_get(1)?,
+            })
+        })
         .collect()
 }

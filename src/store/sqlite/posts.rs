@@ -109,7 +109,7 @@ impl StagedPost {
 
 /// Filled by the flush; read after the commit.
 #[derive(Clone, Default)]
-pub(super) struct PostSlot(Arc<OnceLock<Result<PostResult, String>>>);
+pub(super) struct PostSlot(Arc<OnceLock<Result<PostResult, Arc<StoreError>>>>);
 
 impl PostSlot {
     /// The outcome, once flushed; an error if the post could not be written or was
@@ -117,12 +117,12 @@ impl PostSlot {
     pub(super) fn outcome(&self) -> Result<PostResult, StoreError> {
         match self.0.get() {
             Some(Ok(result)) => Ok(result.clone()),
-            Some(Err(reason)) => Err(StoreError::PostFailed(reason.clone())),
+            Some(Err(cause)) => Err(StoreError::PostFailed(cause.clone())),
             None => Err(StoreError::Dropped),
         }
     }
 
-    fn fill(&self, outcome: Result<PostResult, String>) {
+    fn fill(&self, outcome: Result<PostResult, Arc<StoreError>>) {
         let _ = self.0.set(outcome);
     }
 }
@@ -318,10 +318,12 @@ async fn flush_posts_and_commit(
                 sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
                 Ok(())
             } else {
+                tracing::error!(error = %err, posts = posts.len(), "BEGIN or COMMIT of a batch failed");
+                let err = Arc::new(err);
                 for p in &posts {
-                    p.slot.fill(Err(err.to_string()));
+                    p.slot.fill(Err(err.clone()));
                 }
-                Err(err)
+                Err(StoreError::BatchFailed)
             }
         }
     }
@@ -336,7 +338,7 @@ fn fill(posts: &[StagedPost], results: Vec<PostResult>) {
 /// The slow path: each post on its own, in its own savepoint.
 async fn one_by_one(conn: &mut SqliteConnection, posts: &[StagedPost]) {
     for p in posts {
-        let outcome = post_one(conn, p).await.map_err(|e| e.to_string());
+        let outcome = post_one(conn, p).await.map_err(Arc::new);
         p.slot.fill(outcome);
     }
 }

@@ -11,7 +11,7 @@ use switchboard_types::tasks::TaskRole;
 use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
-use crate::store::records::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+use crate::store::records::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 
 const COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
@@ -303,7 +303,7 @@ pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
 /// Open (in-progress or input-required) tasks per assignee.
 pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
     ex: E,
-) -> Result<Vec<(AgentPk, i64)>, StoreError> {
+) -> Result<Vec<OpenTasks>, StoreError> {
     let rows = sqlx::query(
         "SELECT assignee_pk, COUNT(*) FROM tasks
          WHERE status IN ('in-progress', 'input-required') AND assignee_pk IS NOT NULL
@@ -312,6 +312,11 @@ pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
     .fetch_all(ex)
     .await?;
     rows.iter()
-        .map(|row| Ok((AgentPk(row.try_get(0)?), row.try_get(1)?)))
+        .map(|row| {
+            Ok(OpenTasks {
+                agent: AgentPk(row.try_get(0)?),
+                open: row.try_get(1)?,
+            })
+        })
         .collect()
 }

@@ -123,7 +123,10 @@ fn client_frames_round_trip() {
             team_id: "t".into(),
         }),
     };
-    assert!(admin.encode().is_none(), "team administration is REST only");
+    assert!(
+        matches!(admin.encode(), Err(EncodeError::NotCarried("get_team"))),
+        "team administration is REST only"
+    );
 }
 
 #[test]
