@@ -5,10 +5,14 @@
 //! the input came as a REST body, a WebSocket frame or a tool call: every transport
 //! decodes through these functions.
 
-use serde::de::DeserializeOwned;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{DeserializeOwned, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::ErrorBody;
+use crate::strict::Strict;
 
 /// Reads `null` like an absent field: many clients send `None` for "not given".
 pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
@@ -26,39 +30,53 @@ pub struct CommaList<T>(pub Vec<T>);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for CommaList<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw<T> {
-            Text(String),
-            List(Vec<T>),
+        struct ListVisitor<T>(PhantomData<T>);
+
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for ListVisitor<T> {
+            type Value = CommaList<T>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a comma-separated string or an array")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+                text.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|item| {
+                        T::deserialize(
+                            serde::de::value::StrDeserializer::<serde::de::value::Error>::new(item),
+                        )
+                        .map_err(|e| E::custom(format!("'{item}': {e}")))
+                    })
+                    .collect::<Result<Vec<T>, E>>()
+                    .map(CommaList)
+            }
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(256));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(CommaList(items))
+            }
         }
-        match Raw::<T>::deserialize(deserializer)? {
-            Raw::List(items) => Ok(CommaList(items)),
-            Raw::Text(text) => text
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|item| {
-                    T::deserialize(serde::de::value::StringDeserializer::<
-                        serde::de::value::Error,
-                    >::new(item.to_owned()))
-                    .map_err(|e| serde::de::Error::custom(format!("'{item}': {e}")))
-                })
-                .collect::<Result<Vec<T>, D::Error>>()
-                .map(CommaList),
-        }
+
+        deserializer.deserialize_any(ListVisitor(PhantomData))
     }
 }
 
-/// Decodes an already parsed JSON value into `T`, naming the field on failure.
+/// Decodes an already parsed JSON value into `T`, naming the field on failure (strict,
+/// as [`decode_json`]).
 pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorBody> {
-    serde_path_to_error::deserialize(value).map_err(|err| {
+    serde_path_to_error::deserialize(Strict(value)).map_err(|err| {
         let path = err.path().to_string();
         field_error(&path, &err.into_inner().to_string())
     })
 }
 
-/// Decodes JSON text into `T`, naming the field on failure.
+/// Decodes JSON text into `T`, naming the field on failure. Strict (see
+/// [`crate::strict`]): structs only from objects, no duplicate keys.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ErrorBody> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ErrorBody::validation(
@@ -68,11 +86,14 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ErrorBody> {
     }
     // Tracking the path costs on every field; a good body (the usual case) does not
     // need it, so the path is worked out only by a second pass over a bad one.
-    if let Ok(value) = serde_json::from_slice(bytes) {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    if let Ok(value) = T::deserialize(Strict(&mut de))
+        && de.end().is_ok()
+    {
         return Ok(value);
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+    let value: T = serde_path_to_error::deserialize(Strict(&mut de)).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() {

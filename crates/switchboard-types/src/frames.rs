@@ -70,12 +70,20 @@ fn bad(request_id: Option<Value>, error: ErrorBody) -> Box<BadFrame> {
 impl ClientFrame {
     /// Decodes a text frame.
     pub fn decode(text: &str) -> Result<ClientFrame, Box<BadFrame>> {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            bad(
-                None,
-                ErrorBody::validation("frame", format!("the frame is not valid JSON: {e}")),
-            )
-        })?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        let value = Value::deserialize(crate::strict::Strict(&mut de))
+            .and_then(|value| de.end().map(|()| value))
+            .map_err(|e| {
+                let why = if e.is_data() {
+                    "is not accepted"
+                } else {
+                    "is not valid JSON"
+                };
+                bad(
+                    None,
+                    ErrorBody::validation("frame", format!("the frame {why}: {e}")),
+                )
+            })?;
         let Value::Object(mut fields) = value else {
             return Err(bad(
                 None,

@@ -11,7 +11,8 @@
 //!
 //! * [`error`] — [`ErrorCode`] and [`ErrorBody`], the contract's error.
 //! * [`time`], [`ids`] — timestamps on the wire, client ids and typed row keys.
-//! * [`decode`], [`validate`] — input decoding that names the field; value rules.
+//! * [`decode`], [`strict`], [`validate`] — input decoding that names the field and
+//!   refuses what serde alone would let through; value rules.
 //! * [`teams`], [`agents`], [`messages`], [`inbox`], [`broadcasts`], [`assistance`],
 //!   [`metrics`], [`tasks`], [`task_state`] — the bodies, one module per resource.
 //! * [`operation`] — [`Operation`] and [`Reply`].
@@ -30,6 +31,7 @@ pub mod inbox;
 pub mod messages;
 pub mod metrics;
 pub mod operation;
+pub mod strict;
 pub mod task_state;
 pub mod tasks;
 pub mod teams;

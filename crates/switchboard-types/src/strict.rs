@@ -1,0 +1,537 @@
+//! Strict decoding: what serde alone lets through, refused.
+//!
+//! serde's derived structs also accept a JSON *array*, matching its items to fields by
+//! position (`["name", "id"]` would create a team), and a JSON object with the same key
+//! twice keeps the last one silently. Error texts name Rust types (`expected struct
+//! CreateTeam`, `expected i64`). [`Strict`] wraps any deserializer so that, at every
+//! depth:
+//!
+//! * a struct is read only from an object;
+//! * a key that appears twice in an object is an error (`duplicate key`);
+//! * what was expected is said in JSON's words ("an object", "an integer"), never a Rust
+//!   type name.
+//!
+//! Every transport decodes client input through it (see [`crate::decode`]).
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{
+    self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
+};
+
+/// A deserializer that reads structs only from objects and refuses duplicate keys.
+pub struct Strict<D>(pub D);
+
+/// A visitor whose expectation is said in JSON's words.
+struct Expect<V> {
+    inner: V,
+    expected: &'static str,
+}
+
+fn expect<V>(inner: V, expected: &'static str) -> Expect<V> {
+    Expect { inner, expected }
+}
+
+macro_rules! forward_primitives {
+    ($($method:ident => $expected:literal),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+            self.0.$method(expect(visitor, $expected))
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<D> {
+    type Error = D::Error;
+
+    forward_primitives! {
+        deserialize_any => "a JSON value",
+        deserialize_bool => "a boolean",
+        deserialize_i8 => "an integer",
+        deserialize_i16 => "an integer",
+        deserialize_i32 => "an integer",
+        deserialize_i64 => "an integer",
+        deserialize_i128 => "an integer",
+        deserialize_u8 => "a non-negative integer",
+        deserialize_u16 => "a non-negative integer",
+        deserialize_u32 => "a non-negative integer",
+        deserialize_u64 => "a non-negative integer",
+        deserialize_u128 => "a non-negative integer",
+        deserialize_f32 => "a number",
+        deserialize_f64 => "a number",
+        deserialize_char => "a one-character string",
+        deserialize_str => "a string",
+        deserialize_string => "a string",
+        deserialize_bytes => "a string",
+        deserialize_byte_buf => "a string",
+        deserialize_option => "a value or null",
+        deserialize_unit => "null",
+        deserialize_seq => "an array",
+        deserialize_map => "an object",
+        deserialize_identifier => "a field name",
+        deserialize_ignored_any => "a JSON value",
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0
+            .deserialize_unit_struct(name, expect(visitor, "null"))
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0
+            .deserialize_newtype_struct(name, expect(visitor, "a JSON value"))
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_tuple(len, expect(visitor, "an array"))
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0
+            .deserialize_tuple_struct(name, len, expect(visitor, "an array"))
+    }
+
+    /// The point of it all: a struct is read as a map, so an array is refused.
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0.deserialize_map(expect(visitor, "an object"))
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.0
+            .deserialize_enum(name, variants, expect(visitor, "one of the allowed values"))
+    }
+
+    fn is_human_readable(&self) -> bool {
+        self.0.is_human_readable()
+    }
+}
+
+macro_rules! forward_visits {
+    ($($method:ident($ty:ty)),* $(,)?) => {$(
+        fn $method<E: de::Error>(self, v: $ty) -> Result<Self::Value, E> {
+            self.inner.$method(v)
+        }
+    )*};
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Expect<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expected)
+    }
+
+    forward_visits! {
+        visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),
+        visit_i128(i128), visit_u8(u8), visit_u16(u16), visit_u32(u32), visit_u64(u64),
+        visit_u128(u128), visit_f32(f32), visit_f64(f64), visit_char(char),
+        visit_str(&str), visit_borrowed_str(&'de str), visit_string(String),
+        visit_bytes(&[u8]), visit_borrowed_bytes(&'de [u8]), visit_byte_buf(Vec<u8>),
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_none()
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_unit()
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.inner.visit_some(Strict(d))
+    }
+
+    fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.inner.visit_newtype_struct(Strict(d))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_seq(StrictSeq(seq))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_map(StrictMap {
+            inner: map,
+            seen: Seen::Few(Vec::new()),
+        })
+    }
+
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        self.inner.visit_enum(StrictEnum(data))
+    }
+}
+
+/// A seed whose deserializer is made strict.
+struct StrictSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for StrictSeed<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(Strict(d))
+    }
+}
+
+struct StrictSeq<A>(A);
+
+impl<'de, A: SeqAccess<'de>> SeqAccess<'de> for StrictSeq<A> {
+    type Error = A::Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, A::Error> {
+        self.0.next_element_seed(StrictSeed(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.0.size_hint()
+    }
+}
+
+/// An object's entries; each key is seen as text on its way to the caller and checked
+/// against the keys before it.
+struct StrictMap<A> {
+    inner: A,
+    seen: Seen,
+}
+
+/// The keys of an object so far: a short list (most objects have a few keys), a set once
+/// it grows (so a huge object cannot make the check quadratic).
+enum Seen {
+    Few(Vec<String>),
+    Many(HashSet<String>),
+}
+
+impl Seen {
+    /// Adds `key`; false if it was there already.
+    fn insert(&mut self, key: String) -> bool {
+        match self {
+            Seen::Few(keys) if keys.contains(&key) => false,
+            Seen::Few(keys) if keys.len() < 16 => {
+                keys.push(key);
+                true
+            }
+            Seen::Few(keys) => {
+                let mut set: HashSet<String> = keys.drain(..).collect();
+                set.insert(key);
+                *self = Seen::Many(set);
+                true
+            }
+            Seen::Many(set) => set.insert(key),
+        }
+    }
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for StrictMap<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        let mut key = None;
+        let value = self.inner.next_key_seed(KeySeed {
+            seed,
+            key: &mut key,
+        })?;
+        if let Some(key) = key
+            && !self.seen.insert(key.clone())
+        {
+            return Err(de::Error::custom(format!("duplicate key `{key}`")));
+        }
+        Ok(value)
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.inner.next_value_seed(StrictSeed(seed))
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.inner.size_hint()
+    }
+}
+
+/// Deserializes a key through the caller's seed, keeping a copy of its text.
+struct KeySeed<'k, S> {
+    seed: S,
+    key: &'k mut Option<String>,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for KeySeed<'_, S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.seed.deserialize(KeyDeserializer {
+            inner: d,
+            key: self.key,
+        })
+    }
+}
+
+/// A key's deserializer: whatever the caller asks for, the text is seen on the way.
+struct KeyDeserializer<'k, D> {
+    inner: D,
+    key: &'k mut Option<String>,
+}
+
+/// A visitor that records the string it is given before passing it on.
+struct KeyVisitor<'k, V> {
+    inner: V,
+    key: &'k mut Option<String>,
+}
+
+macro_rules! forward_key_methods {
+    ($($method:ident),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+            self.inner.$method(KeyVisitor { inner: visitor, key: self.key })
+        }
+    )*};
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for KeyDeserializer<'_, D> {
+    type Error = D::Error;
+
+    forward_key_methods! {
+        deserialize_any, deserialize_bool, deserialize_i8, deserialize_i16, deserialize_i32,
+        deserialize_i64, deserialize_u8, deserialize_u16, deserialize_u32, deserialize_u64,
+        deserialize_f32, deserialize_f64, deserialize_char, deserialize_str,
+        deserialize_string, deserialize_bytes, deserialize_byte_buf, deserialize_option,
+        deserialize_unit, deserialize_seq, deserialize_map, deserialize_identifier,
+        deserialize_ignored_any,
+    }
+
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_unit_struct(name, visitor)
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_newtype_struct(name, visitor)
+    }
+
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_tuple(len, visitor)
+    }
+
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_tuple_struct(name, len, visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_struct(name, fields, visitor)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        let visitor = KeyVisitor {
+            inner: visitor,
+            key: self.key,
+        };
+        self.inner.deserialize_enum(name, variants, visitor)
+    }
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.expecting(f)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        *self.key = Some(v.to_owned());
+        self.inner.visit_str(v)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        *self.key = Some(v.to_owned());
+        self.inner.visit_borrowed_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        *self.key = Some(v.clone());
+        self.inner.visit_string(v)
+    }
+
+    forward_visits! {
+        visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64),
+        visit_bytes(&[u8]), visit_borrowed_bytes(&'de [u8]),
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        self.inner.visit_unit()
+    }
+}
+
+struct StrictEnum<A>(A);
+
+impl<'de, A: EnumAccess<'de>> EnumAccess<'de> for StrictEnum<A> {
+    type Error = A::Error;
+    type Variant = StrictVariant<A::Variant>;
+
+    fn variant_seed<V: DeserializeSeed<'de>>(
+        self,
+        seed: V,
+    ) -> Result<(V::Value, Self::Variant), A::Error> {
+        let (value, variant) = self.0.variant_seed(StrictSeed(seed))?;
+        Ok((value, StrictVariant(variant)))
+    }
+}
+
+struct StrictVariant<A>(A);
+
+impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for StrictVariant<A> {
+    type Error = A::Error;
+
+    fn unit_variant(self) -> Result<(), A::Error> {
+        self.0.unit_variant()
+    }
+
+    fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, seed: T) -> Result<T::Value, A::Error> {
+        self.0.newtype_variant_seed(StrictSeed(seed))
+    }
+
+    fn tuple_variant<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, A::Error> {
+        self.0.tuple_variant(len, expect(visitor, "an array"))
+    }
+
+    fn struct_variant<V: Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, A::Error> {
+        self.0.struct_variant(fields, expect(visitor, "an object"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Team {
+        name: String,
+        id: Option<String>,
+        size: Option<i64>,
+    }
+
+    fn strict<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        T::deserialize(Strict(&mut de)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn objects_decode_as_before() {
+        assert_eq!(
+            strict::<Team>(r#"{"name": "a", "id": "b"}"#),
+            Ok(Team {
+                name: "a".into(),
+                id: Some("b".into()),
+                size: None
+            })
+        );
+        let value: Value = strict(r#"{"a": [1, {"b": null}], "c": "d"}"#).expect("any JSON");
+        assert_eq!(value["a"][1]["b"], Value::Null);
+    }
+
+    #[test]
+    fn an_array_is_not_a_struct() {
+        let err = strict::<Team>(r#"["a", "b"]"#).expect_err("positional");
+        assert!(err.contains("expected an object"), "{err}");
+        assert!(!err.contains("Team"), "{err}");
+        let nested = strict::<Vec<Team>>(r#"[["a"]]"#).expect_err("nested");
+        assert!(nested.contains("expected an object"), "{nested}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_any_depth() {
+        let err = strict::<Team>(r#"{"name": "a", "name": "b"}"#).expect_err("dup");
+        assert!(err.contains("duplicate"), "{err}");
+        let err = strict::<Value>(r#"{"x": {"k": 1, "k": 2}}"#).expect_err("dup");
+        assert!(err.contains("duplicate key `k`"), "{err}");
+    }
+
+    #[test]
+    fn expectations_are_said_in_json_words() {
+        let err = strict::<Team>(r#"{"name": "a", "size": "big"}"#).expect_err("type");
+        assert!(err.contains("expected an integer"), "{err}");
+        assert!(!err.contains("i64"), "{err}");
+    }
+}
