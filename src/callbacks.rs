@@ -23,7 +23,8 @@ use sha2::Sha256;
 use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::callback_url::{self, is_public};
+use crate::core::addresses::is_public;
+use crate::core::callback_url;
 use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, RetryPolicy};
 use crate::core::{Core, CoreResult};
 

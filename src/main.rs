@@ -19,8 +19,16 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Openapi => match switchboard::server::openapi_document().to_pretty_json() {
             Ok(json) => {
-                println!("{json}");
-                ExitCode::SUCCESS
+                // A reader that stops early (`| head`) closes the pipe: that ends the
+                // output, it is not an error.
+                use std::io::Write;
+                match writeln!(std::io::stdout(), "{json}") {
+                    Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                        eprintln!("error: cannot write the OpenAPI document: {err}");
+                        ExitCode::FAILURE
+                    }
+                    _ => ExitCode::SUCCESS,
+                }
             }
             Err(err) => {
                 eprintln!("error: cannot render the OpenAPI document: {err}");

@@ -19,8 +19,10 @@ pub enum LogFormat {
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn,hyper=warn"));
+    // Colour codes only on a terminal: in a file or a log collector they are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Text => builder.try_init(),

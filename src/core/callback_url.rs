@@ -6,14 +6,15 @@
 //! link-local and other non-public ranges are refused unless the operator allows them
 //! (`--allow-private-callbacks`). The check runs on the URL at submission and again on
 //! every address a host name resolves to at sending time, so DNS cannot smuggle a
-//! private address in later.
+//! private address in later; both use one classification ([`super::addresses`]).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use url::Url;
 
 use switchboard_types::tasks::MAX_CALLBACK_URL;
 
+use super::addresses::is_public;
 use super::{CoreError, CoreResult};
 
 /// Whether `text` is meant as a URL (rather than an agent id).
@@ -55,48 +56,6 @@ pub fn check(text: &str, allow_private: bool) -> CoreResult<Url> {
         .suggest("Use a public address, or start the server with --allow-private-callbacks."));
     }
     Ok(url)
-}
-
-/// Whether an address is on the public internet.
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(ip) => is_public_v4(ip),
-        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
-            Some(v4) => is_public_v4(v4),
-            None => is_public_v6(ip),
-        },
-    }
-}
-
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    !(ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || ip.is_documentation()
-        || ip.is_multicast()
-        || a == 0
-        // shared address space (carrier-grade NAT), 100.64.0.0/10
-        || (a == 100 && (64..128).contains(&b))
-        // benchmarking, 198.18.0.0/15
-        || (a == 198 && (b == 18 || b == 19))
-        // reserved, 240.0.0.0/4
-        || a >= 240)
-}
-
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    !(ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        // unique local fc00::/7
-        || (first & 0xfe00) == 0xfc00
-        // link-local fe80::/10
-        || (first & 0xffc0) == 0xfe80
-        // documentation 2001:db8::/32
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8))
 }
 
 #[cfg(test)]
@@ -143,6 +102,13 @@ mod tests {
             "http://[fd00::1]/",
             "http://[fe80::1]/",
             "http://[::ffff:127.0.0.1]/",
+            "http://[::127.0.0.1]/",
+            "http://[64:ff9b::a9fe:a9fe]/",
+            "http://[2002:7f00:1::1]/",
+            "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://127.1/",
         ] {
             assert!(check(url, false).is_err(), "{url} must be refused");
             assert!(check(url, true).is_ok(), "{url} is allowed with the flag");

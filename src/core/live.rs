@@ -80,17 +80,23 @@ impl Core {
     }
 
     /// Where a connection's replay starts: after `since` when the client gives it,
-    /// otherwise after the agent's last acknowledged entry.
-    pub fn resume_after(&self, caller: &Caller, since: Option<i64>) -> CoreResult<i64> {
+    /// otherwise after the agent's last acknowledged entry — never past the agent's
+    /// newest entry, so a cursor ahead of the inbox (a client's mistake) cannot make the
+    /// connection skip entries committed later.
+    pub async fn resume_after(&self, caller: &Caller, since: Option<i64>) -> CoreResult<i64> {
         let (_, agent) = self.acting_agent(caller)?;
-        match since {
-            Some(since) if since < 0 => Err(CoreError::validation(
-                "since",
-                "since is a sequence number, 0 or more",
-            )),
-            Some(since) => Ok(since),
-            None => Ok(self.hub().acked(agent.pk)),
-        }
+        let wanted = match since {
+            Some(since) if since < 0 => {
+                return Err(CoreError::validation(
+                    "since",
+                    "since is a sequence number, 0 or more",
+                ));
+            }
+            Some(since) => since,
+            None => self.hub().acked(agent.pk),
+        };
+        let newest = self.store().newest_seq(agent.pk).await?;
+        Ok(wanted.min(newest))
     }
 
     /// The agent's entries after `after`, oldest first, as `(seq, frame)`.
@@ -104,9 +110,23 @@ impl Core {
     }
 
     /// Records that everything up to `seq` reached the agent (the cursor never moves
-    /// back).
-    pub fn ack(&self, connection: &Connection, seq: i64) {
+    /// back). An ack beyond `sent_up_to`, the last entry this connection wrote, is
+    /// refused and changes nothing: stored as the cursor, it would make the agent skip
+    /// entries not yet committed.
+    pub fn ack(&self, connection: &Connection, seq: i64, sent_up_to: i64) -> CoreResult<()> {
+        if seq > sent_up_to {
+            return Err(CoreError::validation(
+                "seq",
+                format!(
+                    "seq {seq} was not sent on this connection (the last one sent is \
+                     {sent_up_to}); acknowledge only entries that arrived"
+                ),
+            )
+            .with("seq", seq)
+            .with("last_sent", sent_up_to));
+        }
         self.hub().ack(connection.agent(), seq);
+        Ok(())
     }
 
     /// Notes activity of the agent (a frame arrived).

@@ -6,6 +6,7 @@
 //! on every transport. One file per resource holds its operations; no axum or sqlx type
 //! appears in this API, and storage is reached only through [`Store`]'s typed methods.
 
+pub mod addresses;
 mod agents;
 mod assistance;
 pub mod auth;

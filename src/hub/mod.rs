@@ -74,6 +74,9 @@ pub struct Push {
     pub event: Arc<Event>,
 }
 
+/// Connections closed because their outbox overflowed (4008).
+const OVERFLOWS: &str = "switchboard_ws_outbox_overflows_total";
+
 /// Settings of the hub.
 #[derive(Debug, Clone, Copy)]
 pub struct HubSettings {
@@ -98,8 +101,11 @@ pub struct Lag {
 }
 
 impl Lag {
+    /// Raises the flag; counts an overflow only once per connection and episode (the
+    /// pushes refused while it is raised are one overflow, not many).
     fn raise(&self) {
         if !self.flag.swap(true, Ordering::AcqRel) {
+            metrics::counter!(OVERFLOWS).increment(1);
             self.notify.notify_one();
         }
     }
@@ -213,6 +219,8 @@ impl Hub {
                 )
             })
             .collect();
+        // Shown from the start (at 0), not only after the first overflow.
+        metrics::counter!(OVERFLOWS).increment(0);
         Arc::new(Hub {
             agents: RwLock::new(agents),
             next_id: AtomicU64::new(1),
@@ -288,10 +296,7 @@ impl Hub {
             for conn in &state.conns {
                 match conn.tx.clone().try_reserve_owned() {
                     Ok(permit) => permits.push(permit),
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        metrics::counter!("switchboard_ws_outbox_overflows_total").increment(1);
-                        conn.lagging.raise();
-                    }
+                    Err(mpsc::error::TrySendError::Full(_)) => conn.lagging.raise(),
                     Err(mpsc::error::TrySendError::Closed(_)) => {}
                 }
             }

@@ -117,6 +117,8 @@ impl Store {
         fn find_message(&self, team: TeamPk, message_id: &str) -> Option<MessageRecord>;
         fn inbox_entry(&self, agent: AgentPk, message: MessagePk) -> Option<InboxEntry>;
         fn recipient_ids(&self, message: MessagePk) -> Vec<String>;
+        /// The agent's newest inbox sequence number (0 for an empty inbox).
+        fn newest_seq(&self, agent: AgentPk) -> i64;
         /// Recipients that marked the message read, in the order they did.
         fn read_by(&self, message: MessagePk) -> Vec<AgentPk>;
         fn responses_to(&self, message: MessagePk) -> Vec<ResponseRow>;
@@ -128,9 +130,9 @@ impl Store {
         fn team_counts(&self, team: TeamPk) -> HashMap<AgentPk, Counts>;
         /// How long each response of the team took.
         fn response_latencies(&self, team: TeamPk) -> Vec<ResponseLatency>;
-        fn find_task(&self, team: TeamPk, task_id: &str) -> Option<TaskRecord>;
-        /// Whether the agent is or was assigned the task.
-        fn was_assigned(&self, task: TaskPk, agent: AgentPk) -> bool;
+        /// The task with this id that `viewer` originated or is or was assigned (its
+        /// own first): task ids are unique per originator.
+        fn find_task(&self, team: TeamPk, task_id: &str, viewer: AgentPk) -> Option<TaskRecord>;
         /// The task's history, oldest first.
         fn task_events(&self, task: TaskPk) -> Vec<TaskEventRecord>;
         fn task_callbacks(&self, task: TaskPk) -> Vec<CallbackDelivery>;

@@ -10,6 +10,7 @@ mod client;
 mod coordination;
 mod docs;
 mod errors;
+mod hardening;
 mod inbox;
 mod layout;
 mod live;

@@ -64,6 +64,10 @@ pub enum ErrorCode {
     Conflict,
     /// The request body or frame is larger than the server accepts.
     PayloadTooLarge,
+    /// The request's URI is longer than the server accepts.
+    UriTooLong,
+    /// The request's headers are more, or larger, than the server accepts.
+    HeadersTooLarge,
     /// The caller sends faster than the server allows.
     RateLimited,
     /// Storage (or another dependency) is not available; nothing was changed.
@@ -126,6 +130,12 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => {
                 "Send a smaller body; the limit is in details.limit_bytes."
             }
+            ErrorCode::UriTooLong => {
+                "Shorten the URI (long filters belong in fewer, broader ones); the limit is in details.limit_bytes."
+            }
+            ErrorCode::HeadersTooLarge => {
+                "Send fewer or smaller headers; the limits are in details."
+            }
             ErrorCode::RateLimited => {
                 "Slow down and retry after the delay in details.retry_after_ms."
             }
@@ -156,20 +166,56 @@ pub struct ErrorBody {
     pub suggested_action: String,
 }
 
+/// Longest text an error echoes back (a message, or a string in `details`): a body
+/// never grows with what the client sent.
+pub const MAX_ECHO_CHARS: usize = 256;
+/// Most items of a list in `details` (e.g. `invalid_ids`).
+pub const MAX_ECHO_ITEMS: usize = 100;
+
+/// `text` cut to at most `max` characters, saying how much was left out.
+fn bounded_text(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text,
+        Some((at, _)) => {
+            let rest = text[at..].chars().count();
+            format!("{}… ({rest} more characters)", &text[..at])
+        }
+    }
+}
+
+/// A `details` value with its strings and lists bounded.
+fn bounded(value: Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(bounded_text(text, MAX_ECHO_CHARS)),
+        Value::Array(items) => Value::Array(
+            items
+                .into_iter()
+                .take(MAX_ECHO_ITEMS)
+                .map(bounded)
+                .collect(),
+        ),
+        Value::Object(fields) => {
+            Value::Object(fields.into_iter().map(|(k, v)| (k, bounded(v))).collect())
+        }
+        other => other,
+    }
+}
+
 impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ErrorBody {
             success: false,
             error_code: code,
-            error_message: message.into(),
+            // Messages quote input (an id, a list of names): bounded like details.
+            error_message: bounded_text(message.into(), 4 * MAX_ECHO_CHARS),
             details: Box::default(),
             suggested_action: code.default_suggestion().to_owned(),
         }
     }
 
-    /// Adds one entry to `details`.
+    /// Adds one entry to `details` (strings and lists bounded, see [`MAX_ECHO_CHARS`]).
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
-        self.details.insert(key.to_owned(), value.into());
+        self.details.insert(key.to_owned(), bounded(value.into()));
         self
     }
 

@@ -25,6 +25,14 @@ pub fn check_id(field: &str, id: &str) -> Result<(), ErrorBody> {
         )
         .with("value", id));
     }
+    if id == "." || id == ".." {
+        // Clients and proxies resolve these path segments away: such an agent could
+        // never be reached by its URL.
+        return Err(
+            ErrorBody::validation(field, format!("{field} may not be \".\" or \"..\""))
+                .with("value", id),
+        );
+    }
     if let Some(bad) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
@@ -76,7 +84,7 @@ mod tests {
 
     #[test]
     fn rejects_empty_long_and_odd_characters() {
-        for bad in ["", "a b", "a/b", "ä", &"a".repeat(65)] {
+        for bad in ["", "a b", "a/b", "ä", ".", "..", &"a".repeat(65)] {
             let err = check_id("agent_id", bad).expect_err(bad);
             assert_eq!(err.details["field"], "agent_id");
         }

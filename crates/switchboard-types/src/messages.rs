@@ -346,11 +346,15 @@ impl SendMessage {
     }
 }
 
-/// The contract's `delivery_status`.
+/// The contract's `delivery_status`. Whatever the lists say, every entry was stored
+/// first: the lists tell how it will reach each recipient.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DeliveryStatus {
-    /// Pushed to at least one live connection of the agent.
+    /// Handed to a live connection of the agent for pushing: the entry sits in that
+    /// connection's outbox and is written to its socket next. Not a receipt: if the
+    /// connection closes before writing it (an outbox overflow, 4008, or a dropped
+    /// network), the entry comes with the replay when the agent reconnects.
     pub delivered_to: Vec<String>,
     /// Cannot receive: its (or the team's) communication is disabled, or it was removed.
     pub failed_delivery: Vec<String>,

@@ -93,7 +93,8 @@ wire_enum! {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskRequest {
-    /// 1–64 of `A-Z a-z 0-9 . _ -`, unique in the team; generated when absent.
+    /// 1–64 of `A-Z a-z 0-9 . _ -`, unique among the tasks of its originator (another
+    /// agent may use the same id for its own task); generated when absent.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(example = "summarise-q3"))]
     pub task_id: Option<String>,

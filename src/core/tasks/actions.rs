@@ -323,7 +323,8 @@ impl Core {
     }
 
     /// Reads the task for an action by the calling agent. Only its originator and its
-    /// assignees, past and present, see it; anyone else gets `TASK_NOT_FOUND`.
+    /// assignees, past and present, see it; anyone else gets `TASK_NOT_FOUND` (and, ids
+    /// being unique per originator, cannot even learn that the id is in use).
     pub(super) async fn load_task(
         &self,
         team: Arc<TeamRecord>,
@@ -332,19 +333,13 @@ impl Core {
     ) -> CoreResult<Loaded> {
         let task = self
             .store()
-            .find_task(team.pk, task_id)
+            .find_task(team.pk, task_id, me.pk)
             .await?
             .ok_or_else(|| task_not_found(task_id))?;
         let party = Party {
             originator: task.originator_pk == me.pk,
             assignee: task.assignee_pk == Some(me.pk),
         };
-        if !party.originator
-            && !party.assignee
-            && !self.store().was_assigned(task.pk, me.pk).await?
-        {
-            return Err(task_not_found(task_id));
-        }
         Ok(Loaded {
             team,
             me,

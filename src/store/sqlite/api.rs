@@ -69,6 +69,10 @@ impl SqliteStore {
         messages::inbox_entry(&self.read, agent, message).await
     }
 
+    pub async fn newest_seq(&self, agent: AgentPk) -> Result<i64, StoreError> {
+        inbox::newest_seq(&self.read, agent).await
+    }
+
     pub async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<String>, StoreError> {
         messages::recipient_ids(&self.read, message).await
     }
@@ -113,12 +117,9 @@ impl SqliteStore {
         &self,
         team: TeamPk,
         task_id: &str,
+        viewer: AgentPk,
     ) -> Result<Option<TaskRecord>, StoreError> {
-        tasks::find(&self.read, team, task_id).await
-    }
-
-    pub async fn was_assigned(&self, task: TaskPk, agent: AgentPk) -> Result<bool, StoreError> {
-        tasks::was_assigned(&self.read, task, agent).await
+        tasks::find_visible(&self.read, team, task_id, viewer).await
     }
 
     pub async fn task_events(&self, task: TaskPk) -> Result<Vec<TaskEventRecord>, StoreError> {

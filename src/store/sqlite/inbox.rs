@@ -182,3 +182,16 @@ pub(super) async fn response_latencies<'e, E: SqliteExecutor<'e>>(
         })
         .collect()
 }
+
+/// The agent's newest sequence number (0 for an empty inbox).
+pub(super) async fn newest_seq<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+) -> Result<i64, StoreError> {
+    Ok(
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE agent_pk = ?")
+            .bind(agent.0)
+            .fetch_one(ex)
+            .await?,
+    )
+}

@@ -87,13 +87,14 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
          INSERT INTO task_assignees (task_pk, agent_pk)
          SELECT pk, assignee_pk FROM tasks
-         WHERE team_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
+         WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
          INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-         SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks WHERE team_pk = ? AND task_id = ?;
+         SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks
+         WHERE team_pk = ? AND originator_pk = ? AND task_id = ?;
          INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
                                 next_attempt_at, created_at)
          SELECT pk, team_pk, ?, ?, ?, 'pending', 0, created_at, created_at FROM tasks
-         WHERE team_pk = ? AND task_id = ? AND ? IS NOT NULL;",
+         WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND ? IS NOT NULL;",
     )
     .bind(t.team_pk.0)
     .bind(&t.task_id)
@@ -114,6 +115,7 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
     .bind(t.created_at.micros())
     .bind(t.updated_at.micros())
     .bind(t.team_pk.0)
+    .bind(t.originator_pk.0)
     .bind(&t.task_id)
     .bind(event.seq)
     .bind(event.kind.as_str())
@@ -122,11 +124,13 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
     .bind(json(&event.data)?)
     .bind(event.created_at.micros())
     .bind(t.team_pk.0)
+    .bind(t.originator_pk.0)
     .bind(&t.task_id)
     .bind(url)
     .bind(event.seq)
     .bind(body)
     .bind(t.team_pk.0)
+    .bind(t.originator_pk.0)
     .bind(&t.task_id)
     .bind(url)
     .execute(conn)
@@ -201,35 +205,32 @@ pub(super) async fn update(
     Ok(done.rows_affected() > 0)
 }
 
-pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
+/// The task with this id that `viewer` may see: one it originated or is or was assigned.
+/// Ids are unique per originator, so an agent may see two tasks with one id (its own
+/// and one it was assigned): its own comes first, then the newest.
+pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     task_id: &str,
+    viewer: AgentPk,
 ) -> Result<Option<TaskRecord>, StoreError> {
     // Built from constants only.
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM tasks WHERE team_pk = ? AND task_id = ?"
+        "SELECT {COLUMNS} FROM tasks t
+         WHERE t.team_pk = ? AND t.task_id = ?
+           AND (t.originator_pk = ?
+                OR EXISTS (SELECT 1 FROM task_assignees a
+                           WHERE a.agent_pk = ? AND a.task_pk = t.pk))
+         ORDER BY t.originator_pk = ? DESC, t.pk DESC LIMIT 1"
     )))
     .bind(team.0)
     .bind(task_id)
+    .bind(viewer.0)
+    .bind(viewer.0)
+    .bind(viewer.0)
     .fetch_optional(ex)
     .await?;
     row.as_ref().map(from_row).transpose()
-}
-
-/// Whether the agent is or was assigned the task.
-pub(super) async fn was_assigned<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    task: TaskPk,
-    agent: AgentPk,
-) -> Result<bool, StoreError> {
-    let found: Option<i64> =
-        sqlx::query_scalar("SELECT 1 FROM task_assignees WHERE agent_pk = ? AND task_pk = ?")
-            .bind(agent.0)
-            .bind(task.0)
-            .fetch_optional(ex)
-            .await?;
-    Ok(found.is_some())
 }
 
 /// The task's history, oldest first.

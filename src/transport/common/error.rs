@@ -45,6 +45,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::InvalidTaskTransition
         | ErrorCode::NoSuitableAgent => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
+        ErrorCode::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         ErrorCode::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
@@ -54,7 +56,27 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = self.0.into_body();
-        (status_for(body.error_code), Json(body)).into_response()
+        let status = status_for(body.error_code);
+        // A refusal that says how long to wait says it in the standard header too.
+        let retry_after = body
+            .details
+            .get("retry_after_ms")
+            .and_then(serde_json::Value::as_u64)
+            .map(|ms| ms.div_ceil(1000).max(1));
+        let mut response = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110: a 401 names the scheme that would be accepted.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"switchboard\""),
+            );
+        }
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds.into());
+        }
+        response
     }
 }
 

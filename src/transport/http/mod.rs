@@ -126,9 +126,73 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(middleware::from_fn(sanitize_request_id))
+        .layer(middleware::from_fn(bound_request_head))
         // Bearer tokens, not cookies, carry identity, so any origin may call the API;
         // browsers never attach credentials on their own.
         .layer(CorsLayer::permissive().max_age(Duration::from_secs(3600)))
+}
+
+/// Longest URI accepted (414 above).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+/// Most headers of a request (431 above).
+pub const MAX_HEADER_COUNT: usize = 100;
+/// Most bytes of all header names and values of a request (431 above).
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// Refuses a request whose URI or headers exceed the limits, with the error body (hyper
+/// lets heads up to its outer bounds through for this; see `server::listener`).
+async fn bound_request_head(req: Request, next: Next) -> Response {
+    let uri = req.uri().to_string().len();
+    if uri > MAX_URI_BYTES {
+        let refused = ErrorBody::new(
+            ErrorCode::UriTooLong,
+            format!("the URI has {uri} bytes; at most {MAX_URI_BYTES} are accepted"),
+        )
+        .with("limit_bytes", MAX_URI_BYTES);
+        return ApiError::from(refused).into_response();
+    }
+    let count = req.headers().len();
+    let bytes: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    if count > MAX_HEADER_COUNT || bytes > MAX_HEADER_BYTES {
+        let refused = ErrorBody::new(
+            ErrorCode::HeadersTooLarge,
+            format!("the request has {count} headers of {bytes} bytes; at most {MAX_HEADER_COUNT} headers of {MAX_HEADER_BYTES} bytes are accepted"),
+        )
+        .with("limit_count", MAX_HEADER_COUNT)
+        .with("limit_bytes", MAX_HEADER_BYTES);
+        return ApiError::from(refused).into_response();
+    }
+    next.run(req).await
+}
+
+/// Longest `X-Request-Id` a client may choose.
+const MAX_REQUEST_ID: usize = 64;
+
+/// Drops a client's `X-Request-Id` that is long or has characters beyond
+/// `A-Z a-z 0-9 . _ : -`, so a fresh one is generated: the id is written into every log
+/// line of the request and must not be able to forge or flood them.
+async fn sanitize_request_id(mut req: Request, next: Next) -> Response {
+    let acceptable = |v: &axum::http::HeaderValue| {
+        let bytes = v.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= MAX_REQUEST_ID
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    };
+    if req
+        .headers()
+        .get("x-request-id")
+        .is_some_and(|v| !acceptable(v))
+    {
+        req.headers_mut().remove("x-request-id");
+    }
+    next.run(req).await
 }
 
 async fn unknown_route(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -95,13 +95,13 @@ async fn connect(
     uri: Uri,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
-    match open(&state, upgrade, &headers, &uri) {
+    match open(&state, upgrade, &headers, &uri).await {
         Ok(response) => response,
         Err(err) => ApiError(err).into_response(),
     }
 }
 
-fn open(
+async fn open(
     state: &WsState,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     headers: &HeaderMap,
@@ -114,7 +114,7 @@ fn open(
         (None, Some(token)) => token,
     };
     let caller = state.core.authenticate(token)?;
-    let resume_after = state.core.resume_after(&caller, query.since)?;
+    let resume_after = state.core.resume_after(&caller, query.since).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ErrorBody::validation(
             "upgrade",

@@ -7,7 +7,8 @@
 //! the seam between replay and live pushes (a push at or below it was already replayed;
 //! a push past `last_sent + 1` means a gap, filled from storage first).
 //!
-//! Close codes (see README): 1000 normal, 1001 server shutting down, 1009 frame too
+//! Close codes (see README): 1000 normal (a client's close is answered with its own
+//! code), 1001 server shutting down, 1009 frame too
 //! large, 1011 storage unavailable, 4001 keep-alive timeout, 4003 agent removed, 4008
 //! outbox overflow (reconnect and resume from your last seq).
 
@@ -25,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use crate::core::live::{Connection, LivePush};
 use crate::core::{Caller, Core};
 
-pub const CLOSE_NORMAL: u16 = 1000;
 pub const CLOSE_SHUTDOWN: u16 = 1001;
 pub const CLOSE_TOO_BIG: u16 = 1009;
 pub const CLOSE_UNAVAILABLE: u16 = 1011;
@@ -51,7 +51,10 @@ pub struct Session {
 /// Why a session ends.
 enum End {
     Close(u16, &'static str),
-    /// The client closed, or the connection broke: nothing more to send.
+    /// The client sent a close frame: the WebSocket layer queued the answer (the same
+    /// code), which only has to be flushed.
+    ClientClosed,
+    /// The connection broke: nothing more to send.
     Gone,
 }
 
@@ -79,9 +82,13 @@ impl Session {
                 return;
             }
         };
-        let end = self.serve(&mut socket, &mut conn).await;
-        if let End::Close(code, reason) = end {
-            close(&mut socket, code, reason).await;
+        match self.serve(&mut socket, &mut conn).await {
+            End::Close(code, reason) => close(&mut socket, code, reason).await,
+            End::ClientClosed => {
+                // Sends the close frame the WebSocket layer queued in answer.
+                let _ = tokio::time::timeout(Duration::from_secs(1), socket.flush()).await;
+            }
+            End::Gone => {}
         }
         tracing::debug!(agent = %conn.agent_id, connection = conn.id(), "session ended");
     }
@@ -229,10 +236,16 @@ impl Live<'_> {
         }
         match message {
             Message::Text(text) => match ClientFrame::decode(text.as_str()) {
-                Ok(ClientFrame::Ack { seq }) => {
-                    core.ack(self.conn, seq);
-                    Ok(())
-                }
+                Ok(ClientFrame::Ack { seq }) => match core.ack(self.conn, seq, self.last_sent) {
+                    Ok(()) => Ok(()),
+                    Err(err) => {
+                        let bad = BadFrame {
+                            request_id: None,
+                            error: err.into_body(),
+                        };
+                        self.refuse(&bad).await
+                    }
+                },
                 Ok(ClientFrame::Ping) => send_frame(self.socket, &ServerFrame::<Value>::Pong)
                     .await
                     .map_err(|_| End::Gone),
@@ -256,7 +269,7 @@ impl Live<'_> {
                 };
                 self.refuse(&bad).await
             }
-            Message::Close(_) => Err(End::Close(CLOSE_NORMAL, "bye")),
+            Message::Close(_) => Err(End::ClientClosed),
             // Pings are answered by the WebSocket layer itself; a pong is activity,
             // which is all the heartbeat needs.
             Message::Ping(_) | Message::Pong(_) => Ok(()),

@@ -158,9 +158,44 @@ async fn since_replays_what_was_missed_in_order_then_goes_live() {
     assert_eq!(replayed[0]["message"]["content"]["text"], "offline 3");
     app.send(&a, &[&b], "live 6").await;
     assert_eq!(ws.next().await["seq"], 6);
-    // since beyond the end replays nothing.
-    let (_, replayed, caught_up) = app.ws_caught_up(&b, "?since=100").await;
-    assert_eq!((replayed.len(), caught_up), (0, 100));
+    // since beyond the end replays nothing, and the connection resumes from the newest
+    // entry: what is committed later still arrives (a cursor ahead of the inbox must
+    // not make the agent deaf).
+    drop(ws);
+    let (mut ws, replayed, caught_up) = app.ws_caught_up(&b, "?since=100").await;
+    assert_eq!((replayed.len(), caught_up), (0, 6));
+    app.send(&a, &[&b], "live 7").await;
+    assert_eq!(ws.next().await["seq"], 7);
+    app.stop().await;
+}
+
+/// An ack of an entry the connection never sent is refused with an `ErrorMessage`
+/// and changes nothing: pushes keep coming, and a reconnect without `since` replays.
+#[tokio::test]
+async fn an_ack_beyond_what_was_sent_is_refused_and_changes_nothing() {
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    app.send(&a, &[&b], "m1").await;
+    let (mut ws, _, caught_up) = app.ws_caught_up(&b, "").await;
+    assert_eq!(caught_up, 1);
+    ws.send(json!({"type": "ack", "seq": 1000})).await;
+    let refused = ws.next_of("ErrorMessage").await;
+    assert_eq!(refused["error_code"], "VALIDATION_ERROR", "{refused}");
+    assert_eq!(refused["details"]["field"], "seq", "{refused}");
+    assert_eq!(refused["details"]["last_sent"], 1, "{refused}");
+    app.send(&a, &[&b], "m2").await;
+    assert_eq!(ws.next().await["seq"], 2, "still receiving live pushes");
+    ws.send(json!({"type": "ack", "seq": 1})).await;
+    ws.assert_quiet().await;
+    drop(ws);
+    let (_, replayed, caught_up) = app.ws_caught_up(&b, "").await;
+    assert_eq!(
+        (seqs(&replayed), caught_up),
+        (vec![2], 2),
+        "resumes after the valid ack"
+    );
     app.stop().await;
 }
 
@@ -290,6 +325,20 @@ async fn a_slow_consumer_is_closed_and_others_keep_receiving() {
     );
     let close = slow_ws.closed().await.expect("a close frame");
     assert_eq!(close.code, CloseCode::from(4008));
+    // `delivered_to` named "slow" for entries its closed connection never wrote: what it
+    // promises is the outbox and the replay, and the document says exactly that.
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
+    let promise =
+        doc["components"]["schemas"]["DeliveryStatus"]["properties"]["delivered_to"]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    assert!(
+        promise.contains("outbox")
+            && promise.contains("replay")
+            && promise.contains("Not a receipt"),
+        "{promise}"
+    );
     // It resumes from its cursor and gets everything.
     let (_, replayed, caught_up) = app.ws_caught_up(&slow, "?since=0").await;
     assert_eq!(seqs(&replayed), (1..=60).collect::<Vec<i64>>());
@@ -447,3 +496,25 @@ async fn shutdown_closes_every_session_with_1001_and_waits_for_them() {
 }
 
 mod operations;
+
+/// A client's close frame is answered with a close frame (1000), so a clean goodbye is
+/// clean on both sides instead of an abnormal end (1006).
+#[tokio::test]
+async fn a_client_close_is_answered_with_1000() {
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let b = app.agent(&team, "b", &[]).await;
+    let (mut ws, _, _) = app.ws_caught_up(&b, "").await;
+    ws.send_raw(Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    })))
+    .await;
+    let answer = ws
+        .closed()
+        .await
+        .expect("the server answers the close frame");
+    assert_eq!(answer.code, CloseCode::Normal);
+    app.stop().await;
+}

@@ -279,3 +279,40 @@ async fn tasks_are_listed_by_role_and_status_a_page_at_a_time() {
     assert_eq!(seen, ["t4", "t3", "t2", "t1", "t0"]);
     app.stop().await;
 }
+
+/// Task ids belong to their originator: an agent that cannot see a task cannot learn
+/// that its id is in use (its own task with that id is simply created), and each agent
+/// finds its own task by the id.
+#[tokio::test]
+async fn a_task_id_reveals_nothing_about_tasks_the_caller_cannot_see() {
+    let app = app().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &["work"]).await;
+    let c = app.agent(&team, "c", &[]).await;
+    let mine = json!({"task_id": "build", "target_agent_id": "b", "description": "A's build"});
+    app.submit(&a, mine.clone()).await.expect_status(201);
+    // C cannot see A's task: reading it is not found, and creating its own with the same
+    // id works as if the id were free.
+    app.task(&c, "build")
+        .await
+        .expect_error(404, "TASK_NOT_FOUND");
+    let theirs = json!({"task_id": "build", "target_agent_id": "a", "description": "C's build"});
+    app.submit(&c, theirs).await.expect_status(201);
+    assert_eq!(
+        app.task(&c, "build").await.body["task"]["description"],
+        "C's build"
+    );
+    // A sees its own; the assignee of each sees the one it was given.
+    assert_eq!(
+        app.task(&a, "build").await.body["task"]["description"],
+        "A's build"
+    );
+    assert_eq!(
+        app.task(&b, "build").await.body["task"]["description"],
+        "A's build"
+    );
+    // An originator cannot reuse its own id.
+    app.submit(&a, mine).await.expect_error(409, "CONFLICT");
+    app.stop().await;
+}

@@ -3,15 +3,14 @@
 //! [`Server::start`] is what `switchboard serve` runs and what the integration tests
 //! start on `127.0.0.1:0`: there is one way to run the server.
 
+mod listener;
+
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -256,9 +255,8 @@ async fn serve(
     workers: Workers,
     (core, store): (Core, Store),
 ) {
-    let serving = axum::serve(CountingListener(listener), app)
-        .with_graceful_shutdown(stop.clone().cancelled_owned());
-    let mut serving = std::pin::pin!(serving.into_future());
+    let serving = listener::serve(listener, app, stop.clone());
+    let mut serving = std::pin::pin!(serving);
     let deadline = async {
         stop.cancelled().await;
         // Sessions get their close frame (1001) as soon as the stop is requested.
@@ -266,11 +264,7 @@ async fn serve(
         tokio::time::sleep(grace).await;
     };
     tokio::select! {
-        result = &mut serving => {
-            if let Err(err) = result {
-                tracing::error!(error = %err, "HTTP server failed");
-            }
-        }
+        () = &mut serving => {}
         // In-flight requests get `grace` to finish after the stop signal.
         () = deadline => {
             tracing::warn!("in-flight requests did not finish within {grace:?}; closing");
@@ -347,85 +341,4 @@ pub async fn healthcheck(listen: SocketAddr, timeout: Duration) -> io::Result<()
             format!("{target} did not answer within {timeout:?}"),
         )
     })?
-}
-
-/// The TCP listener, counting open connections for `/metrics` and disabling Nagle's
-/// algorithm (small frames and responses must leave at once).
-struct CountingListener(TcpListener);
-
-impl axum::serve::Listener for CountingListener {
-    type Io = CountedStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.0.accept().await {
-                Ok((stream, addr)) => {
-                    if let Err(err) = stream.set_nodelay(true) {
-                        tracing::debug!(error = %err, "set_nodelay failed");
-                    }
-                    metrics::gauge!("switchboard_open_connections").increment(1.0);
-                    return (CountedStream(stream), addr);
-                }
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-/// A connection that leaves the open-connections gauge when dropped.
-struct CountedStream(TcpStream);
-
-impl Drop for CountedStream {
-    fn drop(&mut self) {
-        metrics::gauge!("switchboard_open_connections").decrement(1.0);
-    }
-}
-
-impl AsyncRead for CountedStream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for CountedStream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
-    }
 }
