@@ -13,6 +13,7 @@ use switchboard_types::ErrorCode;
 use switchboard_types::frames::push_body;
 use switchboard_types::messages::{DeliveryStatus, MessageView};
 use switchboard_types::time::Timestamp;
+use switchboard_types::validate::check_idempotency_key;
 
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{Event, Hub, Push, Reservation};
@@ -28,9 +29,6 @@ pub(super) struct Idempotency {
     hash: [u8; 32],
 }
 
-/// Longest idempotency key.
-pub const MAX_IDEMPOTENCY_KEY: usize = 255;
-
 impl Idempotency {
     /// `None` without a key; validates the key's shape otherwise.
     pub(super) fn new(
@@ -39,17 +37,7 @@ impl Idempotency {
         request: &impl Serialize,
     ) -> CoreResult<Option<Idempotency>> {
         let Some(key) = key else { return Ok(None) };
-        if key.is_empty()
-            || key.len() > MAX_IDEMPOTENCY_KEY
-            || !key.bytes().all(|b| b.is_ascii_graphic())
-        {
-            return Err(CoreError::validation(
-                "Idempotency-Key",
-                format!(
-                    "an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"
-                ),
-            ));
-        }
+        check_idempotency_key(key)?;
         let body = serde_json::to_vec(request)
             .map_err(|e| CoreError::internal(format!("hashing the request: {e}")))?;
         Ok(Some(Idempotency {

@@ -270,6 +270,10 @@ async fn assistance_input_is_validated() {
     assist(&app, &asker, json!({"target_agents": ["asker"]}))
         .await
         .expect_error(400, "INVALID_RECIPIENT");
+    let crowd: Vec<String> = (0..1001).map(|i| format!("a{i}")).collect();
+    assist(&app, &asker, json!({"target_agents": crowd}))
+        .await
+        .expect_invalid("target_agents");
     assist(
         &app,
         &asker,

@@ -145,3 +145,91 @@ async fn the_server_serves_the_document_and_an_offline_swagger_ui() {
     );
     app.stop().await;
 }
+
+/// Every `$ref` names a schema the document has (validators reject the document
+/// otherwise, and generators drop the parameter), and every limit of the constraint
+/// table found its field.
+#[test]
+fn every_reference_resolves_and_every_limit_is_stated() {
+    let mut doc = switchboard::server::openapi_document();
+    let unmatched = switchboard::server::finish_document(&mut doc);
+    assert!(unmatched.is_empty(), "{unmatched:#?}");
+    let doc = serde_json::to_value(doc).expect("doc");
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    let mut refs = Vec::new();
+    collect_refs(&doc, &mut refs);
+    assert!(refs.len() > 50, "{refs:?}");
+    for reference in refs {
+        let name = reference
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("unexpected reference {reference}"));
+        assert!(schemas.contains_key(name), "dangling $ref {reference}");
+    }
+    // Results are any JSON value or null, not only objects.
+    for schema in ["Task", "TaskResponse", "TaskResult", "CallbackNotification"] {
+        let result = &schemas[schema]["properties"]["result_data"];
+        assert!(result.get("type").is_none(), "{schema}: {result}");
+    }
+    for schema in ["UpdateTeam", "UpdateAgent"] {
+        assert_eq!(schemas[schema]["minProperties"], 1, "{schema}");
+    }
+}
+
+fn collect_refs(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                match (key.as_str(), value) {
+                    ("$ref", serde_json::Value::String(r)) => out.push(r.clone()),
+                    _ => collect_refs(value, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}
+
+/// The id pattern the document states accepts exactly what `check_id` accepts, and the
+/// comma-list patterns accept exactly what the query decoder accepts.
+#[test]
+fn stated_patterns_agree_with_the_validation() {
+    use switchboard_types::ids::check_id;
+    let id = regex::Regex::new(switchboard_types::openapi::ID_PATTERN).expect("pattern");
+    let long = "x".repeat(64);
+    for candidate in [
+        "a", "A-b_c.d", ".a", "..a", "...", "a.", ".", "..", "", "a b", "a/b", "é", "a\n", &long,
+    ] {
+        assert_eq!(
+            id.is_match(candidate),
+            check_id("id", candidate).is_ok(),
+            "{candidate:?}"
+        );
+    }
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
+    let parameters = doc["paths"]["/v1/messages"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters");
+    let types = parameters
+        .iter()
+        .find(|p| p["name"] == "message_types")
+        .and_then(|p| p["schema"]["pattern"].as_str())
+        .expect("message_types pattern");
+    let types = regex::Regex::new(types).expect("pattern");
+    for (query, valid) in [
+        ("request", true),
+        ("request,coordination", true),
+        (" request , ,information ", true),
+        ("", true),
+        ("requests", false),
+        ("request;information", false),
+        ("Request", false),
+    ] {
+        assert_eq!(types.is_match(query), valid, "{query:?}");
+        let decoded: Result<
+            switchboard_types::decode::CommaList<switchboard_types::messages::MessageType>,
+            _,
+        > = serde_json::from_value(serde_json::json!(query));
+        assert_eq!(decoded.is_ok(), valid, "decoder disagrees on {query:?}");
+    }
+}

@@ -171,6 +171,15 @@ async fn response_content_is_validated() {
     .await
     .expect_error(400, "INVALID_RECIPIENT");
     assert_eq!(res.body["details"]["field"], "additional_recipients");
+    let crowd: Vec<String> = (0..1001).map(|i| format!("a{i}")).collect();
+    respond(
+        &app,
+        &worker,
+        &original,
+        json!({"additional_recipients": crowd}),
+    )
+    .await
+    .expect_invalid("additional_recipients");
     for status in ["partial", "completed"] {
         respond(
             &app,

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::agents::{AGENT_CAPABILITY_LIMITS, AgentStatus};
 use crate::decode::null_as_default;
 use crate::error::ErrorBody;
-use crate::messages::{DeliveryStatus, MAX_DETAIL, MAX_TEXT, Priority, wire_enum};
+use crate::messages::{DeliveryStatus, MAX_DETAIL, MAX_RECIPIENTS, MAX_TEXT, Priority, wire_enum};
 use crate::time::Timestamp;
 use crate::validate::{check_message_text, clean_capabilities};
 
@@ -63,6 +63,13 @@ impl RequestAssistance {
         )?;
         if !details.context.is_empty() {
             check_message_text("request_details.context", &details.context, MAX_DETAIL)?;
+        }
+        if self.target_agents.len() > MAX_RECIPIENTS {
+            return Err(ErrorBody::validation(
+                "target_agents",
+                format!("at most {MAX_RECIPIENTS} target agents"),
+            )
+            .with("max", MAX_RECIPIENTS));
         }
         let capabilities = clean_capabilities(
             "required_capabilities",

@@ -30,6 +30,8 @@ pub mod ids;
 pub mod inbox;
 pub mod messages;
 pub mod metrics;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 pub mod operation;
 pub mod strict;
 pub mod task_state;

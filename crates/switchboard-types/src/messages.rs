@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use crate::decode::null_as_default;
 use crate::error::{ErrorBody, ErrorCode};
 use crate::time::Timestamp;
-use crate::validate::{check_message_text, check_optional};
+use crate::validate::{check_message_text, check_optional, check_text};
 
 /// Longest `content.text` (and response text, broadcast summary, assistance description).
 pub const MAX_TEXT: usize = 2000;
@@ -25,6 +25,12 @@ pub const MAX_RECIPIENTS: usize = 1000;
 pub const MAX_MARK: usize = 1000;
 /// Longest `context_reference` and `thread_id`.
 pub const MAX_REFERENCE: usize = 256;
+/// Longest attachment name, in characters.
+pub const MAX_ATTACHMENT_NAME: usize = 255;
+/// Longest attachment media type.
+pub const MAX_MEDIA_TYPE: usize = 255;
+/// Longest attachment URL.
+pub const MAX_ATTACHMENT_URL: usize = 2048;
 /// The recipient list meaning "every member but the sender".
 pub const ALL: &str = "ALL";
 
@@ -129,16 +135,11 @@ impl Attachment {
     /// Checks the attachment at position `i`; returns its decoded inline size.
     fn validate(&self, i: usize) -> Result<usize, ErrorBody> {
         let field = |f: &str| format!("content.attachments[{i}].{f}");
-        if self.name.trim().is_empty() || self.name.chars().count() > 255 {
-            return Err(ErrorBody::validation(
-                &field("name"),
-                "name must be 1 to 255 characters",
-            ));
-        }
+        check_text(&field("name"), &self.name, MAX_ATTACHMENT_NAME)?;
         let (kind, sub) = self.media_type.split_once('/').unwrap_or(("", ""));
         if kind.is_empty()
             || sub.is_empty()
-            || self.media_type.len() > 255
+            || self.media_type.len() > MAX_MEDIA_TYPE
             || self.media_type.contains(char::is_whitespace)
         {
             return Err(ErrorBody::validation(
@@ -150,11 +151,13 @@ impl Attachment {
             (Some(url), None) => {
                 let lower = url.to_ascii_lowercase();
                 if !(lower.starts_with("http://") || lower.starts_with("https://"))
-                    || url.len() > 2048
+                    || url.chars().count() > MAX_ATTACHMENT_URL
                 {
                     return Err(ErrorBody::validation(
                         &field("url"),
-                        "url must be an http or https URL of at most 2048 characters",
+                        format!(
+                            "url must be an http or https URL of at most {MAX_ATTACHMENT_URL} characters"
+                        ),
                     ));
                 }
                 Ok(0)
@@ -487,6 +490,13 @@ impl RespondToMessage {
                 "original_message_id",
                 "original_message_id must match the message id in the path",
             ));
+        }
+        if self.additional_recipients.len() > MAX_RECIPIENTS {
+            return Err(ErrorBody::validation(
+                "additional_recipients",
+                format!("at most {MAX_RECIPIENTS} additional recipients"),
+            )
+            .with("max", MAX_RECIPIENTS));
         }
         check_message_text(
             "response_content.text",

@@ -140,7 +140,7 @@ wire_enum! {
 pub struct TaskResponse {
     pub task_id: String,
     /// Any JSON value (usually an object); null when there is none.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
     pub status: TaskResponseStatus,
     /// The agent completing the task (`switchboard` for the registry by message).
@@ -193,7 +193,7 @@ wire_enum! {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackNotification {
     pub task_id: String,
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
     pub status: CallbackStatus,
     /// The callback URL or agent id.
@@ -264,7 +264,7 @@ pub struct TaskResult {
     pub status: TaskResponseStatus,
     /// Any JSON value (null when not given).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
 }
 
@@ -341,7 +341,7 @@ pub struct Task {
     /// Answered clarification rounds, oldest first.
     pub context: Vec<ClarificationRound>,
     /// The last reported result data.
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
     /// The latest callback's delivery (URL callbacks only).
     pub callback_delivery: Option<CallbackDelivery>,

@@ -65,6 +65,24 @@ pub fn check_optional(field: &str, value: &Option<String>, max: usize) -> Result
     }
 }
 
+/// Longest `Idempotency-Key`.
+pub const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// Checks an `Idempotency-Key`: 1 to [`MAX_IDEMPOTENCY_KEY`] visible ASCII characters,
+/// so that it can be stored, logged and compared byte for byte.
+pub fn check_idempotency_key(key: &str) -> Result<(), ErrorBody> {
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(ErrorBody::validation(
+            "Idempotency-Key",
+            format!("an idempotency key is 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"),
+        ));
+    }
+    Ok(())
+}
+
 /// How many capabilities a list may hold and how long each may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CapabilityLimits {
