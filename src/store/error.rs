@@ -26,6 +26,12 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The database file belongs to someone else or is damaged; it was left untouched.
+    #[error(
+        "{path} is not a Switchboard database: {reason}. It was left untouched; give \
+         --database a new file (or the right one)"
+    )]
+    NotOurs { path: PathBuf, reason: String },
     #[error("the transaction this write belonged to failed and was rolled back")]
     BatchFailed,
     #[error("storage is closed")]

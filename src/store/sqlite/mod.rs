@@ -76,6 +76,44 @@ fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
         .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))
 }
 
+/// Refuses, before anything is written, a file that is not ours: one SQLite cannot read
+/// (corrupt, or not a database at all), or another program's database (tables, but no
+/// migration history). Opening it normally would switch it to WAL and add our tables to
+/// it; a typo in `--database` must never damage someone else's data.
+async fn refuse_foreign(path: &Path) -> Result<(), StoreError> {
+    let has_content = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    if !has_content {
+        return Ok(());
+    }
+    let unreadable = |e: sqlx::Error| StoreError::NotOurs {
+        path: path.to_path_buf(),
+        reason: format!("SQLite cannot read it ({e})"),
+    };
+    // Default options change nothing in the file: no journal mode, no creation.
+    let mut probe = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .map_err(unreadable)?;
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .fetch_all(&mut probe)
+            .await
+            .map_err(unreadable)?;
+    drop(probe);
+    let ours = tables.is_empty() || tables.iter().any(|t| t == "_sqlx_migrations");
+    if ours {
+        return Ok(());
+    }
+    Err(StoreError::NotOurs {
+        path: path.to_path_buf(),
+        reason: format!(
+            "it is another program's database (tables: {})",
+            tables.join(", ")
+        ),
+    })
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file, applies migrations and starts the
     /// writer.
@@ -86,6 +124,7 @@ impl SqliteStore {
                 source,
             })?;
         }
+        refuse_foreign(path).await?;
         let options = connect_options(path, opts);
         let mut write_conn = options
             .clone()
