@@ -101,6 +101,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_WS_OUTBOX", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub ws_outbox: u64,
 
+    /// WebSocket connections one agent may hold at once; one more is closed with 4029.
+    #[arg(long, env = "SWITCHBOARD_WS_MAX_PER_AGENT", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_max_per_agent: u64,
+
+    /// WebSocket connections the server holds at once; one more is closed with 1013.
+    #[arg(long, env = "SWITCHBOARD_WS_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_max_connections: u64,
+
     /// Allow task callback URLs on loopback and private networks (refused by default, so
     /// a client cannot make the server call into its own network).
     #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CALLBACKS")]

@@ -5,10 +5,11 @@
 
 use std::sync::Arc;
 
+use switchboard_types::ErrorCode;
 use switchboard_types::ids::AgentPk;
 
 use super::{Caller, Core, CoreError, CoreResult};
-use crate::hub::{Lag, Push, Registration};
+use crate::hub::{ConnectionLimit, Lag, Push, Registration};
 use crate::store::records::PresenceRow;
 
 /// One live connection of an agent. Dropping it ends the connection's registration.
@@ -72,8 +73,20 @@ impl Core {
     /// read for the replay, so nothing committed from now on can be missed.
     pub fn connect(&self, caller: &Caller) -> CoreResult<Connection> {
         let (team, agent) = self.acting_agent(caller)?;
+        let registration = self.hub().register(agent.pk).map_err(|limit| match limit {
+            ConnectionLimit::Agent(max) => CoreError::new(
+                ErrorCode::RateLimited,
+                format!("this agent already holds {max} live connections; close one first"),
+            )
+            .with("max", max),
+            ConnectionLimit::Total(max) => CoreError::new(
+                ErrorCode::Unavailable,
+                format!("the server holds its maximum of {max} live connections; retry later"),
+            )
+            .with("max", max),
+        })?;
         Ok(Connection {
-            registration: self.hub().register(agent.pk),
+            registration,
             agent_id: agent.agent_id.clone(),
             team_id: team.team_id.clone(),
         })

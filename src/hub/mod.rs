@@ -82,6 +82,30 @@ const OVERFLOWS: &str = "switchboard_ws_outbox_overflows_total";
 pub struct HubSettings {
     /// Frames a connection may have waiting before it counts as lagging.
     pub outbox: usize,
+    /// Connections one agent may hold at once.
+    pub max_per_agent: usize,
+    /// Connections the hub holds at once.
+    pub max_total: usize,
+}
+
+impl HubSettings {
+    /// Settings with no connection limit that matters (tests of the hub alone).
+    pub fn with_outbox(outbox: usize) -> HubSettings {
+        HubSettings {
+            outbox,
+            max_per_agent: usize::MAX,
+            max_total: usize::MAX,
+        }
+    }
+}
+
+/// Why a connection was not registered: a limit was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionLimit {
+    /// The agent already holds this many connections.
+    Agent(usize),
+    /// The server already holds this many connections.
+    Total(usize),
 }
 
 /// A live connection as the hub sees it.
@@ -238,14 +262,21 @@ impl Hub {
     }
 
     /// Adds a live connection for `agent_pk`.
-    pub fn register(self: &Arc<Self>, agent_pk: AgentPk) -> Registration {
+    pub fn register(self: &Arc<Self>, agent_pk: AgentPk) -> Result<Registration, ConnectionLimit> {
         let (tx, rx) = mpsc::channel(self.settings.outbox.max(1));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let lagging = Arc::new(Lag::default());
         let kicked = tokio_util::sync::CancellationToken::new();
         let now = Timestamp::now();
         let mut agents = self.write();
+        // Checked under the lock, so concurrent connects cannot both take the last place.
+        if self.open.load(Ordering::Relaxed) >= self.settings.max_total as u64 {
+            return Err(ConnectionLimit::Total(self.settings.max_total));
+        }
         let state = agents.entry(agent_pk).or_default();
+        if state.conns.len() >= self.settings.max_per_agent {
+            return Err(ConnectionLimit::Agent(self.settings.max_per_agent));
+        }
         state.conns.push(Conn {
             id,
             tx,
@@ -254,17 +285,17 @@ impl Hub {
             since: now,
         });
         state.last_seen = Some(now);
-        drop(agents);
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        drop(agents);
         metrics::gauge!("switchboard_ws_connections").set(open as f64);
-        Registration {
+        Ok(Registration {
             id,
             agent_pk,
             rx,
             lagging,
             kicked,
             hub: self.clone(),
-        }
+        })
     }
 
     /// Ends every live connection of an agent (it was removed).
@@ -413,8 +444,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_outbox_marks_the_connection_lagging_and_skips_it() {
-        let hub = Hub::new(HubSettings { outbox: 2 }, Vec::new());
-        let mut reg = hub.register(AgentPk(1));
+        let hub = Hub::new(HubSettings::with_outbox(2), Vec::new());
+        let mut reg = hub.register(AgentPk(1)).expect("room");
         let event = event("{}");
         for seq in 1..=2 {
             let r = hub.reserve(AgentPk(1));
@@ -441,10 +472,10 @@ mod tests {
             acked_seq: 10,
             last_seen_at: None,
         };
-        let hub = Hub::new(HubSettings { outbox: 4 }, vec![cursor]);
+        let hub = Hub::new(HubSettings::with_outbox(4), vec![cursor]);
         assert_eq!(hub.acked(five), 10);
         assert!(!hub.is_connected(five));
-        let reg = hub.register(five);
+        let reg = hub.register(five).expect("room");
         assert!(hub.presence(five).connected);
         hub.ack(five, 8);
         assert_eq!(hub.acked(five), 10, "acks never go back");

@@ -45,6 +45,10 @@ pub struct ServerConfig {
     pub ws_ping_interval: Duration,
     /// Frames a WebSocket connection may have waiting.
     pub ws_outbox: usize,
+    /// Live connections one agent may hold at once (more are closed with 4029).
+    pub ws_max_per_agent: usize,
+    /// Live connections the server holds at once (more are closed with 1013).
+    pub ws_max_connections: usize,
     /// How task callbacks are sent (timeout, retries, private addresses).
     pub callbacks: CallbackSettings,
 }
@@ -63,6 +67,8 @@ impl ServerConfig {
             rate_limit: None,
             ws_ping_interval: Duration::from_secs(20),
             ws_outbox: 1024,
+            ws_max_per_agent: 16,
+            ws_max_connections: 10_000,
             callbacks: CallbackSettings::default(),
         }
     }
@@ -87,6 +93,8 @@ impl From<&ServeArgs> for ServerConfig {
             }),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),
+            ws_max_per_agent: usize::try_from(args.ws_max_per_agent).unwrap_or(usize::MAX),
+            ws_max_connections: usize::try_from(args.ws_max_connections).unwrap_or(usize::MAX),
             callbacks: CallbackSettings {
                 timeout: Duration::from_secs(args.callback_timeout),
                 max_attempts: i64::from(args.callback_max_attempts),
@@ -203,6 +211,8 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
         rate_limit: config.rate_limit,
         hub: HubSettings {
             outbox: config.ws_outbox,
+            max_per_agent: config.ws_max_per_agent,
+            max_total: config.ws_max_connections,
         },
         tasks: TaskSettings {
             allow_private_callbacks: config.callbacks.allow_private,

@@ -316,3 +316,61 @@ async fn the_command_line_shows_peer_text_inert() {
     assert_eq!(page["messages"][0]["content"]["text"], evil);
     app.stop().await;
 }
+
+/// Even at debug level, the log never carries a token given in the query string (the
+/// WebSocket's `access_token`): request lines name the path, not the query.
+#[tokio::test]
+async fn tokens_in_query_strings_stay_out_of_the_log() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("log");
+    let log = std::fs::File::create(&path).expect("file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", ADMIN])
+        .arg("--database")
+        .arg(dir.path().join("db"))
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("starts");
+    let mut addr = None;
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        addr = text
+            .split("addr=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
+        if addr.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let addr = addr.expect("the server logs its address");
+    let secret = "sb_agent_0000000000000000_secretsecretsecret";
+    for route in ["/v1/ws", "/v1/messages"] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(&addr)
+            .await
+            .expect("connects");
+        let request = format!(
+            "GET {route}?access_token={secret} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.expect("sends");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("answer");
+        assert!(answer.starts_with("HTTP/1.1 4"), "{route}: {answer}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&path).expect("log");
+    assert!(
+        text.contains("/v1/ws"),
+        "the requests were not logged:\n{text}"
+    );
+    assert!(
+        !text.contains("secretsecret"),
+        "a token in the log:\n{text}"
+    );
+}

@@ -121,7 +121,8 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
                     .get("x-request-id")
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
-                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id = %id)
+                // The path only: a query string may carry `access_token`.
+                tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
             }),
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))

@@ -79,8 +79,9 @@ pub fn routes() -> OpenApiRouter<WsState> {
 /// `get_messages`, `get_message`, `mark_message_read`, `respond_to_message`,
 /// `broadcast_update`, `request_assistance`) with a `request_id`, answered by
 /// `{"type":"reply","request_id":…,"ok":…}`. Close codes: 1001 shutdown, 1009 frame too
-/// large, 4001 keep-alive timeout, 4003 agent removed, 4008 outbox overflow (reconnect
-/// and resume).
+/// large, 1013 server connection limit reached, 4001 keep-alive timeout, 4003 agent
+/// removed, 4008 outbox overflow (reconnect and resume), 4029 the agent holds too many
+/// connections (`--ws-max-per-agent`, 16 by default).
 #[utoipa::path(get, path = "/v1/ws", tag = "live", security(("bearer" = [])),
     params(WsQuery),
     responses(

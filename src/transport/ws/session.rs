@@ -9,8 +9,9 @@
 //!
 //! Close codes (see README): 1000 normal (a client's close is answered with its own
 //! code), 1001 server shutting down, 1009 frame too
-//! large, 1011 storage unavailable, 4001 keep-alive timeout, 4003 agent removed, 4008
-//! outbox overflow (reconnect and resume from your last seq).
+//! large, 1011 storage unavailable, 1013 server connection limit, 4001 keep-alive
+//! timeout, 4003 agent removed, 4008 outbox overflow (reconnect and resume from your last
+//! seq), 4029 too many connections for this agent.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -32,6 +33,10 @@ pub const CLOSE_UNAVAILABLE: u16 = 1011;
 pub const CLOSE_KEEPALIVE: u16 = 4001;
 pub const CLOSE_REMOVED: u16 = 4003;
 pub const CLOSE_LAGGING: u16 = 4008;
+/// The agent already holds `--ws-max-per-agent` connections.
+pub const CLOSE_TOO_MANY: u16 = 4029;
+/// The server holds `--ws-max-connections` connections (the standard "try again later").
+pub const CLOSE_TRY_LATER: u16 = 1013;
 
 /// Entries read from storage per replay query.
 const REPLAY_PAGE: i64 = 1000;
@@ -78,7 +83,14 @@ impl Session {
             Ok(conn) => conn,
             Err(err) => {
                 tracing::debug!(error = %err, "connection refused after the upgrade");
-                close(&mut socket, CLOSE_REMOVED, "agent removed").await;
+                let (code, reason) = match err.code() {
+                    ErrorCode::RateLimited => {
+                        (CLOSE_TOO_MANY, "too many connections for this agent")
+                    }
+                    ErrorCode::Unavailable => (CLOSE_TRY_LATER, "server connection limit reached"),
+                    _ => (CLOSE_REMOVED, "agent removed"),
+                };
+                close(&mut socket, code, reason).await;
                 return;
             }
         };

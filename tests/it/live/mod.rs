@@ -518,3 +518,66 @@ async fn a_client_close_is_answered_with_1000() {
     assert_eq!(answer.code, CloseCode::Normal);
     app.stop().await;
 }
+
+/// Live connections are bounded per agent (4029) and in total (1013): one more than the
+/// limit is closed with its code and a reason, and a place that frees up can be taken.
+#[tokio::test]
+async fn connections_are_bounded_per_agent_and_in_total() {
+    let app = TestApp::start_with(|c| {
+        c.ws_max_per_agent = 2;
+        c.ws_max_connections = 3;
+    })
+    .await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let (first, _, _) = app.ws_caught_up(&a, "").await;
+    let (_second, _, _) = app.ws_caught_up(&a, "").await;
+    let close = refused(&app, &a)
+        .await
+        .expect("a third connection is refused");
+    assert_eq!(u16::from(close.code), 4029);
+    assert!(
+        close.reason.contains("too many connections"),
+        "{}",
+        close.reason
+    );
+    let (_b1, _, _) = app.ws_caught_up(&b, "").await;
+    let close = refused(&app, &b)
+        .await
+        .expect("a fourth in total is refused");
+    assert_eq!(u16::from(close.code), 1013);
+    assert!(close.reason.contains("limit"), "{}", close.reason);
+    drop(first);
+    // The freed place is given again once the server noticed the close.
+    let mut taken = false;
+    for _ in 0..50 {
+        if refused(&app, &a).await.is_none() {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(taken, "the freed place was never given again");
+    app.stop().await;
+}
+
+/// Connects as `agent`: the close frame when the server refuses the connection, `None`
+/// when it says hello.
+async fn refused(
+    app: &TestApp,
+    agent: &crate::support::Agent,
+) -> Option<tokio_tungstenite::tungstenite::protocol::CloseFrame> {
+    let mut ws = app
+        .ws_connect("/v1/ws", Some(&agent.token))
+        .await
+        .expect("the upgrade succeeds");
+    match ws.next_raw().await {
+        Message::Close(frame) => Some(frame.expect("a close frame with a code")),
+        Message::Text(text) => {
+            assert!(text.contains("hello"), "{text}");
+            None
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
