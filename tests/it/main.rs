@@ -8,6 +8,7 @@ mod agents;
 mod cli;
 mod client;
 mod coordination;
+mod database_files;
 mod docs;
 mod errors;
 mod hardening;
