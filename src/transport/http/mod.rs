@@ -127,8 +127,7 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
         )
         .layer(PropagateRequestIdLayer::new(request_id.clone()))
         .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
-        .layer(middleware::from_fn(sanitize_request_id))
-        .layer(middleware::from_fn(bound_request_head))
+        .layer(middleware::from_fn(guard_request_head))
         // Bearer tokens, not cookies, carry identity, so any origin may call the API;
         // browsers never attach credentials on their own.
         .layer(CorsLayer::permissive().max_age(Duration::from_secs(3600)))
@@ -143,8 +142,12 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// Refuses a request whose URI or headers exceed the limits, with the error body (hyper
 /// lets heads up to its outer bounds through for this; see `server::listener`).
-async fn bound_request_head(req: Request, next: Next) -> Response {
-    let uri = req.uri().to_string().len();
+///
+/// Also drops an unacceptable `X-Request-Id` (see [`sanitize_request_id`]): one
+/// middleware for both, since each `from_fn` layer costs a boxed future per request.
+async fn guard_request_head(mut req: Request, next: Next) -> Response {
+    sanitize_request_id(&mut req);
+    let uri = uri_len(req.uri());
     if uri > MAX_URI_BYTES {
         let refused = ErrorBody::new(
             ErrorCode::UriTooLong,
@@ -177,7 +180,7 @@ const MAX_REQUEST_ID: usize = 64;
 /// Drops a client's `X-Request-Id` that is long or has characters beyond
 /// `A-Z a-z 0-9 . _ : -`, so a fresh one is generated: the id is written into every log
 /// line of the request and must not be able to forge or flood them.
-async fn sanitize_request_id(mut req: Request, next: Next) -> Response {
+fn sanitize_request_id(req: &mut Request) {
     let acceptable = |v: &axum::http::HeaderValue| {
         let bytes = v.as_bytes();
         !bytes.is_empty()
@@ -193,7 +196,14 @@ async fn sanitize_request_id(mut req: Request, next: Next) -> Response {
     {
         req.headers_mut().remove("x-request-id");
     }
-    next.run(req).await
+}
+
+/// The URI's length as sent, without formatting it.
+fn uri_len(uri: &axum::http::Uri) -> usize {
+    let scheme = uri.scheme_str().map_or(0, |s| s.len() + 3);
+    let authority = uri.authority().map_or(0, |a| a.as_str().len());
+    let rest = uri.path_and_query().map_or(0, |p| p.as_str().len());
+    scheme + authority + rest
 }
 
 async fn unknown_route(method: Method, uri: axum::http::Uri) -> ApiError {
