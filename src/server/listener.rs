@@ -6,7 +6,7 @@
 //! hyper's own bounds raised, such requests reach the middleware, which refuses them
 //! with the contract's error body (`transport::http`: 414 over 8 KiB of URI, 431 over 100
 //! headers or 64 KiB of them). Only requests past hyper's outer bounds (a URI over
-//! 64 KiB, headers over 1 MiB or more than 1,000 of them) still get hyper's bare answer.
+//! 64 KiB, headers over 1 MiB or more than 128 of them) still get hyper's bare answer.
 
 use std::io;
 use std::pin::Pin;
