@@ -62,47 +62,45 @@ fn task(me: &str, id: &str, caps: &[&str]) -> TaskRequest {
     }
 }
 
-async fn every_operation(kind: Kind) {
-    let app = TestApp::start().await;
-    let team = app.team("clients").await;
-    let a = app.agent(&team, "A", &["planning"]).await;
-    let b = app.agent(&team, "B", &["code"]).await;
-    let c = app.agent(&team, "C", &["code", "review"]).await;
-    let ca = client(&app, &a, kind).await;
-    let cb = client(&app, &b, kind).await;
-    let cc = client(&app, &c, kind).await;
-    assert_eq!((ca.agent_id(), ca.team_id()), ("A", "clients"));
-    let mut b_in = cb.incoming();
-    let mut a_in = ca.incoming();
+/// A, B and C as clients of one transport, with A's and B's incoming streams.
+struct Parties {
+    ca: Client,
+    cb: Client,
+    cc: Client,
+    a_in: mpsc::Receiver<Incoming>,
+    b_in: mpsc::Receiver<Incoming>,
+}
 
-    // The messaging contract.
+/// SEND_MESSAGE (with an idempotency key), GET_MESSAGES, MARK_MESSAGE_READ,
+/// RESPOND_TO_MESSAGE and the message detail, each seen arriving where it should.
+async fn messaging_operations(p: &mut Parties) {
     let mut ask = SendMessage::new("A", &["B"], MessageType::Request, "review please");
     ask.requires_response = true;
-    let sent = ca
-        .send_message(ask.clone(), Some("k1"))
-        .await
-        .expect("send");
-    let again = ca.send_message(ask, Some("k1")).await.expect("retry");
+    let sent =
+        p.ca.send_message(ask.clone(), Some("k1"))
+            .await
+            .expect("send");
+    let again = p.ca.send_message(ask, Some("k1")).await.expect("retry");
     assert_eq!(
         sent.message_id, again.message_id,
         "idempotency key honoured"
     );
-    let got = next_of(&mut b_in, "message").await;
+    let got = next_of(&mut p.b_in, "message").await;
     let view = got.message().expect("a message");
     assert_eq!(view.message_id, sent.message_id);
     assert_eq!(view.content.text, "review please");
-    let page = cb
-        .get_messages(InboxQuery {
+    let page =
+        p.cb.get_messages(InboxQuery {
             unread_only: Some(true),
             ..InboxQuery::default()
         })
         .await
         .expect("inbox");
     assert_eq!(page.total_count, 1);
-    let marked = cb.mark_read(&[&sent.message_id]).await.expect("read");
+    let marked = p.cb.mark_read(&[&sent.message_id]).await.expect("read");
     assert_eq!(marked.marked_read, std::slice::from_ref(&sent.message_id));
-    let responded = cb
-        .respond(
+    let responded =
+        p.cb.respond(
             &sent.message_id,
             RespondToMessage {
                 responder_agent_id: "B".into(),
@@ -119,15 +117,19 @@ async fn every_operation(kind: Kind) {
         .await
         .expect("respond");
     assert!(responded.original_message_updated);
-    let detail = ca.get_message(&sent.message_id).await.expect("get");
+    let detail = p.ca.get_message(&sent.message_id).await.expect("get");
     assert_eq!(detail.responses.len(), 1);
-    let response = next_of(&mut a_in, "message").await;
+    let response = next_of(&mut p.a_in, "message").await;
     assert_eq!(
         response.message().expect("message").message_id,
         responded.response_message_id
     );
-    let broadcast = ca
-        .broadcast(
+}
+
+/// BROADCAST_UPDATE and REQUEST_ASSISTANCE.
+async fn broadcast_and_assistance(p: &Parties) {
+    let broadcast =
+        p.ca.broadcast(
             BroadcastUpdate {
                 sender_agent_id: "A".into(),
                 update_type: UpdateType::Progress,
@@ -144,8 +146,8 @@ async fn every_operation(kind: Kind) {
         .await
         .expect("broadcast");
     assert_eq!(broadcast.recipients, ["B", "C"]);
-    let help = cb
-        .request_assistance(
+    let help =
+        p.cb.request_assistance(
             RequestAssistance {
                 requester_agent_id: "B".into(),
                 assistance_type: AssistanceType::Review,
@@ -163,20 +165,22 @@ async fn every_operation(kind: Kind) {
         .await
         .expect("assistance");
     assert_eq!(help.potential_responders[0].agent_id, "C");
+}
 
-    // The task protocol: A submits, B asks, A answers, B hands to C, C reports.
-    let submitted = ca
-        .submit_task(TaskRequest {
+/// The task protocol: A submits, B asks, A answers, B hands to C, C reports.
+async fn task_operations(p: &mut Parties) {
+    let submitted =
+        p.ca.submit_task(TaskRequest {
             target_agent_id: Some("B".into()),
             ..task("A", "t1", &[])
         })
         .await
         .expect("submit");
     assert!(submitted.success);
-    let request = next_of(&mut b_in, "TaskRequest").await;
+    let request = next_of(&mut p.b_in, "TaskRequest").await;
     assert_eq!(request.frame["task_id"], "t1");
-    let asked = cb
-        .clarify(
+    let asked =
+        p.cb.clarify(
             "t1",
             Clarify {
                 question: "how?".into(),
@@ -189,10 +193,10 @@ async fn every_operation(kind: Kind) {
         .open_clarification
         .expect("open")
         .clarification_id;
-    let question = next_of(&mut a_in, "ClarificationRequest").await;
+    let question = next_of(&mut p.a_in, "ClarificationRequest").await;
     let typed: switchboard_types::tasks::ClarificationRequest = question.task().expect("typed");
     assert_eq!(typed.clarification_id, cid);
-    ca.answer(
+    p.ca.answer(
         "t1",
         &cid,
         Answer {
@@ -201,8 +205,8 @@ async fn every_operation(kind: Kind) {
     )
     .await
     .expect("answer");
-    next_of(&mut b_in, "ClarificationResponse").await;
-    cb.handoff(
+    next_of(&mut p.b_in, "ClarificationResponse").await;
+    p.cb.handoff(
         "t1",
         Handoff {
             new_agent_id: "C".into(),
@@ -212,8 +216,8 @@ async fn every_operation(kind: Kind) {
     )
     .await
     .expect("handoff");
-    next_of(&mut a_in, "HandoffNotification").await;
-    cc.report(
+    next_of(&mut p.a_in, "HandoffNotification").await;
+    p.cc.report(
         "t1",
         TaskResult {
             status: TaskResponseStatus::InProgress,
@@ -222,8 +226,8 @@ async fn every_operation(kind: Kind) {
     )
     .await
     .expect("progress");
-    let done = cc
-        .report(
+    let done =
+        p.cc.report(
             "t1",
             TaskResult {
                 status: TaskResponseStatus::Success,
@@ -233,15 +237,19 @@ async fn every_operation(kind: Kind) {
         .await
         .expect("complete");
     assert_eq!(done.task.status, TaskStatus::Success);
-    let detail = ca.get_task("t1").await.expect("task");
+}
+
+/// The task detail and list, then a second task submitted and canceled.
+async fn task_reads_and_cancel(p: &Parties) {
+    let detail = p.ca.get_task("t1").await.expect("task");
     assert_eq!(detail.events.len(), 6);
-    let listed = cc.list_tasks(TaskQuery::default()).await.expect("list");
+    let listed = p.cc.list_tasks(TaskQuery::default()).await.expect("list");
     assert_eq!(listed.tasks[0].task_id, "t1");
-    ca.submit_task(task("A", "t2", &["code"]))
+    p.ca.submit_task(task("A", "t2", &["code"]))
         .await
         .expect("t2");
-    let canceled = ca
-        .cancel(
+    let canceled =
+        p.ca.cancel(
             "t2",
             Cancel {
                 reason: Some("no".into()),
@@ -250,20 +258,22 @@ async fn every_operation(kind: Kind) {
         .await
         .expect("cancel");
     assert_eq!(canceled.task.status, TaskStatus::Canceled);
+}
 
-    // Refusals carry the server's error code.
-    let err = ca
-        .send_message(
+/// Refusals carry the server's error code.
+async fn refusals(p: &Parties) {
+    let err =
+        p.ca.send_message(
             SendMessage::new("A", &["nobody"], MessageType::Information, "x"),
             None,
         )
         .await
         .expect_err("unknown recipient");
     assert_eq!(err.code(), Some(ErrorCode::InvalidRecipient), "{err}");
-    let err = cc.get_task("t2").await.expect_err("not a party");
+    let err = p.cc.get_task("t2").await.expect_err("not a party");
     assert_eq!(err.code(), Some(ErrorCode::TaskNotFound));
-    let err = ca
-        .report(
+    let err =
+        p.ca.report(
             "t1",
             TaskResult {
                 status: TaskResponseStatus::Failed,
@@ -274,6 +284,32 @@ async fn every_operation(kind: Kind) {
         .expect_err("finished");
     assert!(matches!(err, ClientError::Server { .. }));
     assert_eq!(err.code(), Some(ErrorCode::Forbidden));
+}
+
+async fn every_operation(kind: Kind) {
+    let app = TestApp::start().await;
+    let team = app.team("clients").await;
+    let a = app.agent(&team, "A", &["planning"]).await;
+    let b = app.agent(&team, "B", &["code"]).await;
+    let c = app.agent(&team, "C", &["code", "review"]).await;
+    let ca = client(&app, &a, kind).await;
+    let cb = client(&app, &b, kind).await;
+    let cc = client(&app, &c, kind).await;
+    assert_eq!((ca.agent_id(), ca.team_id()), ("A", "clients"));
+    let b_in = cb.incoming();
+    let a_in = ca.incoming();
+    let mut parties = Parties {
+        ca,
+        cb,
+        cc,
+        a_in,
+        b_in,
+    };
+    messaging_operations(&mut parties).await;
+    broadcast_and_assistance(&parties).await;
+    task_operations(&mut parties).await;
+    task_reads_and_cancel(&parties).await;
+    refusals(&parties).await;
     app.stop().await;
 }
 
@@ -356,12 +392,20 @@ fn cli(app: &TestApp, token: &str) -> tokio::process::Command {
     command
 }
 
-#[tokio::test]
-async fn the_command_line_acts_as_an_agent() {
-    let app = TestApp::start().await;
-    // A team set up from the shell.
-    let out = cli(&app, crate::support::ADMIN)
-        .args([
+/// Runs `switchboard ARGS` as the holder of `token` and expects success.
+async fn cli_ok(app: &TestApp, token: &str, args: &[&str]) -> std::process::Output {
+    let out = cli(app, token).args(args).output().await.expect("runs");
+    assert!(out.status.success(), "switchboard {args:?}: {out:?}");
+    out
+}
+
+/// A team set up from the shell, as the admin and then with its key: alice (planning)
+/// and bob (code). Their tokens.
+async fn shell_team(app: &TestApp) -> (String, String) {
+    let out = cli_ok(
+        app,
+        crate::support::ADMIN,
+        &[
             "admin",
             "team",
             "create",
@@ -369,17 +413,17 @@ async fn the_command_line_acts_as_an_agent() {
             "--team-id",
             "shell",
             "--json",
-        ])
-        .output()
-        .await
-        .expect("runs");
-    assert!(out.status.success(), "{out:?}");
+        ],
+    )
+    .await;
     let team: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let key = team["team_key"].as_str().expect("key").to_owned();
     let mut tokens = Vec::new();
     for (id, caps) in [("alice", "planning"), ("bob", "code")] {
-        let out = cli(&app, &key)
-            .args([
+        let out = cli_ok(
+            app,
+            &key,
+            &[
                 "admin",
                 "agent",
                 "register",
@@ -389,26 +433,82 @@ async fn the_command_line_acts_as_an_agent() {
                 "--capabilities",
                 caps,
                 "--json",
-            ])
-            .output()
-            .await
-            .expect("runs");
-        assert!(out.status.success(), "{out:?}");
+            ],
+        )
+        .await;
         let agent: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         tokens.push(agent["token"].as_str().expect("token").to_owned());
     }
-    let (alice, bob) = (&tokens[0], &tokens[1]);
+    let bob = tokens.pop().expect("bob");
+    let alice = tokens.pop().expect("alice");
+    (alice, bob)
+}
+
+/// The next line a subprocess printed, as JSON.
+async fn next_json_line(
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> serde_json::Value {
+    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("in time")
+        .expect("readable")
+        .expect("a line");
+    serde_json::from_str(&line).expect("JSON line")
+}
+
+/// Bob's `listen --count 2` printed the message, then the task request, and ended.
+async fn bob_heard_both(
+    mut listener: tokio::process::Child,
+    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) {
+    let first = next_json_line(&mut lines).await;
+    assert_eq!(first["type"], "message");
+    assert_eq!(first["message"]["content"]["text"], "hello from the shell");
+    let second = next_json_line(&mut lines).await;
+    assert_eq!(second["type"], "TaskRequest");
+    assert_eq!(second["task_id"], "cli-1");
+    let status = tokio::time::timeout(Duration::from_secs(10), listener.wait())
+        .await
+        .expect("listen ends after --count")
+        .expect("exit status");
+    assert!(status.success());
+}
+
+/// Errors: the server's code on stderr and exit code 1; 3 when unreachable.
+async fn errors_have_exit_codes(app: &TestApp, alice: &str) {
+    let refused = cli(app, alice)
+        .args(["agent", "send", "--to", "nobody", "hi"])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("INVALID_RECIPIENT"));
+    let unreachable = cli(app, alice)
+        .env("SWITCHBOARD_URL", "http://127.0.0.1:1")
+        .args(["agent", "inbox"])
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(unreachable.status.code(), Some(3));
+}
+
+#[tokio::test]
+async fn the_command_line_acts_as_an_agent() {
+    let app = TestApp::start().await;
+    let (alice, bob) = shell_team(&app).await;
 
     // Bob listens; alice sends and submits a task.
-    let mut listener = cli(&app, bob)
+    let mut listener = cli(&app, &bob)
         .args(["agent", "listen", "--count", "2"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("listen starts");
-    let mut lines = BufReader::new(listener.stdout.take().expect("stdout")).lines();
+    let lines = BufReader::new(listener.stdout.take().expect("stdout")).lines();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let sent = cli(&app, alice)
-        .args([
+    let sent = cli_ok(
+        &app,
+        &alice,
+        &[
             "agent",
             "send",
             "--to",
@@ -416,15 +516,15 @@ async fn the_command_line_acts_as_an_agent() {
             "--type",
             "request",
             "hello from the shell",
-        ])
-        .output()
-        .await
-        .expect("runs");
-    assert!(sent.status.success(), "{sent:?}");
+        ],
+    )
+    .await;
     let summary = String::from_utf8_lossy(&sent.stdout);
     assert!(summary.starts_with("sent msg_"), "{summary}");
-    let submitted = cli(&app, alice)
-        .args([
+    let submitted = cli_ok(
+        &app,
+        &alice,
+        &[
             "agent",
             "task",
             "submit",
@@ -434,71 +534,31 @@ async fn the_command_line_acts_as_an_agent() {
             "--capabilities",
             "code",
             "--json",
-        ])
-        .output()
-        .await
-        .expect("runs");
-    assert!(submitted.status.success(), "{submitted:?}");
+        ],
+    )
+    .await;
     let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
     assert_eq!(answer["task_response"]["agent_id"], "bob");
 
-    let first: serde_json::Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-            .await
-            .expect("in time")
-            .expect("readable")
-            .expect("a line"),
-    )
-    .expect("JSON line");
-    assert_eq!(first["type"], "message");
-    assert_eq!(first["message"]["content"]["text"], "hello from the shell");
-    let second: serde_json::Value = serde_json::from_str(
-        &tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-            .await
-            .expect("in time")
-            .expect("readable")
-            .expect("a line"),
-    )
-    .expect("JSON line");
-    assert_eq!(second["type"], "TaskRequest");
-    assert_eq!(second["task_id"], "cli-1");
-    let status = tokio::time::timeout(Duration::from_secs(10), listener.wait())
-        .await
-        .expect("listen ends after --count")
-        .expect("exit status");
-    assert!(status.success());
+    bob_heard_both(listener, lines).await;
 
     // Bob finishes the task; the summary says so.
-    let done = cli(&app, bob)
-        .args([
+    let done = cli_ok(
+        &app,
+        &bob,
+        &[
             "agent",
             "task",
             "complete",
             "cli-1",
             "--data",
             r#"{"lines": 10}"#,
-        ])
-        .output()
-        .await
-        .expect("runs");
-    assert!(done.status.success(), "{done:?}");
+        ],
+    )
+    .await;
     assert!(String::from_utf8_lossy(&done.stdout).contains("is success"));
 
-    // Errors: the server's code on stderr and exit code 1; 3 when unreachable.
-    let refused = cli(&app, alice)
-        .args(["agent", "send", "--to", "nobody", "hi"])
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("INVALID_RECIPIENT"));
-    let unreachable = cli(&app, alice)
-        .env("SWITCHBOARD_URL", "http://127.0.0.1:1")
-        .args(["agent", "inbox"])
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(unreachable.status.code(), Some(3));
+    errors_have_exit_codes(&app, &alice).await;
     app.stop().await;
 }
 

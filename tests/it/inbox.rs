@@ -2,35 +2,31 @@
 
 use serde_json::json;
 
-use crate::support::{TestApp, ids_of};
+use crate::support::{Agent, TestApp, ids_of};
 
-#[tokio::test]
-async fn filters_combine_and_counts_ignore_the_limit() {
-    let app = TestApp::start().await;
-    let team = app.team("t").await;
-    let a = app.agent(&team, "a", &[]).await;
-    let b = app.agent(&team, "b", &[]).await;
-    let me = app.agent(&team, "me", &[]).await;
+/// Four messages to `me`: r1 (a, request, high; read), r2 (b, information, low), then
+/// after the returned instant r3 (a, coordination, high) and r4 (b, request, urgent).
+async fn four_messages(app: &TestApp, a: &Agent, b: &Agent, me: &Agent) -> ([String; 4], String) {
     let body =
         |t: &str, p: &str| json!({"recipient_agent_ids": ["me"], "message_type": t, "priority": p});
     let r1 = app
-        .send_with(&a, body("request", "high"))
+        .send_with(a, body("request", "high"))
         .await
         .expect_status(201)
         .str("message_id");
     let r2 = app
-        .send_with(&b, body("information", "low"))
+        .send_with(b, body("information", "low"))
         .await
         .expect_status(201)
         .str("message_id");
     let middle = chrono::Utc::now().to_rfc3339();
     let r3 = app
-        .send_with(&a, body("coordination", "high"))
+        .send_with(a, body("coordination", "high"))
         .await
         .expect_status(201)
         .str("message_id");
     let r4 = app
-        .send_with(&b, body("request", "urgent"))
+        .send_with(b, body("request", "urgent"))
         .await
         .expect_status(201)
         .str("message_id");
@@ -41,6 +37,17 @@ async fn filters_combine_and_counts_ignore_the_limit() {
         .await
         .expect_status(200);
 
+    ([r1, r2, r3, r4], middle)
+}
+
+#[tokio::test]
+async fn filters_combine_and_counts_ignore_the_limit() {
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let me = app.agent(&team, "me", &[]).await;
+    let ([r1, r2, r3, r4], middle) = four_messages(&app, &a, &b, &me).await;
     let all = app.inbox(&me, "").await.expect_status(200);
     assert_eq!(
         ids_of(&all),

@@ -219,3 +219,80 @@ fn the_table_names_known_components() {
         }
     }
 }
+
+/// The longest function a reader must hold in their head, in lines (signature to closing
+/// brace). Long functions are split by step; the rule covers tests and benchmarks too,
+/// since a 300-line test is as hard to trust as a 300-line handler.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// Collects every function (free, method, trait default, nested) longer than the bound.
+struct LongFunctions<'a> {
+    file: &'a Path,
+    found: Vec<String>,
+}
+
+impl LongFunctions<'_> {
+    /// From the signature (doc comments and attributes do not count) to the brace.
+    fn measure(&mut self, sig: &syn::Signature, end: proc_macro2::Span) {
+        let start = syn::spanned::Spanned::span(sig).start().line;
+        let lines = end.end().line - start + 1;
+        let name = &sig.ident;
+        if lines > MAX_FUNCTION_LINES {
+            self.found.push(format!(
+                "{}:{} {name}: {lines} lines",
+                self.file.display(),
+                start
+            ));
+        }
+    }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for LongFunctions<'_> {
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        self.measure(&item.sig, syn::spanned::Spanned::span(item));
+        syn::visit::visit_item_fn(self, item);
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        self.measure(&item.sig, syn::spanned::Spanned::span(item));
+        syn::visit::visit_impl_item_fn(self, item);
+    }
+
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if item.default.is_some() {
+            self.measure(&item.sig, syn::spanned::Spanned::span(item));
+        }
+        syn::visit::visit_trait_item_fn(self, item);
+    }
+}
+
+#[test]
+fn no_function_is_longer_than_the_bound() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["src", "crates", "tests", "benches"] {
+        source_files(&root.join(dir), &mut files);
+    }
+    let mut long = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).expect("readable source");
+        let parsed = syn::parse_file(&source)
+            .unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+        let mut visitor = LongFunctions {
+            file: file.strip_prefix(root).unwrap_or(file),
+            found: Vec::new(),
+        };
+        syn::visit::Visit::visit_file(&mut visitor, &parsed);
+        long.extend(visitor.found);
+    }
+    assert!(
+        files.len() > 50,
+        "the walk found only {} files",
+        files.len()
+    );
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines (split them by step):\n{}",
+        long.join("\n")
+    );
+}

@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::support::{ADMIN, TestApp};
+use crate::support::{ADMIN, Agent, TestApp};
 
 #[tokio::test]
 async fn a_restart_keeps_teams_agents_tokens_and_settings() {
@@ -213,17 +213,22 @@ async fn a_killed_process_loses_nothing_it_acknowledged() {
     server.kill();
 }
 
-#[tokio::test]
-async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
-    let mut app = TestApp::start().await;
-    let team = app.team("t").await;
-    let a = app.agent(&team, "a", &[]).await;
-    let b = app.agent(&team, "b", &[]).await;
-    let read_one = app.send(&a, &[&b], "read me").await;
-    let unread_one = app.send(&a, &[&b], "leave me").await;
+/// What was written before the restart: a read message, an unread one, an answered
+/// question, and a keyed send with its first answer.
+struct Written {
+    read_one: String,
+    unread_one: String,
+    question: String,
+    keyed: Value,
+    first: Value,
+}
+
+async fn write_before_restart(app: &TestApp, a: &Agent, b: &Agent) -> Written {
+    let read_one = app.send(a, &[b], "read me").await;
+    let unread_one = app.send(a, &[b], "leave me").await;
     let question = app
         .send_with(
-            &a,
+            a,
             json!({"recipient_agent_ids": ["b"], "requires_response": true}),
         )
         .await
@@ -250,6 +255,29 @@ async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
         .send()
         .await
         .expect_status(201);
+
+    Written {
+        read_one,
+        unread_one,
+        question,
+        keyed,
+        first: first.body,
+    }
+}
+
+#[tokio::test]
+async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
+    let mut app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let Written {
+        read_one,
+        unread_one,
+        question,
+        keyed,
+        first,
+    } = write_before_restart(&app, &a, &b).await;
 
     app.restart().await;
 
@@ -293,7 +321,7 @@ async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
         .send()
         .await
         .expect_status(201);
-    assert_eq!(retry.body, first.body);
+    assert_eq!(retry.body, first);
     assert_eq!(app.inbox(&b, "").await.body["total_count"], 4);
     // Sequence numbers continue where they were.
     let next = app.send(&a, &[&b], "after").await;
@@ -303,53 +331,74 @@ async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
     app.stop().await;
 }
 
+/// One call to a server process: its status and JSON body (null if none).
+async fn call(
+    http: &reqwest::Client,
+    server: &Process,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = http
+        .request(method, format!("{}{path}", server.base))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let res = req.send().await.expect("sent");
+    let status = res.status().as_u16();
+    (status, res.json::<Value>().await.unwrap_or(Value::Null))
+}
+
+/// Team `k` with agents a and b on a server process; their tokens.
+async fn team_k(http: &reqwest::Client, server: &Process) -> Vec<String> {
+    use reqwest::Method;
+    let body = json!({"name": "k", "team_id": "k"});
+    let (_, team) = call(http, server, Method::POST, "/v1/teams", ADMIN, Some(body)).await;
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for id in ["a", "b"] {
+        let body = json!({"agent_id": id, "role": "r", "capabilities": []});
+        let path = "/v1/teams/k/agents";
+        let (_, agent) = call(http, server, Method::POST, path, &key, Some(body)).await;
+        tokens.push(agent["token"].as_str().expect("token").to_owned());
+    }
+    tokens
+}
+
+/// Every message id in an inbox, page by page.
+async fn every_inbox_id(
+    http: &reqwest::Client,
+    server: &Process,
+    token: &str,
+) -> std::collections::HashSet<String> {
+    let mut stored = std::collections::HashSet::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/messages?limit=100{cursor}");
+        let (_, page) = call(http, server, reqwest::Method::GET, &path, token, None).await;
+        for m in page["messages"].as_array().expect("messages") {
+            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    stored
+}
+
 #[tokio::test]
 async fn a_killed_process_keeps_every_acknowledged_message() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("kill.db");
     let http = reqwest::Client::new();
-    let call = |server: &Process,
-                method: reqwest::Method,
-                path: &str,
-                token: &str,
-                body: Option<Value>| {
-        let mut req = http
-            .request(method, format!("{}{path}", server.base))
-            .bearer_auth(token);
-        if let Some(body) = body {
-            req = req.json(&body);
-        }
-        async move {
-            let res = req.send().await.expect("sent");
-            let status = res.status().as_u16();
-            (status, res.json::<Value>().await.unwrap_or(Value::Null))
-        }
-    };
-
     let server = Process::start(&db);
-    let (_, team) = call(
-        &server,
-        reqwest::Method::POST,
-        "/v1/teams",
-        ADMIN,
-        Some(json!({"name": "k", "team_id": "k"})),
-    )
-    .await;
-    let key = team["team_key"].as_str().expect("key").to_owned();
-    let mut tokens = Vec::new();
-    for id in ["a", "b"] {
-        let (_, agent) = call(
-            &server,
-            reqwest::Method::POST,
-            "/v1/teams/k/agents",
-            &key,
-            Some(json!({"agent_id": id, "role": "r", "capabilities": []})),
-        )
-        .await;
-        tokens.push(agent["token"].as_str().expect("token").to_owned());
-    }
+    let tokens = team_k(&http, &server).await;
     let sends = (0..100).map(|i| {
         call(
+            &http,
             &server,
             reqwest::Method::POST,
             "/v1/messages",
@@ -367,198 +416,10 @@ async fn a_killed_process_keeps_every_acknowledged_message() {
     server.kill();
 
     let server = Process::start(&db);
-    let mut stored = std::collections::HashSet::new();
-    let mut cursor = String::new();
-    loop {
-        let (_, page) = call(
-            &server,
-            reqwest::Method::GET,
-            &format!("/v1/messages?limit=100{cursor}"),
-            &tokens[1],
-            None,
-        )
-        .await;
-        for m in page["messages"].as_array().expect("messages") {
-            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
-        }
-    }
+    let stored = every_inbox_id(&http, &server, &tokens[1]).await;
     assert!(
         acknowledged.is_subset(&stored),
         "every acknowledged message survived SIGKILL"
     );
     server.kill();
-}
-
-/// Migration 0005 rebuilds `messages` (its CHECKs as comparisons). A database written
-/// before it, with messages, inbox entries and a response, must come through whole:
-/// readable over the API, still numbered on from where it was, its constraints kept.
-#[tokio::test]
-async fn a_database_from_before_migration_5_keeps_its_messages() {
-    use sha2::{Digest, Sha256};
-    use sqlx::{ConnectOptions, Connection, Executor, Row};
-
-    let old = tempfile::tempdir().expect("temp dir");
-    let path = old.path().join("legacy.db");
-    // Migrations 1–4 exactly as released, applied by sqlx as the old binary did.
-    let released = old.path().join("migrations");
-    std::fs::create_dir(&released).expect("dir");
-    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).expect("ls")
-    {
-        let entry = entry.expect("entry");
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.as_str() < "0005" {
-            std::fs::copy(entry.path(), released.join(&name)).expect("copy");
-        }
-    }
-    let options = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true)
-        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-        .foreign_keys(true);
-    let mut conn = options.connect().await.expect("connect");
-    sqlx::migrate::Migrator::new(released.as_path())
-        .await
-        .expect("migrator")
-        .run(&mut conn)
-        .await
-        .expect("migrations 1-4");
-
-    let secret = |c: char| c.to_string().repeat(64);
-    let hash = |c: char| Sha256::digest(secret(c).as_bytes()).to_vec();
-    sqlx::query(
-        "INSERT INTO teams (pk, team_id, name, key_id, key_hash, created_at, updated_at)
-         VALUES (1, 'legacy', 'Legacy', '00000000000000ff', zeroblob(32), 1, 1)",
-    )
-    .execute(&mut conn)
-    .await
-    .expect("team");
-    for (pk, id, c) in [(1, "alice", 'a'), (2, "bob", 'b')] {
-        sqlx::query(
-            "INSERT INTO agents (pk, team_pk, agent_id, role, capabilities, status, token_id,
-                                 token_hash, registered_at, updated_at)
-             VALUES (?, 1, ?, 'worker', '[]', 'available', ?, ?, 1, 1)",
-        )
-        .bind(pk)
-        .bind(id)
-        .bind(format!("00000000000000{c}{c}"))
-        .bind(hash(c))
-        .execute(&mut conn)
-        .await
-        .expect("agent");
-    }
-    conn.execute(
-        r#"
-        INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
-                              priority, content, requires_response, recipient_ids, created_at)
-        VALUES (1, 'msg_legacy_1', 1, 'message', 1, 'worker', 'request', 'high',
-                '{"text":"written before the upgrade"}', 1, '["bob"]', 1000000);
-        INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
-        VALUES (2, 1, 1, 1, 'message', 'request', 'high', 1000000);
-        INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
-                              priority, content, requires_response, in_reply_to, response_status,
-                              recipient_ids, created_at)
-        VALUES (2, 'msg_legacy_2', 1, 'response', 2, 'worker', 'response', 'normal',
-                '{"text":"answered before the upgrade"}', 0, 'msg_legacy_1', 'completed',
-                '["alice"]', 2000000);
-        INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
-        VALUES (1, 1, 2, 2, 'response', 'response', 'normal', 2000000);
-        INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
-        VALUES (1, 2, 2, 'completed', 2000000);
-        "#,
-    )
-    .await
-    .expect("messages");
-    conn.close().await.expect("close");
-
-    let legacy = path.clone();
-    let app = TestApp::start_with(move |config| config.database = legacy).await;
-    let token = |c: char| format!("sb_agent_00000000000000{c}{c}_{}", secret(c));
-
-    let inbox = app
-        .get("/v1/messages")
-        .token(&token('b'))
-        .send()
-        .await
-        .expect_status(200);
-    assert_eq!(inbox.body["total_count"], 1);
-    assert_eq!(inbox.body["messages"][0]["message_id"], "msg_legacy_1");
-    assert_eq!(
-        inbox.body["messages"][0]["content"]["text"],
-        "written before the upgrade"
-    );
-    assert_eq!(inbox.body["messages"][0]["priority"], "high");
-    let original = app
-        .get("/v1/messages/msg_legacy_1")
-        .token(&token('a'))
-        .send()
-        .await
-        .expect_status(200);
-    assert_eq!(
-        original.body["responses"].as_array().map(Vec::len),
-        Some(1),
-        "{}",
-        original.body
-    );
-
-    // New messages are numbered on from the old ones.
-    app.post("/v1/messages")
-        .token(&token('a'))
-        .json(
-            json!({"sender_agent_id": "alice", "recipient_agent_ids": ["bob"],
-                     "message_type": "information", "content": {"text": "after"}}),
-        )
-        .send()
-        .await
-        .expect_status(201);
-    let inbox = app
-        .get("/v1/messages?sort_order=oldest_first")
-        .token(&token('b'))
-        .send()
-        .await
-        .expect_status(200);
-    assert_eq!(inbox.body["total_count"], 2);
-    assert_eq!(inbox.body["messages"][1]["content"]["text"], "after");
-    assert_eq!(inbox.body["messages"][1]["seq"], 2, "{}", inbox.body);
-
-    // The table was rebuilt with the same rules, and nothing dangles.
-    let mut check = options.connect().await.expect("connect");
-    let schema: String =
-        sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE name = 'messages'")
-            .fetch_one(&mut check)
-            .await
-            .expect("schema");
-    assert!(!schema.contains(" IN ('message'"), "{schema}");
-    let dangling = sqlx::query("PRAGMA foreign_key_check")
-        .fetch_all(&mut check)
-        .await
-        .expect("fk check");
-    assert!(dangling.is_empty());
-    let bad = sqlx::query(
-        "INSERT INTO messages (message_id, team_pk, kind, sender_pk, sender_role, message_type,
-                               priority, content, requires_response, recipient_ids, created_at)
-         VALUES ('msg_bad', 1, 'bogus', 1, 'worker', 'request', 'high', '{}', 0, '[]', 1)",
-    )
-    .execute(&mut check)
-    .await
-    .expect_err("an unknown kind is refused");
-    assert!(bad.to_string().contains("CHECK constraint failed"), "{bad}");
-    let applied: Vec<i64> = sqlx::query("SELECT version FROM _sqlx_migrations ORDER BY version")
-        .fetch_all(&mut check)
-        .await
-        .expect("versions")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let shipped = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
-        .expect("migrations")
-        .count();
-    let every: Vec<i64> = (1..=shipped as i64).collect();
-    assert_eq!(
-        applied, every,
-        "every migration since 0005 ran on the old file"
-    );
 }

@@ -3,8 +3,10 @@
 //! only `http://localhost:8080` replaced by the test server's address.
 
 use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::TestApp;
+use crate::wsclient::Ws;
 
 const README: &str = include_str!("../../README.md");
 
@@ -105,16 +107,80 @@ async fn the_messaging_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+/// A `## ` section of the README (the text after `heading`, up to the next section).
+fn section(heading: &str) -> &'static str {
+    README
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("README has no section {heading:?}"))
+        .split("\n## ")
+        .next()
+        .unwrap_or_default()
+}
+
+/// The ```json blocks of a section, in order.
+fn json_blocks(section: &str) -> Vec<&str> {
+    section
+        .split("```json\n")
+        .skip(1)
+        .map(|b| b.split("\n```").next().unwrap_or(""))
+        .collect()
+}
+
+/// What the script printed after `prefix` on a line of its own (`TOKEN=…`).
+fn printed_after<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("nothing printed after {prefix}: {out}"))
+}
+
+/// Opens the section's documented `websocat` line against `app`: its URL as written
+/// (host replaced) and its Authorization header, which must name `$variable`.
+async fn open_documented_line(app: &TestApp, section: &str, variable: &str, token: &str) -> Ws {
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("websocat "))
+        .expect("a websocat line");
+    assert!(
+        line.contains(&format!(r#"-H "Authorization: Bearer ${variable}""#)),
+        "{line}"
+    );
+    let url = line
+        .split_whitespace()
+        .nth(1)
+        .expect("url")
+        .trim_matches('"');
+    let path = url
+        .strip_prefix("ws://localhost:8080")
+        .unwrap_or_else(|| panic!("the documented URL is on localhost:8080: {url}"));
+    app.ws_connect(path, Some(token))
+        .await
+        .unwrap_or_else(|(status, body)| panic!("the documented line is refused: {status} {body}"))
+}
+
+/// The next text frame, raw and parsed.
+async fn next_text(ws: &mut Ws) -> (String, Value) {
+    loop {
+        if let Message::Text(text) = ws.next_raw().await {
+            let frame = serde_json::from_str(text.as_str()).expect("frames are JSON");
+            return (text.to_string(), frame);
+        }
+    }
+}
+
+/// Sends each line of a documented block as one text frame.
+async fn type_lines(ws: &mut Ws, block: &str) {
+    for frame in block.lines() {
+        ws.send_raw(Message::Text(frame.into())).await;
+    }
+}
+
 /// The README's WebSocket section: the documented `websocat` line (its URL and header)
 /// opened with the test client, the documented client frames typed into it, and the
 /// documented server frames coming back. (The line itself was checked with websocat by
 /// hand; the tests do not need it installed.)
 #[tokio::test]
 async fn the_websocket_section_works_as_written() {
-    use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
     let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
     let script = format!(
         "{}\n{}\necho \"TOKEN=$CODER_TOKEN\"",
@@ -122,47 +188,12 @@ async fn the_websocket_section_works_as_written() {
         walkthrough("messaging")
     );
     let out = run(&app, &script).await;
-    let token = out
-        .lines()
-        .find_map(|l| l.strip_prefix("TOKEN="))
-        .expect("token printed")
-        .to_owned();
-
-    let section = README
-        .split("## Live push over WebSocket")
-        .nth(1)
-        .expect("section")
-        .split("\n## ")
-        .next()
-        .expect("end");
-    let line = section
-        .lines()
-        .find(|l| l.starts_with("websocat "))
-        .expect("a websocat line");
-    let url = line
-        .split_whitespace()
-        .nth(1)
-        .expect("url")
-        .replace("ws://localhost:8080", &app.base.replacen("http", "ws", 1));
-    assert!(
-        line.contains(r#"-H "Authorization: Bearer $CODER_TOKEN""#),
-        "{line}"
-    );
-    let mut request = url.into_client_request().expect("request");
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {token}").parse().expect("header"),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("connects");
+    let section = section("## Live push over WebSocket");
+    let mut socket =
+        open_documented_line(&app, section, "CODER_TOKEN", printed_after(&out, "TOKEN=")).await;
 
     // The json blocks of the section: server frames first, then the frames to type.
-    let blocks: Vec<&str> = section
-        .split("```json\n")
-        .skip(1)
-        .map(|b| b.split("\n```").next().unwrap_or(""))
-        .collect();
+    let blocks = json_blocks(section);
     let documented_types: Vec<String> = blocks[0]
         .lines()
         .map(|l| {
@@ -173,29 +204,20 @@ async fn the_websocket_section_works_as_written() {
                 .to_owned()
         })
         .collect();
-    let typed: Vec<&str> = blocks[1].lines().collect();
-    for frame in &typed {
-        socket
-            .send(Message::Text((*frame).into()))
-            .await
-            .expect("sent");
-    }
+    type_lines(&mut socket, blocks[1]).await;
+    let expected_replies = blocks[1]
+        .lines()
+        .filter(|f| f.contains("request_id"))
+        .count();
     let mut seen_types = Vec::new();
     let mut replies = Vec::new();
-    while replies.len() < typed.iter().filter(|f| f.contains("request_id")).count() {
-        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
-            .await
-            .expect("frames arrive")
-            .expect("open")
-            .expect("readable");
-        if let Message::Text(text) = message {
-            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
-            assert!(text.starts_with(r#"{"type":""#), "type comes first: {text}");
-            seen_types.push(frame["type"].as_str().unwrap_or_default().to_owned());
-            if frame["type"] == "reply" {
-                assert_eq!(frame["ok"], true, "{frame}");
-                replies.push(frame);
-            }
+    while replies.len() < expected_replies {
+        let (text, frame) = next_text(&mut socket).await;
+        assert!(text.starts_with(r#"{"type":""#), "type comes first: {text}");
+        seen_types.push(frame["type"].as_str().unwrap_or_default().to_owned());
+        if frame["type"] == "reply" {
+            assert_eq!(frame["ok"], true, "{frame}");
+            replies.push(frame);
         }
     }
     assert_eq!(
@@ -204,20 +226,69 @@ async fn the_websocket_section_works_as_written() {
         "hello, the replayed messages, caught_up"
     );
     // Operations of one connection run side by side: replies are matched by request_id.
-    let sent = replies
-        .iter()
-        .find(|r| r["request_id"] == "r1")
-        .expect("reply to r1");
+    let reply_to = |id: &str| {
+        replies
+            .iter()
+            .find(|r| r["request_id"] == id)
+            .unwrap_or_else(|| panic!("no reply to {id}"))
+    };
     assert_eq!(
-        sent["result"]["delivery_status"]["pending_delivery"],
+        reply_to("r1")["result"]["delivery_status"]["pending_delivery"],
         serde_json::json!(["planner"])
     );
-    let inbox = replies
-        .iter()
-        .find(|r| r["request_id"] == "r2")
-        .expect("reply to r2");
-    assert!(inbox["result"]["messages"].is_array());
+    assert!(reply_to("r2")["result"]["messages"].is_array());
     app.stop().await;
+}
+
+/// Every documented field of a frame is there with the documented value (ids and times
+/// are elided in the README: an empty value or one ending in `_` only says "present").
+fn assert_documented(got: &Value, documented: &Value) {
+    for (key, value) in documented.as_object().expect("object") {
+        if value
+            .as_str()
+            .is_some_and(|v| v.is_empty() || v.ends_with('_'))
+        {
+            assert!(got.get(key).is_some(), "{key} missing in {got}");
+        } else if key == "context" {
+            assert_eq!(got[key][0]["answer"], value[0]["answer"]);
+        } else {
+            assert_eq!(&got[key], value, "{key} in {got}");
+        }
+    }
+}
+
+/// The tester's documented socket: the replayed frames match the README, then the
+/// documented `TaskResponse` frames typed into it are both answered ok.
+async fn tester_socket_works_as_written(app: &TestApp, section: &str, tester: &str) {
+    let mut socket = open_documented_line(app, section, "TESTER_TOKEN", tester).await;
+    let blocks = json_blocks(section);
+    let documented: Vec<Value> = blocks[0]
+        .lines()
+        .map(|l| serde_json::from_str(&l.replace('…', "")).unwrap_or(Value::Null))
+        .collect();
+    let mut frames = Vec::new();
+    while frames
+        .last()
+        .is_none_or(|f: &Value| f["type"] != "caught_up")
+    {
+        let (_, frame) = next_text(&mut socket).await;
+        if frame["type"] != "hello" {
+            frames.push(frame);
+        }
+    }
+    assert_eq!(frames.len(), documented.len(), "{frames:?}");
+    for (got, doc) in frames.iter().zip(&documented) {
+        assert_documented(got, doc);
+    }
+    type_lines(&mut socket, blocks[1]).await;
+    let mut replies = 0;
+    while replies < 2 {
+        let (_, frame) = next_text(&mut socket).await;
+        if frame["type"] == "reply" {
+            assert_eq!(frame["ok"], true, "{frame}");
+            replies += 1;
+        }
+    }
 }
 
 /// The Tasks section: the curl walkthrough as written, then the tester's documented
@@ -225,10 +296,6 @@ async fn the_websocket_section_works_as_written() {
 /// frames typed into it.
 #[tokio::test]
 async fn the_tasks_walkthrough_works_as_written() {
-    use futures_util::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-
     let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
     let script = format!(
         "{}\n{}\n{}\necho \"TOKENS=$TESTER_TOKEN $PLANNER_TOKEN\"",
@@ -246,105 +313,11 @@ async fn the_tasks_walkthrough_works_as_written() {
     assert_eq!(answers[2]["task"]["context"][0]["answer"], "UTC");
     assert_eq!(answers[3]["task"]["assignee_agent_id"], "tester");
     assert_eq!(answers[4]["error_code"], "FORBIDDEN");
-    let tokens = out
-        .lines()
-        .find_map(|l| l.strip_prefix("TOKENS="))
-        .expect("tokens printed");
-    let (tester, planner) = tokens.split_once(' ').expect("two tokens");
+    let (tester, planner) = printed_after(&out, "TOKENS=")
+        .split_once(' ')
+        .expect("two tokens");
 
-    let section = README
-        .split("\n## Tasks\n")
-        .nth(1)
-        .expect("section")
-        .split("\n## ")
-        .next()
-        .expect("end");
-    let line = section
-        .lines()
-        .find(|l| l.starts_with("websocat "))
-        .expect("a websocat line");
-    assert!(
-        line.contains(r#"-H "Authorization: Bearer $TESTER_TOKEN""#),
-        "{line}"
-    );
-    let url = line
-        .split_whitespace()
-        .nth(1)
-        .expect("url")
-        .trim_matches('"')
-        .replace("ws://localhost:8080", &app.base.replacen("http", "ws", 1));
-    let mut request = url.into_client_request().expect("request");
-    request.headers_mut().insert(
-        "authorization",
-        format!("Bearer {tester}").parse().expect("header"),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("connects");
-    let blocks: Vec<&str> = section
-        .split("```json\n")
-        .skip(1)
-        .map(|b| b.split("\n```").next().unwrap_or(""))
-        .collect();
-    let documented: Vec<Value> = blocks[0]
-        .lines()
-        .map(|l| serde_json::from_str(&l.replace('…', "")).unwrap_or(Value::Null))
-        .collect();
-    let mut frames = Vec::new();
-    while frames
-        .last()
-        .is_none_or(|f: &Value| f["type"] != "caught_up")
-    {
-        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
-            .await
-            .expect("frames arrive")
-            .expect("open")
-            .expect("readable");
-        if let Message::Text(text) = message {
-            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
-            if frame["type"] != "hello" {
-                frames.push(frame);
-            }
-        }
-    }
-    assert_eq!(frames.len(), documented.len(), "{frames:?}");
-    for (got, doc) in frames.iter().zip(&documented) {
-        // Every documented field is there with the documented value (ids and times
-        // are elided in the README).
-        for (key, value) in doc.as_object().expect("object") {
-            if value
-                .as_str()
-                .is_some_and(|v| v.is_empty() || v.ends_with('_'))
-            {
-                assert!(got.get(key).is_some(), "{key} missing in {got}");
-            } else if key == "context" {
-                assert_eq!(got[key][0]["answer"], value[0]["answer"]);
-            } else {
-                assert_eq!(&got[key], value, "{key} in {got}");
-            }
-        }
-    }
-    for frame in blocks[1].lines() {
-        socket
-            .send(Message::Text(frame.into()))
-            .await
-            .expect("sent");
-    }
-    let mut replies = 0;
-    while replies < 2 {
-        let message = tokio::time::timeout(std::time::Duration::from_secs(10), socket.next())
-            .await
-            .expect("frames arrive")
-            .expect("open")
-            .expect("readable");
-        if let Message::Text(text) = message {
-            let frame: Value = serde_json::from_str(text.as_str()).expect("json");
-            if frame["type"] == "reply" {
-                assert_eq!(frame["ok"], true, "{frame}");
-                replies += 1;
-            }
-        }
-    }
+    tester_socket_works_as_written(&app, section("\n## Tasks\n"), tester).await;
     let detail = app
         .get("/v1/tasks/parse-logs")
         .token(planner)
@@ -373,42 +346,33 @@ async fn the_tasks_walkthrough_works_as_written() {
     app.stop().await;
 }
 
-/// "Agents from the terminal": the set-up block, Bob's documented `listen` line as a
-/// real subprocess, Alice's block, then Bob's; with the built binary on `PATH`.
-#[tokio::test]
-async fn the_two_terminal_demo_works_as_written() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+/// `PATH` with the built `switchboard` binary first, as a user who installed it has.
+fn path_with_binary() -> String {
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_switchboard"))
         .parent()
         .expect("bin dir")
         .display()
         .to_string();
-    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
-    let with_path = |script: &str| format!("export PATH='{path}'\n{script}");
-    let setup = walkthrough("cli-setup");
-    let out = run(
-        &app,
-        &with_path(&format!("{setup}\necho \"TOKENS=$ALICE_TOKEN $BOB_TOKEN\"")),
-    )
-    .await;
-    let tokens = out
-        .lines()
-        .find_map(|l| l.strip_prefix("TOKENS="))
-        .expect("tokens printed");
-    let (alice, bob) = tokens.split_once(' ').expect("two tokens");
-    assert!(
-        alice.starts_with("sb_agent_") && bob.starts_with("sb_agent_"),
-        "{tokens}"
-    );
+    format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
+}
 
-    // Terminal 1: the documented line, run as written.
+/// Terminal 1 of the demo: the README's `listen` line, run as written as Bob, once
+/// Bob shows as connected (so that a send reports him delivered). Its stdout lines.
+async fn bob_listens(
+    app: &TestApp,
+    path: &str,
+    bob: &str,
+) -> (
+    tokio::process::Child,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
     let listen = README
         .lines()
         .find(|l| l.ends_with("switchboard agent listen"))
         .expect("the listen line");
-    let mut terminal_1 = tokio::process::Command::new("bash")
+    let mut terminal = tokio::process::Command::new("bash")
         .args(["-c", &format!("export PATH='{path}'; {listen}")])
         .env("SWITCHBOARD_URL", &app.base)
         .env("BOB_TOKEN", bob)
@@ -416,8 +380,7 @@ async fn the_two_terminal_demo_works_as_written() {
         .kill_on_drop(true)
         .spawn()
         .expect("listen starts");
-    let mut lines = BufReader::new(terminal_1.stdout.take().expect("stdout")).lines();
-    // Wait until Bob is connected, so the send below reports him as delivered.
+    let lines = BufReader::new(terminal.stdout.take().expect("stdout")).lines();
     for _ in 0..100 {
         let me = app
             .get("/v1/teams/shell/agents/bob")
@@ -430,6 +393,29 @@ async fn the_two_terminal_demo_works_as_written() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    (terminal, lines)
+}
+
+/// "Agents from the terminal": the set-up block, Bob's documented `listen` line as a
+/// real subprocess, Alice's block, then Bob's; with the built binary on `PATH`.
+#[tokio::test]
+async fn the_two_terminal_demo_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let path = path_with_binary();
+    let with_path = |script: &str| format!("export PATH='{path}'\n{script}");
+    let setup = walkthrough("cli-setup");
+    let out = run(
+        &app,
+        &with_path(&format!("{setup}\necho \"TOKENS=$ALICE_TOKEN $BOB_TOKEN\"")),
+    )
+    .await;
+    let tokens = printed_after(&out, "TOKENS=");
+    let (alice, bob) = tokens.split_once(' ').expect("two tokens");
+    assert!(
+        alice.starts_with("sb_agent_") && bob.starts_with("sb_agent_"),
+        "{tokens}"
+    );
+    let (mut terminal_1, mut lines) = bob_listens(&app, &path, bob).await;
 
     // Terminal 2.
     let vars = format!(

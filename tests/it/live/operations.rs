@@ -1,6 +1,8 @@
 //! Operations as frames: bad frames, every contract operation, team isolation.
 
 use super::*;
+use crate::support::Agent;
+use crate::wsclient::Ws;
 
 #[tokio::test]
 async fn bad_frames_get_an_error_message_and_the_connection_stays_open() {
@@ -47,15 +49,8 @@ async fn bad_frames_get_an_error_message_and_the_connection_stays_open() {
     app.stop().await;
 }
 
-#[tokio::test]
-async fn every_contract_operation_works_over_the_socket_with_the_same_answers() {
-    let app = TestApp::start().await;
-    let team = app.team("t").await;
-    let a = app.agent(&team, "a", &["planning"]).await;
-    let b = app.agent(&team, "b", &[]).await;
-    let (mut wa, _, _) = app.ws_caught_up(&a, "").await;
-    let (mut wb, _, _) = app.ws_caught_up(&b, "").await;
-
+/// SEND_MESSAGE over the socket, pushed to b; a refusal is REST's error body. The id.
+async fn send_over_the_socket(app: &TestApp, a: &Agent, wa: &mut Ws, wb: &mut Ws) -> String {
     let sent = wa
         .call("send_message", json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "request", "content": {"text": "over the socket"}, "requires_response": true}))
         .await;
@@ -79,10 +74,15 @@ async fn every_contract_operation_works_over_the_socket_with_the_same_answers() 
     assert_eq!(refused["error"]["error_code"], "INVALID_RECIPIENT");
     assert_eq!(refused["error"]["details"]["invalid_ids"], json!(["a"]));
     let rest = app
-        .send_with(&a, json!({"recipient_agent_ids": ["a"]}))
+        .send_with(a, json!({"recipient_agent_ids": ["a"]}))
         .await;
     assert_eq!(refused["error"], rest.body);
 
+    id
+}
+
+/// GET_MESSAGES, the message detail, MARK_MESSAGE_READ and RESPOND_TO_MESSAGE as b.
+async fn read_and_respond_over_the_socket(id: &str, wa: &mut Ws, wb: &mut Ws) {
     let inbox = wb
         .call(
             "get_messages",
@@ -90,11 +90,11 @@ async fn every_contract_operation_works_over_the_socket_with_the_same_answers() 
         )
         .await;
     assert_eq!(inbox["result"]["total_count"], 1);
-    assert_eq!(inbox["result"]["messages"][0]["message_id"], id.as_str());
+    assert_eq!(inbox["result"]["messages"][0]["message_id"], id);
     let bad_limit = wb.call("get_messages", json!({"limit": 0})).await;
     assert_eq!(bad_limit["error"]["details"]["field"], "limit");
     let one = wb.call("get_message", json!({"message_id": id})).await;
-    assert_eq!(one["result"]["message"]["message_id"], id.as_str());
+    assert_eq!(one["result"]["message"]["message_id"], id);
     let missing = wb
         .call("get_message", json!({"message_id": "msg_nope"}))
         .await;
@@ -124,7 +124,10 @@ async fn every_contract_operation_works_over_the_socket_with_the_same_answers() 
     let no_id = wb.call("respond_to_message", json!({"responder_agent_id": "b", "response_content": {"text": "?", "status": "completed"}})).await;
     assert_eq!(no_id["type"], "ErrorMessage");
     assert_eq!(no_id["details"]["field"], "original_message_id");
+}
 
+/// BROADCAST_UPDATE, REQUEST_ASSISTANCE, and an idempotency key over the socket.
+async fn broadcast_assist_and_retry_over_the_socket(wa: &mut Ws, wb: &mut Ws) {
     let broadcast = wa
         .call("broadcast_update", json!({"sender_agent_id": "a", "update_type": "completion", "urgency": "info", "content": {"summary": "shipped"}}))
         .await;
@@ -145,6 +148,19 @@ async fn every_contract_operation_works_over_the_socket_with_the_same_answers() 
     let first = wa.call("send_message", body.clone()).await;
     let again = wa.call("send_message", body).await;
     assert_eq!(first["result"], again["result"]);
+}
+
+#[tokio::test]
+async fn every_contract_operation_works_over_the_socket_with_the_same_answers() {
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &["planning"]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let (mut wa, _, _) = app.ws_caught_up(&a, "").await;
+    let (mut wb, _, _) = app.ws_caught_up(&b, "").await;
+    let id = send_over_the_socket(&app, &a, &mut wa, &mut wb).await;
+    read_and_respond_over_the_socket(&id, &mut wa, &mut wb).await;
+    broadcast_assist_and_retry_over_the_socket(&mut wa, &mut wb).await;
     app.stop().await;
 }
 

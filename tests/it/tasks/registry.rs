@@ -2,6 +2,45 @@
 
 use super::*;
 
+/// Finding, over the WebSocket as a TaskRequest frame: by capability (case-insensitive),
+/// nobody found, and a request that names no capability.
+async fn find_over_the_socket(app: &TestApp, a: &Agent) {
+    // Finding, over the WebSocket as a TaskRequest frame.
+    let mut ws = app.ws(a, "").await;
+    let found = ws
+        .call(
+            "TaskRequest",
+            json!({"description": "find an agent for SQL work", "originating_agent_id": "A", "data": {"capabilities": ["sql"]}}),
+        )
+        .await;
+    assert_eq!(found["ok"], true, "{found}");
+    let response = &found["result"]["task_response"];
+    assert_eq!(response["status"], "success");
+    assert_eq!(response["result_data"]["agents"][0]["agent_id"], "newbie");
+    assert_eq!(response["result_data"]["agents"][0]["address"], "tcp://n:1");
+    let none = ws
+        .call(
+            "TaskRequest",
+            json!({"description": "find an agent", "originating_agent_id": "A", "data": {"capability": "juggling"}}),
+        )
+        .await;
+    assert_eq!(none["result"]["task_response"]["status"], "failed");
+    assert_eq!(
+        none["result"]["task_response"]["result_data"]["message"],
+        "No available agents found."
+    );
+    let bad = ws
+        .call(
+            "TaskRequest",
+            json!({"description": "find an agent", "originating_agent_id": "A"}),
+        )
+        .await;
+    assert_eq!(
+        bad["result"]["task_response"]["result_data"]["message"],
+        "Invalid lookup request."
+    );
+}
+
 #[tokio::test]
 async fn the_registry_by_message_registers_and_finds_agents() {
     let app = app().await;
@@ -60,40 +99,7 @@ async fn the_registry_by_message_registers_and_finds_agents() {
     assert_eq!(by_agent.body["task_response"]["status"], "failed");
     assert_eq!(by_agent.body["error_message"]["error_code"], "FORBIDDEN");
 
-    // Finding, over the WebSocket as a TaskRequest frame.
-    let mut ws = app.ws(&a, "").await;
-    let found = ws
-        .call(
-            "TaskRequest",
-            json!({"description": "find an agent for SQL work", "originating_agent_id": "A", "data": {"capabilities": ["sql"]}}),
-        )
-        .await;
-    assert_eq!(found["ok"], true, "{found}");
-    let response = &found["result"]["task_response"];
-    assert_eq!(response["status"], "success");
-    assert_eq!(response["result_data"]["agents"][0]["agent_id"], "newbie");
-    assert_eq!(response["result_data"]["agents"][0]["address"], "tcp://n:1");
-    let none = ws
-        .call(
-            "TaskRequest",
-            json!({"description": "find an agent", "originating_agent_id": "A", "data": {"capability": "juggling"}}),
-        )
-        .await;
-    assert_eq!(none["result"]["task_response"]["status"], "failed");
-    assert_eq!(
-        none["result"]["task_response"]["result_data"]["message"],
-        "No available agents found."
-    );
-    let bad = ws
-        .call(
-            "TaskRequest",
-            json!({"description": "find an agent", "originating_agent_id": "A"}),
-        )
-        .await;
-    assert_eq!(
-        bad["result"]["task_response"]["result_data"]["message"],
-        "Invalid lookup request."
-    );
+    find_over_the_socket(&app, &a).await;
     app.stop().await;
 }
 

@@ -2,6 +2,255 @@
 
 use super::*;
 
+/// The team of these rules: A originates, B is assigned, C takes over, D is a bystander
+/// until it is handed the task.
+struct Cast {
+    app: TestApp,
+    a: Agent,
+    b: Agent,
+    c: Agent,
+    d: Agent,
+}
+
+/// How many events a task detail lists.
+fn events(res: &Res) -> usize {
+    res.body["events"].as_array().map_or(0, Vec::len)
+}
+
+/// Wrong parties, strangers and impossible handoffs are refused and change nothing.
+async fn wrong_parties_are_refused(x: &Cast) {
+    let before = events(&x.app.task(&x.a, "t").await);
+    // Answering a question nobody asked.
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            "clarifications/clar_x/answer",
+            json!({"answer": "?"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    // The wrong party for each action.
+    x.app
+        .task_action(&x.a, "t", "result", json!({"status": "success"}))
+        .await
+        .expect_error(403, "FORBIDDEN");
+    x.app
+        .task_action(&x.a, "t", "clarifications", json!({"question": "?"}))
+        .await
+        .expect_error(403, "FORBIDDEN");
+    x.app
+        .task_action(&x.b, "t", "cancel", json!({}))
+        .await
+        .expect_error(403, "FORBIDDEN");
+    // A stranger cannot see the task, let alone hand it off.
+    x.app
+        .task_action(
+            &x.d,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "C", "reason": "mine"}),
+        )
+        .await
+        .expect_error(404, "TASK_NOT_FOUND");
+    x.app
+        .task(&x.d, "t")
+        .await
+        .expect_error(404, "TASK_NOT_FOUND");
+    // Handoffs to nobody, to the current assignee, or with a wrong belief about it.
+    x.app
+        .task_action(
+            &x.b,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "zed", "reason": "r"}),
+        )
+        .await
+        .expect_error(404, "AGENT_NOT_FOUND");
+    x.app
+        .task_action(
+            &x.b,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "B", "reason": "r"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "C", "reason": "r", "current_agent_id": "D"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(&x.b, "t", "handoff", json!({"new_agent_id": "C"}))
+        .await
+        .expect_invalid("reason");
+    assert_eq!(
+        events(&x.app.task(&x.a, "t").await),
+        before,
+        "nothing changed"
+    );
+}
+
+/// One open question at a time; answers must match it; no progress while waiting.
+async fn clarification_rules(x: &Cast) {
+    // One open question at a time; answers must match it; no progress while waiting.
+    let asked = x
+        .app
+        .task_action(&x.b, "t", "clarifications", json!({"question": "which?"}))
+        .await
+        .expect_status(201);
+    let cid = asked.body["task"]["open_clarification"]["clarification_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    x.app
+        .task_action(&x.b, "t", "clarifications", json!({"question": "again?"}))
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            "clarifications/clar_other/answer",
+            json!({"answer": "x"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(&x.b, "t", "result", json!({"status": "in-progress"}))
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(
+            &x.b,
+            "t",
+            &format!("clarifications/{cid}/answer"),
+            json!({"answer": "x"}),
+        )
+        .await
+        .expect_error(403, "FORBIDDEN");
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            &format!("clarifications/{cid}/answer"),
+            json!({"answer": ""}),
+        )
+        .await
+        .expect_invalid("answer");
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            &format!("clarifications/{cid}/answer"),
+            json!({"answer": "this"}),
+        )
+        .await
+        .expect_status(200);
+    // The same question cannot be answered twice.
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            &format!("clarifications/{cid}/answer"),
+            json!({"answer": "that"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+}
+
+/// After a handoff the former assignee may read but not act.
+async fn former_assignee_only_reads(x: &Cast) {
+    // After a handoff the former assignee may read but not act.
+    x.app
+        .task_action(
+            &x.b,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "C", "reason": "r"}),
+        )
+        .await
+        .expect_status(200);
+    x.app.task(&x.b, "t").await.expect_status(200);
+    x.app
+        .task_action(&x.b, "t", "result", json!({"status": "success"}))
+        .await
+        .expect_error(403, "FORBIDDEN");
+    x.app
+        .task_action(
+            &x.b,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "D", "reason": "r"}),
+        )
+        .await
+        .expect_error(403, "FORBIDDEN");
+}
+
+/// A finished task accepts nothing.
+async fn finished_task_accepts_nothing(x: &Cast) {
+    // A finished task accepts nothing.
+    x.app
+        .task_action(
+            &x.c,
+            "t",
+            "result",
+            json!({"status": "failed", "result_data": {"why": "no"}}),
+        )
+        .await
+        .expect_status(200);
+    let finished = events(&x.app.task(&x.a, "t").await);
+    x.app
+        .task_action(&x.c, "t", "result", json!({"status": "success"}))
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(&x.a, "t", "cancel", json!({}))
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(
+            &x.a,
+            "t",
+            "handoff",
+            json!({"new_agent_id": "D", "reason": "r"}),
+        )
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    x.app
+        .task_action(&x.c, "t", "clarifications", json!({"question": "late?"}))
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    let detail = x.app.task(&x.a, "t").await.expect_status(200);
+    assert_eq!(events(&detail), finished, "refusals change nothing");
+    assert_eq!(detail.body["task"]["status"], "failed");
+}
+
+/// Cancel by the originator tells the assignee.
+async fn cancel_tells_the_assignee(x: &Cast) {
+    // Cancel by the originator tells the assignee.
+    x.app
+        .submit(&x.a, json!({"task_id": "u", "target_agent_id": "D"}))
+        .await
+        .expect_status(201);
+    let canceled = x
+        .app
+        .task_action(&x.a, "u", "cancel", json!({"reason": "not needed"}))
+        .await
+        .expect_status(200);
+    assert_eq!(canceled.body["task"]["status"], "canceled");
+    let inbox = x.app.inbox(&x.d, "?kinds=task").await.expect_status(200);
+    let last = &inbox.body["messages"][0]["content"]["data"];
+    assert_eq!(last["type"], "TaskResponse");
+    assert_eq!(last["result_data"]["canceled"], true);
+    assert_eq!(last["result_data"]["reason"], "not needed");
+}
+
 #[tokio::test]
 async fn illegal_transitions_are_refused_and_change_nothing() {
     let app = app().await;
@@ -13,193 +262,13 @@ async fn illegal_transitions_are_refused_and_change_nothing() {
     app.submit(&a, json!({"task_id": "t", "target_agent_id": "B"}))
         .await
         .expect_status(201);
-    let events = |res: &Res| res.body["events"].as_array().map_or(0, Vec::len);
-    let before = events(&app.task(&a, "t").await);
-
-    // Answering a question nobody asked.
-    app.task_action(
-        &a,
-        "t",
-        "clarifications/clar_x/answer",
-        json!({"answer": "?"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-    // The wrong party for each action.
-    app.task_action(&a, "t", "result", json!({"status": "success"}))
-        .await
-        .expect_error(403, "FORBIDDEN");
-    app.task_action(&a, "t", "clarifications", json!({"question": "?"}))
-        .await
-        .expect_error(403, "FORBIDDEN");
-    app.task_action(&b, "t", "cancel", json!({}))
-        .await
-        .expect_error(403, "FORBIDDEN");
-    // A stranger cannot see the task, let alone hand it off.
-    app.task_action(
-        &d,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "C", "reason": "mine"}),
-    )
-    .await
-    .expect_error(404, "TASK_NOT_FOUND");
-    app.task(&d, "t").await.expect_error(404, "TASK_NOT_FOUND");
-    // Handoffs to nobody, to the current assignee, or with a wrong belief about it.
-    app.task_action(
-        &b,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "zed", "reason": "r"}),
-    )
-    .await
-    .expect_error(404, "AGENT_NOT_FOUND");
-    app.task_action(
-        &b,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "B", "reason": "r"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(
-        &a,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "C", "reason": "r", "current_agent_id": "D"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(&b, "t", "handoff", json!({"new_agent_id": "C"}))
-        .await
-        .expect_invalid("reason");
-    assert_eq!(events(&app.task(&a, "t").await), before, "nothing changed");
-
-    // One open question at a time; answers must match it; no progress while waiting.
-    let asked = app
-        .task_action(&b, "t", "clarifications", json!({"question": "which?"}))
-        .await
-        .expect_status(201);
-    let cid = asked.body["task"]["open_clarification"]["clarification_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    app.task_action(&b, "t", "clarifications", json!({"question": "again?"}))
-        .await
-        .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(
-        &a,
-        "t",
-        "clarifications/clar_other/answer",
-        json!({"answer": "x"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(&b, "t", "result", json!({"status": "in-progress"}))
-        .await
-        .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(
-        &b,
-        "t",
-        &format!("clarifications/{cid}/answer"),
-        json!({"answer": "x"}),
-    )
-    .await
-    .expect_error(403, "FORBIDDEN");
-    app.task_action(
-        &a,
-        "t",
-        &format!("clarifications/{cid}/answer"),
-        json!({"answer": ""}),
-    )
-    .await
-    .expect_invalid("answer");
-    app.task_action(
-        &a,
-        "t",
-        &format!("clarifications/{cid}/answer"),
-        json!({"answer": "this"}),
-    )
-    .await
-    .expect_status(200);
-    // The same question cannot be answered twice.
-    app.task_action(
-        &a,
-        "t",
-        &format!("clarifications/{cid}/answer"),
-        json!({"answer": "that"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-
-    // After a handoff the former assignee may read but not act.
-    app.task_action(
-        &b,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "C", "reason": "r"}),
-    )
-    .await
-    .expect_status(200);
-    app.task(&b, "t").await.expect_status(200);
-    app.task_action(&b, "t", "result", json!({"status": "success"}))
-        .await
-        .expect_error(403, "FORBIDDEN");
-    app.task_action(
-        &b,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "D", "reason": "r"}),
-    )
-    .await
-    .expect_error(403, "FORBIDDEN");
-
-    // A finished task accepts nothing.
-    app.task_action(
-        &c,
-        "t",
-        "result",
-        json!({"status": "failed", "result_data": {"why": "no"}}),
-    )
-    .await
-    .expect_status(200);
-    let finished = events(&app.task(&a, "t").await);
-    app.task_action(&c, "t", "result", json!({"status": "success"}))
-        .await
-        .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(&a, "t", "cancel", json!({}))
-        .await
-        .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(
-        &a,
-        "t",
-        "handoff",
-        json!({"new_agent_id": "D", "reason": "r"}),
-    )
-    .await
-    .expect_error(409, "INVALID_TASK_TRANSITION");
-    app.task_action(&c, "t", "clarifications", json!({"question": "late?"}))
-        .await
-        .expect_error(409, "INVALID_TASK_TRANSITION");
-    let detail = app.task(&a, "t").await.expect_status(200);
-    assert_eq!(events(&detail), finished, "refusals change nothing");
-    assert_eq!(detail.body["task"]["status"], "failed");
-
-    // Cancel by the originator tells the assignee.
-    app.submit(&a, json!({"task_id": "u", "target_agent_id": "D"}))
-        .await
-        .expect_status(201);
-    let canceled = app
-        .task_action(&a, "u", "cancel", json!({"reason": "not needed"}))
-        .await
-        .expect_status(200);
-    assert_eq!(canceled.body["task"]["status"], "canceled");
-    let inbox = app.inbox(&d, "?kinds=task").await.expect_status(200);
-    let last = &inbox.body["messages"][0]["content"]["data"];
-    assert_eq!(last["type"], "TaskResponse");
-    assert_eq!(last["result_data"]["canceled"], true);
-    assert_eq!(last["result_data"]["reason"], "not needed");
-    app.stop().await;
+    let cast = Cast { app, a, b, c, d };
+    wrong_parties_are_refused(&cast).await;
+    clarification_rules(&cast).await;
+    former_assignee_only_reads(&cast).await;
+    finished_task_accepts_nothing(&cast).await;
+    cancel_tells_the_assignee(&cast).await;
+    cast.app.stop().await;
 }
 
 #[tokio::test]

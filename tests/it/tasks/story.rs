@@ -1,26 +1,25 @@
 //! The whole task story over REST and the WebSocket, and a task nobody can take.
 
 use super::*;
+use crate::wsclient::Ws;
 
-#[tokio::test]
-async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
-    let app = app().await;
-    let receiver = Receiver::default();
-    let hook = receiver.start().await;
-    // The receiver is down for the first two attempts.
-    receiver.fail_next(2);
-    let team = app.team("story").await;
-    let a = app.agent(&team, "A", &["planning"]).await;
-    let b = app.agent(&team, "B", &["summarise"]).await;
-    let c = app.agent(&team, "C", &["review"]).await;
-    let _d = app.agent(&team, "D", &[]).await;
-    let mut a_ws = app.ws(&a, "").await;
-    let mut b_ws = app.ws(&b, "").await;
+/// The cast of the story: A plans, B summarises, C reviews (and is offline until the
+/// handoff), D is a bystander; A and B are connected throughout.
+struct Story {
+    app: TestApp,
+    a: Agent,
+    b: Agent,
+    c: Agent,
+    a_ws: Ws,
+    b_ws: Ws,
+}
 
-    // A submits; B is chosen by capability.
-    let submitted = app
+/// Act 1: A submits with a callback; B is chosen by capability and gets the request.
+async fn submit_and_assign(s: &mut Story, hook: &str) {
+    let submitted = s
+        .app
         .submit(
-            &a,
+            &s.a,
             json!({
                 "task_id": "t-1",
                 "description": "Summarise the incident reports",
@@ -38,20 +37,23 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
     assert_eq!(submitted.body["task"]["assignee_agent_id"], "B");
     assert_eq!(submitted.body["error_message"], Value::Null);
 
-    let request = b_ws.next_of("TaskRequest").await;
+    let request = s.b_ws.next_of("TaskRequest").await;
     assert_eq!(request["task_id"], "t-1");
     assert_eq!(request["description"], "Summarise the incident reports");
     assert_eq!(request["data"]["reports"], 3);
     assert_eq!(request["originating_agent_id"], "A");
-    assert_eq!(request["callback_url"], hook.as_str());
+    assert_eq!(request["callback_url"], hook);
     assert_eq!(request["priority"], "high");
     assert!(request["seq"].as_i64().is_some(), "{request}");
-    let assigned = a_ws.next_of("TaskResponse").await;
+    let assigned = s.a_ws.next_of("TaskResponse").await;
     assert_eq!(assigned["status"], "in-progress");
     assert_eq!(assigned["agent_id"], "B");
+}
 
-    // B asks for clarification over the socket; A gets the question.
-    let reply = b_ws
+/// Act 2: B asks over the socket, A answers over REST, the answer joins the context.
+async fn clarify(s: &mut Story) {
+    let reply = s
+        .b_ws
         .call(
             "ClarificationRequest",
             json!({"task_id": "t-1", "question": "Which quarter?", "requested_by": "B"}),
@@ -59,7 +61,7 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         .await;
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(reply["result"]["task"]["status"], "input-required");
-    let question = a_ws.next_of("ClarificationRequest").await;
+    let question = s.a_ws.next_of("ClarificationRequest").await;
     assert_eq!(question["question"], "Which quarter?");
     assert_eq!(question["requested_by"], "B");
     let clarification_id = question["clarification_id"]
@@ -71,10 +73,10 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         clarification_id.as_str()
     );
 
-    // A answers over REST; B gets the answer and the task resumes with it in context.
-    let answered = app
+    let answered = s
+        .app
         .task_action(
-            &a,
+            &s.a,
             "t-1",
             &format!("clarifications/{clarification_id}/answer"),
             json!({"answer": "Q3"}),
@@ -87,15 +89,19 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         answered.body["task"]["context"][0]["question"],
         "Which quarter?"
     );
-    let answer = b_ws.next_of("ClarificationResponse").await;
+    let answer = s.b_ws.next_of("ClarificationResponse").await;
     assert_eq!(answer["answer"], "Q3");
     assert_eq!(answer["response_provided_by"], "A");
     assert_eq!(answer["clarification_id"], clarification_id.as_str());
+}
 
-    // B hands off to C.
-    let handed = app
+/// Act 3: B hands off to C, who was offline and gets the request (with the context so
+/// far) on connecting. C's socket.
+async fn hand_off_to_offline_c(s: &mut Story) -> Ws {
+    let handed = s
+        .app
         .task_action(
-            &b,
+            &s.b,
             "t-1",
             "handoff",
             json!({"new_agent_id": "C", "reason": "C reviews these"}),
@@ -103,14 +109,13 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         .await
         .expect_status(200);
     assert_eq!(handed.body["task"]["assignee_agent_id"], "C");
-    for ws in [&mut a_ws, &mut b_ws] {
+    for ws in [&mut s.a_ws, &mut s.b_ws] {
         let note = ws.next_of("HandoffNotification").await;
         assert_eq!(note["current_agent_id"], "B");
         assert_eq!(note["new_agent_id"], "C");
         assert_eq!(note["reason"], "C reviews these");
     }
-    // C was offline: it gets the TaskRequest (with the context so far) on connecting.
-    let (mut c_ws, replayed, _) = app.ws_caught_up(&c, "?since=0").await;
+    let (c_ws, replayed, _) = s.app.ws_caught_up(&s.c, "?since=0").await;
     let types: Vec<&str> = replayed
         .iter()
         .map(|f| f["type"].as_str().unwrap_or(""))
@@ -122,8 +127,11 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
     );
     assert_eq!(replayed[0]["context"][0]["answer"], "Q3");
     assert_eq!(replayed[0]["assignee_agent_id"], "C");
+    c_ws
+}
 
-    // C reports progress over the socket, then success over REST.
+/// Act 4: C reports progress over the socket, then success over REST; A sees both.
+async fn progress_and_success(s: &mut Story, c_ws: &mut Ws) {
     let progress = c_ws
         .call(
             "TaskResponse",
@@ -131,15 +139,16 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         )
         .await;
     assert_eq!(progress["ok"], true, "{progress}");
-    let update = a_ws.next_of("TaskResponse").await;
+    let update = s.a_ws.next_of("TaskResponse").await;
     assert_eq!(
         (update["status"].as_str(), update["agent_id"].as_str()),
         (Some("in-progress"), Some("C"))
     );
     assert_eq!(update["result_data"]["done"], 1);
-    let done = app
+    let done = s
+        .app
         .task_action(
-            &c,
+            &s.c,
             "t-1",
             "result",
             json!({"status": "success", "result_data": {"summary": "all good"}}),
@@ -147,12 +156,14 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
         .await
         .expect_status(200);
     assert_eq!(done.body["task"]["status"], "success");
-    let result = a_ws.next_of("TaskResponse").await;
+    let result = s.a_ws.next_of("TaskResponse").await;
     assert_eq!(result["status"], "success");
     assert_eq!(result["result_data"]["summary"], "all good");
+}
 
-    // The history, readable by the originator and every assignee, past or present.
-    let detail = app.task(&a, "t-1").await.expect_status(200);
+/// The history, readable by the originator and every assignee, past or present.
+async fn history_is_complete(s: &Story) {
+    let detail = s.app.task(&s.a, "t-1").await.expect_status(200);
     assert_eq!(
         kinds(&detail.body),
         [
@@ -173,10 +184,12 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
     assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
     assert_eq!(detail.body["events"][3]["agent_id"], "B");
     assert_eq!(detail.body["task"]["result_data"]["summary"], "all good");
-    app.task(&b, "t-1").await.expect_status(200);
-    app.task(&c, "t-1").await.expect_status(200);
+    s.app.task(&s.b, "t-1").await.expect_status(200);
+    s.app.task(&s.c, "t-1").await.expect_status(200);
+}
 
-    // Every status change reached the receiver, in order, signed with the team secret.
+/// Every status change reached the receiver, in order, signed with the team secret.
+async fn callbacks_arrived_signed_in_order(receiver: &Receiver, hook: &str, secret: &str) {
     let delivered = receiver.wait_for(6).await;
     let order: Vec<(i64, &str, &str)> = delivered
         .iter()
@@ -202,27 +215,29 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
     for body in &delivered {
         assert_eq!(body["type"], "CallbackNotification");
         assert_eq!(body["task_id"], "t-1");
-        assert_eq!(body["sent_to"], hook.as_str());
+        assert_eq!(body["sent_to"], hook);
     }
     assert_eq!(delivered[5]["result_data"]["summary"], "all good");
-    let secret = app.secret(&team).await;
     let calls = receiver.calls();
     assert_eq!(calls.len(), 8, "two refused attempts, then six deliveries");
     for (headers, body, _) in &calls {
         assert!(
-            verify(&secret, headers, body),
+            verify(secret, headers, body),
             "signature must verify: {headers:?}"
         );
         assert!(!verify("whsec_wrong", headers, body));
     }
-    // The delivery outcome is recorded on the task.
-    let mut detail = app.task(&a, "t-1").await.expect_status(200);
+}
+
+/// The delivery outcome is recorded on the task.
+async fn delivery_is_recorded(s: &Story) {
+    let mut detail = s.app.task(&s.a, "t-1").await.expect_status(200);
     for _ in 0..100 {
         if detail.body["task"]["callback_delivery"]["state"] == "delivered" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        detail = app.task(&a, "t-1").await.expect_status(200);
+        detail = s.app.task(&s.a, "t-1").await.expect_status(200);
     }
     assert_eq!(
         detail.body["task"]["callback_delivery"]["state"],
@@ -234,7 +249,40 @@ async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
     assert_eq!(callbacks[0]["attempts"], 3);
     assert_eq!(callbacks[0]["last_status"], 200);
     assert!(callbacks.iter().all(|c| c["state"] == "delivered"));
-    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_whole_story_over_rest_and_websocket_with_signed_callbacks() {
+    let app = app().await;
+    let receiver = Receiver::default();
+    let hook = receiver.start().await;
+    // The receiver is down for the first two attempts.
+    receiver.fail_next(2);
+    let team = app.team("story").await;
+    let a = app.agent(&team, "A", &["planning"]).await;
+    let b = app.agent(&team, "B", &["summarise"]).await;
+    let c = app.agent(&team, "C", &["review"]).await;
+    let _d = app.agent(&team, "D", &[]).await;
+    let a_ws = app.ws(&a, "").await;
+    let b_ws = app.ws(&b, "").await;
+    let mut story = Story {
+        app,
+        a,
+        b,
+        c,
+        a_ws,
+        b_ws,
+    };
+
+    submit_and_assign(&mut story, &hook).await;
+    clarify(&mut story).await;
+    let mut c_ws = hand_off_to_offline_c(&mut story).await;
+    progress_and_success(&mut story, &mut c_ws).await;
+    history_is_complete(&story).await;
+    let secret = story.app.secret(&team).await;
+    callbacks_arrived_signed_in_order(&receiver, &hook, &secret).await;
+    delivery_is_recorded(&story).await;
+    story.app.stop().await;
 }
 
 #[tokio::test]
