@@ -1,7 +1,6 @@
-//! The client crate (`switchboard_client`) against the real server, over both transports; the command
-//! line as a subprocess; the worked example.
+//! The client crate (`switchboard_client`) against the real server, over both
+//! transports, and the worked example built on it.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Map, json};
@@ -17,7 +16,6 @@ use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskQuery, TaskRequest, TaskResponseStatus, TaskResult,
 };
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::support::{Agent, TestApp};
@@ -379,186 +377,6 @@ async fn the_websocket_client_resumes_after_a_server_restart_without_loss_or_dup
     assert_eq!(page.total_count, 10);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(incoming.try_recv().is_err(), "no duplicate arrives later");
-    app.stop().await;
-}
-
-/// Runs `switchboard …` with the test server's URL.
-fn cli(app: &TestApp, token: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"));
-    command
-        .env("SWITCHBOARD_URL", &app.base)
-        .env("SWITCHBOARD_TOKEN", token)
-        .stdin(Stdio::null());
-    command
-}
-
-/// Runs `switchboard ARGS` as the holder of `token` and expects success.
-async fn cli_ok(app: &TestApp, token: &str, args: &[&str]) -> std::process::Output {
-    let out = cli(app, token).args(args).output().await.expect("runs");
-    assert!(out.status.success(), "switchboard {args:?}: {out:?}");
-    out
-}
-
-/// A team set up from the shell, as the admin and then with its key: alice (planning)
-/// and bob (code). Their tokens.
-async fn shell_team(app: &TestApp) -> (String, String) {
-    let out = cli_ok(
-        app,
-        crate::support::ADMIN,
-        &[
-            "admin",
-            "team",
-            "create",
-            "Shell team",
-            "--team-id",
-            "shell",
-            "--json",
-        ],
-    )
-    .await;
-    let team: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let key = team["team_key"].as_str().expect("key").to_owned();
-    let mut tokens = Vec::new();
-    for (id, caps) in [("alice", "planning"), ("bob", "code")] {
-        let out = cli_ok(
-            app,
-            &key,
-            &[
-                "admin",
-                "agent",
-                "register",
-                "--team",
-                "shell",
-                id,
-                "--capabilities",
-                caps,
-                "--json",
-            ],
-        )
-        .await;
-        let agent: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-        tokens.push(agent["token"].as_str().expect("token").to_owned());
-    }
-    let bob = tokens.pop().expect("bob");
-    let alice = tokens.pop().expect("alice");
-    (alice, bob)
-}
-
-/// The next line a subprocess printed, as JSON.
-async fn next_json_line(
-    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) -> serde_json::Value {
-    let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("in time")
-        .expect("readable")
-        .expect("a line");
-    serde_json::from_str(&line).expect("JSON line")
-}
-
-/// Bob's `listen --count 2` printed the message, then the task request, and ended.
-async fn bob_heard_both(
-    mut listener: tokio::process::Child,
-    mut lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
-) {
-    let first = next_json_line(&mut lines).await;
-    assert_eq!(first["type"], "message");
-    assert_eq!(first["message"]["content"]["text"], "hello from the shell");
-    let second = next_json_line(&mut lines).await;
-    assert_eq!(second["type"], "TaskRequest");
-    assert_eq!(second["task_id"], "cli-1");
-    let status = tokio::time::timeout(Duration::from_secs(10), listener.wait())
-        .await
-        .expect("listen ends after --count")
-        .expect("exit status");
-    assert!(status.success());
-}
-
-/// Errors: the server's code on stderr and exit code 1; 3 when unreachable.
-async fn errors_have_exit_codes(app: &TestApp, alice: &str) {
-    let refused = cli(app, alice)
-        .args(["agent", "send", "--to", "nobody", "hi"])
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("INVALID_RECIPIENT"));
-    let unreachable = cli(app, alice)
-        .env("SWITCHBOARD_URL", "http://127.0.0.1:1")
-        .args(["agent", "inbox"])
-        .output()
-        .await
-        .expect("runs");
-    assert_eq!(unreachable.status.code(), Some(3));
-}
-
-#[tokio::test]
-async fn the_command_line_acts_as_an_agent() {
-    let app = TestApp::start().await;
-    let (alice, bob) = shell_team(&app).await;
-
-    // Bob listens; alice sends and submits a task.
-    let mut listener = cli(&app, &bob)
-        .args(["agent", "listen", "--count", "2"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("listen starts");
-    let lines = BufReader::new(listener.stdout.take().expect("stdout")).lines();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let sent = cli_ok(
-        &app,
-        &alice,
-        &[
-            "agent",
-            "send",
-            "--to",
-            "bob",
-            "--type",
-            "request",
-            "hello from the shell",
-        ],
-    )
-    .await;
-    let summary = String::from_utf8_lossy(&sent.stdout);
-    assert!(summary.starts_with("sent msg_"), "{summary}");
-    let submitted = cli_ok(
-        &app,
-        &alice,
-        &[
-            "agent",
-            "task",
-            "submit",
-            "parse the logs",
-            "--task-id",
-            "cli-1",
-            "--capabilities",
-            "code",
-            "--json",
-        ],
-    )
-    .await;
-    let answer: serde_json::Value = serde_json::from_slice(&submitted.stdout).expect("json");
-    assert_eq!(answer["task_response"]["agent_id"], "bob");
-
-    bob_heard_both(listener, lines).await;
-
-    // Bob finishes the task; the summary says so.
-    let done = cli_ok(
-        &app,
-        &bob,
-        &[
-            "agent",
-            "task",
-            "complete",
-            "cli-1",
-            "--data",
-            r#"{"lines": 10}"#,
-        ],
-    )
-    .await;
-    assert!(String::from_utf8_lossy(&done.stdout).contains("is success"));
-
-    errors_have_exit_codes(&app, &alice).await;
     app.stop().await;
 }
 
