@@ -4,6 +4,7 @@
 mod support;
 mod wsclient;
 
+mod access;
 mod agents;
 mod cli;
 mod client;
