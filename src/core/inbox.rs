@@ -1,13 +1,13 @@
 //! GET_MESSAGES and the replay a reconnecting connection starts with: an agent's inbox,
 //! filtered, a page at a time.
 
-use base64::Engine;
 use switchboard_types::decode::CommaList;
 use switchboard_types::frames::push_frame;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::inbox::{InboxPage, InboxQuery};
 use switchboard_types::messages::SortOrder;
 
+use super::cursor;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::store::records::{InboxFilter, InboxPageSpec};
 
@@ -55,7 +55,7 @@ impl Core {
             items.truncate(limit as usize);
             items
                 .last()
-                .map(|last| encode_cursor(order, last.entry.seq))
+                .map(|last| cursor::encode_inbox(order, last.entry.seq))
         } else {
             None
         };
@@ -129,55 +129,6 @@ fn start_of_page(query: &InboxQuery, order: SortOrder) -> CoreResult<Option<i64>
             }
             Ok(Some(seq))
         }
-        (None, cursor) => cursor.map(|c| decode_cursor(c, order)).transpose(),
-    }
-}
-
-/// Opaque page cursor: the sort order and the last sequence number returned.
-fn encode_cursor(order: SortOrder, seq: i64) -> String {
-    let raw = format!("v1:{}:{seq}", order_tag(order));
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-}
-
-fn order_tag(order: SortOrder) -> &'static str {
-    match order {
-        SortOrder::NewestFirst => "n",
-        SortOrder::OldestFirst => "o",
-    }
-}
-
-fn decode_cursor(cursor: &str, order: SortOrder) -> CoreResult<i64> {
-    let invalid =
-        || CoreError::validation("cursor", "cursor is not a next_cursor this server gave out");
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| invalid())?;
-    let raw = String::from_utf8(raw).map_err(|_| invalid())?;
-    let mut parts = raw.split(':');
-    match (
-        parts.next(),
-        parts.next(),
-        parts.next().map(str::parse::<i64>),
-        parts.next(),
-    ) {
-        (Some("v1"), Some(tag), Some(Ok(seq)), None) if tag == order_tag(order) => Ok(seq),
-        (Some("v1"), Some(_), Some(Ok(_)), None) => Err(CoreError::validation(
-            "cursor",
-            "this cursor belongs to the other sort_order; keep the sort_order of the first page",
-        )),
-        _ => Err(invalid()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cursors_round_trip_and_keep_their_order() {
-        let c = encode_cursor(SortOrder::NewestFirst, 42);
-        assert_eq!(decode_cursor(&c, SortOrder::NewestFirst).ok(), Some(42));
-        assert!(decode_cursor(&c, SortOrder::OldestFirst).is_err());
-        assert!(decode_cursor("garbage!", SortOrder::NewestFirst).is_err());
+        (None, cursor) => cursor.map(|c| cursor::decode_inbox(c, order)).transpose(),
     }
 }

@@ -12,6 +12,7 @@ mod assistance;
 pub mod auth;
 mod broadcasts;
 pub mod callback_url;
+pub mod cursor;
 mod delivery;
 mod dispatch;
 pub mod error;

@@ -122,12 +122,41 @@ pub fn field_error(path: &str, message: &str) -> ErrorBody {
         (".", None) => "body".to_owned(),
         (p, None) => p.to_owned(),
     };
+    let field = visible_field(&field);
     ErrorBody::validation(&field, format!("{field}: {message}"))
+}
+
+/// A field path a person can read: a key that is the empty string (legal JSON, and
+/// an unknown field like any other) is written `""`, so the error still names it.
+pub fn visible_field(path: &str) -> String {
+    if path.is_empty() {
+        return "\"\"".to_owned();
+    }
+    match path.strip_suffix('.') {
+        Some(parent) => format!("{parent}.\"\""),
+        None => path.to_owned(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by the fuzzer: an unknown field named "" was reported with an empty
+    /// field name, so the error named nothing.
+    #[test]
+    fn an_empty_key_is_named_visibly() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Body {
+            name: Option<String>,
+        }
+        let err = decode_json::<Body>(br#"{"": 1}"#).expect_err("unknown");
+        assert_eq!(err.details["field"], "\"\"");
+        assert_eq!(visible_field("content."), "content.\"\"");
+        assert_eq!(visible_field("content.text"), "content.text");
+    }
     use crate::error::ErrorCode;
 
     #[derive(Debug, serde::Deserialize)]

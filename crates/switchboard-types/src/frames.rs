@@ -185,7 +185,8 @@ pub enum EncodeError {
 fn take<T: DeserializeOwned>(fields: &mut Fields, name: &str) -> Result<T, ErrorBody> {
     let value = fields.remove(name);
     let missing = value.is_none();
-    serde_json::from_value(value.unwrap_or(Value::Null)).map_err(|e| {
+    // Through `Strict`, so that the error speaks JSON ("an integer"), not Rust ("i64").
+    T::deserialize(crate::strict::Strict(value.unwrap_or(Value::Null))).map_err(|e| {
         let why = if missing {
             format!("missing field `{name}`")
         } else {
@@ -204,10 +205,13 @@ fn rest<T: DeserializeOwned>(fields: Fields) -> Result<T, ErrorBody> {
 fn none_left(fields: Fields) -> Result<(), ErrorBody> {
     match fields.keys().next() {
         None => Ok(()),
-        Some(name) => Err(ErrorBody::validation(
-            name,
-            format!("{name}: unknown field `{name}`"),
-        )),
+        Some(name) => {
+            let name = crate::decode::visible_field(name);
+            Err(ErrorBody::validation(
+                &name,
+                format!("{name}: unknown field `{name}`"),
+            ))
+        }
     }
 }
 

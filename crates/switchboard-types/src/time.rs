@@ -27,11 +27,15 @@ impl Timestamp {
         self.0
     }
 
-    /// Parses RFC 3339 with any offset; the result is in UTC.
+    /// Parses RFC 3339 with any offset; the result is in UTC. An instant whose UTC year
+    /// leaves 0000–9999 (`9999-12-31T23:00:00-05:00`) is refused: it could not be
+    /// written back as RFC 3339, so it would come out of the API unreadable.
     pub fn parse(text: &str) -> Option<Self> {
         DateTime::parse_from_rfc3339(text)
             .ok()
-            .map(|dt| Timestamp(dt.with_timezone(&Utc).timestamp_micros()))
+            .map(|dt| dt.with_timezone(&Utc))
+            .filter(|utc| (0..=9999).contains(&utc.year()))
+            .map(|utc| Timestamp(utc.timestamp_micros()))
     }
 
     pub fn plus_millis(self, millis: i64) -> Self {
@@ -135,6 +139,16 @@ mod tests {
         let ts = Timestamp::parse("2026-11-22T11:15:30.5+01:00").expect("valid");
         assert_eq!(ts.to_string(), "2026-11-22T10:15:30.500000Z");
         assert_eq!(Timestamp::parse(&ts.to_string()), Some(ts));
+    }
+
+    /// Found by the fuzzer: an offset can carry an instant past 9999 in UTC, which
+    /// RFC 3339 cannot write; such an instant is refused rather than echoed unreadable.
+    #[test]
+    fn instants_outside_four_digit_years_are_refused() {
+        assert_eq!(Timestamp::parse("9999-12-31T23:00:00-05:00"), None);
+        assert_eq!(Timestamp::parse("0000-01-01T00:30:00+01:00"), None);
+        let last = Timestamp::parse("9999-12-31T23:59:59.999999Z").expect("in range");
+        assert_eq!(Timestamp::parse(&last.to_string()), Some(last));
     }
 
     #[test]

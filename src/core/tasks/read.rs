@@ -1,11 +1,10 @@
 //! Reading tasks, and the team's callback signing key.
 
-use switchboard_types::ids::TaskPk;
 use switchboard_types::inbox::page_size;
 use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
 use switchboard_types::time::Timestamp;
 
-use crate::core::{Caller, Core, CoreError, CoreResult, Need};
+use crate::core::{Caller, Core, CoreError, CoreResult, Need, cursor};
 use crate::store::records::TaskListSpec;
 
 impl Core {
@@ -45,19 +44,11 @@ impl Core {
     ) -> CoreResult<TaskList> {
         let (_, me) = self.acting_agent(caller)?;
         let limit = page_size(query.limit)?;
-        let before = match &query.cursor {
-            None => None,
-            Some(cursor) => Some(
-                cursor
-                    .strip_prefix("t")
-                    .and_then(|n| n.parse::<i64>().ok())
-                    .filter(|n| *n > 0)
-                    .map(TaskPk)
-                    .ok_or_else(|| {
-                        CoreError::validation("cursor", "cursor is not a next_cursor of this list")
-                    })?,
-            ),
-        };
+        let before = query
+            .cursor
+            .as_deref()
+            .map(cursor::decode_task)
+            .transpose()?;
         let spec = TaskListSpec {
             role: query.role,
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
@@ -68,7 +59,7 @@ impl Core {
         let more = tasks.len() as i64 > limit;
         tasks.truncate(limit as usize);
         let next_cursor = more
-            .then(|| tasks.last().map(|t| format!("t{}", t.pk)))
+            .then(|| tasks.last().map(|t| cursor::encode_task(t.pk)))
             .flatten();
         Ok(TaskList {
             success: true,
