@@ -34,6 +34,9 @@ impl From<ErrorBody> for CoreError {
     }
 }
 
+/// How long a client is asked to wait after a storage failure.
+pub const STORAGE_RETRY_AFTER_MS: u64 = 1000;
+
 impl CoreError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ErrorBody::new(code, message).into()
@@ -112,10 +115,15 @@ impl CoreError {
             CoreError::Refused(body) => *body,
             CoreError::Store(cause) => {
                 tracing::error!(error = %cause, "storage failure");
-                ErrorBody::new(
-                    ErrorCode::Unavailable,
-                    "the server could not reach its storage; nothing was changed",
-                )
+                let message = if cause.is_full() {
+                    "the server's storage is full; nothing was changed"
+                } else {
+                    "the server could not reach its storage; nothing was changed"
+                };
+                // Storage trouble passes (space is freed, a lock is released): the
+                // client is told when to try again, in `details` and `Retry-After`.
+                ErrorBody::new(ErrorCode::Unavailable, message)
+                    .with("retry_after_ms", STORAGE_RETRY_AFTER_MS)
             }
             CoreError::Internal(cause) => {
                 tracing::error!(error = %cause, "internal error");

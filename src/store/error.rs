@@ -42,6 +42,24 @@ pub enum StoreError {
     Dropped,
     #[error("stored data is not what this version expects: {0}")]
     Corrupt(String),
+    /// The disk (or the database's size limit) is full. Nothing of the write was kept;
+    /// the same write succeeds once space returns, with no restart.
+    #[error("the database's disk is full")]
+    Full,
+}
+
+/// SQLite's result code for a full disk or database (`SQLITE_FULL`).
+const SQLITE_FULL: &str = "13";
+
+impl StoreError {
+    /// Whether the write failed for want of space (also inside a failed post).
+    pub fn is_full(&self) -> bool {
+        match self {
+            StoreError::Full => true,
+            StoreError::PostFailed(inner) => inner.is_full(),
+            _ => false,
+        }
+    }
 }
 
 impl From<sqlx::Error> for StoreError {
@@ -49,6 +67,9 @@ impl From<sqlx::Error> for StoreError {
         match &err {
             sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation => {
                 StoreError::Conflict
+            }
+            sqlx::Error::Database(db) if db.code().as_deref() == Some(SQLITE_FULL) => {
+                StoreError::Full
             }
             sqlx::Error::RowNotFound => StoreError::Missing,
             _ => StoreError::Database(err),

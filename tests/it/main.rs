@@ -1,6 +1,7 @@
 //! Integration tests: the real server on an ephemeral port, real HTTP and WebSocket
 //! clients, a fresh SQLite file per test. One binary, one module per area.
 
+mod process;
 mod support;
 mod wsclient;
 
@@ -12,6 +13,7 @@ mod coordination;
 mod database_files;
 mod docs;
 mod errors;
+mod faults;
 mod hardening;
 mod inbox;
 mod layout;

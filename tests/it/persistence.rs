@@ -1,10 +1,8 @@
 //! Persistence: a restart (graceful or a killed process) keeps everything acknowledged.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
 use serde_json::{Value, json};
 
+use crate::process::{Process, call, every_inbox_id, team_k};
 use crate::support::{ADMIN, Agent, TestApp};
 
 #[tokio::test]
@@ -105,65 +103,12 @@ async fn a_clean_stop_leaves_the_wal_checkpointed() {
     );
 }
 
-/// The server binary as a child process, so it can be killed without warning.
-struct Process {
-    child: Child,
-    base: String,
-}
-
-impl Process {
-    fn start(database: &std::path::Path) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-                "--admin-token",
-                ADMIN,
-            ])
-            .arg("--database")
-            .arg(database)
-            .env("RUST_LOG", "info")
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("server binary starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("server printed its address")
-                .expect("line");
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
-                && let Some(addr) = entry["addr"].as_str()
-            {
-                break addr.to_owned();
-            }
-        };
-        // Keep draining the log so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Process {
-            child,
-            base: format!("http://{addr}"),
-        }
-    }
-
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reaped");
-    }
-}
-
 #[tokio::test]
 async fn a_killed_process_loses_nothing_it_acknowledged() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("kill.db");
-    let http = reqwest::Client::new();
-
     let server = Process::start(&db);
+    let http = reqwest::Client::new();
     let team: Value = http
         .post(format!("{}/v1/teams", server.base))
         .bearer_auth(ADMIN)
@@ -331,70 +276,12 @@ async fn messages_read_flags_responses_and_idempotency_survive_a_restart() {
     app.stop().await;
 }
 
-/// One call to a server process: its status and JSON body (null if none).
-async fn call(
-    http: &reqwest::Client,
-    server: &Process,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = http
-        .request(method, format!("{}{path}", server.base))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let res = req.send().await.expect("sent");
-    let status = res.status().as_u16();
-    (status, res.json::<Value>().await.unwrap_or(Value::Null))
-}
-
-/// Team `k` with agents a and b on a server process; their tokens.
-async fn team_k(http: &reqwest::Client, server: &Process) -> Vec<String> {
-    use reqwest::Method;
-    let body = json!({"name": "k", "team_id": "k"});
-    let (_, team) = call(http, server, Method::POST, "/v1/teams", ADMIN, Some(body)).await;
-    let key = team["team_key"].as_str().expect("key").to_owned();
-    let mut tokens = Vec::new();
-    for id in ["a", "b"] {
-        let body = json!({"agent_id": id, "role": "r", "capabilities": []});
-        let path = "/v1/teams/k/agents";
-        let (_, agent) = call(http, server, Method::POST, path, &key, Some(body)).await;
-        tokens.push(agent["token"].as_str().expect("token").to_owned());
-    }
-    tokens
-}
-
-/// Every message id in an inbox, page by page.
-async fn every_inbox_id(
-    http: &reqwest::Client,
-    server: &Process,
-    token: &str,
-) -> std::collections::HashSet<String> {
-    let mut stored = std::collections::HashSet::new();
-    let mut cursor = String::new();
-    loop {
-        let path = format!("/v1/messages?limit=100{cursor}");
-        let (_, page) = call(http, server, reqwest::Method::GET, &path, token, None).await;
-        for m in page["messages"].as_array().expect("messages") {
-            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
-        }
-    }
-    stored
-}
-
 #[tokio::test]
 async fn a_killed_process_keeps_every_acknowledged_message() {
     let dir = tempfile::tempdir().expect("tmp");
     let db = dir.path().join("kill.db");
-    let http = reqwest::Client::new();
     let server = Process::start(&db);
+    let http = reqwest::Client::new();
     let tokens = team_k(&http, &server).await;
     let sends = (0..100).map(|i| {
         call(

@@ -334,7 +334,8 @@ impl Res {
     }
 }
 
-fn init() {
+/// Process-wide set-up for tests: the TLS provider reqwest needs, and logs with TEST_LOG.
+pub fn init() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -319,11 +319,16 @@ async fn flush_posts_and_commit(
                 Ok(())
             } else {
                 tracing::error!(error = %err, posts = posts.len(), "BEGIN or COMMIT of a batch failed");
+                let full = err.is_full();
                 let err = Arc::new(err);
                 for p in &posts {
                     p.slot.fill(Err(err.clone()));
                 }
-                Err(StoreError::BatchFailed)
+                Err(if full {
+                    StoreError::Full
+                } else {
+                    StoreError::BatchFailed
+                })
             }
         }
     }

@@ -370,6 +370,8 @@ async fn run_batch<S: Staging>(
     for finish in finishers {
         finish(match &outcome {
             Ok(()) => Ok(()),
+            // A full disk is said as such: the client can be told to come back later.
+            Err(err) if err.is_full() => Err(StoreError::Full),
             Err(_) => Err(StoreError::BatchFailed),
         });
     }

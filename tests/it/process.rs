@@ -1,0 +1,145 @@
+//! The server binary as a child process (so it can be killed without warning, or run
+//! inside a small filesystem), and plain HTTP calls to it.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support::ADMIN;
+
+/// The server binary as a child process, so it can be killed without warning.
+pub struct Process {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Process {
+    pub fn start(database: &Path) -> Process {
+        Process::spawn(Command::new(env!("CARGO_BIN_EXE_switchboard")), database)
+    }
+
+    /// The server with its database on a disk of `size` (`3m`): a tmpfs mounted at
+    /// `dir` in a mount namespace of its own (an unprivileged user namespace, so no
+    /// root is needed). The test reaches the files through [`Process::seen_by_server`].
+    pub fn start_on_small_disk(dir: &Path, size: &str) -> Process {
+        let mut command = Command::new("unshare");
+        command
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+            .arg(r#"mount -t tmpfs -o size="$1" tmpfs "$2" && shift 2 && exec "$@""#)
+            .args(["sh", size])
+            .arg(dir)
+            .arg(env!("CARGO_BIN_EXE_switchboard"));
+        Process::spawn(command, &dir.join("small.db"))
+    }
+
+    /// `path` as the server sees it (inside its mount namespace).
+    pub fn seen_by_server(&self, path: &Path) -> PathBuf {
+        PathBuf::from(format!("/proc/{}/root{}", self.child.id(), path.display()))
+    }
+
+    /// Runs `command` with `serve` and its arguments appended; waits for the address.
+    fn spawn(mut command: Command, database: &Path) -> Process {
+        crate::support::init();
+        let mut child = command
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+                "--admin-token",
+                ADMIN,
+            ])
+            .arg("--database")
+            .arg(database)
+            .env("RUST_LOG", "info")
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("server binary starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("server printed its address")
+                .expect("line");
+            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+                && let Some(addr) = entry["addr"].as_str()
+            {
+                break addr.to_owned();
+            }
+        };
+        // Keep draining the log so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Process {
+            child,
+            base: format!("http://{addr}"),
+        }
+    }
+
+    pub fn kill(mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+}
+
+/// One call to a server process: its status and JSON body (null if none).
+pub async fn call(
+    http: &reqwest::Client,
+    server: &Process,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = http
+        .request(method, format!("{}{path}", server.base))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let res = req.send().await.expect("sent");
+    let status = res.status().as_u16();
+    (status, res.json::<Value>().await.unwrap_or(Value::Null))
+}
+
+/// Team `k` with agents a and b on a server process; their tokens.
+pub async fn team_k(http: &reqwest::Client, server: &Process) -> Vec<String> {
+    use reqwest::Method;
+    let body = json!({"name": "k", "team_id": "k"});
+    let (_, team) = call(http, server, Method::POST, "/v1/teams", ADMIN, Some(body)).await;
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for id in ["a", "b"] {
+        let body = json!({"agent_id": id, "role": "r", "capabilities": []});
+        let path = "/v1/teams/k/agents";
+        let (_, agent) = call(http, server, Method::POST, path, &key, Some(body)).await;
+        tokens.push(agent["token"].as_str().expect("token").to_owned());
+    }
+    tokens
+}
+
+/// Every message id in an inbox, page by page.
+pub async fn every_inbox_id(
+    http: &reqwest::Client,
+    server: &Process,
+    token: &str,
+) -> std::collections::HashSet<String> {
+    let mut stored = std::collections::HashSet::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/messages?limit=100{cursor}");
+        let (_, page) = call(http, server, reqwest::Method::GET, &path, token, None).await;
+        for m in page["messages"].as_array().expect("messages") {
+            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => break,
+        }
+    }
+    stored
+}
