@@ -114,6 +114,11 @@ impl ServerProcess {
         self.status_kib("RssAnon:")
     }
 
+    /// The server's process id (for sampling its memory from another thread).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Resident pages of mapped files (the database), in KiB.
     pub fn mapped_kib(&self) -> u64 {
         self.status_kib("RssFile:")

@@ -12,6 +12,7 @@
 mod harness;
 mod live;
 mod scenarios;
+mod slow;
 
 use std::time::Duration;
 

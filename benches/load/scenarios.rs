@@ -23,6 +23,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_fanout", |o| Box::pin(crate::live::fanout(o))),
     ("ws_replay", |o| Box::pin(crate::live::replay(o))),
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
+    ("ws_slow_readers", |o| {
+        Box::pin(crate::slow::slow_readers(o))
+    }),
 ];
 
 fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
@@ -33,7 +36,7 @@ fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
     req.body(Full::new(Bytes::new())).expect("request")
 }
 
-fn post(host: &str, path: &str, token: &str, body: String) -> Request<Full<Bytes>> {
+pub fn post(host: &str, path: &str, token: &str, body: String) -> Request<Full<Bytes>> {
     Request::post(path)
         .header("host", host)
         .header("authorization", format!("Bearer {token}"))
