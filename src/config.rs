@@ -78,6 +78,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_DURABILITY", value_enum, default_value_t = DurabilityArg::Normal)]
     pub durability: DurabilityArg,
 
+    /// The write-ahead log is kept under this many bytes under any write load, cut back
+    /// to an eighth of it when the load eases and to nothing when writes stop.
+    #[arg(long, env = "SWITCHBOARD_WAL_MAX_BYTES", default_value_t = 256 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024 * 1024..))]
+    pub wal_max_bytes: u64,
+
     /// Largest request body accepted, in bytes; larger ones get 413 PAYLOAD_TOO_LARGE.
     #[arg(long, env = "SWITCHBOARD_MAX_BODY_BYTES", default_value_t = 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -180,6 +185,17 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// The flag's default is written as a literal (config does not depend on the
+    /// store); it must be the store's.
+    #[test]
+    fn the_wal_bound_default_is_the_stores() {
+        let cli = Cli::try_parse_from(["switchboard", "serve"]).expect("parses");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(args.wal_max_bytes, crate::store::DEFAULT_WAL_MAX_BYTES);
     }
 
     #[test]

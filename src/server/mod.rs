@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// How long a write waits for a database lock held elsewhere before failing.
     pub busy_timeout: Duration,
+    /// The size the write-ahead log is kept under (`--wal-max-bytes`).
+    pub wal_max_bytes: u64,
     /// Per-agent limit on sending operations.
     pub rate_limit: Option<RateLimit>,
     /// Seconds between WebSocket pings (and the time allowed for the pong).
@@ -64,6 +66,7 @@ impl ServerConfig {
             max_body_bytes: 1024 * 1024,
             shutdown_timeout: Duration::from_secs(10),
             busy_timeout: StoreOptions::default().busy_timeout,
+            wal_max_bytes: StoreOptions::default().wal_max_bytes,
             rate_limit: None,
             ws_ping_interval: Duration::from_secs(20),
             ws_outbox: 1024,
@@ -87,6 +90,7 @@ impl From<&ServeArgs> for ServerConfig {
             max_body_bytes: args.max_body_bytes,
             shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
             busy_timeout: StoreOptions::default().busy_timeout,
+            wal_max_bytes: args.wal_max_bytes,
             rate_limit: args.rate_limit.map(|per_second| RateLimit {
                 per_second,
                 burst: args.rate_limit_burst.unwrap_or(per_second).max(1.0),
@@ -204,6 +208,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
     let options = StoreOptions {
         durability: config.durability,
         busy_timeout: config.busy_timeout,
+        wal_max_bytes: config.wal_max_bytes,
     };
     let store = Store::open_sqlite(&config.database, options).await?;
     let settings = CoreSettings {

@@ -46,13 +46,20 @@ pub struct StoreOptions {
     /// How long a write waits for a lock held by someone else (another process, a
     /// checkpoint) before it fails with `UNAVAILABLE`.
     pub busy_timeout: Duration,
+    /// The size the write-ahead log is kept under during any load (it is cut back to an
+    /// eighth of it when the load eases, and to nothing when writes stop).
+    pub wal_max_bytes: u64,
 }
+
+/// The default `--wal-max-bytes`: 256 MiB.
+pub const DEFAULT_WAL_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             durability: Durability::Normal,
             busy_timeout: Duration::from_secs(5),
+            wal_max_bytes: DEFAULT_WAL_MAX_BYTES,
         }
     }
 }

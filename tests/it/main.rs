@@ -22,5 +22,6 @@ mod persistence;
 mod readme;
 mod respond;
 mod send;
+mod storage;
 mod tasks;
 mod teams;

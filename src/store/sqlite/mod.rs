@@ -30,6 +30,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use checkpoint::WalBound;
 use posts::PostStaging;
 use writer::{Isolation, WriteTx, Writer};
 
@@ -52,6 +53,17 @@ struct Checkpointer {
     task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
+/// The WAL bound of a database file.
+fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
+    let mut file = path.as_os_str().to_owned();
+    file.push("-wal");
+    WalBound {
+        file: file.into(),
+        max_bytes: opts.wal_max_bytes,
+        busy_timeout: opts.busy_timeout,
+    }
+}
+
 /// How every connection to the file is opened.
 fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
     SqliteConnectOptions::new()
@@ -67,10 +79,13 @@ fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
         // mode; another process holding the lock is the only long wait.
         .busy_timeout(opts.busy_timeout)
         .pragma("temp_store", "memory")
-        // Checkpoints run in the background (see `checkpoint`), never on the writer.
+        // Checkpoints are ours (see `checkpoint`), never SQLite's automatic ones.
         .pragma("wal_autocheckpoint", "0")
-        // After a checkpoint, a WAL that grew in a burst is cut back to this size.
-        .pragma("journal_size_limit", "67108864")
+        // After a restart, a WAL that grew under load is cut back to this size.
+        .pragma(
+            "journal_size_limit",
+            wal_bound(path, opts).small_limit().to_string(),
+        )
         // Statements are not logged one by one (that is a hot path); slow ones are.
         .log_statements(log::LevelFilter::Off)
         .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))
@@ -154,12 +169,18 @@ impl SqliteStore {
             )
             .await?;
 
-        let writer = Writer::spawn(write_conn).map_err(|source| StoreError::Location {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let bound = wal_bound(path, opts);
+        let writer =
+            Writer::spawn(write_conn, bound.clone()).map_err(|source| StoreError::Location {
+                path: path.to_path_buf(),
+                source,
+            })?;
         let stop = tokio_util::sync::CancellationToken::new();
-        let task = tokio::spawn(checkpoint::run(options.connect().await?, stop.clone()));
+        let task = tokio::spawn(checkpoint::run(
+            options.connect().await?,
+            bound,
+            stop.clone(),
+        ));
         Ok(SqliteStore {
             read,
             writer,

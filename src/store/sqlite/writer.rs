@@ -34,6 +34,7 @@ use futures_util::future::BoxFuture;
 use sqlx::{Connection, SqliteConnection};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::checkpoint::{WalBound, WalWatch};
 use crate::store::StoreError;
 
 /// What jobs queue for the batch's shared insert, and how it is written: the writer
@@ -185,7 +186,7 @@ impl<S: Staging> Writer<S> {
     /// each step would wait in the run queue behind request handlers, so commit latency
     /// would grow with request load. (Throughput in the benchmark was the same either
     /// way, the CPU being saturated; the thread keeps the writer's latency its own.)
-    pub(crate) fn spawn(conn: SqliteConnection) -> std::io::Result<Writer<S>> {
+    pub(crate) fn spawn(conn: SqliteConnection, wal: WalBound) -> std::io::Result<Writer<S>> {
         let (queue, rx) = mpsc::channel(QUEUE);
         let closing = tokio_util::sync::CancellationToken::new();
         let (done_tx, done_rx) = oneshot::channel();
@@ -201,7 +202,7 @@ impl<S: Staging> Writer<S> {
         std::thread::Builder::new()
             .name("switchboard-writer".into())
             .spawn(move || {
-                runtime.block_on(run(tx, rx, stop));
+                runtime.block_on(run(tx, rx, stop, wal));
                 let _ = done_tx.send(());
             })?;
         Ok(Writer {
@@ -269,9 +270,11 @@ async fn run<S: Staging>(
     mut tx: WriteTx<S>,
     mut rx: mpsc::Receiver<Job<S>>,
     closing: tokio_util::sync::CancellationToken,
+    wal: WalBound,
 ) {
     let mut batch: Vec<Job<S>> = Vec::with_capacity(MAX_BATCH);
     let metrics = BatchMetrics::new();
+    let wal = WalWatch::new(wal);
     loop {
         let first = tokio::select! {
             // Jobs already queued win over closing, so nothing accepted is dropped.
@@ -291,6 +294,7 @@ async fn run<S: Staging>(
             }
         }
         run_batch(&mut tx, &mut batch, &metrics).await;
+        wal.after_batch(&mut tx.conn).await;
     }
     let mut conn = tx.conn;
     // Fold the WAL back into the database file so a clean stop leaves one tidy file.
