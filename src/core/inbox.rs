@@ -70,6 +70,7 @@ impl Core {
                 .collect(),
             total_count: counts.total,
             unread_count: counts.unread,
+            counts_exact: counts.exact,
             next_cursor,
             error: None,
         })

@@ -190,6 +190,19 @@ pub struct InboxFilter {
     pub thread_id: Option<String>,
 }
 
+impl InboxFilter {
+    /// Whether the filter keeps every entry (or every unread one): the cases the kept
+    /// counters answer.
+    pub fn is_everything(&self) -> bool {
+        self.message_types.is_none()
+            && self.sender_pks.is_none()
+            && self.priority.is_none()
+            && self.since.is_none()
+            && self.kinds.is_none()
+            && self.thread_id.is_none()
+    }
+}
+
 /// Where to start a page of the inbox and which way to go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InboxPageSpec {
@@ -200,11 +213,12 @@ pub struct InboxPageSpec {
 }
 
 /// How many entries of an inbox match a filter (ignoring paging), and how many of them
-/// are unread.
+/// are unread: exact, or (`exact: false`) lower bounds counted over the newest entries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InboxCounts {
     pub total: i64,
     pub unread: i64,
+    pub exact: bool,
 }
 
 /// How long a responder took to answer a message.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::TestApp;
+use crate::support::{Agent, TestApp};
 
 /// The size of a file, 0 when it does not exist.
 fn size(path: &std::path::Path) -> u64 {
@@ -95,5 +95,153 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_writes_stop() {
         (16 * per_sender) as u64,
         "every send is there"
     );
+    app.stop().await;
+}
+
+/// Every entry of `agent`'s inbox under `query`, page by page: (total, unread).
+async fn counted_by_paging(app: &TestApp, agent: &Agent, query: &str) -> (u64, u64) {
+    let (mut total, mut unread) = (0, 0);
+    let mut cursor = String::new();
+    loop {
+        let page = app
+            .inbox(agent, format!("?limit=100{query}{cursor}"))
+            .await
+            .expect_status(200);
+        for m in page.body["messages"].as_array().expect("messages") {
+            total += 1;
+            unread += u64::from(m["read_status"] == false);
+        }
+        match page.body["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return (total, unread),
+        }
+    }
+}
+
+/// The counts GET_MESSAGES answers equal what paging through the inbox finds, exactly,
+/// for the whole inbox, `unread_only` and the other filters.
+async fn counts_match(app: &TestApp, agent: &Agent, step: &str) {
+    for query in [
+        "",
+        "&unread_only=true",
+        "&message_types=request",
+        "&kinds=broadcast,task",
+        "&priority=high&unread_only=true",
+    ] {
+        let answer = app.inbox(agent, format!("?limit=1{query}")).await;
+        let paged = counted_by_paging(app, agent, query).await;
+        let answered = (
+            answer.body["total_count"].as_u64().unwrap_or(u64::MAX),
+            answer.body["unread_count"].as_u64().unwrap_or(u64::MAX),
+        );
+        assert_eq!(answered, paged, "after {step}, counts of {query:?}");
+        assert_eq!(answer.body["counts_exact"], true, "{step} {query}");
+    }
+}
+
+/// The kept counters stay exact through every kind of write that reaches an inbox
+/// (sends, broadcasts, responses, assistance requests, task frames) and through
+/// read-marks, including marking twice and marking what is not there.
+#[tokio::test]
+async fn inbox_counts_stay_exact_through_every_kind_of_write() {
+    let app = TestApp::start().await;
+    let team = app.team("counts").await;
+    let a = app.agent(&team, "a", &["review"]).await;
+    let b = app.agent(&team, "b", &["review"]).await;
+    counts_match(&app, &b, "nothing").await;
+    let mut ids = Vec::new();
+    for (i, (kind, priority)) in [
+        ("request", "high"),
+        ("information", "low"),
+        ("request", "normal"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let body = json!({"recipient_agent_ids": ["b"], "message_type": kind, "priority": priority, "requires_response": i == 0});
+        ids.push(
+            app.send_with(&a, body)
+                .await
+                .expect_status(201)
+                .str("message_id"),
+        );
+    }
+    counts_match(&app, &b, "sends").await;
+    app.post("/v1/broadcasts")
+        .token(&a.token)
+        .json(json!({"sender_agent_id": "a", "update_type": "progress", "urgency": "critical", "content": {"summary": "s"}}))
+        .send()
+        .await
+        .expect_status(201);
+    app.post("/v1/assistance-requests")
+        .token(&a.token)
+        .json(json!({"requester_agent_id": "a", "assistance_type": "review", "required_capabilities": ["review"], "request_details": {"description": "d"}}))
+        .send()
+        .await
+        .expect_status(201);
+    app.post("/v1/tasks")
+        .token(&a.token)
+        .json(json!({"task_id": "t", "description": "d", "originating_agent_id": "a", "target_agent_id": "b"}))
+        .send()
+        .await
+        .expect_status(201);
+    counts_match(&app, &b, "broadcast, assistance, task").await;
+    for marked in [
+        vec![ids[0].clone()],
+        vec![ids[0].clone(), ids[1].clone(), "msg_nope".into()],
+    ] {
+        app.post("/v1/messages/read")
+            .token(&b.token)
+            .json(json!({"agent_id": "b", "message_ids": marked}))
+            .send()
+            .await
+            .expect_status(200);
+        counts_match(&app, &b, "read-marks").await;
+    }
+    // b answers a: a's inbox gets the response, b's counts do not move.
+    app.post(&format!("/v1/messages/{}/responses", ids[0]))
+        .token(&b.token)
+        .json(json!({"responder_agent_id": "b", "response_content": {"text": "ok", "status": "completed"}}))
+        .send()
+        .await
+        .expect_status(201);
+    counts_match(&app, &a, "a response").await;
+    counts_match(&app, &b, "a response").await;
+    app.stop().await;
+}
+
+/// Past 10,000 entries, a filter other than `unread_only` is counted over the newest
+/// 10,000 and says so; the whole inbox and `unread_only` stay exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_inbox_counts_filters_over_its_newest_entries_and_says_so() {
+    const ENTRIES: usize = 10_050;
+    let app = TestApp::start().await;
+    let team = app.team("large").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    for chunk in (0..ENTRIES).collect::<Vec<_>>().chunks(50) {
+        let sends = chunk.iter().map(|i| {
+            let kind = if i % 2 == 0 { "request" } else { "information" };
+            app.send_with(
+                &a,
+                json!({"recipient_agent_ids": ["b"], "message_type": kind}),
+            )
+        });
+        for res in futures_util::future::join_all(sends).await {
+            res.expect_status(201);
+        }
+    }
+    let all = app.inbox(&b, "?limit=1").await;
+    assert_eq!(all.body["total_count"], ENTRIES as u64);
+    assert_eq!(all.body["unread_count"], ENTRIES as u64);
+    assert_eq!(all.body["counts_exact"], true);
+    let unread = app.inbox(&b, "?limit=1&unread_only=true").await;
+    assert_eq!(unread.body["total_count"], ENTRIES as u64);
+    assert_eq!(unread.body["counts_exact"], true);
+    let requests = app.inbox(&b, "?limit=1&message_types=request").await;
+    assert_eq!(requests.body["counts_exact"], false);
+    let counted = requests.body["total_count"].as_u64().expect("count");
+    // The newest 10,000 of 10,050 hold 4,975 to 5,025 of the 5,025 requests.
+    assert!((4_975..=5_025).contains(&counted), "{counted}");
     app.stop().await;
 }

@@ -63,12 +63,36 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     }
 }
 
+/// Most entries a filtered count looks at: past it, counting would cost as much as the
+/// inbox is large, so the newest this many are counted and the answer says it is a
+/// lower bound.
+pub const COUNT_WINDOW: i64 = 10_000;
+
 /// How many entries match (ignoring paging) and how many of those are unread.
-pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e>>(
+///
+/// The whole inbox, or only its unread part, is counted by the counters the triggers
+/// keep (one row). Any other filter is counted over the inbox if it holds at most
+/// [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`] (`exact: false`).
+pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     ex: E,
     agent: AgentPk,
     f: &InboxFilter,
 ) -> Result<InboxCounts, StoreError> {
+    let kept = sqlx::query("SELECT total, unread FROM inbox_counts WHERE agent_pk = ?")
+        .bind(agent.0)
+        .fetch_optional(ex)
+        .await?;
+    let (total, unread): (i64, i64) = match &kept {
+        Some(row) => (row.try_get(0)?, row.try_get(1)?),
+        None => (0, 0),
+    };
+    if f.is_everything() {
+        return Ok(InboxCounts {
+            total: if f.unread_only { unread } else { total },
+            unread,
+            exact: true,
+        });
+    }
     let mut q = QueryBuilder::<Sqlite>::new(
         "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
     );
@@ -76,10 +100,18 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e>>(
         q.push(" JOIN messages m ON m.pk = i.message_pk");
     }
     push_filter(&mut q, agent, f);
+    let exact = total <= COUNT_WINDOW;
+    if !exact {
+        q.push(" AND i.seq > (SELECT MAX(seq) FROM inbox WHERE agent_pk = ")
+            .push_bind(agent.0)
+            .push(") - ")
+            .push_bind(COUNT_WINDOW);
+    }
     let row = q.build().fetch_one(ex).await?;
     Ok(InboxCounts {
         total: row.try_get(0)?,
         unread: row.try_get(1)?,
+        exact,
     })
 }
 
@@ -145,9 +177,9 @@ pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
         counts.entry(AgentPk(row.try_get(0)?)).or_default().sent = row.try_get(1)?;
     }
     let received = sqlx::query(
-        "SELECT i.agent_pk, COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0)
-         FROM inbox i JOIN agents a ON a.pk = i.agent_pk
-         WHERE a.team_pk = ? GROUP BY i.agent_pk",
+        "SELECT c.agent_pk, c.total, c.unread
+         FROM inbox_counts c JOIN agents a ON a.pk = c.agent_pk
+         WHERE a.team_pk = ?",
     )
     .bind(team.0)
     .fetch_all(ex)

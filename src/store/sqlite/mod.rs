@@ -61,6 +61,7 @@ fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
         file: file.into(),
         max_bytes: opts.wal_max_bytes,
         busy_timeout: opts.busy_timeout,
+        backlog: Default::default(),
     }
 }
 
