@@ -245,3 +245,41 @@ async fn a_large_inbox_counts_filters_over_its_newest_entries_and_says_so() {
     assert!((4_975..=5_025).contains(&counted), "{counted}");
     app.stop().await;
 }
+
+/// Twelve racing responses to one message: one is accepted, and the asker's counters
+/// count exactly that one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counts_stay_exact_under_racing_responses() {
+    let app = TestApp::start().await;
+    let team = app.team("one-by-one").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let question = app
+        .send_with(
+            &a,
+            json!({"recipient_agent_ids": ["b"], "requires_response": true}),
+        )
+        .await
+        .expect_status(201)
+        .str("message_id");
+    let answers = (0..12).map(|i| {
+        app.post(&format!("/v1/messages/{question}/responses"))
+            .token(&b.token)
+            .json(json!({"responder_agent_id": "b", "response_content": {"text": format!("r{i}"), "status": "completed"}}))
+            .send()
+    });
+    let statuses: Vec<u16> = futures_util::future::join_all(answers)
+        .await
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    counts_match(&app, &a, "racing responses").await;
+    let answer = app.inbox(&a, "?limit=1").await;
+    assert_eq!(answer.body["total_count"], 1);
+    app.stop().await;
+}
