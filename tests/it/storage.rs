@@ -283,3 +283,56 @@ async fn counts_stay_exact_under_racing_responses() {
     assert_eq!(answer.body["total_count"], 1);
     app.stop().await;
 }
+
+/// `/metrics` shows disk use: the database file, rows per table family and the age of
+/// the oldest message (read every few seconds in the background). The server runs as a
+/// process of its own: the metrics registry is process-wide, and other tests' servers
+/// in this binary would write the same gauges.
+#[tokio::test]
+async fn disk_use_is_visible_in_the_metrics() {
+    use crate::process::{Process, call, team_k};
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let server = Process::start(&dir.path().join("disk.db"));
+    let http = reqwest::Client::new();
+    let tokens = team_k(&http, &server).await;
+    for text in ["one", "two", "three"] {
+        let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": text}});
+        let (status, _) = call(
+            &http,
+            &server,
+            reqwest::Method::POST,
+            "/v1/messages",
+            &tokens[0],
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201);
+    }
+    let mut text = String::new();
+    for _ in 0..80 {
+        let res = http
+            .get(format!("{}/metrics", server.base))
+            .send()
+            .await
+            .expect("metrics");
+        text = res.text().await.expect("text");
+        if text.contains(r#"switchboard_store_rows{table="messages"} 3"#) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).map(str::trim))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
+    };
+    assert_eq!(value(r#"switchboard_store_rows{table="messages"}"#), 3.0);
+    assert_eq!(value(r#"switchboard_store_rows{table="inbox"}"#), 3.0);
+    assert_eq!(value(r#"switchboard_store_rows{table="agents"}"#), 2.0);
+    assert_eq!(value(r#"switchboard_store_rows{table="teams"}"#), 1.0);
+    assert!(value("switchboard_store_database_bytes") > 0.0);
+    assert!(value("switchboard_store_oldest_message_age_seconds") >= 0.0);
+    server.kill();
+}

@@ -37,6 +37,9 @@ use tokio_util::sync::CancellationToken;
 /// How often a passive checkpoint runs.
 pub const INTERVAL: Duration = Duration::from_millis(250);
 
+/// How often disk use is read for `/metrics` (see `usage`).
+const USAGE_INTERVAL: Duration = Duration::from_secs(5);
+
 /// How long writes must have stopped before the WAL is truncated.
 const IDLE: Duration = Duration::from_secs(1);
 
@@ -57,7 +60,9 @@ const QUICK_RESTART_FRAMES: i64 = 1024;
 /// The size the WAL is kept under, and where to look at it.
 #[derive(Debug, Clone)]
 pub struct WalBound {
-    /// The `-wal` file beside the database.
+    /// The database file.
+    pub database: PathBuf,
+    /// The `-wal` file beside it.
     pub file: PathBuf,
     /// `--wal-max-bytes`.
     pub max_bytes: u64,
@@ -175,7 +180,12 @@ async fn restart(
 pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: CancellationToken) {
     let mut last_frames = -1;
     let mut quiet_since = Instant::now();
+    let mut usage_read: Option<Instant> = None;
     loop {
+        if usage_read.is_none_or(|at| at.elapsed() >= USAGE_INTERVAL) {
+            super::usage::publish(&mut conn, &bound.database).await;
+            usage_read = Some(Instant::now());
+        }
         // A WAL past half its bound is copied back to back, so the writer's restart
         // finds little left to copy.
         let pause = if bound.size() >= bound.max_bytes / 2 {

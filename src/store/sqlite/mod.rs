@@ -19,6 +19,7 @@ mod rows;
 mod settings;
 mod tasks;
 mod teams;
+mod usage;
 mod writer;
 
 use std::path::Path;
@@ -58,6 +59,7 @@ fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
     let mut file = path.as_os_str().to_owned();
     file.push("-wal");
     WalBound {
+        database: path.to_path_buf(),
         file: file.into(),
         max_bytes: opts.wal_max_bytes,
         busy_timeout: opts.busy_timeout,

@@ -1,0 +1,59 @@
+//! Disk use, published as gauges for `/metrics`: the database and WAL files, rows per
+//! table family and the age of the oldest message, so an operator sees growth (and what
+//! retention would remove) before the disk fills.
+
+use std::path::Path;
+
+use sqlx::{Row, SqliteConnection};
+use switchboard_types::time::Timestamp;
+
+/// The tables counted, one per family. The inbox is read from its kept counters (a
+/// count of it would cost as much as it is large); the others are counted, on the
+/// background task's own connection, which blocks no writer.
+const COUNTED: &[&str] = &[
+    "teams",
+    "agents",
+    "messages",
+    "responses",
+    "tasks",
+    "task_events",
+    "callbacks",
+    "idempotency_keys",
+];
+
+/// Reads the figures and sets the gauges; a failed read leaves the previous values.
+pub async fn publish(conn: &mut SqliteConnection, database: &Path) {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    metrics::gauge!("switchboard_store_database_bytes").set(size(database) as f64);
+    if let Err(err) = rows(conn).await {
+        tracing::debug!(error = %err, "reading disk use");
+    }
+}
+
+async fn rows(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
+    for table in COUNTED {
+        // Table names from the constant above, never from a client.
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut *conn)
+            .await?;
+        metrics::gauge!("switchboard_store_rows", "table" => *table).set(count as f64);
+    }
+    let inbox: i64 = sqlx::query_scalar("SELECT COALESCE(SUM(total), 0) FROM inbox_counts")
+        .fetch_one(&mut *conn)
+        .await?;
+    metrics::gauge!("switchboard_store_rows", "table" => "inbox").set(inbox as f64);
+    // Messages are numbered in time order, so the first by key is the oldest.
+    let oldest = sqlx::query("SELECT created_at FROM messages ORDER BY pk LIMIT 1")
+        .fetch_optional(&mut *conn)
+        .await?;
+    let age = match oldest {
+        Some(row) => {
+            let at: i64 = row.try_get(0)?;
+            (Timestamp::now().micros() - at).max(0) as f64 / 1e6
+        }
+        None => 0.0,
+    };
+    metrics::gauge!("switchboard_store_oldest_message_age_seconds").set(age);
+    Ok(())
+}
