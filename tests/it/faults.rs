@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::process::{Process, call, every_inbox_id, team_k};
+use crate::process::{Process, call, every_inbox_entry, every_inbox_id, team_k};
 
 /// A send from a to b (1.9 KB of text, so the disk fills in a few hundred).
 fn message(text: &str) -> Value {
@@ -15,25 +15,10 @@ fn message(text: &str) -> Value {
            "content": {"text": format!("{text} {}", "x".repeat(1900))}})
 }
 
-/// b's inbox sequence numbers, oldest first.
+/// An inbox's sequence numbers, oldest first.
 async fn seqs(http: &reqwest::Client, server: &Process, token: &str) -> Vec<i64> {
-    let mut seqs = Vec::new();
-    let mut after = 0;
-    loop {
-        let path = format!("/v1/messages?sort_order=oldest_first&limit=100&after_seq={after}");
-        let (_, page) = call(http, server, Method::GET, &path, token, None).await;
-        let got: Vec<i64> = page["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter_map(|m| m["seq"].as_i64())
-            .collect();
-        match got.last() {
-            Some(last) => after = *last,
-            None => return seqs,
-        }
-        seqs.extend(got);
-    }
+    let entries = every_inbox_entry(http, server, token).await;
+    entries.into_iter().map(|(seq, _)| seq).collect()
 }
 
 /// Writes until the disk refuses: the refusal is `503 UNAVAILABLE` that says the disk is

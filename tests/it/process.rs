@@ -122,24 +122,34 @@ pub async fn team_k(http: &reqwest::Client, server: &Process) -> Vec<String> {
     tokens
 }
 
-/// Every message id in an inbox, page by page.
+/// Every entry of an inbox as `(seq, message id)`, oldest first, page by page.
+pub async fn every_inbox_entry(
+    http: &reqwest::Client,
+    server: &Process,
+    token: &str,
+) -> Vec<(i64, String)> {
+    let mut entries = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/messages?sort_order=oldest_first&limit=100{cursor}");
+        let (_, page) = call(http, server, reqwest::Method::GET, &path, token, None).await;
+        for m in page["messages"].as_array().expect("messages") {
+            let id = m["message_id"].as_str().unwrap_or_default().to_owned();
+            entries.push((m["seq"].as_i64().unwrap_or(-1), id));
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return entries,
+        }
+    }
+}
+
+/// Every message id in an inbox.
 pub async fn every_inbox_id(
     http: &reqwest::Client,
     server: &Process,
     token: &str,
 ) -> std::collections::HashSet<String> {
-    let mut stored = std::collections::HashSet::new();
-    let mut cursor = String::new();
-    loop {
-        let path = format!("/v1/messages?limit=100{cursor}");
-        let (_, page) = call(http, server, reqwest::Method::GET, &path, token, None).await;
-        for m in page["messages"].as_array().expect("messages") {
-            stored.insert(m["message_id"].as_str().unwrap_or_default().to_owned());
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
-        }
-    }
-    stored
+    let entries = every_inbox_entry(http, server, token).await;
+    entries.into_iter().map(|(_, id)| id).collect()
 }
