@@ -133,12 +133,103 @@ pub struct ServeArgs {
     pub callback_retry_base_ms: u64,
 
     /// Seconds to wait for in-flight requests and connections at shutdown.
+    /// How long a message every recipient has read is kept after it was sent (e.g. 7d;
+    /// `forever` keeps it). Teams may set less, never more.
+    #[arg(long, env = "SWITCHBOARD_RETENTION_READ_MESSAGES", default_value_t = Keep(None))]
+    pub retention_read_messages: Keep,
+    /// How long any message, read or not, is kept after it was sent (e.g. 30d).
+    #[arg(long, env = "SWITCHBOARD_RETENTION_UNREAD_MESSAGES", default_value_t = Keep(None))]
+    pub retention_unread_messages: Keep,
+    /// How long a succeeded, failed or canceled task is kept after its last change.
+    #[arg(long, env = "SWITCHBOARD_RETENTION_FINISHED_TASKS", default_value_t = Keep(None))]
+    pub retention_finished_tasks: Keep,
+    /// How long a retry with the same Idempotency-Key gets the first answer back.
+    #[arg(long, env = "SWITCHBOARD_RETENTION_IDEMPOTENCY_KEYS", default_value_t = Age(24 * 3600))]
+    pub retention_idempotency_keys: Age,
+    /// How long the record of a delivered or abandoned callback is kept.
+    #[arg(long, env = "SWITCHBOARD_RETENTION_CALLBACKS", default_value_t = Age(7 * 86_400))]
+    pub retention_callbacks: Age,
+    /// Time between retention passes.
+    #[arg(long, env = "SWITCHBOARD_RETENTION_INTERVAL", default_value_t = Age(60))]
+    pub retention_interval: Age,
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,
 
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// A length of time on the command line: `90s`, `15m`, `12h`, `30d` or plain seconds;
+/// at least one second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Age(pub u64);
+
+impl FromStr for Age {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let (number, unit) = match s.char_indices().last() {
+            Some((i, c)) if c.is_ascii_alphabetic() => (&s[..i], c),
+            _ => (s, 's'),
+        };
+        let scale = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err("use a number with s, m, h or d (e.g. 30d)".to_owned()),
+        };
+        number
+            .parse::<u64>()
+            .ok()
+            .and_then(|n| n.checked_mul(scale))
+            .filter(|&secs| (1..=switchboard_types::teams::MAX_RETENTION_SECONDS).contains(&secs))
+            .map(Age)
+            .ok_or_else(|| {
+                "use a number of 1 second to 100 years with s, m, h or d (e.g. 30d)".to_owned()
+            })
+    }
+}
+
+impl fmt::Display for Age {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            s if s % 86_400 == 0 => write!(f, "{}d", s / 86_400),
+            s if s % 3600 == 0 => write!(f, "{}h", s / 3600),
+            s if s % 60 == 0 => write!(f, "{}m", s / 60),
+            s => write!(f, "{s}s"),
+        }
+    }
+}
+
+/// An [`Age`], or `forever`: how long something is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep(pub Option<Age>);
+
+impl Keep {
+    pub fn seconds(self) -> Option<u64> {
+        self.0.map(|a| a.0)
+    }
+}
+
+impl FromStr for Keep {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "forever" | "off" => Ok(Keep(None)),
+            other => other.parse().map(|a| Keep(Some(a))),
+        }
+    }
+}
+
+impl fmt::Display for Keep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(age) => age.fmt(f),
+            None => f.write_str("forever"),
+        }
+    }
 }
 
 fn positive_rate(text: &str) -> Result<f64, String> {
@@ -196,6 +287,19 @@ mod tests {
             panic!("serve")
         };
         assert_eq!(args.wal_max_bytes, crate::store::DEFAULT_WAL_MAX_BYTES);
+    }
+
+    #[test]
+    fn ages_take_units_and_refuse_nonsense() {
+        assert_eq!("30d".parse::<Age>(), Ok(Age(30 * 86_400)));
+        assert_eq!("12h".parse::<Age>(), Ok(Age(12 * 3600)));
+        assert_eq!("90".parse::<Age>(), Ok(Age(90)));
+        assert_eq!(Age(7 * 86_400).to_string(), "7d");
+        for bad in ["0", "0s", "5x", "", "d", "-3h", "36501d"] {
+            assert!(bad.parse::<Age>().is_err(), "{bad}");
+        }
+        assert_eq!("forever".parse::<Keep>(), Ok(Keep(None)));
+        assert_eq!("15m".parse::<Keep>(), Ok(Keep(Some(Age(900)))));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub const ADMIN: &str = "bench-admin-token-0123456789";
 pub struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
+    db: PathBuf,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -78,6 +79,7 @@ impl ServerProcess {
         ServerProcess {
             child,
             addr,
+            db,
             _dir: None,
         }
     }
@@ -101,6 +103,18 @@ impl ServerProcess {
             }
         }
         eprintln!("  (the WAL did not settle within 30 s)");
+    }
+
+    /// Bytes of the database file.
+    pub fn database_bytes(&self) -> u64 {
+        std::fs::metadata(&self.db).map_or(0, |m| m.len())
+    }
+
+    /// Bytes of the write-ahead log (0 when there is none).
+    pub fn wal_bytes(&self) -> u64 {
+        let mut wal = self.db.as_os_str().to_owned();
+        wal.push("-wal");
+        std::fs::metadata(PathBuf::from(wal)).map_or(0, |m| m.len())
     }
 
     pub fn base(&self) -> String {
@@ -148,7 +162,7 @@ pub struct Setup {
     base: String,
 }
 
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct AgentCreds {
     pub id: String,
     pub token: String,

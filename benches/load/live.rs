@@ -15,10 +15,10 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::Opts;
 use crate::harness::{AgentCreds, Row, ServerProcess, Setup, http_count, quantile_ms};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Opens a WebSocket for `token` and reads until `caught_up`.
-async fn connect(server: &ServerProcess, token: &str, query: &str) -> Socket {
+pub async fn connect(server: &ServerProcess, token: &str, query: &str) -> Socket {
     let url = format!("ws://{}/v1/ws{query}", server.addr);
     let mut request = url.into_client_request().expect("request");
     request.headers_mut().insert(
@@ -465,7 +465,7 @@ struct Tally {
 }
 
 /// A worker: answers every `TaskRequest` push with a success `TaskResponse`.
-async fn work(socket: Socket, id: String) {
+pub async fn work(socket: Socket, id: String) {
     use futures_util::SinkExt;
     let (mut sink, mut stream) = socket.split();
     let mut n = 0u64;

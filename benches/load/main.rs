@@ -10,9 +10,12 @@
 //! other figure is compared with.
 
 mod harness;
+mod hot;
 mod live;
 mod scenarios;
 mod slow;
+mod soak;
+mod soak_svg;
 
 use std::time::Duration;
 
@@ -36,6 +39,9 @@ pub struct Opts {
     /// on later runs, so large data sets are seeded once.
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
+    /// Minutes the soak runs (`soak` scenario only; not part of a run of every scenario).
+    #[arg(long, default_value_t = 10)]
+    pub minutes: u64,
     /// Accepted for compatibility with `cargo bench`'s own arguments.
     #[arg(long, hide = true)]
     pub bench: bool,
@@ -51,7 +57,8 @@ impl Opts {
     }
 
     fn wants(&self, name: &str) -> bool {
-        self.scenarios.is_empty() || self.scenarios.iter().any(|s| s == name)
+        // The soak is long: it runs only when named.
+        (self.scenarios.is_empty() && name != "soak") || self.scenarios.iter().any(|s| s == name)
     }
 }
 

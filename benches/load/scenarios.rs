@@ -23,12 +23,14 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_fanout", |o| Box::pin(crate::live::fanout(o))),
     ("ws_replay", |o| Box::pin(crate::live::replay(o))),
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
+    ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
+    ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {
         Box::pin(crate::slow::slow_readers(o))
     }),
 ];
 
-fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
+pub fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
     let mut req = Request::get(path).header("host", host);
     if let Some(token) = token {
         req = req.header("authorization", format!("Bearer {token}"));

@@ -50,14 +50,18 @@ impl Core {
             after,
             limit: limit + 1,
         };
-        let mut items = store.list_inbox(me.pk, &filter, page).await?;
+        let slice = store.list_inbox(me.pk, &filter, page).await?;
+        let mut items = slice.items;
         let next_cursor = if items.len() as i64 > limit {
             items.truncate(limit as usize);
             items
                 .last()
                 .map(|last| cursor::encode_inbox(order, last.entry.seq))
         } else {
-            None
+            // A filtered page that reached the end of its window goes on from there.
+            slice
+                .resume_after
+                .map(|seq| cursor::encode_inbox(order, seq))
         };
         Ok(InboxPage {
             success: true,
@@ -90,11 +94,12 @@ impl Core {
             after: Some(after),
             limit,
         };
-        let items = self
+        let slice = self
             .store()
             .list_inbox(agent, &InboxFilter::default(), page)
             .await?;
-        items
+        slice
+            .items
             .into_iter()
             .map(|item| {
                 let seq = item.entry.seq;

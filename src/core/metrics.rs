@@ -52,7 +52,7 @@ impl Core {
                     sent: c.sent,
                     received: c.received,
                     unread: c.unread,
-                    responses_given: times.len() as i64,
+                    responses_given: c.responded,
                     median_response_time_ms: median(&mut times).map(|us| us / 1000.0),
                 }
             })

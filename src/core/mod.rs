@@ -24,6 +24,7 @@ mod metrics;
 pub mod ratelimit;
 pub mod registry;
 mod responses;
+pub mod retention;
 pub mod tasks;
 mod teams;
 
@@ -50,6 +51,7 @@ struct Inner {
     rate_limiter: ratelimit::RateLimiter,
     hub: Arc<Hub>,
     tasks: tasks::TaskRuntime,
+    retention: retention::RetentionSettings,
 }
 
 /// Settings of the core.
@@ -61,6 +63,7 @@ pub struct CoreSettings {
     pub rate_limit: Option<ratelimit::RateLimit>,
     pub hub: HubSettings,
     pub tasks: tasks::TaskSettings,
+    pub retention: retention::RetentionSettings,
 }
 
 /// What the caller needs on a team for an operation.
@@ -128,6 +131,7 @@ impl Core {
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
                 hub,
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
+                retention: settings.retention,
             }),
         };
         Ok((core, generated))

@@ -84,6 +84,11 @@ impl Registry {
         self.read().teams.get(&pk).cloned()
     }
 
+    /// Every team (for passes that visit each, such as retention).
+    pub fn teams(&self) -> Vec<Arc<TeamRecord>> {
+        self.read().teams.values().cloned().collect()
+    }
+
     pub fn team_by_id(&self, team_id: &str) -> Option<Arc<TeamRecord>> {
         let inner = self.read();
         inner.teams.get(inner.team_by_id.get(team_id)?).cloned()

@@ -33,6 +33,7 @@ impl Core {
             key_id: key.id,
             key_hash: key.hash,
             communication_enabled: true,
+            retention: Default::default(),
             created_at: now,
             updated_at: now,
         };
@@ -89,6 +90,9 @@ impl Core {
                     if let Some(enabled) = patch.communication_enabled {
                         team.communication_enabled = enabled;
                     }
+                    if let Some(retention) = patch.retention {
+                        team.retention = retention;
+                    }
                     team.updated_at = Timestamp::now();
                     Ok::<_, CoreError>(())
                 },
@@ -108,6 +112,8 @@ impl Core {
             name: team.name.clone(),
             communication_enabled: team.communication_enabled,
             agent_count: self.registry().member_count(team.pk),
+            retention: team.retention,
+            effective_retention: self.retention_of(team),
             created_at: team.created_at,
             updated_at: team.updated_at,
         }

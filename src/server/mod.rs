@@ -20,6 +20,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::callbacks::{self, CallbackSettings};
 use crate::config::{DurabilityArg, ServeArgs};
 use crate::core::ratelimit::RateLimit;
+use crate::core::retention::{self, RetentionSettings};
 use crate::core::tasks::TaskSettings;
 use crate::core::{Core, CoreSettings};
 use crate::hub::HubSettings;
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub ws_max_connections: usize,
     /// How task callbacks are sent (timeout, retries, private addresses).
     pub callbacks: CallbackSettings,
+    /// What is kept how long, and how often the retention pass runs.
+    pub retention: RetentionSettings,
 }
 
 impl ServerConfig {
@@ -73,6 +76,7 @@ impl ServerConfig {
             ws_max_per_agent: 16,
             ws_max_connections: 10_000,
             callbacks: CallbackSettings::default(),
+            retention: RetentionSettings::default(),
         }
     }
 }
@@ -104,6 +108,16 @@ impl From<&ServeArgs> for ServerConfig {
                 max_attempts: i64::from(args.callback_max_attempts),
                 retry_base: Duration::from_millis(args.callback_retry_base_ms),
                 allow_private: args.allow_private_callbacks,
+            },
+            retention: RetentionSettings {
+                server: switchboard_types::teams::Retention {
+                    read_messages_seconds: args.retention_read_messages.seconds(),
+                    unread_messages_seconds: args.retention_unread_messages.seconds(),
+                    finished_tasks_seconds: args.retention_finished_tasks.seconds(),
+                },
+                idempotency_keys: Duration::from_secs(args.retention_idempotency_keys.0),
+                callbacks: Duration::from_secs(args.retention_callbacks.0),
+                interval: Duration::from_secs(args.retention_interval.0),
             },
         }
     }
@@ -156,6 +170,7 @@ impl Server {
         let workers = Workers {
             saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
             sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
+            retention: tokio::spawn(retention::run(core.clone(), stop.clone())),
         };
         let task = tokio::spawn(serve(
             listener,
@@ -222,6 +237,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
         tasks: TaskSettings {
             allow_private_callbacks: config.callbacks.allow_private,
         },
+        retention: config.retention,
     };
     let (core, generated) = Core::open(store.clone(), settings).await?;
     Ok((store, core, generated))
@@ -275,6 +291,7 @@ fn compose(core: &Core, metrics: MetricsHandle, ws: &WsState, max_body_bytes: us
 struct Workers {
     saver: JoinHandle<()>,
     sender: JoinHandle<()>,
+    retention: JoinHandle<()>,
 }
 
 /// Serves until `stop`, then shuts down in order: in-flight requests (bounded by
@@ -314,6 +331,7 @@ async fn serve(
     }
     let _ = workers.saver.await;
     let _ = workers.sender.await;
+    let _ = workers.retention.await;
     if let Err(err) = core.save_presence().await {
         tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
     }

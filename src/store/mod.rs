@@ -23,10 +23,10 @@ use switchboard_types::time::Timestamp;
 pub use error::StoreError;
 use records::{
     AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
-    InboxFilter, InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost,
-    OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, ResponseLatency, ResponseRow,
-    SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
-    TeamSecret,
+    InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord, MessageSweep,
+    MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome, PostResult,
+    PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
+    TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// How hard a commit tries to survive a crash.
@@ -131,7 +131,8 @@ impl Store {
         fn responses_to(&self, message: MessagePk) -> Vec<ResponseRow>;
         /// How many entries match (ignoring paging) and how many of those are unread.
         fn count_inbox(&self, agent: AgentPk, filter: &InboxFilter) -> InboxCounts;
-        fn list_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> Vec<InboxItem>;
+        /// One page of the agent's inbox; a filtered page may end early at its window.
+        fn list_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> InboxSlice;
         fn mark_read(&self, agent: AgentPk, message_ids: Vec<String>, now: Timestamp) -> MarkOutcome;
         /// Sent, received and unread counts of every agent of a team.
         fn team_counts(&self, team: TeamPk) -> HashMap<AgentPk, Counts>;
@@ -151,6 +152,14 @@ impl Store {
         fn due_callbacks(&self, now: Timestamp, limit: i64) -> Vec<DueCallback>;
         fn next_callback_due(&self) -> Option<Timestamp>;
         fn record_attempts(&self, attempts: Vec<Attempt>) -> ();
+        /// One small batch of a team's messages past their retention, removed.
+        fn expire_messages(&self, spec: MessageSweepSpec) -> MessageSweep;
+        /// Up to `limit` finished tasks of the team last changed before `before`, removed.
+        fn expire_tasks(&self, team: TeamPk, before: Timestamp, limit: i64) -> u64;
+        /// Up to `limit` idempotency records older than `before`, removed.
+        fn expire_idempotency_keys(&self, before: Timestamp, limit: i64) -> u64;
+        /// Up to `limit` callback records finished before `before`, removed.
+        fn expire_callbacks(&self, before: Timestamp, limit: i64) -> u64;
     }
 
     /// Inserts a team; `after` runs right after the commit, in commit order.

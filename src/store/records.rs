@@ -22,6 +22,8 @@ pub struct TeamRecord {
     pub key_id: String,
     pub key_hash: SecretHash,
     pub communication_enabled: bool,
+    /// The team's own retention (each `None`: the server's).
+    pub retention: switchboard_types::teams::Retention,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -203,6 +205,16 @@ impl InboxFilter {
     }
 }
 
+/// A page of inbox entries as the store found them.
+#[derive(Debug, Clone, Default)]
+pub struct InboxSlice {
+    pub items: Vec<InboxItem>,
+    /// Set when the page stopped at the end of its window of sequence numbers before the
+    /// inbox ended: the next page starts after this sequence number, even if this one
+    /// holds fewer entries than asked for (or none).
+    pub resume_after: Option<i64>,
+}
+
 /// Where to start a page of the inbox and which way to go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InboxPageSpec {
@@ -249,6 +261,8 @@ pub struct Counts {
     pub sent: i64,
     pub received: i64,
     pub unread: i64,
+    /// Responses given.
+    pub responded: i64,
 }
 
 /// A response recorded on an original message.
@@ -436,4 +450,27 @@ pub struct Attempt {
     pub finished_at: Option<Timestamp>,
     /// The same outcome as the task shows it.
     pub delivery: CallbackDelivery,
+}
+
+/// One batch of the retention pass over a team's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageSweepSpec {
+    pub team: TeamPk,
+    /// Start after this message pk (0: from the oldest).
+    pub after: i64,
+    /// Messages sent before this (microseconds) that nobody has unread go.
+    pub read_before: Option<i64>,
+    /// Messages sent before this go, read or not.
+    pub any_before: Option<i64>,
+    /// Most messages looked at.
+    pub limit: i64,
+}
+
+/// What one batch of the retention pass did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageSweep {
+    pub removed: u64,
+    /// Where the next batch starts; `None` when this one reached messages too young to
+    /// go (or the end).
+    pub next_after: Option<i64>,
 }

@@ -107,6 +107,30 @@ async fn the_messaging_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_retention_walkthrough_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}",
+        walkthrough("foundation"),
+        walkthrough("retention")
+    );
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    assert_eq!(answers.len(), 7, "{out}");
+    let team = &answers[6];
+    assert_eq!(team["retention"]["read_messages_seconds"], 604800, "{team}");
+    assert_eq!(
+        team["effective_retention"]["finished_tasks_seconds"],
+        2592000
+    );
+    assert_eq!(
+        team["effective_retention"]["unread_messages_seconds"],
+        Value::Null
+    );
+    app.stop().await;
+}
+
 /// A `## ` section of the README (the text after `heading`, up to the next section).
 fn section(heading: &str) -> &'static str {
     README

@@ -334,5 +334,6 @@ async fn disk_use_is_visible_in_the_metrics() {
     assert_eq!(value(r#"switchboard_store_rows{table="teams"}"#), 1.0);
     assert!(value("switchboard_store_database_bytes") > 0.0);
     assert!(value("switchboard_store_oldest_message_age_seconds") >= 0.0);
+    assert!(value("switchboard_store_free_bytes") >= 0.0);
     server.kill();
 }

@@ -72,6 +72,13 @@ impl TestApp {
         self.server = Some(server);
     }
 
+    /// Stops the server gracefully and keeps its database (for [`TestApp::restart`]).
+    pub async fn pause(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.shutdown().await;
+        }
+    }
+
     /// Stops the server gracefully.
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {

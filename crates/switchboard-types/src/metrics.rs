@@ -18,8 +18,8 @@ pub struct AgentCommMetrics {
     pub unread: i64,
     /// Responses it gave (RESPOND_TO_MESSAGE).
     pub responses_given: i64,
-    /// Median time from a message to this agent's response to it, in milliseconds;
-    /// null when it gave none.
+    /// Median time from a message to this agent's response to it, in milliseconds, over
+    /// the team's newest 10,000 responses; null when it gave none of them.
     pub median_response_time_ms: Option<f64>,
 }
 

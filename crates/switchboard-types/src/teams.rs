@@ -58,6 +58,11 @@ pub struct TeamView {
     pub communication_enabled: bool,
     /// Current members.
     pub agent_count: usize,
+    /// The team's own retention (`null`: the server's).
+    pub retention: Retention,
+    /// What is applied: the shorter of the team's and the server's (`null`: kept for
+    /// ever).
+    pub effective_retention: Retention,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -70,16 +75,99 @@ pub struct UpdateTeam {
     pub name: Option<String>,
     /// Switches sending off (or on) for every member of the team.
     pub communication_enabled: Option<bool>,
+    /// Replaces the team's retention (every field: absent or `null` follows the server).
+    pub retention: Option<Retention>,
+}
+
+/// Longest retention a team may set: 100 years, in seconds.
+pub const MAX_RETENTION_SECONDS: u64 = 100 * 365 * 24 * 3600;
+
+/// How long a team keeps what its agents are done with, in seconds. A team can shorten
+/// the server's retention, never lengthen it: the disk is the operator's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Retention {
+    /// A message every recipient has read is removed this long after it was sent.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = 604800, minimum = 1, maximum = 3153600000u64)
+    )]
+    pub read_messages_seconds: Option<u64>,
+    /// Any message (read or not) is removed this long after it was sent.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = 2592000, minimum = 1, maximum = 3153600000u64)
+    )]
+    pub unread_messages_seconds: Option<u64>,
+    /// A task that succeeded, failed or was canceled is removed (with its history and
+    /// callbacks) this long after its last change.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = 2592000, minimum = 1, maximum = 3153600000u64)
+    )]
+    pub finished_tasks_seconds: Option<u64>,
+}
+
+impl Retention {
+    /// Each value from 1 second to [`MAX_RETENTION_SECONDS`].
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        for (field, value) in [
+            (
+                "retention.read_messages_seconds",
+                self.read_messages_seconds,
+            ),
+            (
+                "retention.unread_messages_seconds",
+                self.unread_messages_seconds,
+            ),
+            (
+                "retention.finished_tasks_seconds",
+                self.finished_tasks_seconds,
+            ),
+        ] {
+            if let Some(v) = value
+                && !(1..=MAX_RETENTION_SECONDS).contains(&v)
+            {
+                return Err(ErrorBody::validation(
+                    field,
+                    format!("{field} must be from 1 to {MAX_RETENTION_SECONDS} seconds, or null"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The shorter of two retentions, field by field (`None` is for ever).
+    pub fn shorter(self, other: Retention) -> Retention {
+        fn min(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Retention {
+            read_messages_seconds: min(self.read_messages_seconds, other.read_messages_seconds),
+            unread_messages_seconds: min(
+                self.unread_messages_seconds,
+                other.unread_messages_seconds,
+            ),
+            finished_tasks_seconds: min(self.finished_tasks_seconds, other.finished_tasks_seconds),
+        }
+    }
 }
 
 impl UpdateTeam {
     /// At least one field, and a valid name when one is given.
     pub fn validate(&self) -> Result<(), ErrorBody> {
-        if self.name.is_none() && self.communication_enabled.is_none() {
+        if self.name.is_none() && self.communication_enabled.is_none() && self.retention.is_none() {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled",
+                "give at least one of: name, communication_enabled, retention",
             ));
+        }
+        if let Some(retention) = &self.retention {
+            retention.validate()?;
         }
         if let Some(name) = &self.name {
             check_text("name", name, MAX_TEAM_NAME)?;

@@ -10,14 +10,16 @@ use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
 use super::posts::{IdempotencyRow, PostSlot, RenderedMessage, StagedPost};
-use super::{SqliteStore, agents, callbacks, idempotency, inbox, messages, settings, tasks, teams};
+use super::{
+    SqliteStore, agents, callbacks, idempotency, inbox, messages, retention, settings, tasks, teams,
+};
 use crate::store::StoreError;
 use crate::store::records::{
     AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
-    InboxFilter, InboxItem, InboxPageSpec, MarkOutcome, MessageRecord, NewMessage, NewPost,
-    OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, ResponseLatency, ResponseRow,
-    SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord,
-    TeamSecret,
+    InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord, MessageSweep,
+    MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome, PostResult,
+    PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
+    TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
@@ -98,7 +100,7 @@ impl SqliteStore {
         agent: AgentPk,
         filter: &InboxFilter,
         page: InboxPageSpec,
-    ) -> Result<Vec<InboxItem>, StoreError> {
+    ) -> Result<InboxSlice, StoreError> {
         inbox::list_inbox(&self.read, agent, filter, page).await
     }
 
@@ -315,6 +317,69 @@ impl SqliteStore {
                         callbacks::record_attempt(&mut *conn, attempt).await?;
                     }
                     Ok(())
+                })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// One batch of a team's old messages removed (see [`retention::expire_messages`]).
+    pub async fn expire_messages(
+        &self,
+        spec: MessageSweepSpec,
+    ) -> Result<MessageSweep, StoreError> {
+        self.write_then(
+            move |tx| {
+                Box::pin(async move { retention::expire_messages(tx.conn().await?, spec).await })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// Up to `limit` of the team's finished tasks last changed before `before`, removed.
+    pub async fn expire_tasks(
+        &self,
+        team: TeamPk,
+        before: Timestamp,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    retention::expire_tasks(tx.conn().await?, team, before.micros(), limit).await
+                })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// Up to `limit` idempotency records older than `before`, removed.
+    pub async fn expire_idempotency_keys(
+        &self,
+        before: Timestamp,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move {
+                    retention::expire_idempotency_keys(tx.conn().await?, before.micros(), limit)
+                        .await
+                })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// Up to `limit` callback records finished before `before`, removed.
+    pub async fn expire_callbacks(&self, before: Timestamp, limit: i64) -> Result<u64, StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move {
+                    retention::expire_callbacks(tx.conn().await?, before.micros(), limit).await
                 })
             },
             Ok,

@@ -10,7 +10,8 @@ use switchboard_types::time::Timestamp;
 use super::rows::{MESSAGE_COLUMNS, message_from_row};
 use crate::store::StoreError;
 use crate::store::records::{
-    Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec, ResponseLatency,
+    Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec, InboxSlice,
+    ResponseLatency,
 };
 
 /// Appends the filter's conditions (on `inbox i`, and `messages m` for the thread).
@@ -71,8 +72,9 @@ pub const COUNT_WINDOW: i64 = 10_000;
 /// How many entries match (ignoring paging) and how many of those are unread.
 ///
 /// The whole inbox, or only its unread part, is counted by the counters the triggers
-/// keep (one row). Any other filter is counted over the inbox if it holds at most
-/// [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`] (`exact: false`).
+/// keep (one row); a thread, from the thread's messages. Any other filter is counted
+/// over the inbox if it holds at most [`COUNT_WINDOW`] entries, else over its newest
+/// [`COUNT_WINDOW`] (`exact: false`).
 pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     ex: E,
     agent: AgentPk,
@@ -93,14 +95,15 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
             exact: true,
         });
     }
-    let mut q = QueryBuilder::<Sqlite>::new(
-        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
-    );
-    if f.thread_id.is_some() {
-        q.push(" JOIN messages m ON m.pk = i.message_pk");
-    }
+    let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0)");
+    q.push(if f.thread_id.is_some() {
+        " FROM messages m CROSS JOIN inbox i ON i.message_pk = m.pk"
+    } else {
+        " FROM inbox i"
+    });
     push_filter(&mut q, agent, f);
-    let exact = total <= COUNT_WINDOW;
+    // A thread is counted from its own messages: exact at the thread's size.
+    let exact = total <= COUNT_WINDOW || f.thread_id.is_some();
     if !exact {
         q.push(" AND i.seq > (SELECT MAX(seq) FROM inbox WHERE agent_pk = ")
             .push_bind(agent.0)
@@ -115,21 +118,39 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     })
 }
 
+/// Most sequence numbers one page of a filtered inbox walks. A filter other than
+/// `unread_only` (which has its index) or a thread (read from its messages) is checked
+/// entry by entry; past this window the page ends early with a cursor to go on from,
+/// so every page costs the same however large the inbox and however rare the match.
+pub const PAGE_WINDOW: i64 = 10_000;
+
 /// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
-pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e>>(
+pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     ex: E,
     agent: AgentPk,
     f: &InboxFilter,
     page: InboxPageSpec,
-) -> Result<Vec<InboxItem>, StoreError> {
+) -> Result<InboxSlice, StoreError> {
     let InboxPageSpec {
         order,
         after,
         limit,
     } = page;
-    let mut q = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at FROM inbox i JOIN messages m ON m.pk = i.message_pk"
-    ));
+    let windowed = !f.is_everything() && f.thread_id.is_none();
+    let window = if windowed {
+        Some(page_window(ex, agent, order, after).await?)
+    } else {
+        None
+    };
+    let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at"));
+    q.push(if f.thread_id.is_some() {
+        // The thread's messages first, then this agent's entry for each.
+        " FROM messages m CROSS JOIN inbox i ON i.message_pk = m.pk"
+    } else if f.unread_only && !windowed {
+        " FROM inbox i INDEXED BY inbox_unread JOIN messages m ON m.pk = i.message_pk"
+    } else {
+        " FROM inbox i JOIN messages m ON m.pk = i.message_pk"
+    });
     push_filter(&mut q, agent, f);
     match (order, after) {
         (SortOrder::NewestFirst, Some(seq)) => {
@@ -140,13 +161,20 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e>>(
         }
         _ => {}
     }
+    if let Some(w) = window {
+        q.push(" AND i.seq BETWEEN ")
+            .push_bind(w.low)
+            .push(" AND ")
+            .push_bind(w.high);
+    }
     q.push(match order {
         SortOrder::NewestFirst => " ORDER BY i.seq DESC",
         SortOrder::OldestFirst => " ORDER BY i.seq ASC",
     });
     q.push(" LIMIT ").push_bind(limit);
     let rows = q.build().fetch_all(ex).await?;
-    rows.iter()
+    let items = rows
+        .iter()
         .map(|row| {
             Ok(InboxItem {
                 entry: InboxEntry {
@@ -158,7 +186,60 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e>>(
                 message: message_from_row(row)?,
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let resume_after = window.and_then(|w| w.resume_after);
+    Ok(InboxSlice {
+        items,
+        resume_after,
+    })
+}
+
+/// The sequence numbers a windowed page may look at, and where the next page starts
+/// when the window ends before the inbox does.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    low: i64,
+    high: i64,
+    resume_after: Option<i64>,
+}
+
+async fn page_window<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    order: SortOrder,
+    after: Option<i64>,
+) -> Result<Window, StoreError> {
+    // Two subqueries: SQLite finds a lone MIN or MAX at the end of the index, but walks
+    // every entry for both in one SELECT.
+    let row = sqlx::query(
+        "SELECT (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
+                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)",
+    )
+    .bind(agent.0)
+    .fetch_one(ex)
+    .await?;
+    let oldest: i64 = row.try_get::<Option<i64>, _>(0)?.unwrap_or(0);
+    let newest: i64 = row.try_get::<Option<i64>, _>(1)?.unwrap_or(0);
+    Ok(match order {
+        SortOrder::NewestFirst => {
+            let high = after.map_or(newest, |a| a.saturating_sub(1).min(newest));
+            let low = high.saturating_sub(PAGE_WINDOW - 1);
+            Window {
+                low,
+                high,
+                resume_after: (low > oldest).then_some(low),
+            }
+        }
+        SortOrder::OldestFirst => {
+            let low = after.map_or(oldest, |a| a.saturating_add(1).max(oldest));
+            let high = low.saturating_add(PAGE_WINDOW - 1);
+            Window {
+                low,
+                high,
+                resume_after: (high < newest).then_some(high),
+            }
+        }
+    })
 }
 
 /// Sent, received and unread counts of every agent of a team, by agent pk.
@@ -167,42 +248,44 @@ pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
     team: TeamPk,
 ) -> Result<HashMap<AgentPk, Counts>, StoreError> {
     let mut counts: HashMap<AgentPk, Counts> = HashMap::new();
-    let sent = sqlx::query(
-        "SELECT sender_pk, COUNT(*) FROM messages WHERE team_pk = ? GROUP BY sender_pk",
-    )
-    .bind(team.0)
-    .fetch_all(ex)
-    .await?;
-    for row in sent {
-        counts.entry(AgentPk(row.try_get(0)?)).or_default().sent = row.try_get(1)?;
-    }
-    let received = sqlx::query(
-        "SELECT c.agent_pk, c.total, c.unread
+    let kept = sqlx::query(
+        "SELECT c.agent_pk, c.sent, c.total, c.unread, c.responded
          FROM inbox_counts c JOIN agents a ON a.pk = c.agent_pk
          WHERE a.team_pk = ?",
     )
     .bind(team.0)
     .fetch_all(ex)
     .await?;
-    for row in received {
+    for row in kept {
         let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
-        c.received = row.try_get(1)?;
-        c.unread = row.try_get(2)?;
+        c.sent = row.try_get(1)?;
+        c.received = row.try_get(2)?;
+        c.unread = row.try_get(3)?;
+        c.responded = row.try_get(4)?;
     }
     Ok(counts)
 }
 
-/// `(responder pk, microseconds from original to response)` for every response in a team.
+/// Most responses the team metrics' response times are taken over (the newest).
+pub const LATENCY_WINDOW: i64 = 10_000;
+
+/// `(responder pk, microseconds from original to response)` for the team's newest
+/// [`LATENCY_WINDOW`] responses.
 pub(super) async fn response_latencies<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
 ) -> Result<Vec<ResponseLatency>, StoreError> {
+    // The team's newest responses first, through its messages: a team's metrics cost
+    // the same however many responses it (or any other team) has given.
     let rows = sqlx::query(
         "SELECT r.responder_pk, r.created_at - o.created_at
-         FROM responses r JOIN messages o ON o.pk = r.original_pk
-         WHERE o.team_pk = ?",
+         FROM (SELECT pk FROM messages INDEXED BY messages_by_team
+               WHERE team_pk = ? AND kind = 'response' ORDER BY pk DESC LIMIT ?) m
+         JOIN responses r ON r.response_pk = m.pk
+         JOIN messages o ON o.pk = r.original_pk",
     )
     .bind(team.0)
+    .bind(LATENCY_WINDOW)
     .fetch_all(ex)
     .await?;
     rows.iter()

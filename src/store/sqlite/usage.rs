@@ -55,5 +55,12 @@ async fn rows(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
         None => 0.0,
     };
     metrics::gauge!("switchboard_store_oldest_message_age_seconds").set(age);
+    // Pages retention freed: new writes reuse them before the file grows.
+    let free: i64 = sqlx::query_scalar(
+        "SELECT f.freelist_count * s.page_size FROM pragma_freelist_count() f, pragma_page_size() s",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    metrics::gauge!("switchboard_store_free_bytes").set(free as f64);
     Ok(())
 }

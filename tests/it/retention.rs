@@ -1,0 +1,265 @@
+//! Retention: what is younger than a team keeps is never removed, what is older goes,
+//! on both sides of the boundary to the microsecond; the counters stay exact; and the
+//! background pass does it on its own.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard::core::retention::RetentionSettings;
+use switchboard::core::{Core, CoreSettings};
+use switchboard::hub::HubSettings;
+use switchboard::store::{Store, StoreOptions};
+use switchboard_types::teams::Retention;
+use switchboard_types::time::Timestamp;
+
+use crate::support::{ADMIN, Agent, TestApp};
+
+/// The message's commit time, as its recipient sees it.
+async fn sent_at(app: &TestApp, reader: &Agent, id: &str) -> Timestamp {
+    let res = app
+        .get(&format!("/v1/messages/{id}"))
+        .token(&reader.token)
+        .send()
+        .await
+        .expect_status(200);
+    Timestamp::parse(
+        res.body["message"]["timestamp"]
+            .as_str()
+            .expect("timestamp"),
+    )
+    .expect("parses")
+}
+
+async fn exists(app: &TestApp, reader: &Agent, id: &str) -> bool {
+    let res = app
+        .get(&format!("/v1/messages/{id}"))
+        .token(&reader.token)
+        .send()
+        .await;
+    match res.status {
+        200 => true,
+        404 => false,
+        other => panic!("GET {id}: {other} {}", res.body),
+    }
+}
+
+/// One retention pass over the (stopped) server's database, as of `now`.
+async fn pass_at(app: &TestApp, now: Timestamp) {
+    let store = Store::open_sqlite(&app.database(), StoreOptions::default())
+        .await
+        .expect("store");
+    let settings = CoreSettings {
+        admin_token: Some(ADMIN.to_owned()),
+        rate_limit: None,
+        hub: HubSettings {
+            outbox: 16,
+            max_per_agent: 1,
+            max_total: 1,
+        },
+        tasks: Default::default(),
+        retention: RetentionSettings::default(),
+    };
+    let (core, _) = Core::open(store.clone(), settings).await.expect("core");
+    core.expire(now, &mut HashMap::new()).await.expect("pass");
+    store.close().await;
+}
+
+/// With a read retention of 60 s, a pass at `young + 60 s` keeps the message sent at
+/// `young` (exactly on the boundary) and removes the older read one; a message someone
+/// has not read stays; one microsecond later the boundary message goes too. Counters
+/// follow every removal.
+#[tokio::test]
+async fn read_messages_go_exactly_at_their_retention_and_unread_ones_stay() {
+    let mut app = TestApp::start().await;
+    let team = app.team("keep").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let old = app.send(&a, &[&b], "old").await;
+    let unread = app.send(&a, &[&b], "unread").await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let young = app.send(&a, &[&b], "young").await;
+    app.post("/v1/messages/read")
+        .token(&b.token)
+        .json(json!({"agent_id": "b", "message_ids": [old, young]}))
+        .send()
+        .await
+        .expect_status(200);
+    app.patch(&format!("/v1/teams/{}", team.id))
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 60}}))
+        .send()
+        .await
+        .expect_status(200);
+    let boundary = sent_at(&app, &b, &young).await.micros() + 60_000_000;
+    app.pause().await;
+    pass_at(&app, Timestamp::from_micros(boundary)).await;
+    app.restart().await;
+    assert!(!exists(&app, &b, &old).await, "older than its retention");
+    assert!(exists(&app, &b, &young).await, "exactly at its retention");
+    assert!(
+        exists(&app, &b, &unread).await,
+        "unread, with no unread retention"
+    );
+    let inbox = app.inbox(&b, "").await.expect_status(200);
+    assert_eq!(
+        (
+            inbox.body["total_count"].as_u64(),
+            inbox.body["unread_count"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    app.pause().await;
+    pass_at(&app, Timestamp::from_micros(boundary + 1)).await;
+    app.restart().await;
+    assert!(!exists(&app, &b, &young).await, "one microsecond past");
+    assert!(exists(&app, &b, &unread).await);
+    let metrics = app
+        .get(&format!("/v1/teams/{}/metrics", team.id))
+        .token(&team.key)
+        .send()
+        .await;
+    let agents = metrics.expect_status(200).body["agents"].clone();
+    let a_sent = agents
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|x| x["agent_id"] == "a")
+        .expect("a")["sent"]
+        .clone();
+    assert_eq!(a_sent, 1, "the sent counter follows: {agents}");
+    app.stop().await;
+}
+
+/// Polls `check` every 100 ms for up to 15 s.
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    for _ in 0..150 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not happen within 15 s");
+}
+
+/// The server's own pass (every 200 ms here) removes a read message, a canceled task
+/// and an idempotency record once they are past retention, and leaves an unread message
+/// (no unread retention) alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_pass_removes_what_is_past_retention() {
+    let app = TestApp::start_with(|c| {
+        c.retention.interval = Duration::from_millis(200);
+        c.retention.idempotency_keys = Duration::from_secs(1);
+    })
+    .await;
+    let team = app.team("sweep").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let patched = app
+        .patch(&format!("/v1/teams/{}", team.id))
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 1, "finished_tasks_seconds": 1}}))
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        patched.body["effective_retention"]["read_messages_seconds"],
+        1
+    );
+    assert_eq!(
+        patched.body["effective_retention"]["unread_messages_seconds"],
+        json!(null)
+    );
+    let read = app.send(&a, &[&b], "read").await;
+    let unread = app.send(&a, &[&b], "unread").await;
+    app.post("/v1/messages/read")
+        .token(&b.token)
+        .json(json!({"agent_id": "b", "message_ids": [read]}))
+        .send()
+        .await
+        .expect_status(200);
+    app.post("/v1/tasks")
+        .token(&a.token)
+        .json(json!({"task_id": "t", "description": "d", "originating_agent_id": "a", "target_agent_id": "b"}))
+        .send()
+        .await
+        .expect_status(201);
+    app.post("/v1/tasks/t/cancel")
+        .token(&a.token)
+        .json(json!({}))
+        .send()
+        .await
+        .expect_status(200);
+    let keyed = |text: &str| {
+        app.post("/v1/messages")
+            .token(&a.token)
+            .header("idempotency-key", "once")
+            .json(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": text}}))
+            .send()
+    };
+    let first = keyed("k").await.expect_status(201).str("message_id");
+    eventually("the read message going", async || {
+        !exists(&app, &b, &read).await
+    })
+    .await;
+    eventually("the canceled task going", async || {
+        app.get("/v1/tasks/t").token(&a.token).send().await.status == 404
+    })
+    .await;
+    // Past its lifetime, the key no longer replays the first answer: the retry is new.
+    eventually("the idempotency record going", async || {
+        keyed("k").await.expect_status(201).str("message_id") != first
+    })
+    .await;
+    assert!(exists(&app, &b, &unread).await, "unread stays");
+    app.stop().await;
+}
+
+/// A team cannot keep more than the server does, and a retention out of range is a
+/// validation error naming the field.
+#[tokio::test]
+async fn team_retention_is_validated_and_capped_by_the_servers() {
+    let app = TestApp::start_with(|c| {
+        c.retention.server = Retention {
+            read_messages_seconds: Some(3600),
+            ..Retention::default()
+        };
+    })
+    .await;
+    let team = app.team("capped").await;
+    let patch = |retention: serde_json::Value| {
+        app.patch(&format!("/v1/teams/{}", team.id))
+            .token(&team.key)
+            .json(json!({ "retention": retention }))
+            .send()
+    };
+    let res = patch(json!({"read_messages_seconds": 86400}))
+        .await
+        .expect_status(200);
+    assert_eq!(res.body["retention"]["read_messages_seconds"], 86400);
+    assert_eq!(
+        res.body["effective_retention"]["read_messages_seconds"],
+        3600
+    );
+    let res = patch(json!({"unread_messages_seconds": 60}))
+        .await
+        .expect_status(200);
+    assert_eq!(
+        res.body["effective_retention"]["read_messages_seconds"], 3600,
+        "null follows the server"
+    );
+    assert_eq!(
+        res.body["effective_retention"]["unread_messages_seconds"],
+        60
+    );
+    patch(json!({"read_messages_seconds": 0}))
+        .await
+        .expect_invalid("retention.read_messages_seconds");
+    patch(json!({"finished_tasks_seconds": 3_153_600_001u64}))
+        .await
+        .expect_invalid("retention.finished_tasks_seconds");
+    patch(json!({"kept_seconds": 5}))
+        .await
+        .expect_error(400, "VALIDATION_ERROR");
+    app.stop().await;
+}
