@@ -210,7 +210,9 @@ async fn mixed(
         let micros = u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX);
         tally.latencies.lock().expect("lock").push(micros);
         if status != expect || body.is_err() {
-            tally.errors.fetch_add(1, Ordering::Relaxed);
+            if tally.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                eprintln!("  first error: {status} {body:?}");
+            }
             continue;
         }
         tally.ops.fetch_add(1, Ordering::Relaxed);
@@ -247,7 +249,7 @@ fn next_request(
     let me = &agents[from];
     let send = |to: &[usize]| {
         let ids: Vec<&str> = to.iter().map(|&t| agents[t].id.as_str()).collect();
-        let body = serde_json::json!({"sender_agent_id": me.id, "recipient_agent_ids": ids,
+        let body = serde_json::json!({"sender_agent_id": me.id, "recipient_agent_ids": ids, "message_type": "information",
             "content": {"text": format!("soak {i}")}});
         post(host, "/v1/messages", &me.token, body.to_string())
     };
