@@ -103,7 +103,7 @@ fn panel(
             svg,
             r#"<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{}"/><text x="{}" y="{}" fill="{colour}">{name}</text>"#,
             points.join(" "),
-            WIDTH - RIGHT - 80.0 + k as f64 * 0.0,
+            WIDTH - RIGHT - 80.0,
             y0 + 14.0 + k as f64 * 14.0
         );
     }

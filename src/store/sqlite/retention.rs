@@ -77,6 +77,22 @@ async fn unread_among(
 }
 
 async fn remove_messages(conn: &mut SqliteConnection, pks: &[i64]) -> Result<(), StoreError> {
+    let tables = [
+        ("inbox", "message_pk"),
+        ("responses", "original_pk"),
+        ("responses", "response_pk"),
+        ("messages", "pk"),
+    ];
+    delete_keyed(conn, &tables, pks).await
+}
+
+/// `DELETE FROM table WHERE column IN (pks)` for each pair, in order (dependents first,
+/// for the foreign keys). The keys are integers this module read, never client input.
+async fn delete_keyed(
+    conn: &mut SqliteConnection,
+    tables: &[(&str, &str)],
+    pks: &[i64],
+) -> Result<(), StoreError> {
     if pks.is_empty() {
         return Ok(());
     }
@@ -85,12 +101,8 @@ async fn remove_messages(conn: &mut SqliteConnection, pks: &[i64]) -> Result<(),
         .map(i64::to_string)
         .collect::<Vec<_>>()
         .join(", ");
-    for sql in [
-        format!("DELETE FROM inbox WHERE message_pk IN ({list})"),
-        format!("DELETE FROM responses WHERE original_pk IN ({list})"),
-        format!("DELETE FROM responses WHERE response_pk IN ({list})"),
-        format!("DELETE FROM messages WHERE pk IN ({list})"),
-    ] {
+    for (table, column) in tables {
+        let sql = format!("DELETE FROM {table} WHERE {column} IN ({list})");
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(&mut *conn)
             .await?;
@@ -118,24 +130,13 @@ pub(super) async fn expire_tasks(
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    if pks.is_empty() {
-        return Ok(0);
-    }
-    let list = pks
-        .iter()
-        .map(i64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
-    for sql in [
-        format!("DELETE FROM task_events WHERE task_pk IN ({list})"),
-        format!("DELETE FROM task_assignees WHERE task_pk IN ({list})"),
-        format!("DELETE FROM callbacks WHERE task_pk IN ({list})"),
-        format!("DELETE FROM tasks WHERE pk IN ({list})"),
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut *conn)
-            .await?;
-    }
+    let tables = [
+        ("task_events", "task_pk"),
+        ("task_assignees", "task_pk"),
+        ("callbacks", "task_pk"),
+        ("tasks", "pk"),
+    ];
+    delete_keyed(conn, &tables, &pks).await?;
     Ok(pks.len() as u64)
 }
 
