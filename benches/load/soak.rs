@@ -44,7 +44,14 @@ struct Tally {
     errors: AtomicU64,
     pushed: AtomicU64,
     latencies: Mutex<Vec<u32>>,
+    /// Latencies per kind of request ([`KINDS`]), to tell which one drifts.
+    by_kind: Mutex<[Vec<u32>; KINDS.len()]>,
 }
+
+/// The kinds of request in the mix, in the order [`next_request`] reports them.
+const KINDS: [&str; 8] = [
+    "send", "send hot", "send 5", "broadcast", "read", "read hot", "mark", "task",
+];
 
 pub async fn soak(opts: Opts) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
@@ -95,6 +102,7 @@ async fn sample(server: &ServerProcess, tally: &Tally, length: Duration) -> Vec<
         let took = last.elapsed().as_secs_f64();
         last = Instant::now();
         let mut latencies = std::mem::take(&mut *tally.latencies.lock().expect("lock"));
+        let mut by_kind = std::mem::take(&mut *tally.by_kind.lock().expect("lock"));
         let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
         let s = Sample {
             seconds: started.elapsed().as_secs_f64(),
@@ -111,6 +119,12 @@ async fn sample(server: &ServerProcess, tally: &Tally, length: Duration) -> Vec<
             "  {:>5.0} s  {:>6.0} ops/s  p50 {:>6.2} ms  p99 {:>7.2} ms  {} errors  RSS {:>5.1} MiB  WAL {:>6.1} MiB  DB {:>7.1} MiB",
             s.seconds, s.ops_per_s, s.p50_ms, s.p99_ms, s.errors, s.rss_mib, s.wal_mib, s.db_mib
         );
+        let kinds: Vec<String> = KINDS
+            .iter()
+            .zip(by_kind.iter_mut())
+            .map(|(name, l)| format!("{name} {:.0}", quantile_ms(l, 0.99)))
+            .collect();
+        eprintln!("         p99 by kind (ms): {}", kinds.join(", "));
         samples.push(s);
     }
     samples
@@ -199,7 +213,7 @@ async fn mixed(
     let mut i: u64 = 0;
     while running.load(Ordering::Relaxed) {
         i += 1;
-        let (req, expect, keep) = next_request(&host, conn, i, &agents, &mut last_sent);
+        let (req, expect, keep, kind) = next_request(&host, conn, i, &agents, &mut last_sent);
         let started = Instant::now();
         let Ok(res) = sender.send_request(req).await else {
             tally.errors.fetch_add(1, Ordering::Relaxed);
@@ -209,6 +223,7 @@ async fn mixed(
         let body = res.into_body().collect().await.map(|b| b.to_bytes());
         let micros = u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX);
         tally.latencies.lock().expect("lock").push(micros);
+        tally.by_kind.lock().expect("lock")[kind].push(micros);
         if status != expect || body.is_err() {
             if tally.errors.fetch_add(1, Ordering::Relaxed) == 0 {
                 eprintln!("  first error: {status} {body:?}");
@@ -229,6 +244,7 @@ type Next = (
     Request<http_body_util::Full<hyper::body::Bytes>>,
     StatusCode,
     Option<usize>,
+    usize,
 );
 
 /// Request `i` of connection `conn`: 50 % sends to one (a quarter of them to the hot
@@ -260,13 +276,14 @@ fn next_request(
             } else {
                 other(1)
             };
-            (send(&[to]), StatusCode::CREATED, Some(to))
+            let kind = if to == HOT { 1 } else { 0 };
+            (send(&[to]), StatusCode::CREATED, Some(to), kind)
         }
         10..=11 => {
             let mut to: Vec<usize> = (1..=5).map(other).collect();
             to.sort_unstable();
             to.dedup();
-            (send(&to), StatusCode::CREATED, None)
+            (send(&to), StatusCode::CREATED, None, 2)
         }
         12 => {
             let body = serde_json::json!({"sender_agent_id": me.id, "update_type": "progress", "urgency": "info",
@@ -275,6 +292,7 @@ fn next_request(
                 post(host, "/v1/broadcasts", &me.token, body.to_string()),
                 StatusCode::CREATED,
                 None,
+                3,
             )
         }
         13..=16 => {
@@ -288,6 +306,7 @@ fn next_request(
                 get(host, &format!("/v1/messages{query}"), Some(&reader.token)),
                 StatusCode::OK,
                 None,
+                if i % 4 == 1 { 5 } else { 4 },
             )
         }
         17..=18 if last_sent.is_some() => {
@@ -298,6 +317,7 @@ fn next_request(
                 post(host, "/v1/messages/read", &reader.token, body.to_string()),
                 StatusCode::OK,
                 None,
+                6,
             )
         }
         _ => {
@@ -309,6 +329,7 @@ fn next_request(
                 post(host, "/v1/tasks", &me.token, body.to_string()),
                 StatusCode::CREATED,
                 None,
+                7,
             )
         }
     }
