@@ -25,88 +25,28 @@ use switchboard_types::tasks::{TaskRequest, TaskResponseStatus, TaskResult};
 
 const SUBTASKS: [&str; 2] = ["parser", "report"];
 
-struct Options {
-    url: String,
-    admin_token: String,
-    rounds: u32,
-}
-
-fn options() -> Result<Options, String> {
-    let mut url =
-        std::env::var("SWITCHBOARD_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
-    let mut admin_token = std::env::var("SWITCHBOARD_ADMIN_TOKEN").ok();
-    let mut rounds = 3;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = || args.next().ok_or(format!("{arg} needs a value"));
-        match arg.as_str() {
-            "--url" => url = value()?,
-            "--admin-token" => admin_token = Some(value()?),
-            "--rounds" => rounds = value()?.parse().map_err(|_| "--rounds is a number")?,
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    Ok(Options {
-        url,
-        admin_token: admin_token.ok_or("give --admin-token (or SWITCHBOARD_ADMIN_TOKEN)")?,
-        rounds,
-    })
-}
+#[path = "common/mod.rs"]
+mod common;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    match run().await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    common::exit(run().await)
 }
 
 async fn run() -> Result<(), String> {
-    let opts = options()?;
-    switchboard_client::ensure_tls_provider();
-    let http = reqwest::Client::new();
+    let opts = common::options()?;
     let team_id = format!("sop-{}", std::process::id());
-    let post = |path: String, token: String, body: Value| {
-        let req = http
-            .post(format!("{}{path}", opts.url))
-            .bearer_auth(token)
-            .json(&body);
-        async move {
-            let res = req.send().await.map_err(|e| e.to_string())?;
-            let status = res.status();
-            let body: Value = res.json().await.map_err(|e| e.to_string())?;
-            if status.is_success() {
-                Ok(body)
-            } else {
-                Err(format!("{status}: {body}"))
-            }
-        }
-    };
-    let team = post(
-        "/v1/teams".into(),
-        opts.admin_token.clone(),
-        json!({"name": "SOP team", "team_id": team_id}),
+    let tokens = common::team(
+        &opts,
+        &team_id,
+        &[
+            json!({"agent_id": "A", "role": "architect", "capabilities": ["design"]}),
+            json!({"agent_id": "B", "role": "engineer", "capabilities": ["code"]}),
+            json!({"agent_id": "C", "role": "integrator", "capabilities": ["build"]}),
+            json!({"agent_id": "D", "role": "reviewer", "capabilities": ["review"]}),
+        ],
     )
     .await?;
-    let key = team["team_key"].as_str().unwrap_or_default().to_owned();
-    let mut tokens = Vec::new();
-    for (id, role, caps) in [
-        ("A", "architect", json!(["design"])),
-        ("B", "engineer", json!(["code"])),
-        ("C", "integrator", json!(["build"])),
-        ("D", "reviewer", json!(["review"])),
-    ] {
-        let agent = post(
-            format!("/v1/teams/{team_id}/agents"),
-            key.clone(),
-            json!({"agent_id": id, "role": role, "capabilities": caps}),
-        )
-        .await?;
-        tokens.push(agent["token"].as_str().unwrap_or_default().to_owned());
-    }
     println!("team {team_id}: A architect, B engineer, C integrator, D reviewer");
     let mut clients = Vec::new();
     for token in &tokens {

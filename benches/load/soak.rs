@@ -50,7 +50,14 @@ struct Tally {
 
 /// The kinds of request in the mix, in the order [`next_request`] reports them.
 const KINDS: [&str; 8] = [
-    "send", "send hot", "send 5", "broadcast", "read", "read hot", "mark", "task",
+    "send",
+    "send hot",
+    "send 5",
+    "broadcast",
+    "read",
+    "read hot",
+    "mark",
+    "task",
 ];
 
 pub async fn soak(opts: Opts) -> Vec<Row> {
@@ -295,20 +302,8 @@ fn next_request(
                 3,
             )
         }
-        13..=16 => {
-            let reader = if i % 4 == 1 { &agents[HOT] } else { me };
-            let query = if i.is_multiple_of(2) {
-                "?limit=20"
-            } else {
-                "?limit=20&unread_only=true"
-            };
-            (
-                get(host, &format!("/v1/messages{query}"), Some(&reader.token)),
-                StatusCode::OK,
-                None,
-                if i % 4 == 1 { 5 } else { 4 },
-            )
-        }
+        13..=16 if i % 4 == 1 => read_request(host, i, &agents[HOT], true),
+        13..=16 => read_request(host, i, me, false),
         17..=18 if last_sent.is_some() => {
             let (to, id) = last_sent.take().expect("checked");
             let reader = &agents[to];
@@ -323,14 +318,34 @@ fn next_request(
         _ => {
             let w = (i as usize + conn) % WORKERS;
             let worker = &agents[if w == from { (w + 1) % WORKERS } else { w }];
-            let body = serde_json::json!({"task_id": format!("c{conn}-{i}"), "description": "soak",
-                "originating_agent_id": me.id, "target_agent_id": worker.id});
-            (
-                post(host, "/v1/tasks", &me.token, body.to_string()),
-                StatusCode::CREATED,
-                None,
-                7,
-            )
+            task_request(host, conn, i, me, worker)
         }
     }
+}
+
+/// An inbox read of `reader` (the hot inbox's when `hot`), every other one `unread_only`.
+fn read_request(host: &str, i: u64, reader: &AgentCreds, hot: bool) -> Next {
+    let query = if i.is_multiple_of(2) {
+        "?limit=20"
+    } else {
+        "?limit=20&unread_only=true"
+    };
+    (
+        get(host, &format!("/v1/messages{query}"), Some(&reader.token)),
+        StatusCode::OK,
+        None,
+        if hot { 5 } else { 4 },
+    )
+}
+
+/// A task from `me` for one of the live workers.
+fn task_request(host: &str, conn: usize, i: u64, me: &AgentCreds, worker: &AgentCreds) -> Next {
+    let body = serde_json::json!({"task_id": format!("c{conn}-{i}"), "description": "soak",
+        "originating_agent_id": me.id, "target_agent_id": worker.id});
+    (
+        post(host, "/v1/tasks", &me.token, body.to_string()),
+        StatusCode::CREATED,
+        None,
+        7,
+    )
 }

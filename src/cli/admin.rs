@@ -34,6 +34,8 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 capabilities,
                 address: None,
                 status: None,
+                addresses: None,
+                watch: None,
             };
             let operation = Operation::RegisterAgent {
                 team_id: team,

@@ -27,12 +27,13 @@ impl Core {
     ) -> CoreResult<AgentRegistered> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let capabilities = input.validate()?;
+        let subscription = input.subscription()?;
         if self.registry().member(team.pk, &input.agent_id).is_some() {
             return Err(already_registered(&input.agent_id));
         }
         let token = auth::mint(TokenKind::Agent);
         let now = Timestamp::now();
-        let record = AgentRecord {
+        let mut record = AgentRecord {
             pk: Default::default(),
             team_pk: team.pk,
             agent_id: input.agent_id.clone(),
@@ -46,7 +47,10 @@ impl Core {
             registered_at: now,
             updated_at: now,
             removed_at: None,
+            addresses: None,
+            watch: Vec::new(),
         };
+        record.subscribe(subscription);
         let core = self.clone();
         // The unique key decides races between two registrations.
         let agent = self
@@ -136,33 +140,47 @@ impl Core {
             }
         }
         let capabilities = patch.validate()?;
+        let subscription = patch.subscription()?;
+        self.change_agent(&team, agent.pk, move |agent| {
+            if let Some(role) = patch.role {
+                agent.role = role.trim().to_owned();
+            }
+            if let Some(capabilities) = capabilities {
+                agent.capabilities = capabilities;
+            }
+            if patch.address.is_some() {
+                agent.address = patch.address;
+            }
+            if let Some(status) = patch.status {
+                agent.status = status;
+            }
+            if let Some(enabled) = patch.communication_enabled {
+                agent.communication_enabled = enabled;
+            }
+            agent.subscribe(subscription);
+            agent.updated_at = Timestamp::now();
+        })
+        .await
+    }
+
+    /// Applies `change` to a member's row as the writer's transaction sees it (so
+    /// concurrent changes compose) and to the registry after the commit.
+    pub(super) async fn change_agent(
+        &self,
+        team: &TeamRecord,
+        agent: switchboard_types::ids::AgentPk,
+        change: impl FnOnce(&mut AgentRecord) + Send + 'static,
+    ) -> CoreResult<AgentEnvelope> {
         let core = self.clone();
         let updated = self
             .store()
             .update_agent(
-                agent.pk,
+                agent,
                 move |agent| {
-                    // Applied to the row as the transaction sees it, so concurrent
-                    // patches compose.
                     if !agent.is_member() {
                         return Err(CoreError::agent_not_found(&agent.agent_id));
                     }
-                    if let Some(role) = patch.role {
-                        agent.role = role.trim().to_owned();
-                    }
-                    if let Some(capabilities) = capabilities {
-                        agent.capabilities = capabilities;
-                    }
-                    if patch.address.is_some() {
-                        agent.address = patch.address;
-                    }
-                    if let Some(status) = patch.status {
-                        agent.status = status;
-                    }
-                    if let Some(enabled) = patch.communication_enabled {
-                        agent.communication_enabled = enabled;
-                    }
-                    agent.updated_at = Timestamp::now();
+                    change(agent);
                     Ok(())
                 },
                 move |agent| {
@@ -173,7 +191,7 @@ impl Core {
             .await?;
         Ok(AgentEnvelope {
             success: true,
-            agent: self.agent_view(&team, &updated),
+            agent: self.agent_view(team, &updated),
         })
     }
 
@@ -234,6 +252,8 @@ impl Core {
             communication_enabled: agent.communication_enabled,
             registered_at: agent.registered_at,
             updated_at: agent.updated_at,
+            addresses: agent.effective_addresses(),
+            watch: agent.watch.clone(),
         }
     }
 }

@@ -297,8 +297,11 @@ pub(super) struct Pushes {
     pub delivered_to: Vec<String>,
     /// Recipients that find it in their inbox when they connect.
     pub pending_delivery: Vec<String>,
-    reservations: Vec<Reservation>,
+    /// Each with whether the entry is news for its agent.
+    reservations: Vec<(Reservation, bool)>,
     event: Option<Arc<Event>>,
+    /// The event of the recipients for whom a publish is not news (its frame says so).
+    quiet_event: Option<Arc<Event>>,
 }
 
 /// Reserves an outbox slot on each live connection of `live` (before the commit, so the
@@ -315,18 +318,23 @@ pub(super) fn reserve_pushes(
         pending_delivery: Vec::new(),
         reservations: Vec::new(),
         event: None,
+        quiet_event: None,
     };
     for agent in live {
         let reservation = hub.reserve(agent.pk);
         if reservation.delivers() {
             pushes.delivered_to.push(agent.agent_id.clone());
-            pushes.reservations.push(reservation);
+            let news = message.is_news_for(agent.pk);
+            pushes.reservations.push((reservation, news));
         } else {
             pushes.pending_delivery.push(agent.agent_id.clone());
         }
     }
-    if !pushes.reservations.is_empty() {
-        pushes.event = Some(event_for(message, sender_id, timestamp));
+    if pushes.reservations.iter().any(|(_, news)| *news) {
+        pushes.event = Some(event_for(message, sender_id, timestamp, true));
+    }
+    if pushes.reservations.iter().any(|(_, news)| !*news) {
+        pushes.quiet_event = Some(event_for(message, sender_id, timestamp, false));
     }
     pushes
 }
@@ -334,9 +342,9 @@ pub(super) fn reserve_pushes(
 impl Pushes {
     /// Sends the frames, each with its recipient's sequence number (after the commit).
     pub(super) fn send(self, written: &PostResult) {
-        let Some(event) = self.event else { return };
-        for reservation in self.reservations {
-            if let Some(seq) = written.seq_of(reservation.agent_pk()) {
+        for (reservation, news) in self.reservations {
+            let event = if news { &self.event } else { &self.quiet_event };
+            if let (Some(seq), Some(event)) = (written.seq_of(reservation.agent_pk()), event) {
                 reservation.deliver(Push {
                     seq,
                     event: event.clone(),
@@ -346,10 +354,19 @@ impl Pushes {
     }
 }
 
-/// The push of an inbox entry, rendered when first sent and shared by all recipients.
-fn event_for(message: &NewMessage, sender_id: &str, timestamp: Timestamp) -> Arc<Event> {
-    let view = view_of(message, sender_id, timestamp);
-    Event::new(move || push_body(&view).map_err(|e| e.to_string()))
+/// The push of an inbox entry, rendered when first sent and shared by all recipients
+/// (of a publish: all those for whom it is news, or all the others).
+fn event_for(
+    message: &NewMessage,
+    sender_id: &str,
+    timestamp: Timestamp,
+    news: bool,
+) -> Arc<Event> {
+    let mut view = view_of(message, sender_id, timestamp);
+    if view.cause_by.is_some() {
+        view.news = Some(news);
+    }
+    Event::with_news(news, move || push_body(&view).map_err(|e| e.to_string()))
 }
 
 /// A message about to be written, as its recipients will see it (before its sequence
@@ -372,5 +389,13 @@ pub(super) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestam
         thread_id: m.thread_id.clone(),
         in_reply_to: m.in_reply_to.clone(),
         response_status: m.response_status,
+        cause_by: m.published.as_ref().map(|p| p.cause_by.clone()),
+        sent_from: m.published.as_ref().map(|_| sender_agent_id.to_owned()),
+        send_to: m.published.as_ref().map(|p| p.send_to.clone()),
+        instruct_content: m
+            .published
+            .as_ref()
+            .and_then(|p| p.instruct_content.clone()),
+        news: None,
     }
 }

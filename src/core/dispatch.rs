@@ -14,6 +14,17 @@ impl Core {
     /// layer of the HTTP stack moved it (callgrind: a third more `memcpy` per request,
     /// about 13% of send throughput).
     pub async fn dispatch(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
+        let reply = self.dispatch_any(caller, operation).await;
+        // Whatever changed a team may have changed whether it is idle.
+        if reply.is_ok()
+            && let Caller::Agent { team, .. } | Caller::Team { team } = caller
+        {
+            self.touch_activity(*team);
+        }
+        reply
+    }
+
+    async fn dispatch_any(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
         use Operation as Op;
         Ok(match operation {
             Op::CreateTeam(input) => {
@@ -50,6 +61,10 @@ impl Core {
                 Reply::AgentRemoved(boxed(self.remove_agent(caller, &team_id, &agent_id)).await?)
             }
             Op::WhoAmI => Reply::WhoAmI(self.whoami(caller)?),
+            Op::GetActivity { team_id } => {
+                Reply::Activity(boxed(self.team_activity(caller, team_id.as_deref())).await?)
+            }
+            Op::SetWatch(input) => Reply::Agent(boxed(self.set_watch(caller, input)).await?),
             messaging => return self.dispatch_messaging(caller, messaging).await,
         })
     }
@@ -89,6 +104,12 @@ impl Core {
                 idempotency_key,
             } => Reply::Assistance(
                 boxed(self.request_assistance(caller, request, idempotency_key.as_deref())).await?,
+            ),
+            Op::Publish {
+                publish,
+                idempotency_key,
+            } => Reply::Published(
+                boxed(self.publish(caller, publish, idempotency_key.as_deref())).await?,
             ),
             tasks => return self.dispatch_tasks(caller, tasks).await,
         })

@@ -6,6 +6,8 @@ use switchboard_types::frames::push_frame;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::inbox::{InboxPage, InboxQuery};
 use switchboard_types::messages::SortOrder;
+use switchboard_types::publish::MAX_TAG;
+use switchboard_types::validate::check_text;
 
 use super::cursor;
 use super::{Caller, Core, CoreError, CoreResult};
@@ -27,6 +29,9 @@ impl Core {
             ));
         }
         let limit = query.page_size()?;
+        if let Some(tag) = &query.cause_by {
+            check_text("cause_by", tag, MAX_TAG)?;
+        }
         let order = query.sort_order.unwrap_or_default();
         let after = start_of_page(&query, order)?;
         let sender_pks = query.senders.map(|CommaList(ids)| {
@@ -42,6 +47,8 @@ impl Core {
             since: query.since_timestamp,
             kinds: query.kinds.map(|l| l.0),
             thread_id: query.thread_id,
+            news_only: query.news_only.unwrap_or(false),
+            cause_by: query.cause_by,
         };
         let store = self.store();
         let counts = store.count_inbox(me.pk, &filter).await?;
@@ -69,7 +76,12 @@ impl Core {
                 .into_iter()
                 .map(|item| {
                     let read = item.entry.read_at.is_some();
-                    self.view(item.message, Some(item.entry.seq), read)
+                    self.view(
+                        item.message,
+                        Some(item.entry.seq),
+                        read,
+                        Some(item.entry.news),
+                    )
                 })
                 .collect(),
             total_count: counts.total,
@@ -82,13 +94,15 @@ impl Core {
 
     /// The agent's inbox entries after sequence number `after`, oldest first, at most
     /// `limit`, as `(seq, frame)`: what a reconnecting connection replays. Each frame is
-    /// rendered here (not shared): it is sent once.
+    /// rendered here (not shared): it is sent once. With `news_only`, an entry that is
+    /// not news has no frame (its seq still moves the replay on).
     pub(super) async fn inbox_after(
         &self,
         agent: AgentPk,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<(i64, String)>> {
+        news_only: bool,
+    ) -> CoreResult<Vec<(i64, Option<String>)>> {
         let page = InboxPageSpec {
             order: SortOrder::OldestFirst,
             after: Some(after),
@@ -103,11 +117,15 @@ impl Core {
             .into_iter()
             .map(|item| {
                 let seq = item.entry.seq;
-                let view = self.view(item.message, None, item.entry.read_at.is_some());
+                if news_only && !item.entry.news {
+                    return Ok((seq, None));
+                }
+                let read = item.entry.read_at.is_some();
+                let view = self.view(item.message, None, read, Some(item.entry.news));
                 let frame = push_frame(seq, &view).map_err(|e| {
                     CoreError::internal(format!("rendering inbox entry {seq}: {e}"))
                 })?;
-                Ok((seq, frame))
+                Ok((seq, Some(frame)))
             })
             .collect()
     }

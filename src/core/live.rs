@@ -18,6 +18,9 @@ pub struct Connection {
     /// The agent's id and team's id, for greetings and logs.
     pub agent_id: String,
     pub team_id: String,
+    /// The client asked for news only: entries that are not news (publishes it does
+    /// not watch) are skipped, live and in replay; their seqs still count as sent.
+    pub news_only: bool,
 }
 
 /// A committed inbox entry on its way to one connection.
@@ -33,6 +36,11 @@ impl LivePush {
     /// then sends the entry from storage instead).
     pub fn frame(&self) -> Result<String, String> {
         self.0.event.frame(self.0.seq)
+    }
+
+    /// Whether the entry is news for the connection's agent.
+    pub fn is_news(&self) -> bool {
+        self.0.event.is_news()
     }
 }
 
@@ -89,6 +97,7 @@ impl Core {
             registration,
             agent_id: agent.agent_id.clone(),
             team_id: team.team_id.clone(),
+            news_only: false,
         })
     }
 
@@ -112,14 +121,16 @@ impl Core {
         Ok(wanted.min(newest))
     }
 
-    /// The agent's entries after `after`, oldest first, as `(seq, frame)`.
+    /// The agent's entries after `after`, oldest first, as `(seq, frame)`; no frame for
+    /// an entry the connection skips (not news, on a news-only connection).
     pub async fn replay_page(
         &self,
         connection: &Connection,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<(i64, String)>> {
-        self.inbox_after(connection.agent(), after, limit).await
+    ) -> CoreResult<Vec<(i64, Option<String>)>> {
+        self.inbox_after(connection.agent(), after, limit, connection.news_only)
+            .await
     }
 
     /// Records that everything up to `seq` reached the agent (the cursor never moves

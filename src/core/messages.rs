@@ -119,7 +119,7 @@ impl Core {
         let (seq, read) = entry.map_or((None, false), |e| (Some(e.seq), e.read_at.is_some()));
         Ok(MessageDetail {
             success: true,
-            message: self.view(message, seq, read),
+            message: self.view(message, seq, read, entry.map(|e| e.news)),
             recipient_agent_ids,
             read_by,
             responses,
@@ -180,10 +180,28 @@ impl Core {
         }
     }
 
-    /// A stored message as a recipient sees it.
-    pub(super) fn view(&self, m: MessageRecord, seq: Option<i64>, read: bool) -> MessageView {
+    /// A stored message as a recipient sees it (`news`: whether its entry is news for
+    /// the caller, `None` for a sender reading its own message).
+    pub(super) fn view(
+        &self,
+        m: MessageRecord,
+        seq: Option<i64>,
+        read: bool,
+        news: Option<bool>,
+    ) -> MessageView {
+        let sender_agent_id = self.agent_name(m.sender_pk);
+        let (cause_by, sent_from, send_to, instruct_content, news) = match m.published {
+            Some(p) => (
+                Some(p.cause_by),
+                Some(sender_agent_id.clone()),
+                Some(p.send_to),
+                p.instruct_content,
+                news,
+            ),
+            None => (None, None, None, None, None),
+        };
         MessageView {
-            sender_agent_id: self.agent_name(m.sender_pk),
+            sender_agent_id,
             message_id: m.message_id,
             kind: m.kind,
             seq,
@@ -199,6 +217,11 @@ impl Core {
             thread_id: m.thread_id,
             in_reply_to: m.in_reply_to,
             response_status: m.response_status,
+            cause_by,
+            sent_from,
+            send_to,
+            instruct_content,
+            news,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! on every transport. One file per resource holds its operations; no axum or sqlx type
 //! appears in this API, and storage is reached only through [`Store`]'s typed methods.
 
+pub mod activity;
 pub mod addresses;
 mod agents;
 mod assistance;
@@ -21,6 +22,7 @@ mod inbox;
 pub mod live;
 mod messages;
 mod metrics;
+mod publish;
 pub mod ratelimit;
 pub mod registry;
 mod responses;
@@ -52,6 +54,7 @@ struct Inner {
     hub: Arc<Hub>,
     tasks: tasks::TaskRuntime,
     retention: retention::RetentionSettings,
+    activity: activity::ActivityWatch,
 }
 
 /// Settings of the core.
@@ -132,6 +135,7 @@ impl Core {
                 hub,
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,
+                activity: activity::ActivityWatch::default(),
             }),
         };
         Ok((core, generated))
@@ -143,6 +147,10 @@ impl Core {
 
     fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    fn activity(&self) -> &activity::ActivityWatch {
+        &self.inner.activity
     }
 
     fn hub(&self) -> &Arc<Hub> {

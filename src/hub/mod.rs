@@ -44,6 +44,9 @@ type Rendered = Result<(PushKind, Box<str>), String>;
 pub struct Event {
     body: OnceLock<Rendered>,
     render: Box<dyn Fn() -> Rendered + Send + Sync>,
+    /// Not news for its recipients (a publish they do not watch): connections that
+    /// asked for news only skip it.
+    quiet: bool,
 }
 
 impl Event {
@@ -51,10 +54,24 @@ impl Event {
     pub fn new(
         render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
     ) -> Arc<Event> {
+        Event::with_news(true, render)
+    }
+
+    /// Like [`Event::new`], saying whether the entry is news for its recipients.
+    pub fn with_news(
+        news: bool,
+        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
+    ) -> Arc<Event> {
         Arc::new(Event {
             body: OnceLock::new(),
             render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
+            quiet: !news,
         })
+    }
+
+    /// Whether the entry is news for its recipients.
+    pub fn is_news(&self) -> bool {
+        !self.quiet
     }
 
     /// The frame text for one recipient, or why the body could not be rendered (the

@@ -22,11 +22,11 @@ use switchboard_types::time::Timestamp;
 
 pub use error::StoreError;
 use records::{
-    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
-    InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord, MessageSweep,
-    MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome, PostResult,
-    PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
-    TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
+    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
+    MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
+    PostResult, PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer,
+    TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// How hard a commit tries to survive a crash.
@@ -136,6 +136,8 @@ impl Store {
         fn mark_read(&self, agent: AgentPk, message_ids: Vec<String>, now: Timestamp) -> MarkOutcome;
         /// Sent, received and unread counts of every agent of a team.
         fn team_counts(&self, team: TeamPk) -> HashMap<AgentPk, Counts>;
+        /// Unread news and open tasks of every member of a team.
+        fn team_activity(&self, team: TeamPk) -> HashMap<AgentPk, ActivityCounts>;
         /// How long each response of the team took.
         fn response_latencies(&self, team: TeamPk) -> Vec<ResponseLatency>;
         /// The task with this id that `viewer` originated or is or was assigned (its

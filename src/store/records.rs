@@ -45,11 +45,46 @@ pub struct AgentRecord {
     pub registered_at: Timestamp,
     pub updated_at: Timestamp,
     pub removed_at: Option<Timestamp>,
+    /// Publish addresses as set; `None` is the default (its id and role), which follows
+    /// a change of role.
+    pub addresses: Option<Vec<String>>,
+    /// `cause_by` tags it takes up as news (`prefix*` for a prefix).
+    pub watch: Vec<String>,
 }
 
 impl AgentRecord {
     pub fn is_member(&self) -> bool {
         self.removed_at.is_none()
+    }
+
+    /// The addresses a publish's `send_to` is matched against.
+    pub fn effective_addresses(&self) -> Vec<String> {
+        match &self.addresses {
+            Some(set) => set.clone(),
+            None => vec![self.agent_id.clone(), self.role.clone()],
+        }
+    }
+
+    /// Whether one of its addresses is in `send_to` (stage 1 of a publish; no
+    /// allocation, since it runs for every member on every publish).
+    pub fn addressed_by(&self, send_to: &std::collections::HashSet<&str>) -> bool {
+        match &self.addresses {
+            Some(set) => set.iter().any(|a| send_to.contains(a.as_str())),
+            None => {
+                send_to.contains(self.agent_id.as_str()) || send_to.contains(self.role.as_str())
+            }
+        }
+    }
+
+    /// Applies a cleaned subscription: each set given replaces the current one, and an
+    /// empty address set restores the default.
+    pub fn subscribe(&mut self, subscription: switchboard_types::publish::Subscription) {
+        if let Some(addresses) = subscription.addresses {
+            self.addresses = (!addresses.is_empty()).then_some(addresses);
+        }
+        if let Some(watch) = subscription.watch {
+            self.watch = watch;
+        }
     }
 
     /// Case-insensitive capability check.
@@ -85,6 +120,27 @@ pub struct NewMessage {
     pub thread_id: Option<String>,
     pub in_reply_to: Option<String>,
     pub response_status: Option<ResponseStatus>,
+    pub published: Option<PublishFields>,
+}
+
+/// What a publish stores beyond a message: its tag, address set and structured output,
+/// and the recipients for whom it is not news.
+#[derive(Debug, Clone)]
+pub struct PublishFields {
+    pub cause_by: String,
+    pub send_to: Vec<String>,
+    pub instruct_content: Option<Value>,
+    /// Recipients that get the entry without it being news (their inbox entry has
+    /// `news = 0`).
+    pub quiet: Vec<AgentPk>,
+}
+
+/// The publish part of a stored message.
+#[derive(Debug, Clone)]
+pub struct PublishedRecord {
+    pub cause_by: String,
+    pub send_to: Vec<String>,
+    pub instruct_content: Option<Value>,
 }
 
 impl NewMessage {
@@ -112,7 +168,21 @@ impl NewMessage {
             thread_id: None,
             in_reply_to: None,
             response_status: None,
+            published: None,
         }
+    }
+
+    /// Makes it a publish.
+    pub fn published(mut self, fields: PublishFields) -> Self {
+        self.published = Some(fields);
+        self
+    }
+
+    /// Whether the entry of `agent` is news for it.
+    pub fn is_news_for(&self, agent: AgentPk) -> bool {
+        self.published
+            .as_ref()
+            .is_none_or(|p| !p.quiet.contains(&agent))
     }
 
     pub fn priority(mut self, priority: Priority) -> Self {
@@ -164,13 +234,16 @@ pub struct MessageRecord {
     pub in_reply_to: Option<String>,
     pub response_status: Option<ResponseStatus>,
     pub created_at: Timestamp,
+    pub published: Option<PublishedRecord>,
 }
 
-/// One recipient's entry of a message: its sequence number and read time.
+/// One recipient's entry of a message: its sequence number, read time, and whether it
+/// is news for the recipient (false only for a publish it does not watch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InboxEntry {
     pub seq: i64,
     pub read_at: Option<Timestamp>,
+    pub news: bool,
 }
 
 /// One inbox entry with its message.
@@ -190,6 +263,10 @@ pub struct InboxFilter {
     pub since: Option<Timestamp>,
     pub kinds: Option<Vec<MessageKind>>,
     pub thread_id: Option<String>,
+    /// Only entries that are news.
+    pub news_only: bool,
+    /// Only publishes with this tag (`prefix*`: starting with `prefix`).
+    pub cause_by: Option<String>,
 }
 
 impl InboxFilter {
@@ -202,6 +279,8 @@ impl InboxFilter {
             && self.since.is_none()
             && self.kinds.is_none()
             && self.thread_id.is_none()
+            && !self.news_only
+            && self.cause_by.is_none()
     }
 }
 
@@ -263,6 +342,15 @@ pub struct Counts {
     pub unread: i64,
     /// Responses given.
     pub responded: i64,
+}
+
+/// One agent's part of its team's activity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ActivityCounts {
+    /// Unread entries that are news.
+    pub unread_news: u64,
+    /// Open tasks assigned to it.
+    pub open_tasks: u64,
 }
 
 /// A response recorded on an original message.

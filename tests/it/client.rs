@@ -383,35 +383,7 @@ async fn the_websocket_client_resumes_after_a_server_restart_without_loss_or_dup
 #[tokio::test]
 async fn the_worked_example_runs_to_the_end() {
     let app = TestApp::start().await;
-    let example = std::env::current_exe()
-        .expect("test binary")
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("examples").join("team_loop"))
-        .expect("examples folder");
-    if !example.exists() {
-        let built = tokio::process::Command::new(env!("CARGO"))
-            .args(["build", "--example", "team_loop"])
-            .status()
-            .await
-            .expect("cargo runs");
-        assert!(built.success());
-    }
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(&example)
-            .args(["--url", &app.base, "--admin-token", crate::support::ADMIN])
-            .output(),
-    )
-    .await
-    .expect("the example ends by itself")
-    .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = app.run_example("team_loop").await;
     for round in 1..=3 {
         assert!(
             stdout.contains(&format!("[C] round {round}: compiled 2 parts")),

@@ -20,6 +20,7 @@ mod large_inbox;
 mod layout;
 mod live;
 mod persistence;
+mod publish;
 mod readme;
 mod respond;
 mod retention;

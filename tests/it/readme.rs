@@ -2,7 +2,7 @@
 //! `<!-- walkthrough: NAME -->` marker is executed with bash against a real server, with
 //! only `http://localhost:8080` replaced by the test server's address.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::TestApp;
@@ -265,12 +265,13 @@ async fn the_websocket_section_works_as_written() {
 }
 
 /// Every documented field of a frame is there with the documented value (ids and times
-/// are elided in the README: an empty value or one ending in `_` only says "present").
+/// are elided in the README: an empty value or one ending in `_` or `…` only says
+/// "present").
 fn assert_documented(got: &Value, documented: &Value) {
     for (key, value) in documented.as_object().expect("object") {
         if value
             .as_str()
-            .is_some_and(|v| v.is_empty() || v.ends_with('_'))
+            .is_some_and(|v| v.is_empty() || v.ends_with('_') || v.ends_with('…'))
         {
             assert!(got.get(key).is_some(), "{key} missing in {got}");
         } else if key == "context" {
@@ -491,5 +492,73 @@ async fn the_two_terminal_demo_works_as_written() {
     );
     assert!(out.contains("2 succeeded by bob → success"), "{out}");
     let _ = terminal_1.kill().await;
+    app.stop().await;
+}
+
+/// The publish section: the curl walkthrough as written, then its documented `websocat`
+/// line (news only, with activity) and frames.
+#[tokio::test]
+async fn the_publish_walkthrough_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}\n{}\necho \"TOKEN=$REVIEWER_TOKEN\"",
+        walkthrough("foundation"),
+        walkthrough("messaging"),
+        walkthrough("publish")
+    );
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    let [reviewer, watch, code, news, activity, verdict] = &answers[answers.len() - 6..] else {
+        panic!("six answers: {out}");
+    };
+    assert_eq!(reviewer["agent"]["watch"], json!(["code.*"]), "{reviewer}");
+    assert_eq!(
+        watch["agent"]["watch"],
+        json!(["review.verdict"]),
+        "{watch}"
+    );
+    assert_eq!(code["recipients"], json!(["planner", "reviewer"]), "{code}");
+    assert_eq!(code["news_for"], json!(["reviewer"]));
+    assert_eq!(news["messages"].as_array().map(Vec::len), Some(1), "{news}");
+    assert_eq!(news["messages"][0]["cause_by"], "code.parser");
+    assert_eq!(activity["idle"], false, "{activity}");
+    assert_eq!(verdict["recipients"], json!(["planner"]), "{verdict}");
+    assert_eq!(verdict["news_for"], json!(["planner"]));
+
+    let section = section("## Publish and watch (MetaGPT-style)");
+    let mut socket = open_documented_line(
+        &app,
+        section,
+        "REVIEWER_TOKEN",
+        printed_after(&out, "TOKEN="),
+    )
+    .await;
+    let blocks = json_blocks(section);
+    let documented: Vec<Value> = blocks[1]
+        .lines()
+        .map(|l| serde_json::from_str(&l.replace(",…", "")).expect("documented frame"))
+        .collect();
+    let mut frames = Vec::new();
+    while !frames.iter().any(|f: &Value| f["type"] == "team_activity") {
+        frames.push(next_text(&mut socket).await.1);
+    }
+    let kinds: Vec<&str> = frames.iter().filter_map(|f| f["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["hello", "message", "caught_up", "team_activity"],
+        "news only"
+    );
+    assert_documented(&frames[1]["message"], &documented[0]["message"]);
+    assert_eq!(frames[3]["activity"]["team_id"], "research");
+    assert_eq!(frames[3]["activity"]["idle"], false);
+    type_lines(&mut socket, blocks[0]).await;
+    let mut replies = 0;
+    while replies < 3 {
+        let frame = next_text(&mut socket).await.1;
+        if frame["type"] == "reply" {
+            assert_eq!(frame["ok"], true, "{frame}");
+            replies += 1;
+        }
+    }
     app.stop().await;
 }

@@ -354,3 +354,40 @@ pub fn init() {
         }
     });
 }
+
+impl TestApp {
+    /// Runs `examples/<name>.rs` (built first if needed) against this server with the
+    /// admin token; asserts it succeeds within a minute and returns what it printed.
+    pub async fn run_example(&self, name: &str) -> String {
+        let example = std::env::current_exe()
+            .expect("test binary")
+            .parent()
+            .and_then(|deps| deps.parent())
+            .map(|dir| dir.join("examples").join(name))
+            .expect("examples folder");
+        if !example.exists() {
+            let built = tokio::process::Command::new(env!("CARGO"))
+                .args(["build", "--example", name])
+                .status()
+                .await
+                .expect("cargo runs");
+            assert!(built.success());
+        }
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            tokio::process::Command::new(&example)
+                .args(["--url", &self.base, "--admin-token", ADMIN])
+                .output(),
+        )
+        .await
+        .expect("the example ends by itself")
+        .expect("runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+}

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use switchboard_types::Operation;
+use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
 use switchboard_types::inbox::{InboxPage, InboxQuery};
@@ -11,6 +12,7 @@ use switchboard_types::messages::{
     MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
     SendResult,
 };
+use switchboard_types::publish::{Publish, PublishResult, SetWatch, TeamActivity};
 use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskDetail, TaskList, TaskQuery, TaskRequest, TaskResult,
     TaskSubmitted, TaskUpdated,
@@ -132,6 +134,31 @@ impl Client {
     /// GET_MESSAGES.
     pub async fn get_messages(&self, query: InboxQuery) -> Result<InboxPage, ClientError> {
         self.call(Operation::GetMessages(query)).await
+    }
+
+    /// Publishes under a tag to an address set (MetaGPT's `publish_message`).
+    pub async fn publish(
+        &self,
+        publish: Publish,
+        idempotency_key: Option<&str>,
+    ) -> Result<PublishResult, ClientError> {
+        let idempotency_key = key(idempotency_key);
+        self.call(Operation::Publish {
+            publish,
+            idempotency_key,
+        })
+        .await
+    }
+
+    /// Replaces this agent's watched tags and/or addresses (MetaGPT's `_watch` and
+    /// `set_addresses`).
+    pub async fn set_watch(&self, set: SetWatch) -> Result<AgentEnvelope, ClientError> {
+        self.call(Operation::SetWatch(set)).await
+    }
+
+    /// The team's activity: per member, unread news and open tasks; whether it is idle.
+    pub async fn team_activity(&self) -> Result<TeamActivity, ClientError> {
+        self.call(Operation::GetActivity { team_id: None }).await
     }
 
     /// One message the agent sent or received, with its responses.

@@ -176,6 +176,18 @@ fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
             RestCall::post("/v1/assistance-requests".into(), request),
             idempotency_key,
         ),
+        Operation::Publish {
+            publish,
+            idempotency_key,
+        } => keyed(
+            RestCall::post("/v1/publish".into(), publish),
+            idempotency_key,
+        ),
+        Operation::GetActivity {
+            team_id: Some(team_id),
+        } => RestCall::get(format!("/v1/teams/{}/activity", seg(team_id))),
+        Operation::GetActivity { team_id: None } => RestCall::get("/v1/activity".into()),
+        Operation::SetWatch(set) => RestCall::write(Method::PUT, "/v1/watch".into(), set),
         tasks => task_call(tasks),
     }
 }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
 use crate::ids::check_id;
+use crate::publish::{Subscription, clean_subscription};
 use crate::time::Timestamp;
 use crate::validate::{CapabilityLimits, check_text, clean_capabilities};
 
@@ -64,9 +65,21 @@ pub struct RegisterAgent {
     pub address: Option<String>,
     /// Defaults to `available`.
     pub status: Option<AgentStatus>,
+    /// Addresses a publish's `send_to` is matched against (at most 32); default: the
+    /// agent id and its role.
+    #[serde(default)]
+    pub addresses: Option<Vec<String>>,
+    /// `cause_by` tags the agent takes up as news (at most 64; `prefix*` for a prefix).
+    #[serde(default)]
+    pub watch: Option<Vec<String>>,
 }
 
 impl RegisterAgent {
+    /// The publish subscription, checked.
+    pub fn subscription(&self) -> Result<Subscription, ErrorBody> {
+        clean_subscription(&self.addresses, &self.watch)
+    }
+
     /// The value rules; returns the capabilities cleaned (trimmed, without duplicates).
     pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
         check_id("agent_id", &self.agent_id)?;
@@ -101,6 +114,10 @@ pub struct AgentView {
     pub connected_since: Option<Timestamp>,
     /// Its last activity over a connection (a frame, or its last disconnect).
     pub last_seen_at: Option<Timestamp>,
+    /// What a publish's `send_to` is matched against.
+    pub addresses: Vec<String>,
+    /// The `cause_by` tags it takes up as news.
+    pub watch: Vec<String>,
 }
 
 /// Answer of a registration. The token is shown here once and never again.
@@ -165,9 +182,18 @@ pub struct UpdateAgent {
     pub address: Option<String>,
     pub status: Option<AgentStatus>,
     pub communication_enabled: Option<bool>,
+    /// Replaces the publish addresses; `[]` restores the default (id and role).
+    pub addresses: Option<Vec<String>>,
+    /// Replaces the watched tags.
+    pub watch: Option<Vec<String>>,
 }
 
 impl UpdateAgent {
+    /// The publish subscription, checked.
+    pub fn subscription(&self) -> Result<Subscription, ErrorBody> {
+        clean_subscription(&self.addresses, &self.watch)
+    }
+
     /// At least one field, each valid; returns the capabilities cleaned, if given.
     pub fn validate(&self) -> Result<Option<Vec<String>>, ErrorBody> {
         if self.role.is_none()
@@ -175,10 +201,13 @@ impl UpdateAgent {
             && self.address.is_none()
             && self.status.is_none()
             && self.communication_enabled.is_none()
+            && self.addresses.is_none()
+            && self.watch.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: role, capabilities, address, status, communication_enabled",
+                "give at least one of: role, capabilities, address, status, \
+                 communication_enabled, addresses, watch",
             ));
         }
         if let Some(role) = &self.role {

@@ -14,9 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::error::ErrorBody;
-use crate::messages::{MessageKind, MessageView};
+use crate::messages::MessageView;
 use crate::operation::Operation;
-use crate::tasks::TaskFrame;
 
 /// The operations an agent may send as frames, by frame `type`.
 pub const SOCKET_OPERATIONS: &[&str] = &[
@@ -38,6 +37,9 @@ pub const SOCKET_OPERATIONS: &[&str] = &[
     "get_task",
     "list_tasks",
     "whoami",
+    "publish",
+    "set_watch",
+    "get_activity",
 ];
 
 /// A frame from the client.
@@ -254,6 +256,16 @@ fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
             none_left(f)?;
             Operation::WhoAmI
         }
+        "publish" => Operation::Publish {
+            idempotency_key: take(&mut f, "idempotency_key")?,
+            publish: rest(f)?,
+        },
+        "set_watch" => Operation::SetWatch(rest(f)?),
+        "get_activity" => {
+            let team_id = take(&mut f, "team_id")?;
+            none_left(f)?;
+            Operation::GetActivity { team_id }
+        }
         task_kind => decode_task_operation(task_kind, f)?,
     })
 }
@@ -362,6 +374,15 @@ fn operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error>
             return merged(f, request);
         }
         Operation::WhoAmI => {}
+        Operation::Publish {
+            publish,
+            idempotency_key,
+        } => {
+            put("idempotency_key", json!(idempotency_key));
+            return merged(f, publish);
+        }
+        Operation::SetWatch(set) => return merged(f, set),
+        Operation::GetActivity { team_id } => put("team_id", json!(team_id)),
         other => return task_operation_fields(other),
     }
     Ok(Some(f))
@@ -494,6 +515,12 @@ pub enum ServerFrame<R = Value> {
     /// A task's `ErrorMessage` push (with `seq`), or the answer to a frame that could not
     /// be understood (the error body, `originating_agent_id`, and `request_id` if any).
     ErrorMessage(Map<String, Value>),
+    /// The team turned idle or busy (connections opened with `?activity=true`; the
+    /// first one right after `caught_up`). Not an inbox entry: no `seq`, no ack.
+    #[serde(rename = "team_activity")]
+    TeamActivity {
+        activity: Box<crate::publish::TeamActivity>,
+    },
 }
 
 impl<R: Serialize> ServerFrame<R> {
@@ -518,70 +545,9 @@ impl BadFrame {
     }
 }
 
-/// How a pushed inbox entry is framed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PushKind {
-    /// `{"type":"message","seq":N,"message":{"seq":N,…}}`.
-    Message,
-    /// `{"type":"<name>","seq":N,…the object's fields…}`: the task protocol's types.
-    Task(TaskFrame),
-}
+mod push;
 
-/// A push frame from the entry's JSON object `body` (rendered once per message, shared
-/// by all its recipients) and one recipient's `seq`. Spliced as text: a broadcast to a
-/// thousand agents renders its body once, not a thousand times.
-pub fn push_text(kind: PushKind, seq: i64, body: &str) -> String {
-    // `body` is a JSON object: "{" + fields + "}"; `inner` is "fields}" (or "}").
-    let inner = body.strip_prefix('{').unwrap_or("}");
-    let sep = if inner.starts_with('}') { "" } else { "," };
-    match kind {
-        PushKind::Message => {
-            format!(r#"{{"type":"message","seq":{seq},"message":{{"seq":{seq}{sep}{inner}}}"#)
-        }
-        PushKind::Task(frame) => {
-            format!(r#"{{"type":"{}","seq":{seq}{sep}{inner}"#, frame.name())
-        }
-    }
-}
-
-/// What an inbox entry is pushed as: a task notification as its protocol type (the
-/// object in `content.data`, with the entry's message id and time), anything else as a
-/// `message` frame carrying the view (without `seq`, which [`push_text`] adds).
-pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::Error> {
-    if view.kind == MessageKind::Task
-        && let Some(frame) = view
-            .content
-            .data
-            .get("type")
-            .and_then(Value::as_str)
-            .and_then(TaskFrame::from_name)
-    {
-        let mut body = Map::with_capacity(view.content.data.len() + 1);
-        for (key, value) in &view.content.data {
-            if key != "type" {
-                body.insert(key.clone(), value.clone());
-            }
-        }
-        body.insert("message_id".into(), Value::String(view.message_id.clone()));
-        body.insert("timestamp".into(), serde_json::to_value(view.timestamp)?);
-        return Ok((PushKind::Task(frame), serde_json::to_string(&body)?));
-    }
-    let body = if view.seq.is_some() {
-        serde_json::to_string(&MessageView {
-            seq: None,
-            ..view.clone()
-        })?
-    } else {
-        serde_json::to_string(view)?
-    };
-    Ok((PushKind::Message, body))
-}
-
-/// The whole push frame of an inbox entry for `seq`.
-pub fn push_frame(seq: i64, view: &MessageView) -> Result<String, serde_json::Error> {
-    let (kind, body) = push_body(view)?;
-    Ok(push_text(kind, seq, &body))
-}
+pub use push::{PushKind, activity_frame, push_body, push_frame, push_text};
 
 #[cfg(test)]
 mod tests;

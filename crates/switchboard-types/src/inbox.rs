@@ -53,6 +53,12 @@ pub struct InboxQuery {
     /// handled), oldest first: how a polling client continues where it stopped, also
     /// past the last page. Needs `sort_order=oldest_first`; not with `cursor`.
     pub after_seq: Option<i64>,
+    /// Only news: publishes the caller watches or that name it, and every entry of
+    /// another kind (those were addressed to it by name).
+    pub news_only: Option<bool>,
+    /// Only publishes with this `cause_by`; `prefix*` for every tag starting with
+    /// `prefix`.
+    pub cause_by: Option<String>,
 }
 
 impl InboxQuery {

@@ -14,7 +14,8 @@
 //! * [`decode`], [`strict`], [`validate`] — input decoding that names the field and
 //!   refuses what serde alone would let through; value rules.
 //! * [`teams`], [`agents`], [`messages`], [`inbox`], [`broadcasts`], [`assistance`],
-//!   [`metrics`], [`tasks`], [`task_state`] — the bodies, one module per resource.
+//!   [`metrics`], [`tasks`], [`task_state`], [`publish`] — the bodies, one module per
+//!   resource.
 //! * [`operation`] — [`Operation`] and [`Reply`].
 //! * [`frames`] — [`ClientFrame`] and [`ServerFrame`], push rendering.
 
@@ -33,6 +34,7 @@ pub mod metrics;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 pub mod operation;
+pub mod publish;
 pub mod strict;
 pub mod task_state;
 pub mod tasks;

@@ -83,6 +83,8 @@ wire_enum! {
         AssistanceRequest,
         /// A task protocol notification (TaskRequest, TaskResponse, …).
         Task,
+        /// A publish (MetaGPT-style): `cause_by`, `send_to`, and whether it is news.
+        Publish,
     }
 }
 
@@ -405,6 +407,22 @@ pub struct MessageView {
     /// For `kind: response`, the responder's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_status: Option<ResponseStatus>,
+    /// For `kind: publish` (MetaGPT's names): the action that produced it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause_by: Option<String>,
+    /// For `kind: publish`: the sender's agent id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_from: Option<String>,
+    /// For `kind: publish`: the address set it was sent to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_to: Option<Vec<String>>,
+    /// For `kind: publish`: the action's structured output, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruct_content: Option<serde_json::Value>,
+    /// For `kind: publish`: whether it is news for the caller (it watches `cause_by`,
+    /// or `send_to` names it); absent for the sender reading its own message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub news: Option<bool>,
 }
 
 /// Body of MARK_MESSAGE_READ (`POST /v1/messages/read`).

@@ -19,6 +19,7 @@ use crate::messages::{
     MAX_ATTACHMENT_NAME, MAX_ATTACHMENT_URL, MAX_ATTACHMENTS, MAX_DETAIL, MAX_INLINE_ATTACHMENT,
     MAX_MARK, MAX_MEDIA_TYPE, MAX_RECIPIENTS, MAX_REFERENCE, MAX_TEXT, MessageKind, MessageType,
 };
+use crate::publish::{MAX_ADDRESSES, MAX_SEND_TO, MAX_TAG, MAX_WATCH};
 use crate::task_state::TaskStatus;
 use crate::tasks::{MAX_CALLBACK_URL, MAX_REASON, MAX_TASK_TEXT, REQUIRED_CAPABILITY_LIMITS};
 use crate::teams::MAX_TEAM_NAME;
@@ -73,6 +74,18 @@ pub enum Rule {
 }
 
 const ID: &Rule = &Rule::Id;
+/// An address, a tag or a watch entry.
+const TAG: &Rule = &Rule::Text(MAX_TAG);
+const ADDRESSES: Rule = Rule::List {
+    min: 0,
+    max: MAX_ADDRESSES,
+    each: Some(TAG),
+};
+const WATCH: Rule = Rule::List {
+    min: 0,
+    max: MAX_WATCH,
+    each: Some(TAG),
+};
 
 /// Schema fields: (schema, property, rule).
 pub const FIELDS: &[(&str, &str, Rule)] = &[
@@ -182,10 +195,29 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
     ("Clarify", "question", Rule::Text(MAX_TASK_TEXT)),
     ("Answer", "answer", Rule::Text(MAX_TASK_TEXT)),
     ("Cancel", "reason", Rule::Text(MAX_REASON)),
+    ("RegisterAgent", "addresses", ADDRESSES),
+    ("RegisterAgent", "watch", WATCH),
+    ("UpdateAgent", "addresses", ADDRESSES),
+    ("UpdateAgent", "watch", WATCH),
+    ("SetWatch", "agent_id", Rule::Id),
+    ("SetWatch", "addresses", ADDRESSES),
+    ("SetWatch", "watch", WATCH),
+    ("Publish", "sender_agent_id", Rule::Id),
+    ("Publish", "cause_by", Rule::Text(MAX_TAG)),
+    (
+        "Publish",
+        "send_to",
+        Rule::List {
+            min: 1,
+            max: MAX_SEND_TO,
+            each: Some(TAG),
+        },
+    ),
+    ("Publish", "thread_id", Rule::Text(MAX_REFERENCE)),
 ];
 
 /// Bodies of which at least one field must be given (the PATCH bodies).
-pub const NOT_EMPTY: &[&str] = &["UpdateTeam", "UpdateAgent"];
+pub const NOT_EMPTY: &[&str] = &["UpdateTeam", "UpdateAgent", "SetWatch"];
 
 /// Parameters, by name wherever they appear.
 pub const PARAMETERS: &[(&str, Rule)] = &[
@@ -196,6 +228,7 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("after_seq", Rule::NonNegative),
     ("since", Rule::NonNegative),
     ("since_timestamp", Rule::DateTime),
+    ("cause_by", Rule::Text(MAX_TAG)),
     ("Idempotency-Key", Rule::IdempotencyKey),
     ("message_types", Rule::CommaList(names::<MessageType>)),
     ("kinds", Rule::CommaList(names::<MessageKind>)),

@@ -19,6 +19,7 @@ use crate::messages::{
     SendResult,
 };
 use crate::metrics::TeamMetrics;
+use crate::publish::{Publish, PublishResult, SetWatch, TeamActivity};
 use crate::tasks::{
     Answer, CallbackSecret, CallbackStatus, Cancel, Clarify, Handoff, TaskDetail, TaskList,
     TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
@@ -157,6 +158,18 @@ pub enum Operation {
         task_id: String,
         cancel: Cancel,
     },
+    /// Publish under a tag to an address set (MetaGPT's `publish_message`).
+    Publish {
+        publish: Publish,
+        idempotency_key: Option<String>,
+    },
+    /// Replace the caller's addresses and/or watched tags.
+    SetWatch(SetWatch),
+    /// Per member, unread news and open tasks; whether the team is idle. Without a
+    /// team id: the calling agent's team.
+    GetActivity {
+        team_id: Option<String>,
+    },
 }
 
 impl Operation {
@@ -218,4 +231,6 @@ pub enum Reply {
     Task(Box<TaskDetail>),
     Tasks(TaskList),
     TaskUpdated(Box<TaskUpdated>),
+    Published(PublishResult),
+    Activity(TeamActivity),
 }

@@ -177,6 +177,8 @@ impl Core {
             capabilities,
             address: text(&req.data, "address"),
             status,
+            addresses: None,
+            watch: None,
         };
         match self
             .register_agent(caller, &answers.team.team_id, input)

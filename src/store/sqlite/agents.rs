@@ -10,7 +10,8 @@ use crate::store::StoreError;
 use crate::store::records::{AgentRecord, PresenceRow};
 
 const COLUMNS: &str = "pk, team_pk, agent_id, role, capabilities, address, status, \
-     communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at";
+     communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at, \
+     addresses, watch";
 
 fn from_row(row: &SqliteRow) -> Result<AgentRecord, StoreError> {
     let capabilities: String = row.try_get("capabilities")?;
@@ -18,6 +19,14 @@ fn from_row(row: &SqliteRow) -> Result<AgentRecord, StoreError> {
         .map_err(|e| StoreError::Corrupt(format!("agent capabilities: {e}")))?;
     let status: String = row.try_get("status")?;
     let token_hash: Option<Vec<u8>> = row.try_get("token_hash")?;
+    let addresses: Option<String> = row.try_get("addresses")?;
+    let addresses: Option<Vec<String>> = addresses
+        .map(|a| serde_json::from_str(&a))
+        .transpose()
+        .map_err(|e| StoreError::Corrupt(format!("agent addresses: {e}")))?;
+    let watch: String = row.try_get("watch")?;
+    let watch: Vec<String> = serde_json::from_str(&watch)
+        .map_err(|e| StoreError::Corrupt(format!("agent watch: {e}")))?;
     Ok(AgentRecord {
         pk: AgentPk(row.try_get("pk")?),
         team_pk: TeamPk(row.try_get("team_pk")?),
@@ -36,11 +45,17 @@ fn from_row(row: &SqliteRow) -> Result<AgentRecord, StoreError> {
         removed_at: row
             .try_get::<Option<i64>, _>("removed_at")?
             .map(Timestamp::from_micros),
+        addresses,
+        watch,
     })
 }
 
 fn capabilities_json(agent: &AgentRecord) -> Result<String, StoreError> {
     to_json(&agent.capabilities)
+}
+
+fn addresses_json(agent: &AgentRecord) -> Result<Option<String>, StoreError> {
+    agent.addresses.as_ref().map(to_json).transpose()
 }
 
 /// Registers an agent and returns its `pk`. An agent id that was removed earlier is
@@ -53,15 +68,15 @@ pub(super) async fn insert(
     let pk: Option<i64> = sqlx::query_scalar(
         "INSERT INTO agents (team_pk, agent_id, role, capabilities, address, status,
                              communication_enabled, token_id, token_hash, registered_at,
-                             updated_at, removed_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)
+                             updated_at, removed_at, addresses, watch)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
          ON CONFLICT (team_pk, agent_id) DO UPDATE SET
              role = excluded.role, capabilities = excluded.capabilities,
              address = excluded.address, status = excluded.status,
              communication_enabled = excluded.communication_enabled,
              token_id = excluded.token_id, token_hash = excluded.token_hash,
              registered_at = excluded.registered_at, updated_at = excluded.updated_at,
-             removed_at = NULL
+             removed_at = NULL, addresses = excluded.addresses, watch = excluded.watch
          WHERE agents.removed_at IS NOT NULL
          RETURNING pk",
     )
@@ -76,6 +91,8 @@ pub(super) async fn insert(
     .bind(agent.token_hash.as_ref().map(|h| h.as_slice()))
     .bind(agent.registered_at.micros())
     .bind(agent.updated_at.micros())
+    .bind(addresses_json(agent)?)
+    .bind(to_json(&agent.watch)?)
     .fetch_optional(conn)
     .await?;
     pk.map(AgentPk).ok_or(StoreError::Conflict)
@@ -102,7 +119,7 @@ pub(super) async fn update(
     sqlx::query(
         "UPDATE agents SET role = ?, capabilities = ?, address = ?, status = ?,
                 communication_enabled = ?, token_id = ?, token_hash = ?, updated_at = ?,
-                removed_at = ?
+                removed_at = ?, addresses = ?, watch = ?
          WHERE pk = ?",
     )
     .bind(&agent.role)
@@ -114,6 +131,8 @@ pub(super) async fn update(
     .bind(agent.token_hash.as_ref().map(|h| h.as_slice()))
     .bind(agent.updated_at.micros())
     .bind(agent.removed_at.map(Timestamp::micros))
+    .bind(addresses_json(agent)?)
+    .bind(to_json(&agent.watch)?)
     .bind(agent.pk.0)
     .execute(conn)
     .await?;

@@ -15,11 +15,11 @@ use super::{
 };
 use crate::store::StoreError;
 use crate::store::records::{
-    AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim, InboxCounts, InboxEntry,
-    InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord, MessageSweep,
-    MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome, PostResult,
-    PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskEventRecord,
-    TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
+    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
+    MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
+    PostResult, PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer,
+    TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
@@ -106,6 +106,13 @@ impl SqliteStore {
 
     pub async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {
         inbox::team_counts(&self.read, team).await
+    }
+
+    pub async fn team_activity(
+        &self,
+        team: TeamPk,
+    ) -> Result<HashMap<AgentPk, ActivityCounts>, StoreError> {
+        inbox::team_activity(&self.read, team).await
     }
 
     pub async fn response_latencies(

@@ -10,8 +10,8 @@ use switchboard_types::time::Timestamp;
 use super::rows::{MESSAGE_COLUMNS, message_from_row};
 use crate::store::StoreError;
 use crate::store::records::{
-    Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec, InboxSlice,
-    ResponseLatency,
+    ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec,
+    InboxSlice, ResponseLatency,
 };
 
 /// Appends the filter's conditions (on `inbox i`, and `messages m` for the thread).
@@ -61,6 +61,22 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     }
     if let Some(thread) = &f.thread_id {
         q.push(" AND m.thread_id = ").push_bind(thread.clone());
+    }
+    if f.news_only {
+        q.push(" AND i.news = 1");
+    }
+    match f.cause_by.as_deref().map(|c| (c, c.strip_suffix('*'))) {
+        None => {}
+        Some((_, Some(prefix))) => {
+            // substr, not LIKE: LIKE ignores case and gives `%` and `_` meaning.
+            q.push(" AND substr(i.cause_by, 1, ")
+                .push_bind(prefix.chars().count() as i64)
+                .push(") = ")
+                .push_bind(prefix.to_owned());
+        }
+        Some((tag, None)) => {
+            q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
+        }
     }
 }
 
@@ -142,7 +158,9 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     } else {
         None
     };
-    let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at"));
+    let mut q = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news"
+    ));
     q.push(if f.thread_id.is_some() {
         // The thread's messages first, then this agent's entry for each.
         " FROM messages m CROSS JOIN inbox i ON i.message_pk = m.pk"
@@ -182,6 +200,7 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
                     read_at: row
                         .try_get::<Option<i64>, _>("read_at")?
                         .map(Timestamp::from_micros),
+                    news: row.try_get::<i64, _>("news")? != 0,
                 },
                 message: message_from_row(row)?,
             })
@@ -262,6 +281,41 @@ pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
         c.received = row.try_get(2)?;
         c.unread = row.try_get(3)?;
         c.responded = row.try_get(4)?;
+    }
+    Ok(counts)
+}
+
+/// Unread news and open tasks of every agent of a team: its counters, and its open tasks
+/// through the partial index `tasks_open` (finished tasks are never walked).
+pub(super) async fn team_activity<'e, E: SqliteExecutor<'e> + Copy>(
+    ex: E,
+    team: TeamPk,
+) -> Result<HashMap<AgentPk, ActivityCounts>, StoreError> {
+    let mut counts: HashMap<AgentPk, ActivityCounts> = HashMap::new();
+    let news = sqlx::query(
+        "SELECT c.agent_pk, c.unread - c.quiet_unread
+         FROM inbox_counts c JOIN agents a ON a.pk = c.agent_pk
+         WHERE a.team_pk = ? AND a.removed_at IS NULL",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    for row in news {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.unread_news = u64::try_from(row.try_get::<i64, _>(1)?).unwrap_or(0);
+    }
+    let open = sqlx::query(
+        "SELECT assignee_pk, COUNT(*) FROM tasks INDEXED BY tasks_open
+         WHERE team_pk = ? AND assignee_pk IS NOT NULL
+           AND (status = 'in-progress' OR status = 'input-required')
+         GROUP BY assignee_pk",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    for row in open {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.open_tasks = u64::try_from(row.try_get::<i64, _>(1)?).unwrap_or(0);
     }
     Ok(counts)
 }

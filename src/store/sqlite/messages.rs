@@ -7,7 +7,7 @@ use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
-use super::rows::{MESSAGE_COLUMNS, message_from_row, parse, to_json};
+use super::rows::{MESSAGE_COLUMNS, flag, message_from_row, parse, to_json};
 use crate::store::StoreError;
 use crate::store::records::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
 
@@ -36,17 +36,19 @@ pub(super) async fn inbox_entry<'e, E: SqliteExecutor<'e>>(
     agent: AgentPk,
     message: MessagePk,
 ) -> Result<Option<InboxEntry>, StoreError> {
-    let row = sqlx::query("SELECT seq, read_at FROM inbox WHERE message_pk = ? AND agent_pk = ?")
-        .bind(message.0)
-        .bind(agent.0)
-        .fetch_optional(ex)
-        .await?;
+    let row =
+        sqlx::query("SELECT seq, read_at, news FROM inbox WHERE message_pk = ? AND agent_pk = ?")
+            .bind(message.0)
+            .bind(agent.0)
+            .fetch_optional(ex)
+            .await?;
     row.map(|r| {
         Ok(InboxEntry {
             seq: r.try_get("seq")?,
             read_at: r
                 .try_get::<Option<i64>, _>("read_at")?
                 .map(Timestamp::from_micros),
+            news: flag(r.try_get("news")?),
         })
     })
     .transpose()
@@ -144,10 +146,10 @@ pub(super) async fn mark_read(
     now: Timestamp,
 ) -> Result<MarkOutcome, StoreError> {
     let rows = sqlx::query(MARK_FIND)
-    .bind(agent.0)
-    .bind(to_json(message_ids)?)
-    .fetch_all(&mut *conn)
-    .await?;
+        .bind(agent.0)
+        .bind(to_json(message_ids)?)
+        .fetch_all(&mut *conn)
+        .await?;
     let mut state: HashMap<String, bool> = HashMap::with_capacity(rows.len());
     let mut to_mark = Vec::new();
     for row in &rows {
@@ -160,11 +162,11 @@ pub(super) async fn mark_read(
     }
     if !to_mark.is_empty() {
         sqlx::query(MARK_UPDATE)
-        .bind(now.micros())
-        .bind(agent.0)
-        .bind(to_json(&to_mark)?)
-        .execute(&mut *conn)
-        .await?;
+            .bind(now.micros())
+            .bind(agent.0)
+            .bind(to_json(&to_mark)?)
+            .execute(&mut *conn)
+            .await?;
     }
     let mut outcome = MarkOutcome::default();
     for id in message_ids {

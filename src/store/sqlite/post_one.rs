@@ -14,14 +14,17 @@ use crate::store::records::PostResult;
 const POST_MESSAGE: &str = "SAVEPOINT post;
     INSERT INTO messages (message_id, team_pk, kind, sender_pk, sender_role, message_type, priority,
                           content, requires_response, response_deadline, context_reference,
-                          thread_id, in_reply_to, response_status, recipient_ids, created_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk;";
+                          thread_id, in_reply_to, response_status, recipient_ids, created_at,
+                          cause_by, send_to, instruct_content)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk;";
 
 const POST_INBOX: &str = "
-    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
+    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
+                       created_at, cause_by, news)
     SELECT r.value,
            COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = r.value), 0) + 1,
-           (SELECT pk FROM messages WHERE message_id = ?), ?, ?, ?, ?, ?
+           (SELECT pk FROM messages WHERE message_id = ?), ?, ?, ?, ?, ?, ?,
+           r.value NOT IN (SELECT q.value FROM json_each(?) q)
     FROM json_each(?) r
     RETURNING agent_pk, seq;";
 
@@ -103,7 +106,17 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
         .bind(m.response_status.map(|s| s.as_str()))
         .bind(to_json(&p.rendered.recipient_ids)?)
         .bind(at);
+    let publish = m.published.as_ref();
+    let instruct = publish
+        .and_then(|p| p.instruct_content.as_ref())
+        .map(to_json)
+        .transpose()?;
+    q = q
+        .bind(publish.map(|p| p.cause_by.clone()))
+        .bind(publish.map(|p| to_json(&p.send_to)).transpose()?)
+        .bind(instruct);
     if !p.deliver_to.is_empty() {
+        let quiet = publish.map_or(&[][..], |p| p.quiet.as_slice());
         q = q
             .bind(&m.message_id)
             .bind(m.sender_pk.0)
@@ -111,6 +124,8 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
             .bind(m.message_type.as_str())
             .bind(m.priority.as_str())
             .bind(at)
+            .bind(publish.map(|p| p.cause_by.clone()))
+            .bind(to_json(quiet)?)
             .bind(to_json(&p.deliver_to)?);
     }
     if let Some(link) = p.response {

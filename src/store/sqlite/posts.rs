@@ -30,6 +30,10 @@ pub(super) struct RenderedMessage {
     /// The JSON array elements 1–15 of [`FLUSH_POSTS`]'s message row, comma-separated,
     /// without brackets.
     columns: String,
+    /// Elements 17–19 for a publish (its tag, address set and structured output, the
+    /// last two as JSON text), with a leading comma; empty for other kinds, whose rows
+    /// end at 16 (`->>` reads a missing element as NULL).
+    publish_columns: String,
 }
 
 impl RenderedMessage {
@@ -63,10 +67,19 @@ impl RenderedMessage {
             .and_then(|r| r.strip_suffix(']'))
             .ok_or_else(|| StoreError::Corrupt("a message row is not a JSON array".into()))?
             .to_owned();
+        let publish_columns = match &message.published {
+            Some(p) => {
+                let instruct = p.instruct_content.as_ref().map(to_json).transpose()?;
+                let tail = to_json(&(&p.cause_by, to_json(&p.send_to)?, instruct))?;
+                format!(",{}", &tail[1..tail.len() - 1])
+            }
+            None => String::new(),
+        };
         Ok(RenderedMessage {
             message,
             recipient_ids,
             columns,
+            publish_columns,
         })
     }
 }
@@ -235,13 +248,16 @@ const FLUSH_POSTS: &str = "
     INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
                           priority, content, requires_response, response_deadline,
                           context_reference, thread_id, in_reply_to, response_status,
-                          recipient_ids, created_at)
+                          recipient_ids, created_at, cause_by, send_to, instruct_content)
     SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5,
            j.value->>6, j.value->>7, j.value->>8, j.value->>9, j.value->>10, j.value->>11,
-           j.value->>12, j.value->>13, j.value->>14, j.value->>15, j.value->>16
+           j.value->>12, j.value->>13, j.value->>14, j.value->>15, j.value->>16,
+           j.value->>17, j.value->>18, j.value->>19
     FROM jsonb_each(?) j;
-    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
-    SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority, m.created_at
+    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
+                       created_at, news, cause_by)
+    SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority,
+           m.created_at, COALESCE(e.value->>2, 1), m.cause_by
     FROM jsonb_each(?) j CROSS JOIN messages m CROSS JOIN jsonb_each(j.value, '$[1]') e
     WHERE m.pk = j.value->>0;
     INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
@@ -384,6 +400,7 @@ fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, Store
         rows.messages.raw(&p.rendered.columns);
         rows.messages.raw(",");
         rows.messages.raw(number.format(p.created_at.micros()));
+        rows.messages.raw(&p.rendered.publish_columns);
         rows.messages.raw("]");
         let mut mine = Vec::with_capacity(p.deliver_to.len());
         for agent in &p.deliver_to {
@@ -395,8 +412,18 @@ fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, Store
             mine.push((*agent, *seq));
         }
         // `[pk, [[agent, seq], …]]`: the message's row is looked up once for all its
-        // entries (a broadcast has a hundred), not once per entry.
-        rows.entries.push(&(pk, &mine))?;
+        // entries (a broadcast has a hundred), not once per entry. An entry that is not
+        // news (a publish its recipient does not watch) is `[agent, seq, 0]`.
+        match &p.rendered.message.published {
+            Some(publish) if !publish.quiet.is_empty() => {
+                let entries: Vec<EntryRow> = mine
+                    .iter()
+                    .map(|&(agent, seq)| EntryRow(agent, seq, !publish.quiet.contains(&agent)))
+                    .collect();
+                rows.entries.push(&(pk, &entries))?;
+            }
+            _ => rows.entries.push(&(pk, &mine))?,
+        }
         if let Some(link) = p.response {
             let status = link.status.as_str();
             let at = p.created_at.micros();
@@ -416,6 +443,22 @@ fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, Store
         });
     }
     Ok(rows)
+}
+
+/// An inbox entry `[agent, seq]`, with `, 0` when it is not news.
+struct EntryRow(AgentPk, i64, bool);
+
+impl serde::Serialize for EntryRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(if self.2 { 2 } else { 3 }))?;
+        seq.serialize_element(&self.0)?;
+        seq.serialize_element(&self.1)?;
+        if !self.2 {
+            seq.serialize_element(&0)?;
+        }
+        seq.end()
+    }
 }
 
 async fn flush_together(

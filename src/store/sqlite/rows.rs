@@ -8,7 +8,7 @@ use switchboard_types::messages::{Attachment, Content, ResponseStatus};
 use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
-use crate::store::records::MessageRecord;
+use crate::store::records::{MessageRecord, PublishedRecord};
 
 /// Reads a `0/1` column as a bool (SQLite has no boolean type).
 pub(super) fn flag(value: i64) -> bool {
@@ -17,7 +17,8 @@ pub(super) fn flag(value: i64) -> bool {
 
 pub(super) const MESSAGE_COLUMNS: &str = "m.pk, m.message_id, m.team_pk, m.kind, m.sender_pk, m.sender_role, \
      m.message_type, m.priority, m.content, m.requires_response, m.response_deadline, \
-     m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at";
+     m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at, \
+     m.cause_by, m.send_to, m.instruct_content";
 
 pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("{what} '{value}'"))
@@ -44,6 +45,25 @@ pub(super) fn message_from_row(row: &SqliteRow) -> Result<MessageRecord, StoreEr
     let message_type = enum_at(6, "message_type")?;
     let priority = enum_at(7, "priority")?;
     let response_status: Option<String> = row.try_get(14)?;
+    let cause_by: Option<String> = row.try_get(16)?;
+    let published = match cause_by {
+        None => None,
+        Some(cause_by) => {
+            let send_to: Option<String> = row.try_get(17)?;
+            let send_to: Vec<String> = serde_json::from_str(send_to.as_deref().unwrap_or("[]"))
+                .map_err(|e| StoreError::Corrupt(format!("send_to: {e}")))?;
+            let instruct: Option<String> = row.try_get(18)?;
+            let instruct_content = instruct
+                .map(|i| serde_json::from_str(&i))
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("instruct_content: {e}")))?;
+            Some(PublishedRecord {
+                cause_by,
+                send_to,
+                instruct_content,
+            })
+        }
+    };
     Ok(MessageRecord {
         pk: MessagePk(row.try_get(0)?),
         message_id: row.try_get(1)?,
@@ -72,6 +92,7 @@ pub(super) fn message_from_row(row: &SqliteRow) -> Result<MessageRecord, StoreEr
             })
             .transpose()?,
         created_at: Timestamp::from_micros(row.try_get(15)?),
+        published,
     })
 }
 

@@ -11,6 +11,7 @@ mod broadcasts;
 mod messages;
 mod openapi;
 mod ops;
+mod publish;
 mod tasks;
 mod teams;
 
@@ -74,6 +75,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(broadcasts::router())
         .merge(assistance::router())
         .merge(tasks::router())
+        .merge(publish::router())
         .merge(ops::router())
 }
 

@@ -57,6 +57,12 @@ pub struct WsQuery {
     pub since: Option<i64>,
     /// The agent token, for clients that cannot send an `Authorization` header.
     pub access_token: Option<String>,
+    /// Only news: skip publishes the agent does not watch (live and in replay; their
+    /// seqs still count, so acks and `caught_up` work as usual).
+    pub news_only: Option<bool>,
+    /// Also send `team_activity` frames: the team's activity after `caught_up`, then
+    /// whenever the team turns idle or busy.
+    pub activity: Option<bool>,
 }
 
 impl HasCore for WsState {
@@ -77,8 +83,10 @@ pub fn routes() -> OpenApiRouter<WsState> {
 /// then each new entry as it is committed. Send `{"type":"ack","seq":N}` as entries are
 /// processed. Every REST operation of the contract is also a frame (`send_message`,
 /// `get_messages`, `get_message`, `mark_message_read`, `respond_to_message`,
-/// `broadcast_update`, `request_assistance`) with a `request_id`, answered by
-/// `{"type":"reply","request_id":…,"ok":…}`. Close codes: 1001 shutdown, 1009 frame too
+/// `broadcast_update`, `request_assistance`, and `publish` and `set_watch`) with a
+/// `request_id`, answered by `{"type":"reply","request_id":…,"ok":…}`. `?news_only=true`
+/// skips publishes the agent does not watch; `?activity=true` adds `team_activity`
+/// frames. Close codes: 1001 shutdown, 1009 frame too
 /// large, 1013 server connection limit reached, 4001 keep-alive timeout, 4003 agent
 /// removed, 4008 outbox overflow (reconnect and resume), 4029 the agent holds too many
 /// connections (`--ws-max-per-agent`, 16 by default).
@@ -126,6 +134,8 @@ async fn open(
         core: state.core.clone(),
         caller,
         resume_after,
+        news_only: query.news_only.unwrap_or(false),
+        activity: query.activity.unwrap_or(false),
         ping_interval: state.settings.ping_interval,
         shutdown: state.shutdown.clone(),
     };

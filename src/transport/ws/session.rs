@@ -24,6 +24,7 @@ use switchboard_types::frames::{BadFrame, Hello, ReplyFrame};
 use switchboard_types::{ClientFrame, ErrorBody, ErrorCode, Operation, Reply, ServerFrame};
 use tokio_util::sync::CancellationToken;
 
+use crate::core::activity::ActivityFrames;
 use crate::core::live::{Connection, LivePush};
 use crate::core::{Caller, Core};
 
@@ -49,6 +50,10 @@ pub struct Session {
     pub caller: Caller,
     /// Replay starts after this sequence number.
     pub resume_after: i64,
+    /// Skip entries that are not news.
+    pub news_only: bool,
+    /// Send `team_activity` frames.
+    pub activity: bool,
     pub ping_interval: Duration,
     pub shutdown: CancellationToken,
 }
@@ -75,6 +80,8 @@ struct Live<'a> {
     awaiting_pong: bool,
     last_seen_note: Instant,
     in_flight: FuturesUnordered<Reply_>,
+    /// The team's activity frames, when the client asked for them.
+    activity: Option<ActivityFrames>,
 }
 
 impl Session {
@@ -94,6 +101,7 @@ impl Session {
                 return;
             }
         };
+        conn.news_only = self.news_only;
         match self.serve(&mut socket, &mut conn).await {
             End::Close(code, reason) => close(&mut socket, code, reason).await,
             End::ClientClosed => {
@@ -125,6 +133,7 @@ impl Session {
             awaiting_pong: false,
             last_seen_note: Instant::now(),
             in_flight: FuturesUnordered::new(),
+            activity: None,
         };
         if let Err(end) = live.replay().await {
             return end;
@@ -134,6 +143,10 @@ impl Session {
         };
         if send_frame(live.socket, &caught_up).await.is_err() {
             return End::Gone;
+        }
+        if self.activity {
+            // The first frame follows shortly: watching asks for a fresh computation.
+            live.activity = self.core.watch_activity(&self.caller).ok();
         }
         live.run().await
     }
@@ -180,6 +193,13 @@ impl Live<'_> {
                     None => Err(End::Gone),
                 },
                 _ = heartbeat.tick() => self.heartbeat().await,
+                frame = next_activity(&mut self.activity) => match frame {
+                    Some(frame) => send_text(self.socket, frame.to_string()).await.map_err(|_| End::Gone),
+                    None => {
+                        self.activity = None;
+                        Ok(())
+                    }
+                },
                 incoming = self.socket.recv(), if self.in_flight.len() < MAX_IN_FLIGHT => {
                     self.incoming(incoming).await
                 }
@@ -200,6 +220,10 @@ impl Live<'_> {
             self.catch_up().await?;
         }
         if seq != self.last_sent + 1 {
+            return Ok(());
+        }
+        if self.conn.news_only && !push.is_news() {
+            self.last_sent = seq;
             return Ok(());
         }
         match push.frame() {
@@ -343,7 +367,9 @@ impl Live<'_> {
             let write = async {
                 for (seq, frame) in page {
                     // Fed, not sent: the page goes out in as few writes as the buffer allows.
-                    socket.feed(Message::Text(frame.into())).await?;
+                    if let Some(frame) = frame {
+                        socket.feed(Message::Text(frame.into())).await?;
+                    }
                     *last_sent = seq;
                 }
                 socket.flush().await
@@ -360,7 +386,25 @@ impl Live<'_> {
     }
 }
 
-async fn read_page(core: &Core, conn: &Connection, after: i64) -> Result<Vec<(i64, String)>, End> {
+/// The next activity frame of a connection that watches its team's activity; pending
+/// forever for one that does not. `None` when the watch ended.
+async fn next_activity(frames: &mut Option<ActivityFrames>) -> Option<std::sync::Arc<str>> {
+    let Some(frames) = frames else {
+        return std::future::pending().await;
+    };
+    loop {
+        frames.changed().await.ok()?;
+        if let Some(frame) = frames.borrow_and_update().clone() {
+            return Some(frame);
+        }
+    }
+}
+
+async fn read_page(
+    core: &Core,
+    conn: &Connection,
+    after: i64,
+) -> Result<Vec<(i64, Option<String>)>, End> {
     core.replay_page(conn, after, REPLAY_PAGE)
         .await
         .map_err(|err| {

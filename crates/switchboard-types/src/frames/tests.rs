@@ -1,7 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::messages::{Content, MessageType, Priority, SendMessage};
+use crate::messages::{Content, MessageKind, MessageType, Priority, SendMessage};
+use crate::tasks::TaskFrame;
 
 fn err(text: &str) -> Box<BadFrame> {
     ClientFrame::decode(text).expect_err(text)
@@ -181,6 +182,11 @@ fn a_pushed_message_reads_back_as_the_view_with_its_seq() {
         thread_id: None,
         in_reply_to: None,
         response_status: None,
+        cause_by: None,
+        sent_from: None,
+        send_to: None,
+        instruct_content: None,
+        news: None,
     };
     let text = push_frame(4, &view).expect("renders");
     let Ok(ServerFrame::Message { seq, message }) = serde_json::from_str::<ServerFrame>(&text)

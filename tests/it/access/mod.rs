@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::support::{ADMIN, Agent, Team, TestApp};
 
+mod calls;
+
 /// The kinds of caller, in the order of the table's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Who {
@@ -99,6 +101,10 @@ const MATRIX: &[(&str, Row)] = &[
     ("respond", AS_PARTY_201),
     ("broadcast", AS_PARTY_201),
     ("request_assistance", AS_PARTY_201),
+    ("publish", AS_PARTY_201),
+    ("set_watch", AS_PARTY_200),
+    ("activity", TEAM_READ),
+    ("own_activity", ANY_AGENT),
     ("submit_task", AS_PARTY_201),
     ("list_tasks", ANY_AGENT),
     ("get_task", PARTY_ELSE_HIDDEN),
@@ -124,6 +130,9 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("respond_to_message", "respond", false),
     ("broadcast_update", "broadcast", false),
     ("request_assistance", "request_assistance", false),
+    ("publish", "publish", false),
+    ("set_watch", "set_watch", false),
+    ("get_activity", "own_activity", false),
     ("TaskRequest", "submit_task", false),
     ("list_tasks", "list_tasks", false),
     ("get_task", "get_task", false),
@@ -262,75 +271,9 @@ impl Fixture {
                 post(format!("/v1/teams/{t}/callback-secret"), json!({}), s)
             }
             "team_metrics" => get(format!("/v1/teams/{t}/metrics"), s),
+            "activity" => get(format!("/v1/teams/{t}/activity"), s),
             "connect" => get("/v1/ws".into(), s),
             _ => self.agent_call(op, msg, clar),
-        }
-    }
-
-    /// The calls agents make (messages and tasks), with their bodies naming the party.
-    fn agent_call(
-        &self,
-        op: &str,
-        msg: &str,
-        clar: &str,
-    ) -> (Method, String, Option<Value>, &Agent) {
-        let (s, r) = (&self.s, &self.r);
-        let get = |path: String, party| (Method::GET, path, None, party);
-        let post =
-            |path: &str, body: Value, party| (Method::POST, path.to_owned(), Some(body), party);
-        match op {
-            "send_message" => post(
-                "/v1/messages",
-                json!({"sender_agent_id": "s", "recipient_agent_ids": ["r"], "message_type": "information", "content": {"text": "hi"}}),
-                s,
-            ),
-            "get_messages" => get("/v1/messages".into(), r),
-            "get_message" => get(format!("/v1/messages/{msg}"), r),
-            "mark_read" => post(
-                "/v1/messages/read",
-                json!({"agent_id": "r", "message_ids": [msg]}),
-                r,
-            ),
-            "respond" => post(
-                &format!("/v1/messages/{msg}/responses"),
-                json!({"responder_agent_id": "r", "response_content": {"text": "ok", "status": "completed"}}),
-                r,
-            ),
-            "broadcast" => post(
-                "/v1/broadcasts",
-                json!({"sender_agent_id": "s", "update_type": "progress", "urgency": "info", "content": {"summary": "s"}}),
-                s,
-            ),
-            "request_assistance" => post(
-                "/v1/assistance-requests",
-                json!({"requester_agent_id": "s", "assistance_type": "review", "required_capabilities": [], "request_details": {"description": "d"}}),
-                s,
-            ),
-            "submit_task" => post(
-                "/v1/tasks",
-                json!({"description": "d", "originating_agent_id": "s", "target_agent_id": "r"}),
-                s,
-            ),
-            "list_tasks" => get("/v1/tasks".into(), r),
-            "get_task" => get("/v1/tasks/t1".into(), r),
-            "cancel" => post("/v1/tasks/t1/cancel", json!({}), s),
-            "clarify" => post(
-                "/v1/tasks/t1/clarifications",
-                json!({"question": "how?"}),
-                r,
-            ),
-            "answer" => post(
-                &format!("/v1/tasks/t2/clarifications/{clar}/answer"),
-                json!({"answer": "so"}),
-                s,
-            ),
-            "handoff" => post(
-                "/v1/tasks/t1/handoff",
-                json!({"new_agent_id": "m", "reason": "m knows"}),
-                r,
-            ),
-            "report" => post("/v1/tasks/t1/result", json!({"status": "success"}), r),
-            other => panic!("no call for operation {other}: add it to the access test"),
         }
     }
 

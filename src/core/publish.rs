@@ -1,0 +1,156 @@
+//! Publish and watch (MetaGPT's `publish_message` and `_watch`): a message goes to the
+//! members whose addresses meet its `send_to`, and is news for those that watch its
+//! `cause_by` or whom `send_to` names. See `switchboard_types::publish` for the rules
+//! as the client sees them.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use switchboard_types::agents::AgentEnvelope;
+use switchboard_types::messages::{MessageKind, MessageType};
+use switchboard_types::publish::{
+    Publish, PublishResult, SetWatch, TO_ALL, TO_SELF, clean_subscription, watches,
+};
+use switchboard_types::time::Timestamp;
+
+use super::delivery::{Idempotency, Outgoing};
+use super::{Caller, Core, CoreError, CoreResult, ids};
+use crate::store::records::{AgentRecord, NewMessage, PublishFields};
+
+/// Who a publish reaches, and for whom it is news.
+struct Audience {
+    recipients: Vec<Arc<AgentRecord>>,
+    /// Recipients for whom it is not news.
+    quiet: Vec<Arc<AgentRecord>>,
+}
+
+impl Core {
+    /// Publishes a message under a tag to an address set.
+    pub(super) async fn publish(
+        &self,
+        caller: &Caller,
+        input: Publish,
+        idempotency_key: Option<&str>,
+    ) -> CoreResult<PublishResult> {
+        let idem = Idempotency::new(idempotency_key, "publish", &input)?;
+        let (team, sender) = self.acting_agent(caller)?;
+        self.check_claimed(caller, input.sender_agent_id.as_deref(), "sender_agent_id")?;
+        if let Some(answer) = self.replay(&sender, &idem).await? {
+            return Ok(answer);
+        }
+        self.check_can_send(&team, &sender)?;
+        let send_to = input.validate()?;
+        let audience = self.audience(&team.pk, &sender, &input.cause_by, &send_to);
+        let names: Vec<String> = audience
+            .recipients
+            .iter()
+            .map(|a| a.agent_id.clone())
+            .collect();
+        let quiet: HashSet<_> = audience.quiet.iter().map(|a| a.pk).collect();
+        let news_for: Vec<String> = audience
+            .recipients
+            .iter()
+            .filter(|a| !quiet.contains(&a.pk))
+            .map(|a| a.agent_id.clone())
+            .collect();
+        let no_recipients = names.is_empty();
+        if no_recipients {
+            // Stored and answered, but nobody's inbox got it: MetaGPT loses these
+            // silently; here the operator can see them.
+            metrics::counter!("switchboard_publish_no_recipients_total").increment(1);
+        }
+        let message = NewMessage::new(
+            ids::ordered_id("msg"),
+            &sender,
+            MessageKind::Publish,
+            MessageType::Information,
+            input.content,
+        )
+        .thread(input.thread_id, None)
+        .published(PublishFields {
+            cause_by: input.cause_by.clone(),
+            send_to: send_to.clone(),
+            instruct_content: input.instruct_content,
+            quiet: quiet.into_iter().collect(),
+        });
+        let outgoing = Outgoing {
+            message,
+            recipients: audience.recipients,
+            response: None,
+        };
+        let cause_by = input.cause_by;
+        self.post(
+            &sender,
+            idem,
+            outgoing,
+            |_| Ok(()),
+            move |p| PublishResult {
+                success: true,
+                message_id: p.message_id.clone(),
+                cause_by,
+                send_to,
+                recipients: names,
+                news_for,
+                no_recipients,
+                timestamp: p.timestamp,
+                delivery_status: p.delivery.clone(),
+            },
+        )
+        .await
+    }
+
+    /// MetaGPT's two stages over the team's members.
+    fn audience(
+        &self,
+        team: &switchboard_types::ids::TeamPk,
+        sender: &AgentRecord,
+        cause_by: &str,
+        send_to: &[String],
+    ) -> Audience {
+        let to_all = send_to.iter().any(|a| a == TO_ALL);
+        let to_self = send_to.iter().any(|a| a == TO_SELF);
+        let named: HashSet<&str> = send_to.iter().map(String::as_str).collect();
+        let mut audience = Audience {
+            recipients: Vec::new(),
+            quiet: Vec::new(),
+        };
+        for agent in self.registry().members(*team) {
+            let (addressed, named_here) = if agent.pk == sender.pk {
+                (to_self, to_self)
+            } else {
+                let addressed = to_all || agent.addressed_by(&named);
+                (addressed, named.contains(agent.agent_id.as_str()))
+            };
+            if !addressed {
+                continue;
+            }
+            if !(named_here || watches(&agent.watch, cause_by)) {
+                audience.quiet.push(agent.clone());
+            }
+            audience.recipients.push(agent);
+        }
+        audience
+    }
+
+    /// Replaces the caller's addresses and/or watched tags (`set_watch`).
+    pub(super) async fn set_watch(
+        &self,
+        caller: &Caller,
+        input: SetWatch,
+    ) -> CoreResult<AgentEnvelope> {
+        let (team, me) = self.acting_agent(caller)?;
+        self.check_claimed(caller, input.agent_id.as_deref(), "agent_id")?;
+        if input.addresses.is_none() && input.watch.is_none() {
+            return Err(CoreError::validation(
+                "body",
+                "give addresses, watch or both",
+            ));
+        }
+        let subscription = clean_subscription(&input.addresses, &input.watch)?;
+        self.change_agent(&team, me.pk, move |agent| {
+            agent.subscribe(subscription);
+            agent.updated_at = Timestamp::now();
+        })
+        .await
+    }
+}

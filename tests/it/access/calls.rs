@@ -1,0 +1,89 @@
+//! The REST calls agents make in the access matrix (messages, tasks, publish), each
+//! with a body naming its party.
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use super::Fixture;
+use crate::support::Agent;
+
+impl Fixture {
+    /// The calls agents make (messages and tasks), with their bodies naming the party.
+    pub(super) fn agent_call(
+        &self,
+        op: &str,
+        msg: &str,
+        clar: &str,
+    ) -> (Method, String, Option<Value>, &Agent) {
+        let (s, r) = (&self.s, &self.r);
+        let get = |path: String, party| (Method::GET, path, None, party);
+        let post =
+            |path: &str, body: Value, party| (Method::POST, path.to_owned(), Some(body), party);
+        match op {
+            "send_message" => post(
+                "/v1/messages",
+                json!({"sender_agent_id": "s", "recipient_agent_ids": ["r"], "message_type": "information", "content": {"text": "hi"}}),
+                s,
+            ),
+            "get_messages" => get("/v1/messages".into(), r),
+            "get_message" => get(format!("/v1/messages/{msg}"), r),
+            "mark_read" => post(
+                "/v1/messages/read",
+                json!({"agent_id": "r", "message_ids": [msg]}),
+                r,
+            ),
+            "respond" => post(
+                &format!("/v1/messages/{msg}/responses"),
+                json!({"responder_agent_id": "r", "response_content": {"text": "ok", "status": "completed"}}),
+                r,
+            ),
+            "broadcast" => post(
+                "/v1/broadcasts",
+                json!({"sender_agent_id": "s", "update_type": "progress", "urgency": "info", "content": {"summary": "s"}}),
+                s,
+            ),
+            "request_assistance" => post(
+                "/v1/assistance-requests",
+                json!({"requester_agent_id": "s", "assistance_type": "review", "required_capabilities": [], "request_details": {"description": "d"}}),
+                s,
+            ),
+            "publish" => post(
+                "/v1/publish",
+                json!({"sender_agent_id": "s", "cause_by": "Tag", "content": {"text": "hi"}}),
+                s,
+            ),
+            "set_watch" => (
+                Method::PUT,
+                "/v1/watch".to_owned(),
+                Some(json!({"agent_id": "r", "watch": ["Tag"]})),
+                r,
+            ),
+            "own_activity" => get("/v1/activity".into(), r),
+            "submit_task" => post(
+                "/v1/tasks",
+                json!({"description": "d", "originating_agent_id": "s", "target_agent_id": "r"}),
+                s,
+            ),
+            "list_tasks" => get("/v1/tasks".into(), r),
+            "get_task" => get("/v1/tasks/t1".into(), r),
+            "cancel" => post("/v1/tasks/t1/cancel", json!({}), s),
+            "clarify" => post(
+                "/v1/tasks/t1/clarifications",
+                json!({"question": "how?"}),
+                r,
+            ),
+            "answer" => post(
+                &format!("/v1/tasks/t2/clarifications/{clar}/answer"),
+                json!({"answer": "so"}),
+                s,
+            ),
+            "handoff" => post(
+                "/v1/tasks/t1/handoff",
+                json!({"new_agent_id": "m", "reason": "m knows"}),
+                r,
+            ),
+            "report" => post("/v1/tasks/t1/result", json!({"status": "success"}), r),
+            other => panic!("no call for operation {other}: add it to the access test"),
+        }
+    }
+}
