@@ -80,29 +80,41 @@ END;
 ALTER TABLE inbox ADD COLUMN news INTEGER NOT NULL DEFAULT 1 CHECK (news = 0 OR news = 1);
 ALTER TABLE inbox ADD COLUMN cause_by TEXT;
 
--- Unread entries that are not news, so that unread news = unread - quiet_unread. Only
--- entries with news = 0 fire these triggers.
+-- Unread entries that are not news, so that unread news = unread - quiet_unread. Kept by
+-- the same triggers as `total` and `unread` (0007), rewritten to move all three in one
+-- UPDATE: a publish leaves most of its entries quiet, and a second UPDATE per entry
+-- (a trigger of its own) cost a tenth of publish throughput.
 ALTER TABLE inbox_counts ADD COLUMN quiet_unread INTEGER NOT NULL DEFAULT 0
     CHECK (quiet_unread >= 0);
 
-CREATE TRIGGER inbox_counts_quiet_insert AFTER INSERT ON inbox
-WHEN NEW.news = 0 AND NEW.read_at IS NULL
-BEGIN
-    UPDATE inbox_counts SET quiet_unread = quiet_unread + 1 WHERE agent_pk = NEW.agent_pk;
-END;
+DROP TRIGGER inbox_counts_insert;
+DROP TRIGGER inbox_counts_read;
+DROP TRIGGER inbox_counts_delete;
 
-CREATE TRIGGER inbox_counts_quiet_read AFTER UPDATE OF read_at ON inbox
-WHEN NEW.news = 0 AND (OLD.read_at IS NULL) <> (NEW.read_at IS NULL)
+CREATE TRIGGER inbox_counts_insert AFTER INSERT ON inbox
 BEGIN
     UPDATE inbox_counts
-    SET quiet_unread = quiet_unread + (NEW.read_at IS NULL) - (OLD.read_at IS NULL)
+    SET total = total + 1, unread = unread + (NEW.read_at IS NULL),
+        quiet_unread = quiet_unread + (NEW.read_at IS NULL AND NEW.news = 0)
     WHERE agent_pk = NEW.agent_pk;
 END;
 
-CREATE TRIGGER inbox_counts_quiet_delete AFTER DELETE ON inbox
-WHEN OLD.news = 0 AND OLD.read_at IS NULL
+CREATE TRIGGER inbox_counts_read AFTER UPDATE OF read_at ON inbox
+WHEN (OLD.read_at IS NULL) <> (NEW.read_at IS NULL)
 BEGIN
-    UPDATE inbox_counts SET quiet_unread = quiet_unread - 1 WHERE agent_pk = OLD.agent_pk;
+    UPDATE inbox_counts
+    SET unread = unread + (NEW.read_at IS NULL) - (OLD.read_at IS NULL),
+        quiet_unread = quiet_unread
+            + (NEW.news = 0) * ((NEW.read_at IS NULL) - (OLD.read_at IS NULL))
+    WHERE agent_pk = NEW.agent_pk;
+END;
+
+CREATE TRIGGER inbox_counts_delete AFTER DELETE ON inbox
+BEGIN
+    UPDATE inbox_counts
+    SET total = total - 1, unread = unread - (OLD.read_at IS NULL),
+        quiet_unread = quiet_unread - (OLD.read_at IS NULL AND OLD.news = 0)
+    WHERE agent_pk = OLD.agent_pk;
 END;
 
 -- An agent's addresses (JSON array; NULL: its id and role) and watched tags (JSON array).

@@ -12,6 +12,7 @@
 mod harness;
 mod hot;
 mod live;
+mod publish;
 mod scenarios;
 mod slow;
 mod soak;

@@ -21,6 +21,10 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_idle", |o| Box::pin(crate::live::idle(o))),
     ("ws_push", |o| Box::pin(crate::live::push_latency(o))),
     ("ws_fanout", |o| Box::pin(crate::live::fanout(o))),
+    ("publish", |o| Box::pin(crate::publish::publish(o))),
+    ("ws_publish_fanout", |o| {
+        Box::pin(crate::publish::publish_fanout(o))
+    }),
     ("ws_replay", |o| Box::pin(crate::live::replay(o))),
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),

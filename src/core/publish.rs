@@ -46,11 +46,12 @@ impl Core {
             .iter()
             .map(|a| a.agent_id.clone())
             .collect();
-        let quiet: HashSet<_> = audience.quiet.iter().map(|a| a.pk).collect();
+        let mut quiet: Vec<_> = audience.quiet.iter().map(|a| a.pk).collect();
+        quiet.sort_unstable();
         let news_for: Vec<String> = audience
             .recipients
             .iter()
-            .filter(|a| !quiet.contains(&a.pk))
+            .filter(|a| quiet.binary_search(&a.pk).is_err())
             .map(|a| a.agent_id.clone())
             .collect();
         let no_recipients = names.is_empty();
@@ -71,7 +72,7 @@ impl Core {
             cause_by: input.cause_by.clone(),
             send_to: send_to.clone(),
             instruct_content: input.instruct_content,
-            quiet: quiet.into_iter().collect(),
+            quiet,
         });
         let outgoing = Outgoing {
             message,

@@ -131,7 +131,7 @@ pub struct PublishFields {
     pub send_to: Vec<String>,
     pub instruct_content: Option<Value>,
     /// Recipients that get the entry without it being news (their inbox entry has
-    /// `news = 0`).
+    /// `news = 0`), sorted: looked up once per recipient, on the writer's thread too.
     pub quiet: Vec<AgentPk>,
 }
 
@@ -182,7 +182,7 @@ impl NewMessage {
     pub fn is_news_for(&self, agent: AgentPk) -> bool {
         self.published
             .as_ref()
-            .is_none_or(|p| !p.quiet.contains(&agent))
+            .is_none_or(|p| p.quiet.binary_search(&agent).is_err())
     }
 
     pub fn priority(mut self, priority: Priority) -> Self {

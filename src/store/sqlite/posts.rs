@@ -418,7 +418,9 @@ fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, Store
             Some(publish) if !publish.quiet.is_empty() => {
                 let entries: Vec<EntryRow> = mine
                     .iter()
-                    .map(|&(agent, seq)| EntryRow(agent, seq, !publish.quiet.contains(&agent)))
+                    .map(|&(agent, seq)| {
+                        EntryRow(agent, seq, publish.quiet.binary_search(&agent).is_err())
+                    })
                     .collect();
                 rows.entries.push(&(pk, &entries))?;
             }
