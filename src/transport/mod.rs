@@ -7,9 +7,11 @@
 //!   with field-naming errors, the error → HTTP status table.
 //! * [`http`] — REST with its OpenAPI document, the docs UI, operations endpoints.
 //! * [`ws`] — the WebSocket: live push, replay, operations as frames.
+//! * [`stomp`] — STOMP for Wise Agents and other STOMP clients (its codec so far).
 //!
 //! Transports never import each other; the server's wiring composes their routers.
 
 pub mod common;
 pub mod http;
+pub mod stomp;
 pub mod ws;

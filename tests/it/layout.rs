@@ -22,6 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["transport::common", "core", "telemetry"],
     ),
     ("transport::ws", &["transport::common", "core"]),
+    ("transport::stomp", &["transport::common", "core"]),
     ("transport", &[]),
     ("callbacks", &["core"]),
     ("cli", &[]),
