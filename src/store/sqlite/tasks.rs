@@ -260,33 +260,55 @@ pub(super) async fn events<'e, E: SqliteExecutor<'e>>(
 }
 
 /// One page of the agent's tasks, newest first, before the task `before` (a pk).
+///
+/// Each role is an ordered walk of its own index (`tasks_by_originator`, and the
+/// assignees' primary key `(agent_pk, task_pk)`) that stops after `limit` rows; both
+/// roles are the union of the two walks. Written as one `OR`, SQLite fetched and sorted
+/// every task the agent ever originated or was assigned, on every page.
 pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
     ex: E,
     agent: AgentPk,
     spec: &TaskListSpec,
 ) -> Result<Vec<TaskRecord>, StoreError> {
-    let agent_pk = agent.0;
-    let mut q = QueryBuilder::<Sqlite>::new(format!("SELECT {COLUMNS} FROM tasks WHERE ("));
-    let assigned = "pk IN (SELECT task_pk FROM task_assignees WHERE agent_pk = ";
+    let rows = list_query("", agent, spec).build().fetch_all(ex).await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// The query of [`list`], after `prefix` (`EXPLAIN QUERY PLAN ` in a test).
+fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder<Sqlite> {
+    let mut q =
+        QueryBuilder::<Sqlite>::new(format!("{prefix}SELECT {COLUMNS} FROM tasks WHERE pk IN ("));
+    let originated = |q: &mut QueryBuilder<Sqlite>| {
+        q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
+            .push_bind(agent.0);
+        push_page_filters(q, spec, "pk", "status");
+    };
+    let assigned = |q: &mut QueryBuilder<Sqlite>| {
+        q.push(
+            "SELECT task_pk FROM (SELECT a.task_pk FROM task_assignees a \
+             CROSS JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
+        )
+        .push_bind(agent.0);
+        push_page_filters(q, spec, "a.task_pk", "x.status");
+    };
     match spec.role {
-        Some(TaskRole::Originated) => {
-            q.push("originator_pk = ").push_bind(agent_pk);
-        }
-        Some(TaskRole::Assigned) => {
-            q.push(assigned).push_bind(agent_pk).push(")");
-        }
+        Some(TaskRole::Originated) => originated(&mut q),
+        Some(TaskRole::Assigned) => assigned(&mut q),
         None => {
-            q.push("originator_pk = ")
-                .push_bind(agent_pk)
-                .push(" OR ")
-                .push(assigned)
-                .push_bind(agent_pk)
-                .push(")");
+            originated(&mut q);
+            q.push(" UNION ");
+            assigned(&mut q);
         }
     }
-    q.push(")");
+    q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
+    q
+}
+
+/// The status filter, the cursor and the limit of one branch of [`list`], closing its
+/// subquery.
+fn push_page_filters(q: &mut QueryBuilder<Sqlite>, spec: &TaskListSpec, pk: &str, status: &str) {
     if !spec.statuses.is_empty() {
-        q.push(" AND status IN (");
+        q.push(format_args!(" AND {status} IN ("));
         let mut list = q.separated(", ");
         for s in &spec.statuses {
             list.push_bind(s.as_str());
@@ -294,11 +316,11 @@ pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
         q.push(")");
     }
     if let Some(before) = spec.before {
-        q.push(" AND pk < ").push_bind(before.0);
+        q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
     }
-    q.push(" ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
-    let rows = q.build().fetch_all(ex).await?;
-    rows.iter().map(from_row).collect()
+    q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
+        .push_bind(spec.limit)
+        .push(")");
 }
 
 /// Open (in-progress or input-required) tasks per assignee.
@@ -320,4 +342,49 @@ pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::{Connection, Row, SqliteConnection};
+    use switchboard_types::ids::{AgentPk, TaskPk};
+    use switchboard_types::task_state::TaskStatus;
+    use switchboard_types::tasks::TaskRole;
+
+    use crate::store::records::TaskListSpec;
+
+    /// Every role and filter walks its index in order and stops at the limit: no plan
+    /// sorts the agent's tasks or gathers them with a multi-index OR.
+    #[tokio::test]
+    async fn a_page_of_tasks_never_sorts_all_of_them() {
+        let mut conn = SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("memory database");
+        sqlx::migrate!("./migrations")
+            .run(&mut conn)
+            .await
+            .expect("migrations");
+        for role in [None, Some(TaskRole::Originated), Some(TaskRole::Assigned)] {
+            for statuses in [vec![], vec![TaskStatus::Success]] {
+                let spec = TaskListSpec {
+                    role,
+                    statuses,
+                    before: Some(TaskPk(100)),
+                    limit: 21,
+                };
+                let rows = super::list_query("EXPLAIN QUERY PLAN ", AgentPk(1), &spec)
+                    .build()
+                    .fetch_all(&mut conn)
+                    .await
+                    .expect("explain");
+                let plan: Vec<String> = rows.iter().map(|r| r.get("detail")).collect();
+                let plan = plan.join("\n");
+                assert!(
+                    !plan.contains("TEMP B-TREE FOR ORDER BY"),
+                    "{role:?}: {plan}"
+                );
+                assert!(!plan.contains("MULTI-INDEX OR"), "{role:?}: {plan}");
+            }
+        }
+    }
 }

@@ -277,6 +277,19 @@ async fn tasks_are_listed_by_role_and_status_a_page_at_a_time() {
         }
     }
     assert_eq!(seen, ["t4", "t3", "t2", "t1", "t0"]);
+    // Both roles at once, a page at a time: originated and assigned interleave in order.
+    let mut seen = Vec::new();
+    let mut query = "?limit=2".to_owned();
+    loop {
+        let page = list(&query, &a).await;
+        seen.extend(ids(&page));
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => query = format!("?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["back", "t4", "t3", "t2", "t1", "t0"]);
+    assert_eq!(ids(&list("?status=success", &b).await), ["t1"]);
     app.stop().await;
 }
 
