@@ -330,6 +330,7 @@ async fn disk_use_is_visible_in_the_metrics() {
     };
     assert_eq!(value(r#"switchboard_store_rows{table="messages"}"#), 3.0);
     assert_eq!(value(r#"switchboard_store_rows{table="inbox"}"#), 3.0);
+    assert_eq!(value(r#"switchboard_store_rows{table="responses"}"#), 0.0);
     assert_eq!(value(r#"switchboard_store_rows{table="agents"}"#), 2.0);
     assert_eq!(value(r#"switchboard_store_rows{table="teams"}"#), 1.0);
     assert!(value("switchboard_store_database_bytes") > 0.0);
