@@ -404,3 +404,28 @@ async fn teams_are_isolated() {
     assert!(publishes(&app, &x, "").await.is_empty());
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_retried_publish_with_its_idempotency_key_is_written_once() {
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let body = json!({"cause_by": "Tag", "content": {"text": "once"}});
+    let send = |body: Value| {
+        app.post("/v1/publish")
+            .token(&a.token)
+            .header("Idempotency-Key", "pub-1")
+            .json(body)
+            .send()
+    };
+    let first = send(body.clone()).await.expect_status(201);
+    let again = send(body).await.expect_status(201);
+    assert_eq!(first.body, again.body);
+    assert_eq!(publishes(&app, &b, "").await.len(), 1);
+    // The same key for another publish is a conflict.
+    send(json!({"cause_by": "Tag", "content": {"text": "twice"}}))
+        .await
+        .expect_error(409, "CONFLICT");
+    app.stop().await;
+}
