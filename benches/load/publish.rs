@@ -118,7 +118,7 @@ pub async fn publish_fanout(_opts: Opts) -> Vec<Row> {
     let listeners = &agents[1..];
     watchers(&setup, listeners, "step").await;
     let sender = &agents[0];
-    let arrivals = crate::live::time_fanout(&server, sender, listeners, ROUNDS, |round| {
+    let arrivals = crate::fanout::time_fanout(&server, sender, listeners, ROUNDS, |round| {
         let body = json!({"cause_by": "step", "content": {"text": format!("round {round}")}});
         ("/v1/publish", body)
     })

@@ -20,7 +20,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("broadcast", |o| Box::pin(broadcast(o))),
     ("ws_idle", |o| Box::pin(crate::live::idle(o))),
     ("ws_push", |o| Box::pin(crate::live::push_latency(o))),
-    ("ws_fanout", |o| Box::pin(crate::live::fanout(o))),
+    ("ws_fanout", |o| Box::pin(crate::fanout::fanout(o))),
     ("publish", |o| Box::pin(crate::publish::publish(o))),
     ("ws_publish_fanout", |o| {
         Box::pin(crate::publish::publish_fanout(o))
