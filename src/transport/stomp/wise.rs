@@ -1,0 +1,235 @@
+//! Wise Agents' message bodies: the gate a body must pass to be relayed, and the body
+//! Switchboard writes for a Wise Agents receiver.
+//!
+//! Wise Agents dump a `WiseAgentMessage` with PyYAML and load what arrives with PyYAML's
+//! *unsafe* loader, so a relayed `!!python/object/apply:os.system` body would run code in
+//! the receiving agent. A body is therefore relayed only if it is exactly what their
+//! dump produces: one document holding one block or flow mapping tagged
+//! `!wiseagents.WiseAgentMessage`, whose keys are the known fields and whose values are
+//! untagged scalars — no other tag anywhere, no anchors, no aliases, no nested
+//! collections, valid UTF-8, within the size limit. The check walks the YAML parser's
+//! events (granit-parser) rather than deserialising, so nothing is ever constructed from
+//! a tag.
+//!
+//! Bodies going out are written here, not re-emitted from a client's YAML: every value as
+//! a double-quoted scalar (a JSON string is a valid one, and PyYAML reads it back as the
+//! same string), `null` for an absent value, keys sorted as PyYAML sorts them.
+
+use std::borrow::Cow;
+
+use granit_parser::{Event, Parser};
+
+/// The tag of a Wise Agents message.
+pub const TAG: &str = "wiseagents.WiseAgentMessage";
+
+/// Every field a `WiseAgentMessage` has (`_chat_id` only in older versions), sorted.
+pub const FIELDS: [&str; 7] = [
+    "_chat_id",
+    "_context_name",
+    "_message",
+    "_message_type",
+    "_route_response_to",
+    "_sender",
+    "_tool_id",
+];
+
+/// Fields a relayed body must have: the text, and who sends it (a team bridge acts as
+/// `_sender`).
+pub const REQUIRED: [&str; 2] = ["_message", "_sender"];
+
+/// `_message_type` values Wise Agents know (absent or `null` is allowed too).
+pub const MESSAGE_TYPES: [&str; 7] = [
+    "ACK",
+    "ALERT",
+    "CANNOT_ANSWER",
+    "QUERY",
+    "RESPONSE",
+    "ACTION_REQUEST",
+    "HUMAN",
+];
+
+/// A body that passed the gate: each field's value (`None` for `null` or absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WiseMessage {
+    pub chat_id: Option<String>,
+    pub context_name: Option<String>,
+    pub message: Option<String>,
+    pub message_type: Option<String>,
+    pub route_response_to: Option<String>,
+    pub sender: Option<String>,
+    pub tool_id: Option<String>,
+}
+
+impl WiseMessage {
+    fn field(&mut self, name: &str) -> Option<&mut Option<String>> {
+        Some(match name {
+            "_chat_id" => &mut self.chat_id,
+            "_context_name" => &mut self.context_name,
+            "_message" => &mut self.message,
+            "_message_type" => &mut self.message_type,
+            "_route_response_to" => &mut self.route_response_to,
+            "_sender" => &mut self.sender,
+            "_tool_id" => &mut self.tool_id,
+            _ => return None,
+        })
+    }
+
+    fn values(&self) -> [&Option<String>; 7] {
+        [
+            &self.chat_id,
+            &self.context_name,
+            &self.message,
+            &self.message_type,
+            &self.route_response_to,
+            &self.sender,
+            &self.tool_id,
+        ]
+    }
+
+    /// The body for a Wise Agents receiver: all seven fields, so both generations of
+    /// Wise Agents read it.
+    pub fn to_yaml(&self) -> String {
+        let mut out = format!("!{TAG}\n");
+        for (name, value) in FIELDS.iter().zip(self.values()) {
+            out.push_str(name);
+            out.push_str(": ");
+            match value {
+                // A JSON string is a YAML double-quoted scalar with the same value.
+                Some(v) => out.push_str(&serde_json::Value::from(v.as_str()).to_string()),
+                None => out.push_str("null"),
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Why a body was not relayed; the text is the `ERROR` frame's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyRefused {
+    #[error("the body is larger than {max} bytes")]
+    TooLarge { max: usize },
+    #[error("the body is not UTF-8")]
+    NotUtf8,
+    #[error("the body is not valid YAML: {0}")]
+    NotYaml(String),
+    #[error("the body must be one !{TAG} mapping")]
+    NotAMessage,
+    #[error("tag '{0}' is not allowed: only !{TAG} on the mapping")]
+    Tag(String),
+    #[error("anchors and aliases are not allowed")]
+    Anchor,
+    #[error("field '{0}' must be a plain scalar, not a collection")]
+    NotScalar(String),
+    #[error("unknown field '{0}'")]
+    UnknownField(String),
+    #[error("field '{0}' appears twice")]
+    Duplicate(String),
+    #[error("field '{0}' is required")]
+    Missing(&'static str),
+    #[error(
+        "_message_type '{0}' is not one of ACK, ALERT, CANNOT_ANSWER, QUERY, RESPONSE, ACTION_REQUEST, HUMAN"
+    )]
+    MessageType(String),
+}
+
+/// A scalar as the gate reads it: `None` for YAML's null spellings in plain style.
+fn scalar_value(text: Cow<'_, str>, plain: bool) -> Option<String> {
+    if plain && matches!(text.as_ref(), "" | "~" | "null" | "Null" | "NULL") {
+        None
+    } else {
+        Some(text.into_owned())
+    }
+}
+
+/// The gate: the body's fields if it is a plain `WiseAgentMessage`, the reason if not.
+pub fn check(body: &[u8], max: usize) -> Result<WiseMessage, BodyRefused> {
+    if body.len() > max {
+        return Err(BodyRefused::TooLarge { max });
+    }
+    let text = std::str::from_utf8(body).map_err(|_| BodyRefused::NotUtf8)?;
+    let mut events = Parser::new_from_str(text).filter(|e| {
+        // Comments are presentation only.
+        !matches!(e, Ok((Event::Comment(..), _)))
+    });
+    let mut next = move || -> Result<Event<'_>, BodyRefused> {
+        match events.next() {
+            Some(Ok((event, _))) => Ok(event),
+            Some(Err(e)) => Err(BodyRefused::NotYaml(e.to_string())),
+            None => Err(BodyRefused::NotAMessage),
+        }
+    };
+    if !matches!(next()?, Event::StreamStart) || !matches!(next()?, Event::DocumentStart(..)) {
+        return Err(BodyRefused::NotAMessage);
+    }
+    match next()? {
+        Event::MappingStart(_, 0, Some(tag)) if tag.handle() == "!" && tag.suffix() == TAG => {}
+        Event::MappingStart(_, 0, Some(tag)) => {
+            return Err(BodyRefused::Tag(format!(
+                "{}{}",
+                tag.handle(),
+                tag.suffix()
+            )));
+        }
+        Event::MappingStart(_, anchor, _) if anchor != 0 => return Err(BodyRefused::Anchor),
+        Event::MappingStart(_, _, None) => return Err(BodyRefused::NotAMessage),
+        other => return Err(refusal(other, "the document")),
+    }
+    let mut message = WiseMessage::default();
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        let key = match next()? {
+            Event::MappingEnd => break,
+            Event::Scalar(key, _, 0, None) => key.into_owned(),
+            other => return Err(refusal(other, "a key")),
+        };
+        let value = match next()? {
+            Event::Scalar(value, style, 0, None) => {
+                scalar_value(value, style == granit_parser::ScalarStyle::Plain)
+            }
+            other => return Err(refusal(other, &key)),
+        };
+        if seen.contains(&key) {
+            return Err(BodyRefused::Duplicate(key));
+        }
+        let slot = message
+            .field(&key)
+            .ok_or_else(|| BodyRefused::UnknownField(key.chars().take(64).collect()))?;
+        *slot = value;
+        seen.push(key);
+    }
+    if !matches!(next()?, Event::DocumentEnd) || !matches!(next()?, Event::StreamEnd) {
+        return Err(BodyRefused::NotAMessage);
+    }
+    for name in REQUIRED {
+        if !seen.iter().any(|s| s == name) {
+            return Err(BodyRefused::Missing(name));
+        }
+    }
+    if let Some(kind) = &message.message_type
+        && !MESSAGE_TYPES.contains(&kind.as_str())
+    {
+        return Err(BodyRefused::MessageType(kind.chars().take(64).collect()));
+    }
+    Ok(message)
+}
+
+/// Why an event where a plain key or value (of field `at`) belongs is refused.
+fn refusal(event: Event<'_>, at: &str) -> BodyRefused {
+    match event {
+        Event::Alias(..) | Event::UnresolvedAlias(..) | Event::Anchor(..) => BodyRefused::Anchor,
+        Event::Scalar(_, _, anchor, _) | Event::MappingStart(_, anchor, _) if anchor != 0 => {
+            BodyRefused::Anchor
+        }
+        Event::Scalar(_, _, _, Some(tag))
+        | Event::MappingStart(_, _, Some(tag))
+        | Event::SequenceStart(_, _, Some(tag)) => {
+            BodyRefused::Tag(format!("{}{}", tag.handle(), tag.suffix()))
+        }
+        Event::SequenceStart(..) | Event::MappingStart(..) => BodyRefused::NotScalar(at.to_owned()),
+        _ => BodyRefused::NotAMessage,
+    }
+}
+
+#[cfg(test)]
+mod tests;
