@@ -17,6 +17,7 @@ use switchboard_types::decode::decode_json;
 use switchboard_types::error::MAX_ECHO_CHARS;
 use switchboard_types::inbox::InboxQuery;
 use switchboard_types::messages::{MarkRead, RespondToMessage, SendMessage, SortOrder};
+use switchboard_types::publish::{Publish, SetWatch, clean_subscription};
 use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskQuery, TaskRequest, TaskResult,
 };
@@ -35,6 +36,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("timestamp", timestamp),
     ("idempotency_key", idempotency_key),
     ("callback_url", callback),
+    ("stomp", stomp),
+    ("wise_body", wise_body),
 ];
 
 /// Words of Rust's type system that an error must never show a client (unless the
@@ -121,6 +124,10 @@ fn body(kind: &str, input: &[u8]) -> Result<(), String> {
         "answer" => decoded(input, Answer::validate),
         "cancel" => decoded(input, Cancel::validate),
         "report" => decoded(input, |_: &TaskResult| Ok::<(), ErrorBody>(())),
+        "publish" => decoded(input, |p: &Publish| p.validate().map(drop)),
+        "set_watch" => decoded(input, |s: &SetWatch| {
+            clean_subscription(&s.addresses, &s.watch).map(drop)
+        }),
         other => Err(format!("no body type {other}: name the seed after one")),
     }
 }
@@ -242,5 +249,57 @@ fn callback(_: &str, input: &[u8]) -> Result<(), String> {
             Err(format!("accepted non-public {ip} in {text:?}"))
         }
         _ => Ok(()),
+    }
+}
+
+/// STOMP bytes from a client: decoded into frames and heart-beats or refused with an
+/// error, never a panic; every frame decoded encodes and decodes back to itself.
+fn stomp(_kind: &str, input: &[u8]) -> Result<(), String> {
+    use bytes::BytesMut;
+    use switchboard::transport::stomp::frame::{Incoming, Limits, StompCodec};
+    use tokio_util::codec::{Decoder, Encoder};
+    let mut codec = StompCodec::new(Limits {
+        max_frame_bytes: 4096,
+        max_headers: 16,
+        max_header_bytes: 512,
+    });
+    let mut buf = BytesMut::from(input);
+    loop {
+        match codec.decode(&mut buf) {
+            Ok(Some(Incoming::Frame(frame))) => {
+                let mut out = BytesMut::new();
+                codec
+                    .encode(Some(frame.clone()), &mut out)
+                    .map_err(|e| e.to_string())?;
+                let mut again = StompCodec::new(Limits {
+                    max_frame_bytes: usize::MAX,
+                    max_headers: usize::MAX,
+                    max_header_bytes: usize::MAX,
+                });
+                again.version = codec.version;
+                match again.decode(&mut out) {
+                    // A body without content-length ends at its first NUL: only frames
+                    // without NULs in their body come back whole.
+                    Ok(Some(Incoming::Frame(back))) if back == frame => {}
+                    _ if frame.body.contains(&0) => {}
+                    other => return Err(format!("{frame:?} came back as {other:?}")),
+                }
+            }
+            Ok(Some(Incoming::HeartBeat)) => {}
+            Ok(None) | Err(_) => return Ok(()),
+        }
+    }
+}
+
+/// A Wise Agents body: passes the gate or is refused with a reason, never a panic; what
+/// passes, written back out, passes again with the same fields.
+fn wise_body(_kind: &str, input: &[u8]) -> Result<(), String> {
+    use switchboard::transport::stomp::wise::check;
+    match check(input, 64 * 1024) {
+        Ok(message) => match check(message.to_yaml().as_bytes(), usize::MAX) {
+            Ok(back) if back == message => Ok(()),
+            other => Err(format!("{message:?} written back reads as {other:?}")),
+        },
+        Err(_) => Ok(()),
     }
 }

@@ -12,8 +12,8 @@
 //! a tag.
 //!
 //! Bodies going out are written here, not re-emitted from a client's YAML: every value as
-//! a double-quoted scalar (a JSON string is a valid one, and PyYAML reads it back as the
-//! same string), `null` for an absent value, keys sorted as PyYAML sorts them.
+//! a double-quoted scalar with everything unprintable escaped, `null` for an absent
+//! value, keys sorted as PyYAML sorts them.
 
 use std::borrow::Cow;
 
@@ -94,14 +94,39 @@ impl WiseMessage {
             out.push_str(name);
             out.push_str(": ");
             match value {
-                // A JSON string is a YAML double-quoted scalar with the same value.
-                Some(v) => out.push_str(&serde_json::Value::from(v.as_str()).to_string()),
+                Some(v) => double_quoted(&mut out, v),
                 None => out.push_str("null"),
             }
             out.push('\n');
         }
         out
     }
+}
+
+/// Writes `text` as a YAML double-quoted scalar: printable characters as they are, the
+/// rest escaped. YAML (and PyYAML's reader) refuse raw control characters, C1 controls
+/// included, and read raw line separators (NEL, U+2028, U+2029) as line breaks, so
+/// those are escaped too; the fuzzer found the C1 case when JSON quoting was used.
+fn double_quoted(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            ' '..='~' => out.push(c),
+            '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..
+                if !matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}') =>
+            {
+                out.push(c)
+            }
+            c if (c as u32) <= 0xff => out.push_str(&format!("\\x{:02X}", c as u32)),
+            c => out.push_str(&format!("\\u{:04X}", c as u32)),
+        }
+    }
+    out.push('"');
 }
 
 /// Why a body was not relayed; the text is the `ERROR` frame's message.

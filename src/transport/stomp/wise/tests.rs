@@ -40,7 +40,7 @@ fn what_wise_agents_dump_passes_with_every_field() {
 #[test]
 fn what_switchboard_writes_reads_back_the_same() {
     let m = WiseMessage {
-        message: Some("a\nb: \"q\" \\ \u{1} é ✓".into()),
+        message: Some("a\nb: \"q\" \\ \u{1} \u{99} \u{85}\u{2028} é ✓ \u{1F600}".into()),
         sender: Some("Al".into()),
         message_type: Some("RESPONSE".into()),
         context_name: Some("null".into()),
