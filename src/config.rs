@@ -114,6 +114,17 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_WS_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub ws_max_connections: u64,
 
+    /// Address and port of the STOMP listener (61613 is STOMP's usual port); no STOMP
+    /// listener without it. Wise Agents processes and any STOMP 1.0–1.2 client connect here.
+    #[arg(long, env = "SWITCHBOARD_STOMP_LISTEN")]
+    pub stomp_listen: Option<SocketAddr>,
+
+    /// Milliseconds between heart-beats the server asks of STOMP clients; a client that
+    /// agreed and then stays silent twice that long is disconnected. 0 asks for none (the
+    /// server always sends the heart-beats a client asks for).
+    #[arg(long, env = "SWITCHBOARD_STOMP_HEART_BEAT_MS", default_value_t = 0)]
+    pub stomp_heart_beat_ms: u64,
+
     /// Allow task callback URLs on loopback and private networks (refused by default, so
     /// a client cannot make the server call into its own network).
     #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CALLBACKS")]

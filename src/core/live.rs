@@ -159,11 +159,13 @@ impl Core {
     }
 
     /// Writes acknowledged cursors and last activity kept in memory (called every
-    /// second and at shutdown). A failed write keeps them for the next call.
+    /// second and at shutdown), queue cursors included. A failed write keeps them for
+    /// the next call.
     pub async fn save_presence(&self) -> CoreResult<()> {
+        let queues = self.save_queue_cursors().await;
         let unsaved = self.hub().take_unsaved();
         if unsaved.is_empty() {
-            return Ok(());
+            return queues;
         }
         let rows = unsaved
             .iter()
@@ -177,6 +179,7 @@ impl Core {
         if result.is_err() {
             self.hub().unsaved(&unsaved);
         }
-        Ok(result?)
+        result?;
+        queues
     }
 }

@@ -23,6 +23,7 @@ pub mod live;
 mod messages;
 mod metrics;
 mod publish;
+pub mod queues;
 pub mod ratelimit;
 pub mod registry;
 mod responses;
@@ -55,6 +56,7 @@ struct Inner {
     tasks: tasks::TaskRuntime,
     retention: retention::RetentionSettings,
     activity: activity::ActivityWatch,
+    queue_cursors: queues::QueueCursors,
 }
 
 /// Settings of the core.
@@ -136,6 +138,7 @@ impl Core {
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,
                 activity: activity::ActivityWatch::default(),
+                queue_cursors: queues::QueueCursors::default(),
             }),
         };
         Ok((core, generated))
@@ -151,6 +154,10 @@ impl Core {
 
     fn activity(&self) -> &activity::ActivityWatch {
         &self.inner.activity
+    }
+
+    fn queue_cursors(&self) -> &queues::QueueCursors {
+        &self.inner.queue_cursors
     }
 
     fn hub(&self) -> &Arc<Hub> {

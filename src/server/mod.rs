@@ -27,6 +27,8 @@ use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 use crate::telemetry::MetricsHandle;
 use crate::transport::http::{self, HttpSettings, HttpState};
+use crate::transport::stomp::frame::Limits;
+use crate::transport::stomp::{self, StompSettings, StompState};
 use crate::transport::ws::{self, WsSettings, WsState};
 
 /// Everything needed to run a server.
@@ -56,6 +58,10 @@ pub struct ServerConfig {
     pub callbacks: CallbackSettings,
     /// What is kept how long, and how often the retention pass runs.
     pub retention: RetentionSettings,
+    /// Where STOMP clients connect (`--stomp-listen`); no STOMP listener when `None`.
+    pub stomp_listen: Option<SocketAddr>,
+    /// The heart-beat the server asks of STOMP clients (zero: none).
+    pub stomp_heart_beat: Duration,
 }
 
 impl ServerConfig {
@@ -77,6 +83,8 @@ impl ServerConfig {
             ws_max_connections: 10_000,
             callbacks: CallbackSettings::default(),
             retention: RetentionSettings::default(),
+            stomp_listen: None,
+            stomp_heart_beat: Duration::ZERO,
         }
     }
 }
@@ -119,6 +127,8 @@ impl From<&ServeArgs> for ServerConfig {
                 callbacks: Duration::from_secs(args.retention_callbacks.0),
                 interval: Duration::from_secs(args.retention_interval.0),
             },
+            stomp_listen: args.stomp_listen,
+            stomp_heart_beat: Duration::from_millis(args.stomp_heart_beat_ms),
         }
     }
 }
@@ -139,6 +149,7 @@ pub enum StartError {
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
+    stomp_addr: Option<SocketAddr>,
     generated_admin_token: Option<String>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -165,6 +176,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         };
+        let stomp_addr = start_stomp(&config, &core, &ws).await?;
         let app = compose(&core, metrics, &ws, config.max_body_bytes);
         let stop = CancellationToken::new();
         let workers = Workers {
@@ -184,6 +196,7 @@ impl Server {
         tracing::info!(%addr, database = %config.database.display(), "switchboard listening");
         Ok(Server {
             addr,
+            stomp_addr,
             generated_admin_token,
             stop,
             task,
@@ -192,6 +205,11 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the STOMP listener is bound, when there is one.
+    pub fn stomp_addr(&self) -> Option<SocketAddr> {
+        self.stomp_addr
     }
 
     /// The admin token generated at this start, if one was (first start, no flag).
@@ -216,6 +234,37 @@ impl Server {
             tracing::error!(error = %err, "server task ended abnormally");
         }
     }
+}
+
+/// Binds the STOMP listener, if asked for, and starts accepting. Its sessions end with
+/// the WebSocket sessions at shutdown, and shutdown waits for them alike.
+async fn start_stomp(
+    config: &ServerConfig,
+    core: &Core,
+    ws: &WsState,
+) -> Result<Option<SocketAddr>, StartError> {
+    let Some(addr) = config.stomp_listen else {
+        return Ok(None);
+    };
+    let bind_error = |source| StartError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    let state = StompState {
+        core: core.clone(),
+        settings: StompSettings {
+            limits: Limits {
+                max_frame_bytes: config.max_body_bytes.saturating_add(64 * 1024),
+                ..Limits::default()
+            },
+            heart_beat: config.stomp_heart_beat,
+            connect_timeout: Duration::from_secs(10),
+        },
+        shutdown: ws.shutdown.clone(),
+        tracker: ws.tracker.clone(),
+    };
+    tokio::spawn(stomp::listen(listener, state));
+    tracing::info!(addr = %local, "STOMP listening");
+    Ok(Some(local))
 }
 
 /// Opens storage and the core on it.

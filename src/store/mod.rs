@@ -25,8 +25,8 @@ use records::{
     ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
     InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
     MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
-    PostResult, PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer,
-    TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
+    StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// How hard a commit tries to survive a crash.
@@ -117,6 +117,10 @@ impl Store {
         /// Every agent's acknowledged cursor and last activity.
         fn load_presence(&self) -> Vec<PresenceRow>;
         fn save_presence(&self, rows: Vec<PresenceRow>) -> ();
+        /// Where one of an agent's STOMP queues stands (0 when it never consumed).
+        fn queue_cursor(&self, agent: AgentPk, queue: String) -> i64;
+        /// Moves STOMP queue cursors forward (never back).
+        fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> ();
         /// Open tasks per assignee.
         fn open_task_counts(&self) -> Vec<OpenTasks>;
         /// The first answer given under an idempotency key.

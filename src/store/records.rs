@@ -103,6 +103,15 @@ pub struct PresenceRow {
     pub last_seen_at: Option<Timestamp>,
 }
 
+/// Where one of an agent's STOMP queues stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCursorRow {
+    pub agent: AgentPk,
+    /// The queue's name inside the agent (`request`, `response`).
+    pub queue: String,
+    pub acked_seq: i64,
+}
+
 /// A message about to be written (before its key and time are known).
 #[derive(Debug, Clone)]
 pub struct NewMessage {

@@ -2,6 +2,7 @@
 //! clients, a fresh SQLite file per test. One binary, one module per area.
 
 mod process;
+mod python;
 mod support;
 mod wsclient;
 
@@ -25,6 +26,7 @@ mod readme;
 mod respond;
 mod retention;
 mod send;
+mod stomp;
 mod storage;
 mod tasks;
 mod teams;

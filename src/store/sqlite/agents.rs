@@ -7,7 +7,7 @@ use switchboard_types::time::Timestamp;
 use super::rows::{flag, to_json};
 use super::teams::hash_from;
 use crate::store::StoreError;
-use crate::store::records::{AgentRecord, PresenceRow};
+use crate::store::records::{AgentRecord, PresenceRow, QueueCursorRow};
 
 const COLUMNS: &str = "pk, team_pk, agent_id, role, capabilities, address, status, \
      communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at, \
@@ -191,6 +191,42 @@ pub(super) async fn save_presence(
          FROM json_each(?) j WHERE agents.pk = j.value->>0",
     )
     .bind(json)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Where one of an agent's STOMP queues stands (0: nothing consumed yet).
+pub(super) async fn queue_cursor(
+    pool: &SqlitePool,
+    agent: AgentPk,
+    queue: &str,
+) -> Result<i64, StoreError> {
+    let seq: Option<i64> =
+        sqlx::query_scalar("SELECT acked_seq FROM queue_cursors WHERE agent_pk = ? AND queue = ?")
+            .bind(agent.0)
+            .bind(queue)
+            .fetch_optional(pool)
+            .await?;
+    Ok(seq.unwrap_or(0))
+}
+
+/// Writes queue cursors in one statement; like the agents' cursors, never backwards.
+pub(super) async fn save_queue_cursors(
+    conn: &mut SqliteConnection,
+    cursors: &[QueueCursorRow],
+) -> Result<(), StoreError> {
+    let rows: Vec<(i64, &str, i64)> = cursors
+        .iter()
+        .map(|c| (c.agent.0, c.queue.as_str(), c.acked_seq))
+        .collect();
+    sqlx::query(
+        "INSERT INTO queue_cursors (agent_pk, queue, acked_seq)
+         SELECT j.value->>0, j.value->>1, j.value->>2 FROM json_each(?) j WHERE true
+         ON CONFLICT (agent_pk, queue) DO UPDATE
+             SET acked_seq = MAX(acked_seq, excluded.acked_seq)",
+    )
+    .bind(to_json(&rows)?)
     .execute(conn)
     .await?;
     Ok(())

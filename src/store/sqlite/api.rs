@@ -18,8 +18,8 @@ use crate::store::records::{
     ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
     InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
     MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
-    PostResult, PresenceRow, ResponseLatency, ResponseRow, SecretHash, StoredAnswer,
-    TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
+    StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
@@ -41,6 +41,10 @@ impl SqliteStore {
 
     pub async fn load_presence(&self) -> Result<Vec<PresenceRow>, StoreError> {
         agents::load_presence(&self.read).await
+    }
+
+    pub async fn queue_cursor(&self, agent: AgentPk, queue: String) -> Result<i64, StoreError> {
+        agents::queue_cursor(&self.read, agent, &queue).await
     }
 
     pub async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError> {
@@ -274,6 +278,16 @@ impl SqliteStore {
     pub async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError> {
         self.write_self_contained(
             move |tx| Box::pin(async move { agents::save_presence(tx.conn().await?, &rows).await }),
+            Ok,
+        )
+        .await
+    }
+
+    pub async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move { agents::save_queue_cursors(tx.conn().await?, &rows).await })
+            },
             Ok,
         )
         .await

@@ -1,12 +1,75 @@
 //! STOMP (issue #12): Wise Agents processes, and any STOMP client, using Switchboard as
 //! their broker.
 //!
-//! Built so far: [`frame`], the wire codec (1.0, 1.1 and 1.2, as stomp.py speaks them),
-//! tested against the specification's examples, and [`wise`], the gate a Wise Agents
-//! body must pass to be relayed and the body written for a Wise Agents receiver. The
-//! session (CONNECT/STOMP, identity by agent token or team bridge,
-//! `/queue/request/<agent>` and `/queue/response/<agent>` on the inbox), the TCP listener
-//! (`--stomp-listen`) and STOMP over WebSocket (`/v1/stomp`) build on them.
+//! [`frame`] is the wire codec (1.0, 1.1 and 1.2, as stomp.py speaks them), [`wise`] the
+//! gate a Wise Agents body must pass to be relayed and the body written for a Wise
+//! Agents receiver, [`queues`] how an agent's inbox is read as its two queues,
+//! [`session`] one connection and [`subscription`] one subscription. The listener is
+//! here: `--stomp-listen ADDR` (off by default).
 
 pub mod frame;
+pub mod queues;
+pub mod session;
+pub mod subscription;
 pub mod wise;
+
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::core::Core;
+use frame::{Limits, StompCodec, Version};
+
+/// Settings of the STOMP transport.
+#[derive(Debug, Clone)]
+pub struct StompSettings {
+    pub limits: Limits,
+    /// The heart-beat the server asks of clients (zero: none; the client's own asks
+    /// are always honoured).
+    pub heart_beat: Duration,
+    /// How long a new connection has to send `CONNECT`.
+    pub connect_timeout: Duration,
+}
+
+/// What every STOMP session needs.
+#[derive(Clone)]
+pub struct StompState {
+    pub core: Core,
+    pub settings: StompSettings,
+    /// Cancelled at shutdown: every session ends with an `ERROR`.
+    pub shutdown: CancellationToken,
+    /// Sessions and subscriptions, so shutdown can wait for them.
+    pub tracker: TaskTracker,
+}
+
+impl session::Wire for Framed<TcpStream, StompCodec> {
+    fn set_version(&mut self, version: Version) {
+        self.codec_mut().version = version;
+    }
+}
+
+/// Accepts STOMP connections until shutdown.
+pub async fn listen(listener: TcpListener, state: StompState) {
+    loop {
+        let accepted = tokio::select! {
+            () = state.shutdown.cancelled() => return,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                let wire = Framed::new(stream, StompCodec::new(state.settings.limits));
+                let session = session::serve(state.clone(), wire, peer.to_string());
+                state.tracker.spawn(session);
+            }
+            Err(err) => {
+                // Out of descriptors, usually: wait rather than spin.
+                tracing::warn!(error = %err, "STOMP accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}

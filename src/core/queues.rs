@@ -1,0 +1,185 @@
+//! Queues over an agent's inbox, for clients that consume it as several named queues
+//! (STOMP's `/queue/request/<agent>` and `/queue/response/<agent>`): each queue takes
+//! its own subset of the inbox, so each keeps its own cursor. And the team bridge: a
+//! team key acting as one of its agents, which is how a Wise Agents deployment, whose
+//! agents all share one login, reaches Switchboard.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use switchboard_types::agents::RegisterAgent;
+use switchboard_types::ids::AgentPk;
+use switchboard_types::messages::{MessageView, SortOrder};
+
+use super::live::Connection;
+use super::{Caller, Core, CoreError, CoreResult, Need};
+use crate::store::records::{InboxFilter, InboxPageSpec, QueueCursorRow};
+
+/// Queue cursors kept in memory and written once a second (with the WebSocket cursors):
+/// a cursor moves on every delivered entry, and one write per entry would double the
+/// writer's work. A crash loses at most a second of progress: those entries come again.
+#[derive(Default)]
+pub struct QueueCursors {
+    /// `(agent, queue)` → (consumed up to, not yet saved).
+    map: Mutex<HashMap<(AgentPk, String), (i64, bool)>>,
+}
+
+impl QueueCursors {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, String), (i64, bool)>> {
+        // A panic while holding the lock leaves only plain numbers behind: keep going.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Core {
+    /// Who a queue client acts as when it consumes `agent_id`'s queues or sends as
+    /// `agent_id`. An agent token acts only as its own agent. A team key (`team_id`
+    /// must be its team) acts as any member, and with `register_as` a missing agent is
+    /// registered on first use with that role (Wise Agents agents are named by their
+    /// queues, not registered beforehand).
+    pub async fn act_as(
+        &self,
+        caller: &Caller,
+        team_id: &str,
+        agent_id: &str,
+        register_as: Option<&str>,
+    ) -> CoreResult<Caller> {
+        match *caller {
+            Caller::Agent { .. } => {
+                let (_, me) = self.acting_agent(caller)?;
+                if me.agent_id == agent_id {
+                    Ok(*caller)
+                } else {
+                    Err(CoreError::forbidden(format!(
+                        "this connection is agent '{}' and cannot act as '{agent_id}'",
+                        me.agent_id
+                    ))
+                    .with("agent_id", agent_id))
+                }
+            }
+            Caller::Team { team } => {
+                let record = self.team_for(caller, team_id, Need::Manage)?;
+                if let Some(agent) = self.registry().member(team, agent_id) {
+                    return Ok(Caller::Agent {
+                        team,
+                        agent: agent.pk,
+                    });
+                }
+                let Some(role) = register_as else {
+                    return Err(CoreError::agent_not_found(agent_id));
+                };
+                let input = RegisterAgent {
+                    agent_id: agent_id.to_owned(),
+                    role: role.to_owned(),
+                    capabilities: Vec::new(),
+                    address: None,
+                    status: None,
+                    addresses: None,
+                    watch: None,
+                };
+                // Two connections of one agent may race to register it: the loser finds
+                // the winner's record.
+                let registered = self.register_agent(caller, &record.team_id, input).await;
+                match self.registry().member(team, agent_id) {
+                    Some(agent) => Ok(Caller::Agent {
+                        team,
+                        agent: agent.pk,
+                    }),
+                    None => Err(registered.err().unwrap_or_else(|| {
+                        CoreError::internal("an agent registered for a bridge is missing")
+                    })),
+                }
+            }
+            Caller::Admin => Err(CoreError::forbidden(
+                "the admin token manages teams; connect with an agent token or a team key",
+            )),
+        }
+    }
+
+    /// Whether a team key belongs to team `team_id` (a bridge names its team as `login`).
+    pub fn team_of_key(&self, caller: &Caller, team_id: &str) -> CoreResult<()> {
+        self.team_for(caller, team_id, Need::Manage).map(|_| ())
+    }
+
+    /// Where `queue` of the agent stands: entries up to it were consumed.
+    pub async fn queue_cursor(&self, agent: AgentPk, queue: &str) -> CoreResult<i64> {
+        if let Some((seq, _)) = self.queue_cursors().lock().get(&(agent, queue.to_owned())) {
+            return Ok(*seq);
+        }
+        let stored = self.store().queue_cursor(agent, queue.to_owned()).await?;
+        let mut map = self.queue_cursors().lock();
+        let entry = map
+            .entry((agent, queue.to_owned()))
+            .or_insert((stored, false));
+        Ok(entry.0)
+    }
+
+    /// Records that `queue` of the agent consumed everything up to `seq` (never back).
+    pub fn queue_consumed(&self, agent: AgentPk, queue: &str, seq: i64) {
+        let mut map = self.queue_cursors().lock();
+        let entry = map.entry((agent, queue.to_owned())).or_insert((0, false));
+        if seq > entry.0 {
+            *entry = (seq, true);
+        }
+    }
+
+    /// Writes the queue cursors that moved; on failure they stay marked for next time.
+    pub(super) async fn save_queue_cursors(&self) -> CoreResult<()> {
+        let rows: Vec<QueueCursorRow> = {
+            let mut map = self.queue_cursors().lock();
+            map.iter_mut()
+                .filter(|(_, (_, dirty))| *dirty)
+                .map(|((agent, queue), (seq, dirty))| {
+                    *dirty = false;
+                    QueueCursorRow {
+                        agent: *agent,
+                        queue: queue.clone(),
+                        acked_seq: *seq,
+                    }
+                })
+                .collect()
+        };
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let result = self.store().save_queue_cursors(rows.clone()).await;
+        if result.is_err() {
+            for row in rows {
+                self.queue_consumed(row.agent, &row.queue, row.acked_seq);
+                let mut map = self.queue_cursors().lock();
+                if let Some(entry) = map.get_mut(&(row.agent, row.queue)) {
+                    entry.1 = true;
+                }
+            }
+        }
+        Ok(result?)
+    }
+
+    /// The connection's inbox entries after `after`, oldest first, at most `limit`, as
+    /// views with their `seq`: what a queue client replays and filters by queue.
+    pub async fn inbox_views_after(
+        &self,
+        connection: &Connection,
+        after: i64,
+        limit: i64,
+    ) -> CoreResult<Vec<MessageView>> {
+        let page = InboxPageSpec {
+            order: SortOrder::OldestFirst,
+            after: Some(after),
+            limit,
+        };
+        let slice = self
+            .store()
+            .list_inbox(connection.agent(), &InboxFilter::default(), page)
+            .await?;
+        Ok(slice
+            .items
+            .into_iter()
+            .map(|item| {
+                let read = item.entry.read_at.is_some();
+                let seq = item.entry.seq;
+                self.view(item.message, Some(seq), read, Some(item.entry.news))
+            })
+            .collect())
+    }
+}

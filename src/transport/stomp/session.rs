@@ -1,0 +1,626 @@
+//! One STOMP connection: `CONNECT` (or `STOMP`), then frames until `DISCONNECT`, an
+//! `ERROR` or the peer goes.
+//!
+//! The session is one loop over the client's frames, what its subscriptions hand it to
+//! write, the heart-beat clock and server shutdown. It decodes, checks who may do what
+//! with the core's help, and calls the core; a subscription is a task of its own
+//! ([`super::subscription`]). Every error is an `ERROR` frame followed by the end of the
+//! connection, as the specification has it.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use switchboard_types::Operation;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::StompState;
+use super::frame::{Command, Frame, FrameError, Incoming, Version};
+use super::queues::{Destination, WISE_ROLE, to_send_message};
+use super::subscription::{AckMode, AckOp, Out, Subscription};
+use super::wise;
+use crate::core::{Caller, CoreError};
+
+/// Frames a session's subscriptions may have waiting to be written.
+const OUTBOX: usize = 256;
+
+/// A connection's frames, both ways, at a version the session sets once negotiated.
+pub trait Wire:
+    Stream<Item = Result<Incoming, FrameError>> + Sink<Option<Frame>, Error = FrameError> + Unpin + Send
+{
+    fn set_version(&mut self, version: Version);
+}
+
+/// Who the connection is.
+enum Identity {
+    /// An agent token: that agent, its own queues only.
+    Agent(Caller),
+    /// A team key with `login` = the team id: any agent of the team, named by its queue.
+    Bridge { caller: Caller, team_id: String },
+}
+
+/// Why a session ends.
+enum End {
+    /// Send an `ERROR` with this message (and `receipt-id`, if the frame asked), close.
+    Error {
+        message: String,
+        detail: String,
+        receipt: Option<String>,
+    },
+    /// `DISCONNECT`, answered.
+    Disconnect,
+    /// The peer went away.
+    Gone,
+}
+
+impl End {
+    fn error(message: impl Into<String>) -> End {
+        End::Error {
+            message: message.into(),
+            detail: String::new(),
+            receipt: None,
+        }
+    }
+
+    fn from_core(err: CoreError) -> End {
+        let body = err.into_body();
+        End::Error {
+            message: body.error_message.clone(),
+            detail: format!(
+                "{}: {}\n{}",
+                <&'static str>::from(body.error_code),
+                body.error_message,
+                body.suggested_action
+            ),
+            receipt: None,
+        }
+    }
+
+    fn with_receipt(self, frame: &Frame) -> End {
+        match self {
+            End::Error {
+                message, detail, ..
+            } => End::Error {
+                message,
+                detail,
+                receipt: frame.get("receipt").map(str::to_owned),
+            },
+            other => other,
+        }
+    }
+}
+
+/// A subscription as the session keeps it.
+struct Handle {
+    acks: mpsc::UnboundedSender<AckOp>,
+    cancel: CancellationToken,
+}
+
+static SESSIONS: AtomicU64 = AtomicU64::new(1);
+
+/// A connected session.
+struct Session<'a, W: Wire> {
+    state: &'a StompState,
+    wire: W,
+    version: Version,
+    identity: Identity,
+    session_id: String,
+    subscriptions: HashMap<String, Handle>,
+    /// Agents this connection subscribed for: on a bridge, who it may send as.
+    agents: HashSet<String>,
+    transactions: HashMap<String, Vec<Frame>>,
+    out_tx: mpsc::Sender<Out>,
+    out_rx: mpsc::Receiver<Out>,
+    /// How often the server sends a heart-beat when otherwise silent (zero: never).
+    send_every: Duration,
+    /// How long the client may stay silent (zero: forever).
+    silence_limit: Duration,
+    last_write: Instant,
+    last_read: Instant,
+}
+
+/// Serves one connection, from its first frame to its end.
+pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
+    metrics::gauge!("switchboard_stomp_connections").increment(1.0);
+    let connected =
+        tokio::time::timeout(state.settings.connect_timeout, connect(&state, &mut wire)).await;
+    let session = match connected {
+        Ok(Ok(session)) => session,
+        Ok(Err(end)) => {
+            finish(&mut wire, end).await;
+            metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
+            return;
+        }
+        Err(_) => {
+            finish(&mut wire, End::error("no CONNECT frame in time")).await;
+            metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
+            return;
+        }
+    };
+    let (version, identity, heart_beat) = session;
+    let (out_tx, out_rx) = mpsc::channel(OUTBOX);
+    let session_id = format!("stomp-{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
+    let (team, who) = describe(&state, &identity);
+    tracing::info!(session = %session_id, %peer, team = %team, identity = %who, version = version.as_str(), "STOMP session started");
+    let mut session = Session {
+        state: &state,
+        wire,
+        version,
+        identity,
+        session_id,
+        subscriptions: HashMap::new(),
+        agents: HashSet::new(),
+        transactions: HashMap::new(),
+        out_tx,
+        out_rx,
+        send_every: heart_beat.0,
+        silence_limit: heart_beat.1,
+        last_write: Instant::now(),
+        last_read: Instant::now(),
+    };
+    let end = session.run().await;
+    for handle in session.subscriptions.values() {
+        handle.cancel.cancel();
+    }
+    let agents: Vec<&String> = session.agents.iter().collect();
+    tracing::info!(session = %session.session_id, team = %team, agents = ?agents, "STOMP session ended");
+    finish(&mut session.wire, end).await;
+    metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
+}
+
+/// Team and identity, for the log.
+fn describe(state: &StompState, identity: &Identity) -> (String, String) {
+    match identity {
+        Identity::Agent(caller) => match state.core.acting_agent(caller) {
+            Ok((team, agent)) => (team.team_id.clone(), agent.agent_id.clone()),
+            Err(_) => (String::new(), String::new()),
+        },
+        Identity::Bridge { team_id, .. } => (team_id.clone(), "team bridge".into()),
+    }
+}
+
+/// Sends the closing frame the end calls for, and flushes.
+async fn finish<W: Wire>(wire: &mut W, end: End) {
+    let frame = match end {
+        End::Error {
+            message,
+            detail,
+            receipt,
+        } => {
+            let mut frame = Frame::new(Command::Error).header("message", message);
+            if let Some(receipt) = receipt {
+                frame = frame.header("receipt-id", receipt);
+            }
+            let frame = frame
+                .header("content-type", "text/plain")
+                .header("content-length", detail.len().to_string())
+                .body(detail);
+            Some(frame)
+        }
+        End::Disconnect | End::Gone => None,
+    };
+    if let Some(frame) = frame {
+        let _ = tokio::time::timeout(Duration::from_secs(1), wire.send(Some(frame))).await;
+        metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), wire.close()).await;
+}
+
+type Connected = (Version, Identity, (Duration, Duration));
+
+/// Reads `CONNECT` or `STOMP`, negotiates, authenticates and answers `CONNECTED`.
+async fn connect<W: Wire>(state: &StompState, wire: &mut W) -> Result<Connected, End> {
+    let frame = loop {
+        match wire.next().await {
+            Some(Ok(Incoming::Frame(frame))) => break frame,
+            Some(Ok(Incoming::HeartBeat)) => {}
+            Some(Err(err)) => return Err(End::error(err.to_string())),
+            None => return Err(End::Gone),
+        }
+    };
+    metrics::counter!("switchboard_stomp_frames_in_total").increment(1);
+    if !matches!(frame.command, Command::Connect | Command::Stomp) {
+        return Err(End::error(format!(
+            "expected CONNECT or STOMP, got {}",
+            frame.command.as_str()
+        )));
+    }
+    let Some(version) = Version::negotiate(frame.get("accept-version")) else {
+        return Err(End::Error {
+            message: "Supported protocol versions are 1.0 1.1 1.2".into(),
+            detail: String::new(),
+            receipt: None,
+        });
+    };
+    let identity = authenticate(state, &frame)?;
+    let (client_sends, client_wants) = match (version, frame.get("heart-beat")) {
+        (Version::V1_0, _) | (_, None) => (0, 0),
+        (_, Some(value)) => parse_heart_beat(value)
+            .ok_or_else(|| End::error(format!("heart-beat '{value}' is not two numbers")))?,
+    };
+    let ask = u64::try_from(state.settings.heart_beat.as_millis()).unwrap_or(u64::MAX);
+    let send_every = Duration::from_millis(client_wants);
+    // The client's heart-beats are due only if both sides want them; allow twice the
+    // negotiated interval for the network.
+    let silence_limit = if ask > 0 && client_sends > 0 {
+        Duration::from_millis(ask.max(client_sends).saturating_mul(2))
+    } else {
+        Duration::ZERO
+    };
+    wire.set_version(version);
+    let connected = Frame::new(Command::Connected)
+        .header("version", version.as_str())
+        .header("heart-beat", format!("{client_wants},{ask}"))
+        .header("server", concat!("switchboard/", env!("CARGO_PKG_VERSION")));
+    wire.send(Some(connected)).await.map_err(|_| End::Gone)?;
+    metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
+    Ok((version, identity, (send_every, silence_limit)))
+}
+
+fn parse_heart_beat(value: &str) -> Option<(u64, u64)> {
+    let (x, y) = value.split_once(',')?;
+    Some((x.trim().parse().ok()?, y.trim().parse().ok()?))
+}
+
+/// `passcode` an agent token: that agent. `login` a team id and `passcode` its key: a
+/// team bridge.
+fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
+    let Some(passcode) = frame.get("passcode").filter(|p| !p.is_empty()) else {
+        return Err(End::error(
+            "credentials required: passcode = an agent token, or login = a team id and passcode = its team key",
+        ));
+    };
+    let caller = state.core.authenticate(passcode).map_err(End::from_core)?;
+    match caller {
+        Caller::Agent { .. } => Ok(Identity::Agent(caller)),
+        Caller::Team { .. } => {
+            let Some(team_id) = frame.get("login").filter(|l| !l.is_empty()) else {
+                return Err(End::error("a team key needs login = the team id"));
+            };
+            let team_id = team_id.to_owned();
+            // The key must be this team's (the core says so on first use, too).
+            state
+                .core
+                .team_of_key(&caller, &team_id)
+                .map_err(End::from_core)?;
+            Ok(Identity::Bridge { caller, team_id })
+        }
+        Caller::Admin => Err(End::error(
+            "the admin token cannot connect: use an agent token or a team key",
+        )),
+    }
+}
+
+impl<W: Wire> Session<'_, W> {
+    async fn run(&mut self) -> End {
+        let shutdown = self.state.shutdown.clone();
+        loop {
+            let heart_beat = self.next_heart_beat();
+            let deadline = self.read_deadline();
+            let step = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => Err(End::error("server shutting down")),
+                Some(out) = self.out_rx.recv() => self.write_out(out).await,
+                () = sleep_until(heart_beat) => self.write(None).await,
+                () = sleep_until(deadline) => Err(End::error("heart-beat timeout: nothing received in time")),
+                incoming = self.wire.next() => match incoming {
+                    Some(Ok(Incoming::HeartBeat)) => {
+                        self.last_read = Instant::now();
+                        Ok(())
+                    }
+                    Some(Ok(Incoming::Frame(frame))) => {
+                        self.last_read = Instant::now();
+                        metrics::counter!("switchboard_stomp_frames_in_total").increment(1);
+                        self.frame(frame).await
+                    }
+                    Some(Err(err)) => Err(End::error(err.to_string())),
+                    None => Err(End::Gone),
+                },
+            };
+            if let Err(end) = step {
+                return end;
+            }
+        }
+    }
+
+    fn next_heart_beat(&self) -> Option<Instant> {
+        (!self.send_every.is_zero()).then(|| self.last_write + self.send_every)
+    }
+
+    fn read_deadline(&self) -> Option<Instant> {
+        (!self.silence_limit.is_zero()).then(|| self.last_read + self.silence_limit)
+    }
+
+    async fn write(&mut self, frame: Option<Frame>) -> Result<(), End> {
+        let counted = frame.is_some();
+        self.wire.send(frame).await.map_err(|_| End::Gone)?;
+        self.last_write = Instant::now();
+        if counted {
+            metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
+        }
+        Ok(())
+    }
+
+    async fn write_out(&mut self, out: Out) -> Result<(), End> {
+        match out {
+            Out::Message {
+                frame,
+                consumed,
+                agent,
+            } => {
+                self.write(Some(frame)).await?;
+                if let Some((queue, seq)) = consumed {
+                    self.state.core.queue_consumed(agent, queue.as_str(), seq);
+                }
+                Ok(())
+            }
+            Out::Fatal(message) => Err(End::error(message)),
+        }
+    }
+
+    /// Handles one client frame, then its receipt.
+    async fn frame(&mut self, frame: Frame) -> Result<(), End> {
+        let done = match frame.command {
+            Command::Send | Command::Ack | Command::Nack if frame.get("transaction").is_some() => {
+                self.buffer(&frame)
+            }
+            Command::Send => self.send(&frame).await,
+            Command::Subscribe => self.subscribe(&frame).await,
+            Command::Unsubscribe => self.unsubscribe(&frame),
+            Command::Ack => self.ack(&frame, true),
+            Command::Nack => self.ack(&frame, false),
+            Command::Begin => self.begin(&frame),
+            Command::Commit => self.commit(&frame).await,
+            Command::Abort => self.abort(&frame),
+            Command::Disconnect => {
+                self.receipt(&frame).await?;
+                return Err(End::Disconnect);
+            }
+            Command::Connect | Command::Stomp => Err(End::error("already connected")),
+            Command::Connected | Command::Message | Command::Receipt | Command::Error => Err(
+                End::error(format!("{} is a server frame", frame.command.as_str())),
+            ),
+        };
+        done.map_err(|end| end.with_receipt(&frame))?;
+        self.receipt(&frame).await
+    }
+
+    async fn receipt(&mut self, frame: &Frame) -> Result<(), End> {
+        match frame.get("receipt") {
+            Some(id) => {
+                let receipt = Frame::new(Command::Receipt).header("receipt-id", id);
+                self.write(Some(receipt)).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// `SEND`: the body through the gate, then a stored message from its `_sender`.
+    async fn send(&mut self, frame: &Frame) -> Result<(), End> {
+        let destination = required(frame, "destination")?;
+        let Some(to) = Destination::parse(destination) else {
+            return Err(unknown_destination(destination));
+        };
+        let limit = self.state.settings.limits.max_frame_bytes;
+        let wise = wise::check(&frame.body, limit).map_err(|why| {
+            metrics::counter!("switchboard_stomp_refused_bodies_total").increment(1);
+            End::Error {
+                message: format!("body refused: {why}"),
+                detail: "Only a plain !wiseagents.WiseAgentMessage mapping of scalars is relayed to an agent's queue; nothing was sent.".into(),
+                receipt: None,
+            }
+        })?;
+        let sender = wise.sender.clone().unwrap_or_default();
+        let caller = self.sender(&sender).await?;
+        let raw = String::from_utf8_lossy(&frame.body);
+        let message = to_send_message(&sender, &to, &wise, &raw);
+        let operation = Operation::SendMessage {
+            message,
+            idempotency_key: None,
+        };
+        self.state
+            .core
+            .dispatch(&caller, operation)
+            .await
+            .map_err(End::from_core)?;
+        Ok(())
+    }
+
+    /// Who a `SEND` is from: the agent itself, or on a bridge an agent it subscribed for.
+    async fn sender(&self, sender: &str) -> Result<Caller, End> {
+        match &self.identity {
+            Identity::Agent(caller) => self
+                .state
+                .core
+                .act_as(caller, "", sender, None)
+                .await
+                .map_err(End::from_core),
+            Identity::Bridge { caller, team_id } => {
+                if !self.agents.contains(sender) {
+                    return Err(End::error(format!(
+                        "_sender '{sender}' is not an agent this connection subscribed for; a team bridge sends as the agents whose queues it subscribed to"
+                    )));
+                }
+                self.state
+                    .core
+                    .act_as(caller, team_id, sender, None)
+                    .await
+                    .map_err(End::from_core)
+            }
+        }
+    }
+
+    async fn subscribe(&mut self, frame: &Frame) -> Result<(), End> {
+        let destination = required(frame, "destination")?;
+        let id = match (frame.get("id"), self.version) {
+            (Some(id), _) => id.to_owned(),
+            (None, Version::V1_0) => destination.to_owned(),
+            (None, _) => return Err(End::error("SUBSCRIBE needs an id header")),
+        };
+        let Some(ack) = AckMode::parse(frame.get("ack")) else {
+            return Err(End::error("ack must be auto, client or client-individual"));
+        };
+        if self.subscriptions.contains_key(&id) {
+            return Err(End::error(format!(
+                "subscription id '{id}' is already in use"
+            )));
+        }
+        let Some(to) = Destination::parse(destination) else {
+            return Err(unknown_destination(destination));
+        };
+        let core = &self.state.core;
+        let caller = match &self.identity {
+            Identity::Agent(caller) => core.act_as(caller, "", &to.agent_id, None).await,
+            Identity::Bridge { caller, team_id } => {
+                core.act_as(caller, team_id, &to.agent_id, Some(WISE_ROLE))
+                    .await
+            }
+        }
+        .map_err(End::from_core)?;
+        let conn = core.connect(&caller).map_err(End::from_core)?;
+        let examined = core
+            .queue_cursor(conn.agent(), to.queue.as_str())
+            .await
+            .map_err(End::from_core)?;
+        let (acks_tx, acks_rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %to.agent_id, "STOMP subscription");
+        let subscription = Subscription {
+            core: core.clone(),
+            id: id.clone(),
+            destination: to.to_header(),
+            queue: to.queue,
+            ack,
+            version: self.version,
+            conn,
+            out: self.out_tx.clone(),
+            acks: acks_rx,
+            cancel: cancel.clone(),
+            examined,
+            pending: Default::default(),
+        };
+        self.state.tracker.spawn(subscription.run());
+        self.agents.insert(to.agent_id);
+        self.subscriptions.insert(
+            id,
+            Handle {
+                acks: acks_tx,
+                cancel,
+            },
+        );
+        Ok(())
+    }
+
+    fn unsubscribe(&mut self, frame: &Frame) -> Result<(), End> {
+        let id = match (frame.get("id"), self.version) {
+            (Some(id), _) => id,
+            (None, Version::V1_0) => required(frame, "destination")?,
+            (None, _) => return Err(End::error("UNSUBSCRIBE needs an id header")),
+        };
+        match self.subscriptions.remove(id) {
+            Some(handle) => {
+                handle.cancel.cancel();
+                Ok(())
+            }
+            None => Err(End::error(format!("no subscription '{id}'"))),
+        }
+    }
+
+    /// `ACK` / `NACK`: routed to the subscription by the ack id (`<subscription>:<seq>`).
+    fn ack(&mut self, frame: &Frame, ack: bool) -> Result<(), End> {
+        let header = if self.version == Version::V1_2 {
+            "id"
+        } else {
+            "message-id"
+        };
+        let id = required(frame, header)?;
+        let parsed = id
+            .rsplit_once(':')
+            .and_then(|(sub, seq)| Some((sub, seq.parse::<i64>().ok()?)));
+        let Some((subscription, seq)) = parsed else {
+            return Err(End::error(format!("'{id}' is not an id this server gave")));
+        };
+        let Some(handle) = self.subscriptions.get(subscription) else {
+            return Err(End::error(format!("no subscription '{subscription}'")));
+        };
+        let op = if ack {
+            AckOp::Ack(seq)
+        } else {
+            AckOp::Nack(seq)
+        };
+        // A subscription that ended has nothing left to acknowledge.
+        let _ = handle.acks.send(op);
+        Ok(())
+    }
+
+    fn begin(&mut self, frame: &Frame) -> Result<(), End> {
+        let name = required(frame, "transaction")?;
+        if self.transactions.contains_key(name) {
+            return Err(End::error(format!("transaction '{name}' is already open")));
+        }
+        self.transactions.insert(name.to_owned(), Vec::new());
+        Ok(())
+    }
+
+    fn buffer(&mut self, frame: &Frame) -> Result<(), End> {
+        let name = required(frame, "transaction")?;
+        match self.transactions.get_mut(name) {
+            Some(frames) => {
+                frames.push(frame.clone());
+                Ok(())
+            }
+            None => Err(End::error(format!("no transaction '{name}'"))),
+        }
+    }
+
+    /// `COMMIT`: the transaction's frames, in order. Each `SEND` commits on its own: a
+    /// refused body ends the connection after the ones before it went out.
+    async fn commit(&mut self, frame: &Frame) -> Result<(), End> {
+        let name = required(frame, "transaction")?;
+        let Some(frames) = self.transactions.remove(name) else {
+            return Err(End::error(format!("no transaction '{name}'")));
+        };
+        for frame in frames {
+            match frame.command {
+                Command::Send => self.send(&frame).await?,
+                Command::Ack => self.ack(&frame, true)?,
+                Command::Nack => self.ack(&frame, false)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self, frame: &Frame) -> Result<(), End> {
+        let name = required(frame, "transaction")?;
+        match self.transactions.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(End::error(format!("no transaction '{name}'"))),
+        }
+    }
+}
+
+fn required<'f>(frame: &'f Frame, header: &str) -> Result<&'f str, End> {
+    frame.get(header).ok_or_else(|| {
+        End::error(format!(
+            "{} needs a {header} header",
+            frame.command.as_str()
+        ))
+    })
+}
+
+fn unknown_destination(destination: &str) -> End {
+    End::error(format!(
+        "unknown destination '{destination}': this server has /queue/request/<agent> and /queue/response/<agent>"
+    ))
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,243 @@
+//! One STOMP subscription: an agent's queue, replayed from the queue's cursor, then fed
+//! by the hub, in inbox order, each entry once.
+//!
+//! A subscription is a task of its own with its own live connection in the hub. It never
+//! closes for being slow: when its outbox overflows it drops what piled up and carries on
+//! from storage (Wise Agents never resubscribe, so a closed subscription would leave the
+//! agent deaf).
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+use switchboard_types::messages::MessageView;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::frame::{Command, Frame, Version};
+use super::queues::{Queue, to_wise};
+use crate::core::Core;
+use crate::core::live::{Connection, LivePush};
+
+/// Entries read from storage at a time.
+const PAGE: i64 = 256;
+
+/// How a subscription's messages are acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// Consumed once written to the connection.
+    Auto,
+    /// An ACK consumes the message and every earlier one.
+    Client,
+    /// An ACK consumes that message only.
+    ClientIndividual,
+}
+
+impl AckMode {
+    pub fn parse(value: Option<&str>) -> Option<AckMode> {
+        match value {
+            None | Some("auto") => Some(AckMode::Auto),
+            Some("client") => Some(AckMode::Client),
+            Some("client-individual") => Some(AckMode::ClientIndividual),
+            Some(_) => None,
+        }
+    }
+}
+
+/// What a subscription hands the session to write.
+pub enum Out {
+    /// A `MESSAGE`; with `consumed`, the queue's cursor moves to that seq once it is
+    /// written (ack `auto`).
+    Message {
+        frame: Frame,
+        consumed: Option<(Queue, i64)>,
+        agent: switchboard_types::ids::AgentPk,
+    },
+    /// The subscription cannot go on: the session sends an `ERROR` with this and closes.
+    Fatal(String),
+}
+
+/// An `ACK` or `NACK` routed to its subscription.
+#[derive(Debug, Clone, Copy)]
+pub enum AckOp {
+    Ack(i64),
+    Nack(i64),
+}
+
+/// A subscription's task state.
+pub struct Subscription {
+    pub core: Core,
+    pub id: String,
+    pub destination: String,
+    pub queue: Queue,
+    pub ack: AckMode,
+    pub version: Version,
+    pub conn: Connection,
+    pub out: mpsc::Sender<Out>,
+    pub acks: mpsc::UnboundedReceiver<AckOp>,
+    pub cancel: CancellationToken,
+    /// Every entry up to here was looked at (delivered, or not this queue's).
+    pub examined: i64,
+    /// Delivered, not yet acknowledged (client modes).
+    pub pending: BTreeSet<i64>,
+}
+
+/// Why the task stops.
+struct Stop;
+
+/// The fields of a pushed `message` frame this task reads.
+#[derive(Deserialize)]
+struct Pushed {
+    message: MessageView,
+}
+
+impl Subscription {
+    /// The ack id of an entry: the subscription and the seq, so an `ACK` finds both.
+    pub fn ack_id(subscription: &str, seq: i64) -> String {
+        format!("{subscription}:{seq}")
+    }
+
+    pub async fn run(mut self) {
+        if self.catch_up().await.is_err() {
+            return;
+        }
+        let cancel = self.cancel.clone();
+        let lag = self.conn.lag().clone();
+        let removed = self.conn.removed();
+        loop {
+            let step = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(Stop),
+                () = removed.cancelled() => {
+                    let _ = self.out.send(Out::Fatal("agent removed".into())).await;
+                    Err(Stop)
+                }
+                () = lag.raised() => {
+                    lag.clear();
+                    self.conn.drain();
+                    self.catch_up().await
+                }
+                Some(op) = self.acks.recv() => {
+                    self.acknowledge(op);
+                    Ok(())
+                }
+                push = self.conn.next_push() => match push {
+                    Some(push) => self.push(push).await,
+                    None => Err(Stop),
+                },
+            };
+            if step.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn push(&mut self, push: LivePush) -> Result<(), Stop> {
+        let seq = push.seq();
+        if seq <= self.examined {
+            return Ok(());
+        }
+        if seq == self.examined + 1
+            && let Ok(text) = push.frame()
+            && let Ok(pushed) = serde_json::from_str::<Pushed>(&text)
+        {
+            let mut view = pushed.message;
+            view.seq = Some(seq);
+            return self.deliver(&view).await;
+        }
+        // A gap, or an entry that is not a plain message (a task notification): storage
+        // has it in the shape this task needs.
+        self.catch_up().await
+    }
+
+    /// Delivers every stored entry after `examined`.
+    async fn catch_up(&mut self) -> Result<(), Stop> {
+        loop {
+            let page = match self
+                .core
+                .inbox_views_after(&self.conn, self.examined, PAGE)
+                .await
+            {
+                Ok(page) => page,
+                Err(err) => {
+                    tracing::warn!(error = %err, "STOMP replay failed");
+                    let _ = self
+                        .out
+                        .send(Out::Fatal("storage unavailable; reconnect later".into()))
+                        .await;
+                    return Err(Stop);
+                }
+            };
+            let full = page.len() as i64 == PAGE;
+            for view in &page {
+                self.deliver(view).await?;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn deliver(&mut self, view: &MessageView) -> Result<(), Stop> {
+        let Some(seq) = view.seq else {
+            return Ok(());
+        };
+        self.examined = seq;
+        if Queue::of(view) != self.queue {
+            if self.ack != AckMode::Auto && self.pending.is_empty() {
+                self.core
+                    .queue_consumed(self.conn.agent(), self.queue.as_str(), seq);
+            }
+            return Ok(());
+        }
+        let body = to_wise(view).to_yaml();
+        let ack_id = Subscription::ack_id(&self.id, seq);
+        let mut frame = Frame::new(Command::Message)
+            .header("destination", self.destination.clone())
+            .header("message-id", ack_id.clone())
+            .header("subscription", self.id.clone());
+        if self.ack != AckMode::Auto && self.version == Version::V1_2 {
+            frame = frame.header("ack", ack_id);
+        }
+        let frame = frame
+            .header("content-type", "text/plain;charset=utf-8")
+            .header("content-length", body.len().to_string())
+            .header("switchboard-seq", seq.to_string())
+            .header("switchboard-message-id", view.message_id.clone())
+            .header("switchboard-sender", view.sender_agent_id.clone())
+            .body(body);
+        let consumed = match self.ack {
+            AckMode::Auto => Some((self.queue, seq)),
+            AckMode::Client | AckMode::ClientIndividual => {
+                self.pending.insert(seq);
+                None
+            }
+        };
+        let out = Out::Message {
+            frame,
+            consumed,
+            agent: self.conn.agent(),
+        };
+        self.out.send(out).await.map_err(|_| Stop)
+    }
+
+    /// An `ACK` consumes (in `client` mode, everything up to it); a `NACK` leaves the
+    /// message unconsumed: it comes again on the next subscription to the queue.
+    fn acknowledge(&mut self, op: AckOp) {
+        let AckOp::Ack(seq) = op else {
+            return;
+        };
+        match self.ack {
+            AckMode::Auto => return,
+            AckMode::Client => self.pending.retain(|p| *p > seq),
+            AckMode::ClientIndividual => {
+                self.pending.remove(&seq);
+            }
+        }
+        let consumed = self
+            .pending
+            .first()
+            .map_or(self.examined, |first| first - 1);
+        self.core
+            .queue_consumed(self.conn.agent(), self.queue.as_str(), consumed);
+    }
+}

@@ -1,0 +1,219 @@
+"""Wise Agents agents, as their STOMP transport puts them on the wire, against Switchboard.
+
+Each agent is what Wise Agents' StompWiseAgentTransport does with stomp.py: two
+connections (`stomp.Connection`, STOMP 1.1, heart-beats 60000,60000, the deployment's one
+login/passcode, no host header), one subscribed with ack `auto` to
+/queue/request/<agent>, the other to /queue/response/<agent>; requests are sent on the
+first, responses on the second; bodies are `yaml.dump` of a `yaml.YAMLObject` tagged
+`!wiseagents.WiseAgentMessage`, loaded on arrival with PyYAML's *unsafe* loader.
+
+Usage: stomp_wise.py SCENARIO HOST PORT TEAM_ID TEAM_KEY
+Prints one JSON object with what the agents received; exits non-zero when a check fails.
+The Rust test (tests/it/stomp/) runs it against a real server and checks the server side.
+"""
+
+import json
+import sys
+import threading
+import time
+
+import stomp
+import yaml
+
+
+class WiseAgentMessage(yaml.YAMLObject):
+    """The fields of Wise Agents' message class, dumped as their code dumps it."""
+
+    yaml_tag = "!wiseagents.WiseAgentMessage"
+
+    def __init__(self, message, sender=None, message_type=None, chat_id=None,
+                 tool_id=None, context_name=None, route_response_to=None, old=False):
+        self._message = message
+        self._sender = sender
+        self._message_type = message_type
+        self._tool_id = tool_id
+        self._context_name = context_name
+        self._route_response_to = route_response_to
+        if old:
+            self._chat_id = chat_id
+
+
+class Inbox(stomp.ConnectionListener):
+    """What one connection received: loaded messages, raw bodies, errors."""
+
+    def __init__(self, name):
+        self.name = name
+        self.messages = []
+        self.errors = []
+        self.disconnected = False
+        self.cond = threading.Condition()
+
+    def on_message(self, frame):
+        # Exactly what Wise Agents do with a body: PyYAML's unsafe loader.
+        message = yaml.load(frame.body, Loader=yaml.Loader)
+        with self.cond:
+            self.messages.append((message, frame.headers))
+            self.cond.notify_all()
+
+    def on_error(self, frame):
+        with self.cond:
+            self.errors.append(frame.headers.get("message", ""))
+            self.cond.notify_all()
+
+    def on_disconnected(self):
+        with self.cond:
+            self.disconnected = True
+            self.cond.notify_all()
+
+    def wait(self, predicate, what, timeout=10.0):
+        with self.cond:
+            if not self.cond.wait_for(lambda: predicate(self), timeout):
+                raise AssertionError(f"{self.name}: timed out waiting for {what}")
+
+
+class WiseAgent:
+    """One agent's two connections, as Wise Agents open them."""
+
+    def __init__(self, name, host, port, login, passcode):
+        self.name = name
+        self.request = Inbox(f"{name}/request")
+        self.response = Inbox(f"{name}/response")
+        self.request_conn = self._open(host, port, login, passcode, self.request)
+        self.response_conn = self._open(host, port, login, passcode, self.response)
+
+    @staticmethod
+    def _open(host, port, login, passcode, listener):
+        conn = stomp.Connection(host_and_ports=[(host, port)], heartbeats=(60000, 60000))
+        conn.set_listener("", listener)
+        conn.connect(login, passcode, wait=True)
+        return conn
+
+    def start(self):
+        self.request_conn.subscribe(destination=f"/queue/request/{self.name}", id=1, ack="auto")
+        self.response_conn.subscribe(destination=f"/queue/response/{self.name}", id=2, ack="auto")
+
+    def send_request(self, message, to):
+        self.request_conn.send(body=yaml.dump(message), destination=f"/queue/request/{to}")
+
+    def send_response(self, message, to):
+        self.response_conn.send(body=yaml.dump(message), destination=f"/queue/response/{to}")
+
+    def stop(self):
+        for conn in (self.request_conn, self.response_conn):
+            if conn.is_connected():
+                conn.disconnect()
+
+
+def fields(message):
+    return {k: v for k, v in vars(message).items()}
+
+
+def conversation(host, port, team, key):
+    """A asks B, B answers A; an old-format body (with _chat_id) reads the same."""
+    a = WiseAgent("WiseA", host, port, team, key)
+    b = WiseAgent("WiseB", host, port, team, key)
+    a.start()
+    b.start()
+    time.sleep(0.3)
+    a.send_request(WiseAgentMessage("What is 2+2?", sender="WiseA", message_type="QUERY",
+                                    context_name="ctx-1"), "WiseB")
+    b.request.wait(lambda i: len(i.messages) >= 1, "the request")
+    request, headers = b.request.messages[0]
+    assert isinstance(request, WiseAgentMessage), type(request)
+    assert request._message == "What is 2+2?", fields(request)
+    assert request._sender == "WiseA", fields(request)
+    assert request._message_type == "QUERY", fields(request)
+    assert request._context_name == "ctx-1", fields(request)
+    b.send_response(WiseAgentMessage("4", sender="WiseB", message_type="RESPONSE",
+                                     context_name="ctx-1"), "WiseA")
+    a.response.wait(lambda i: len(i.messages) >= 1, "the response")
+    response, _ = a.response.messages[0]
+    assert response._message == "4" and response._sender == "WiseB", fields(response)
+    assert response._message_type == "RESPONSE", fields(response)
+    # An older Wise Agents sends _chat_id too; it becomes the thread.
+    a.send_request(WiseAgentMessage("old format", sender="WiseA", chat_id="chat-7", old=True),
+                   "WiseB")
+    b.request.wait(lambda i: len(i.messages) >= 2, "the old-format request")
+    old, _ = b.request.messages[1]
+    assert old._message == "old format" and old._chat_id == "chat-7", fields(old)
+    # Nothing crossed queues.
+    assert not a.request.messages and not b.response.messages
+    a.stop()
+    b.stop()
+    return {
+        "request": fields(request),
+        "request_headers": dict(headers),
+        "response": fields(response),
+        "old": fields(old),
+    }
+
+
+def late(host, port, team, key):
+    """A message to an agent with no subscriber waits for it: WiseLate is registered but
+    not connected; it subscribes after the send and gets the message."""
+    a = WiseAgent("WiseA", host, port, team, key)
+    a.start()
+    time.sleep(0.2)
+    a.send_request(WiseAgentMessage("are you there?", sender="WiseA"), "WiseLate")
+    time.sleep(0.5)
+    late_agent = WiseAgent("WiseLate", host, port, team, key)
+    late_agent.start()
+    late_agent.request.wait(lambda i: len(i.messages) >= 1, "the waiting message")
+    got, _ = late_agent.request.messages[0]
+    assert got._message == "are you there?" and got._sender == "WiseA", fields(got)
+    a.stop()
+    late_agent.stop()
+    return {"late": fields(got)}
+
+
+MALICIOUS = '!!python/object/apply:os.system ["touch /tmp/switchboard-pwned"]\n'
+
+
+def malicious(host, port, team, key):
+    """A body that would run code in the receiver is refused with an ERROR to the sender;
+    the receiver stays connected and never sees it."""
+    evil = WiseAgent("WiseEvil", host, port, team, key)
+    b = WiseAgent("WiseB", host, port, team, key)
+    evil.start()
+    b.start()
+    time.sleep(0.2)
+    evil.request_conn.send(body=MALICIOUS, destination="/queue/request/WiseB")
+    evil.request.wait(lambda i: i.errors, "the ERROR frame")
+    evil.request.wait(lambda i: i.disconnected, "the refused sender's disconnect")
+    # The receiver is untouched: a good message still arrives, and only that one.
+    evil.response_conn.send(
+        body=yaml.dump(WiseAgentMessage("harmless", sender="WiseEvil")),
+        destination="/queue/request/WiseB")
+    b.request.wait(lambda i: len(i.messages) >= 1, "the harmless message")
+    time.sleep(0.3)
+    assert [m._message for m, _ in b.request.messages] == ["harmless"], b.request.messages
+    assert b.request_conn.is_connected() and b.response_conn.is_connected()
+    evil.stop()
+    b.stop()
+    return {"error": evil.request.errors[0], "receiver_got": [m._message for m, _ in b.request.messages]}
+
+
+def receive(host, port, team, key):
+    """WiseR subscribes and waits for one message sent by someone else (REST, WebSocket);
+    prints it as loaded."""
+    r = WiseAgent("WiseR", host, port, team, key)
+    r.start()
+    print(json.dumps({"ready": True}), flush=True)
+    r.request.wait(lambda i: len(i.messages) >= 1, "a message", timeout=20)
+    got, headers = r.request.messages[0]
+    r.stop()
+    return {"got": fields(got), "type": type(got).__name__, "headers": dict(headers)}
+
+
+SCENARIOS = {"conversation": conversation, "late": late, "malicious": malicious,
+             "receive": receive}
+
+
+def main():
+    scenario, host, port, team, key = sys.argv[1:6]
+    result = SCENARIOS[scenario](host, int(port), team, key)
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
