@@ -4,7 +4,7 @@
 //! team key acting as one of its agents, which is how a Wise Agents deployment, whose
 //! agents all share one login, reaches Switchboard.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use switchboard_types::agents::RegisterAgent;
@@ -20,12 +20,23 @@ use crate::store::records::{InboxFilter, InboxPageSpec, QueueCursorRow};
 /// writer's work. A crash loses at most a second of progress: those entries come again.
 #[derive(Default)]
 pub struct QueueCursors {
-    /// `(agent, queue)` → (consumed up to, not yet saved).
-    map: Mutex<HashMap<(AgentPk, String), (i64, bool)>>,
+    map: Mutex<HashMap<(AgentPk, String), QueueCursor>>,
+}
+
+/// Where one queue stands.
+#[derive(Debug, Clone, Default)]
+struct QueueCursor {
+    /// Everything up to here was consumed.
+    seq: i64,
+    /// Not yet saved.
+    dirty: bool,
+    /// Entries past `seq` acknowledged one by one (`client-individual`), which a new
+    /// subscription skips. Kept in memory only: after a restart they come again.
+    beyond: BTreeSet<i64>,
 }
 
 impl QueueCursors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, String), (i64, bool)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, String), QueueCursor>> {
         // A panic while holding the lock leaves only plain numbers behind: keep going.
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -101,26 +112,34 @@ impl Core {
         self.team_for(caller, team_id, Need::Manage).map(|_| ())
     }
 
-    /// Where `queue` of the agent stands: entries up to it were consumed.
-    pub async fn queue_cursor(&self, agent: AgentPk, queue: &str) -> CoreResult<i64> {
-        if let Some((seq, _)) = self.queue_cursors().lock().get(&(agent, queue.to_owned())) {
-            return Ok(*seq);
+    /// Where `queue` of the agent stands: entries up to the number were consumed, and
+    /// so were the ones in the set.
+    pub async fn queue_cursor(&self, agent: AgentPk, queue: &str) -> CoreResult<(i64, BTreeSet<i64>)> {
+        let key = (agent, queue.to_owned());
+        if let Some(cursor) = self.queue_cursors().lock().get(&key) {
+            return Ok((cursor.seq, cursor.beyond.clone()));
         }
         let stored = self.store().queue_cursor(agent, queue.to_owned()).await?;
         let mut map = self.queue_cursors().lock();
-        let entry = map
-            .entry((agent, queue.to_owned()))
-            .or_insert((stored, false));
-        Ok(entry.0)
+        let cursor = map.entry(key).or_insert(QueueCursor {
+            seq: stored,
+            ..QueueCursor::default()
+        });
+        Ok((cursor.seq, cursor.beyond.clone()))
     }
 
-    /// Records that `queue` of the agent consumed everything up to `seq` (never back).
-    pub fn queue_consumed(&self, agent: AgentPk, queue: &str, seq: i64) {
+    /// Records that `queue` of the agent consumed everything up to `seq` (never back)
+    /// and, past it, the entries of `beyond`.
+    pub fn queue_consumed(&self, agent: AgentPk, queue: &str, seq: i64, beyond: &BTreeSet<i64>) {
         let mut map = self.queue_cursors().lock();
-        let entry = map.entry((agent, queue.to_owned())).or_insert((0, false));
-        if seq > entry.0 {
-            *entry = (seq, true);
+        let cursor = map.entry((agent, queue.to_owned())).or_default();
+        if seq > cursor.seq {
+            cursor.seq = seq;
+            cursor.dirty = true;
         }
+        let at = cursor.seq;
+        cursor.beyond.extend(beyond.iter().copied());
+        cursor.beyond.retain(|s| *s > at);
     }
 
     /// Writes the queue cursors that moved; on failure they stay marked for next time.
@@ -128,13 +147,13 @@ impl Core {
         let rows: Vec<QueueCursorRow> = {
             let mut map = self.queue_cursors().lock();
             map.iter_mut()
-                .filter(|(_, (_, dirty))| *dirty)
-                .map(|((agent, queue), (seq, dirty))| {
-                    *dirty = false;
+                .filter(|(_, cursor)| cursor.dirty)
+                .map(|((agent, queue), cursor)| {
+                    cursor.dirty = false;
                     QueueCursorRow {
                         agent: *agent,
                         queue: queue.clone(),
-                        acked_seq: *seq,
+                        acked_seq: cursor.seq,
                     }
                 })
                 .collect()
@@ -144,11 +163,10 @@ impl Core {
         }
         let result = self.store().save_queue_cursors(rows.clone()).await;
         if result.is_err() {
+            let mut map = self.queue_cursors().lock();
             for row in rows {
-                self.queue_consumed(row.agent, &row.queue, row.acked_seq);
-                let mut map = self.queue_cursors().lock();
-                if let Some(entry) = map.get_mut(&(row.agent, row.queue)) {
-                    entry.1 = true;
+                if let Some(cursor) = map.get_mut(&(row.agent, row.queue)) {
+                    cursor.dirty = true;
                 }
             }
         }

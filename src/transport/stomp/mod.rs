@@ -15,6 +15,7 @@ pub mod wise;
 
 use std::time::Duration;
 
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
@@ -49,7 +50,26 @@ impl session::Wire for Framed<TcpStream, StompCodec> {
     fn set_version(&mut self, version: Version) {
         self.codec_mut().version = version;
     }
+
+    async fn linger(self) {
+        let mut stream = self.into_inner();
+        let mut scratch = vec![0u8; 16 * 1024];
+        let drain = async {
+            // Bounded: a client that keeps sending gets cut off after this much.
+            let mut left: usize = 8 * 1024 * 1024;
+            while left > 0 {
+                match stream.read(&mut scratch).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        };
+        let _ = tokio::time::timeout(LINGER, drain).await;
+    }
 }
+
+/// How long a connection that got an `ERROR` is read from before it is dropped.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// Accepts STOMP connections until shutdown.
 pub async fn listen(listener: TcpListener, state: StompState) {

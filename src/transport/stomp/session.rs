@@ -32,6 +32,11 @@ pub trait Wire:
     Stream<Item = Result<Incoming, FrameError>> + Sink<Option<Frame>, Error = FrameError> + Unpin + Send
 {
     fn set_version(&mut self, version: Version);
+
+    /// After an `ERROR`: reads and drops what the client still sends, for a moment, so
+    /// the `ERROR` is read before the connection resets (closing a socket with unread
+    /// input resets it, and a reset discards what the client had not read yet).
+    fn linger(self) -> impl Future<Output = ()> + Send;
 }
 
 /// Who the connection is.
@@ -130,12 +135,12 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
     let session = match connected {
         Ok(Ok(session)) => session,
         Ok(Err(end)) => {
-            finish(&mut wire, end).await;
+            finish(wire, end).await;
             metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
             return;
         }
         Err(_) => {
-            finish(&mut wire, End::error("no CONNECT frame in time")).await;
+            finish(wire, End::error("no CONNECT frame in time")).await;
             metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
             return;
         }
@@ -167,7 +172,7 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
     }
     let agents: Vec<&String> = session.agents.iter().collect();
     tracing::info!(session = %session.session_id, team = %team, agents = ?agents, "STOMP session ended");
-    finish(&mut session.wire, end).await;
+    finish(session.wire, end).await;
     metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
 }
 
@@ -182,8 +187,8 @@ fn describe(state: &StompState, identity: &Identity) -> (String, String) {
     }
 }
 
-/// Sends the closing frame the end calls for, and flushes.
-async fn finish<W: Wire>(wire: &mut W, end: End) {
+/// Sends the closing frame the end calls for, and closes.
+async fn finish<W: Wire>(mut wire: W, end: End) {
     let frame = match end {
         End::Error {
             message,
@@ -202,11 +207,15 @@ async fn finish<W: Wire>(wire: &mut W, end: End) {
         }
         End::Disconnect | End::Gone => None,
     };
+    let error = frame.is_some();
     if let Some(frame) = frame {
         let _ = tokio::time::timeout(Duration::from_secs(1), wire.send(Some(frame))).await;
         metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), wire.close()).await;
+    if error {
+        wire.linger().await;
+    }
 }
 
 type Connected = (Version, Identity, (Duration, Duration));
@@ -353,7 +362,8 @@ impl<W: Wire> Session<'_, W> {
             } => {
                 self.write(Some(frame)).await?;
                 if let Some((queue, seq)) = consumed {
-                    self.state.core.queue_consumed(agent, queue.as_str(), seq);
+                    let none = std::collections::BTreeSet::new();
+                    self.state.core.queue_consumed(agent, queue.as_str(), seq, &none);
                 }
                 Ok(())
             }
@@ -481,7 +491,7 @@ impl<W: Wire> Session<'_, W> {
         }
         .map_err(End::from_core)?;
         let conn = core.connect(&caller).map_err(End::from_core)?;
-        let examined = core
+        let (examined, acked) = core
             .queue_cursor(conn.agent(), to.queue.as_str())
             .await
             .map_err(End::from_core)?;
@@ -501,6 +511,7 @@ impl<W: Wire> Session<'_, W> {
             cancel: cancel.clone(),
             examined,
             pending: Default::default(),
+            acked,
         };
         self.state.tracker.spawn(subscription.run());
         self.agents.insert(to.agent_id);

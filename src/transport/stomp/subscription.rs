@@ -79,6 +79,9 @@ pub struct Subscription {
     pub examined: i64,
     /// Delivered, not yet acknowledged (client modes).
     pub pending: BTreeSet<i64>,
+    /// Past the cursor, acknowledged one by one (`client-individual`), now or by an
+    /// earlier subscription: not delivered again.
+    pub acked: BTreeSet<i64>,
 }
 
 /// Why the task stops.
@@ -182,10 +185,9 @@ impl Subscription {
             return Ok(());
         };
         self.examined = seq;
-        if Queue::of(view) != self.queue {
+        if Queue::of(view) != self.queue || self.acked.contains(&seq) {
             if self.ack != AckMode::Auto && self.pending.is_empty() {
-                self.core
-                    .queue_consumed(self.conn.agent(), self.queue.as_str(), seq);
+                self.record();
             }
             return Ok(());
         }
@@ -230,14 +232,23 @@ impl Subscription {
             AckMode::Auto => return,
             AckMode::Client => self.pending.retain(|p| *p > seq),
             AckMode::ClientIndividual => {
-                self.pending.remove(&seq);
+                if self.pending.remove(&seq) {
+                    self.acked.insert(seq);
+                }
             }
         }
-        let consumed = self
+        self.record();
+    }
+
+    /// Tells the core how far the queue was consumed: up to the first unacknowledged
+    /// entry, and the ones acknowledged past it.
+    fn record(&mut self) {
+        let cursor = self
             .pending
             .first()
             .map_or(self.examined, |first| first - 1);
+        self.acked.retain(|s| *s > cursor);
         self.core
-            .queue_consumed(self.conn.agent(), self.queue.as_str(), consumed);
+            .queue_consumed(self.conn.agent(), self.queue.as_str(), cursor, &self.acked);
     }
 }

@@ -2,6 +2,9 @@
 //! (`tests/interop/stomp_wise.py`); what they exchanged is then read back through REST
 //! and seen live on a WebSocket.
 
+mod protocol;
+mod wire;
+
 use serde_json::{Value, json};
 
 use crate::python;

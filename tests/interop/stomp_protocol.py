@@ -1,0 +1,261 @@
+"""STOMP as stomp.py speaks it in each version, against Switchboard.
+
+Usage: stomp_protocol.py SCENARIO CONFIG_JSON
+CONFIG_JSON: {"host", "port", "team", "key", "other_team", "other_key",
+              "a": [agent_id, token], "b": [agent_id, token]}
+Prints one JSON object; exits non-zero when a check fails. Run by tests/it/stomp/.
+"""
+
+import json
+import sys
+import threading
+import time
+
+import stomp
+import yaml
+
+
+class Listener(stomp.ConnectionListener):
+    def __init__(self):
+        self.messages = []
+        self.receipts = []
+        self.errors = []
+        self.heartbeats = 0
+        self.disconnected = False
+        self.cond = threading.Condition()
+
+    def _add(self, attr, value):
+        with self.cond:
+            getattr(self, attr).append(value)
+            self.cond.notify_all()
+
+    def on_message(self, frame):
+        self._add("messages", frame)
+
+    def on_receipt(self, frame):
+        self._add("receipts", frame.headers["receipt-id"])
+
+    def on_error(self, frame):
+        self._add("errors", frame.headers.get("message", ""))
+
+    def on_heartbeat(self):
+        with self.cond:
+            self.heartbeats += 1
+            self.cond.notify_all()
+
+    def on_disconnected(self):
+        with self.cond:
+            self.disconnected = True
+            self.cond.notify_all()
+
+    def wait(self, predicate, what, timeout=10.0):
+        with self.cond:
+            if not self.cond.wait_for(lambda: predicate(self), timeout):
+                raise AssertionError(f"timed out waiting for {what}: {vars(self)}")
+
+
+def body(text, sender):
+    return (
+        "!wiseagents.WiseAgentMessage\n"
+        f"_context_name: null\n_message: {json.dumps(text)}\n_message_type: QUERY\n"
+        f"_route_response_to: null\n_sender: {sender}\n_tool_id: null\n"
+    )
+
+
+yaml.add_constructor("!wiseagents.WiseAgentMessage",
+                     lambda loader, node: loader.construct_mapping(node), Loader=yaml.Loader)
+
+
+def loaded(frame):
+    return yaml.load(frame.body, Loader=yaml.Loader)["_message"]
+
+
+def connect(cfg, cls, login, passcode, heartbeats=(0, 0)):
+    options = {} if cls is stomp.Connection10 else {"heartbeats": heartbeats}
+    conn = cls(host_and_ports=[(cfg["host"], cfg["port"])], **options)
+    listener = Listener()
+    conn.set_listener("", listener)
+    conn.connect(login, passcode, wait=True)
+    return conn, listener
+
+
+def send_all(conn, listener, to, sender, texts):
+    """SEND each with a receipt: a receipt means committed."""
+    for i, text in enumerate(texts):
+        conn.send(destination=f"/queue/request/{to}", body=body(text, sender),
+                  receipt=f"r-{text}")
+    listener.wait(lambda l: len(l.receipts) >= len(texts), "the receipts")
+
+
+def acks(cfg):
+    """Connection12 (host header): client-individual ACK/NACK, redelivery after a
+    reconnect of what was not acknowledged; then `client` mode acknowledges cumulatively."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    sender, sl = connect(cfg, stomp.Connection12, None, b_token)
+    send_all(sender, sl, a_id, b_id, ["one", "two", "three"])
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", id="s1", ack="client-individual")
+    l.wait(lambda l: len(l.messages) >= 3, "three messages")
+    first = [loaded(m) for m in l.messages]
+    one, two, three = l.messages
+    conn.ack(one.headers["ack"])
+    conn.nack(two.headers["ack"])
+    conn.ack(three.headers["ack"], receipt="acked")
+    l.wait(lambda l: "acked" in l.receipts, "the ACK's receipt")
+    conn.disconnect()
+    time.sleep(1.5)  # cursors are saved once a second; a reconnect reads them
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", id="s2", ack="client")
+    l.wait(lambda l: len(l.messages) >= 1, "the redelivery")
+    time.sleep(0.3)
+    again = [loaded(m) for m in l.messages]
+    assert again == ["two"], again
+    send_all(sender, sl, a_id, b_id, ["four", "five"])
+    l.wait(lambda l: len(l.messages) >= 3, "two more")
+    # `client`: acknowledging the last consumes everything before it.
+    conn.ack(l.messages[-1].headers["ack"], receipt="all")
+    l.wait(lambda l: "all" in l.receipts, "the receipt")
+    conn.disconnect()
+    time.sleep(1.5)
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", id="s3", ack="auto")
+    time.sleep(0.5)
+    assert not l.messages, [loaded(m) for m in l.messages]
+    conn.disconnect()
+    sender.disconnect()
+    return {"first": first, "redelivered": again}
+
+
+def transactions(cfg):
+    """BEGIN/ABORT drops the SENDs; BEGIN/COMMIT sends them, in order."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", id="s", ack="auto")
+    sender, sl = connect(cfg, stomp.Connection11, None, b_token)
+    sender.begin("t1")
+    sender.send(destination=f"/queue/request/{a_id}", body=body("dropped", b_id), transaction="t1")
+    sender.abort("t1")
+    sender.begin("t2")
+    for text in ["kept-1", "kept-2"]:
+        sender.send(destination=f"/queue/request/{a_id}", body=body(text, b_id), transaction="t2")
+    time.sleep(0.3)
+    assert not l.messages, "nothing goes out before COMMIT"
+    sender.commit("t2", receipt="committed")
+    sl.wait(lambda l: "committed" in l.receipts, "the COMMIT's receipt")
+    l.wait(lambda l: len(l.messages) >= 2, "the committed messages")
+    time.sleep(0.3)
+    got = [loaded(m) for m in l.messages]
+    assert got == ["kept-1", "kept-2"], got
+    conn.disconnect()
+    sender.disconnect()
+    return {"got": got}
+
+
+def version10(cfg):
+    """Connection10: no accept-version, no ids; ack by message-id."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    conn, l = connect(cfg, stomp.Connection10, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", ack="client")
+    sender, sl = connect(cfg, stomp.Connection10, None, b_token)
+    send_all(sender, sl, a_id, b_id, ["ten"])
+    l.wait(lambda l: l.messages, "the message")
+    message = l.messages[0]
+    conn.ack(message.headers["message-id"], receipt="ok")
+    l.wait(lambda l: "ok" in l.receipts, "the receipt")
+    conn.disconnect()
+    sender.disconnect()
+    return {"got": loaded(message), "headers": dict(message.headers)}
+
+
+def escaping(cfg):
+    """1.2 header escaping both ways: a subscription id with a colon, a backslash, a CR
+    and a newline comes back unchanged in MESSAGE's subscription and ack headers; a
+    NUL-bearing body framed by content-length is read whole (then refused as YAML)."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    odd = "sub:with\\odd\r\nchars"
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{a_id}", id=odd, ack="client-individual")
+    sender, sl = connect(cfg, stomp.Connection12, None, b_token)
+    send_all(sender, sl, a_id, b_id, ["escaped"])
+    l.wait(lambda l: l.messages, "the message")
+    message = l.messages[0]
+    assert message.headers["subscription"] == odd, message.headers
+    conn.ack(message.headers["ack"], receipt="acked")
+    l.wait(lambda l: "acked" in l.receipts, "the ACK routed by the escaped id")
+    conn.disconnect()
+    nul = body("before", b_id).replace("before", "bef\x00ore")
+    sender.send(destination=f"/queue/request/{a_id}", body=nul)
+    sl.wait(lambda l: l.errors, "the ERROR")
+    return {"subscription": message.headers["subscription"], "nul_error": sl.errors[0]}
+
+
+def heartbeats(cfg):
+    """The server sends heart-beats as often as the client asks (here every 300 ms)."""
+    (a_id, a_token) = cfg["a"]
+    conn, l = connect(cfg, stomp.Connection12, None, a_token, heartbeats=(0, 300))
+    l.wait(lambda l: l.heartbeats >= 3, "three heart-beats", timeout=5)
+    conn.disconnect()
+    return {"heartbeats": l.heartbeats}
+
+
+def refused(cfg, conn, l, what):
+    l.wait(lambda l: l.errors, f"the ERROR ({what})")
+    l.wait(lambda l: l.disconnected, f"the disconnect ({what})")
+    return l.errors[0]
+
+
+def rules(cfg):
+    """Who may do what: an agent token subscribes only to its own queues; a team key
+    works only with its own team's id as login; a bridge sends only as an agent it
+    subscribed for; limits on frames and headers."""
+    (a_id, a_token), (b_id, _) = cfg["a"], cfg["b"]
+    out = {}
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.subscribe(f"/queue/request/{b_id}", id="x")
+    out["other_agents_queue"] = refused(cfg, conn, l, "another agent's queue")
+
+    conn = stomp.Connection12(host_and_ports=[(cfg["host"], cfg["port"])])
+    l = Listener()
+    conn.set_listener("", l)
+    try:
+        conn.connect(cfg["team"], cfg["other_key"], wait=True)
+    except stomp.exception.ConnectFailedException:
+        pass
+    out["other_teams_key"] = refused(cfg, conn, l, "another team's key")
+
+    conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
+    conn.subscribe(f"/queue/request/{a_id}", id="1")
+    conn.send(destination=f"/queue/request/{a_id}", body=body("spoofed", b_id))
+    out["bridge_spoofing"] = refused(cfg, conn, l, "a sender it did not subscribe for")
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.send(destination="/topic/anything", body="x")
+    out["unknown_destination"] = refused(cfg, conn, l, "an unknown destination")
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.send(destination=f"/queue/request/{b_id}", body=body("x" * 2_000_000, a_id))
+    out["too_large"] = refused(cfg, conn, l, "a frame too large")
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    many = {f"h{i}": "v" for i in range(100)}
+    conn.send(destination=f"/queue/request/{b_id}", body=body("x", a_id), headers=many)
+    out["too_many_headers"] = refused(cfg, conn, l, "too many headers")
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.send(destination=f"/queue/request/{b_id}", body=body("x", a_id), long="y" * 10_000)
+    out["header_too_long"] = refused(cfg, conn, l, "a header too long")
+    return out
+
+
+SCENARIOS = {"acks": acks, "transactions": transactions, "version10": version10,
+             "escaping": escaping, "heartbeats": heartbeats, "rules": rules}
+
+
+def main():
+    cfg = json.loads(sys.argv[2])
+    print(json.dumps(SCENARIOS[sys.argv[1]](cfg)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
