@@ -114,7 +114,11 @@ impl Core {
 
     /// Where `queue` of the agent stands: entries up to the number were consumed, and
     /// so were the ones in the set.
-    pub async fn queue_cursor(&self, agent: AgentPk, queue: &str) -> CoreResult<(i64, BTreeSet<i64>)> {
+    pub async fn queue_cursor(
+        &self,
+        agent: AgentPk,
+        queue: &str,
+    ) -> CoreResult<(i64, BTreeSet<i64>)> {
         let key = (agent, queue.to_owned());
         if let Some(cursor) = self.queue_cursors().lock().get(&key) {
             return Ok((cursor.seq, cursor.beyond.clone()));

@@ -176,8 +176,9 @@ impl Server {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         };
-        let stomp_addr = start_stomp(&config, &core, &ws).await?;
-        let app = compose(&core, metrics, &ws, config.max_body_bytes);
+        let stomp = stomp_state(&config, &core, &ws);
+        let stomp_addr = start_stomp(&config, &stomp).await?;
+        let app = compose(&core, metrics, (&ws, &stomp), config.max_body_bytes);
         let stop = CancellationToken::new();
         let workers = Workers {
             saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
@@ -236,20 +237,10 @@ impl Server {
     }
 }
 
-/// Binds the STOMP listener, if asked for, and starts accepting. Its sessions end with
-/// the WebSocket sessions at shutdown, and shutdown waits for them alike.
-async fn start_stomp(
-    config: &ServerConfig,
-    core: &Core,
-    ws: &WsState,
-) -> Result<Option<SocketAddr>, StartError> {
-    let Some(addr) = config.stomp_listen else {
-        return Ok(None);
-    };
-    let bind_error = |source| StartError::Bind { addr, source };
-    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
-    let local = listener.local_addr().map_err(bind_error)?;
-    let state = StompState {
+/// What STOMP sessions need, on TCP and at `/v1/stomp`. They end with the WebSocket
+/// sessions at shutdown, and shutdown waits for them alike.
+fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState) -> StompState {
+    StompState {
         core: core.clone(),
         settings: StompSettings {
             limits: Limits {
@@ -261,8 +252,21 @@ async fn start_stomp(
         },
         shutdown: ws.shutdown.clone(),
         tracker: ws.tracker.clone(),
+    }
+}
+
+/// Binds the STOMP listener, if asked for, and starts accepting.
+async fn start_stomp(
+    config: &ServerConfig,
+    state: &StompState,
+) -> Result<Option<SocketAddr>, StartError> {
+    let Some(addr) = config.stomp_listen else {
+        return Ok(None);
     };
-    tokio::spawn(stomp::listen(listener, state));
+    let bind_error = |source| StartError::Bind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
+    let local = listener.local_addr().map_err(bind_error)?;
+    tokio::spawn(stomp::listen(listener, state.clone()));
     tracing::info!(addr = %local, "STOMP listening");
     Ok(Some(local))
 }
@@ -294,15 +298,20 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
 
 /// Every transport's routes, and the OpenAPI document of all of them: what the server
 /// serves and what `switchboard openapi` prints come from the same composition.
-fn routes() -> (OpenApiRouter<HttpState>, OpenApiRouter<WsState>) {
-    (http::routes(), ws::routes())
+fn routes() -> (
+    OpenApiRouter<HttpState>,
+    OpenApiRouter<WsState>,
+    OpenApiRouter<StompState>,
+) {
+    (http::routes(), ws::routes(), stomp::websocket::routes())
 }
 
 /// The OpenAPI document, as served at `/openapi.json` and committed in `openapi/`.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    let (rest, live) = routes();
+    let (rest, live, stomp) = routes();
     let mut doc = rest.into_openapi();
     doc.merge(live.into_openapi());
+    doc.merge(stomp.into_openapi());
     let _unmatched = finish_document(&mut doc);
     doc
 }
@@ -323,17 +332,28 @@ pub fn finish_document(doc: &mut utoipa::openapi::OpenApi) -> Vec<String> {
 
 /// The application: every transport's routes, each with its own state, inside the HTTP
 /// middleware.
-fn compose(core: &Core, metrics: MetricsHandle, ws: &WsState, max_body_bytes: usize) -> Router {
-    let (rest, live) = routes();
+fn compose(
+    core: &Core,
+    metrics: MetricsHandle,
+    (ws, stomp): (&WsState, &StompState),
+    max_body_bytes: usize,
+) -> Router {
+    let (rest, live, stomp_ws) = routes();
     let (rest, mut openapi) = rest
         .with_state::<()>(HttpState::new(core.clone(), metrics))
         .split_for_parts();
     let (live, live_doc) = live.with_state::<()>(ws.clone()).split_for_parts();
     openapi.merge(live_doc);
+    let (stomp_ws, stomp_doc) = stomp_ws.with_state::<()>(stomp.clone()).split_for_parts();
+    openapi.merge(stomp_doc);
     for problem in finish_document(&mut openapi) {
         tracing::warn!(%problem, "an OpenAPI limit found no field to describe");
     }
-    http::app(rest.merge(live), openapi, &HttpSettings { max_body_bytes })
+    http::app(
+        rest.merge(live).merge(stomp_ws),
+        openapi,
+        &HttpSettings { max_body_bytes },
+    )
 }
 
 /// Background tasks that end with the server.

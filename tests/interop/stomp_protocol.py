@@ -248,7 +248,30 @@ def rules(cfg):
     return out
 
 
-SCENARIOS = {"acks": acks, "transactions": transactions, "version10": version10,
+def websocket(cfg):
+    """STOMP over WebSocket (/v1/stomp) with stomp.py's WSConnection, talking with an
+    agent on plain TCP, both ways."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    ws = stomp.WSConnection(host_and_ports=[(cfg["host"], cfg["http_port"])], ws_path="/v1/stomp")
+    wl = Listener()
+    ws.set_listener("", wl)
+    ws.connect(None, a_token, wait=True)
+    ws.subscribe(f"/queue/request/{a_id}", id="w", ack="client-individual")
+    tcp, tl = connect(cfg, stomp.Connection12, None, b_token)
+    tcp.subscribe(f"/queue/request/{b_id}", id="t", ack="auto")
+    send_all(tcp, tl, a_id, b_id, ["over tcp"])
+    wl.wait(lambda l: l.messages, "the message over the WebSocket")
+    ws.ack(wl.messages[0].headers["ack"])
+    ws.send(destination=f"/queue/request/{b_id}", body=body("over websocket", a_id), receipt="w1")
+    wl.wait(lambda l: "w1" in l.receipts, "the receipt over the WebSocket")
+    tl.wait(lambda l: l.messages, "the message over TCP")
+    out = {"ws_got": loaded(wl.messages[0]), "tcp_got": loaded(tl.messages[0])}
+    ws.disconnect()
+    tcp.disconnect()
+    return out
+
+
+SCENARIOS = {"websocket": websocket, "acks": acks, "transactions": transactions, "version10": version10,
              "escaping": escaping, "heartbeats": heartbeats, "rules": rules}
 
 

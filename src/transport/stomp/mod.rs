@@ -11,6 +11,7 @@ pub mod frame;
 pub mod queues;
 pub mod session;
 pub mod subscription;
+pub mod websocket;
 pub mod wise;
 
 use std::time::Duration;

@@ -17,6 +17,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod handshake;
+
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE, to_send_message};
@@ -130,8 +132,11 @@ struct Session<'a, W: Wire> {
 /// Serves one connection, from its first frame to its end.
 pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
     metrics::gauge!("switchboard_stomp_connections").increment(1.0);
-    let connected =
-        tokio::time::timeout(state.settings.connect_timeout, connect(&state, &mut wire)).await;
+    let connected = tokio::time::timeout(
+        state.settings.connect_timeout,
+        handshake::connect(&state, &mut wire),
+    )
+    .await;
     let session = match connected {
         Ok(Ok(session)) => session,
         Ok(Err(end)) => {
@@ -218,91 +223,6 @@ async fn finish<W: Wire>(mut wire: W, end: End) {
     }
 }
 
-type Connected = (Version, Identity, (Duration, Duration));
-
-/// Reads `CONNECT` or `STOMP`, negotiates, authenticates and answers `CONNECTED`.
-async fn connect<W: Wire>(state: &StompState, wire: &mut W) -> Result<Connected, End> {
-    let frame = loop {
-        match wire.next().await {
-            Some(Ok(Incoming::Frame(frame))) => break frame,
-            Some(Ok(Incoming::HeartBeat)) => {}
-            Some(Err(err)) => return Err(End::error(err.to_string())),
-            None => return Err(End::Gone),
-        }
-    };
-    metrics::counter!("switchboard_stomp_frames_in_total").increment(1);
-    if !matches!(frame.command, Command::Connect | Command::Stomp) {
-        return Err(End::error(format!(
-            "expected CONNECT or STOMP, got {}",
-            frame.command.as_str()
-        )));
-    }
-    let Some(version) = Version::negotiate(frame.get("accept-version")) else {
-        return Err(End::Error {
-            message: "Supported protocol versions are 1.0 1.1 1.2".into(),
-            detail: String::new(),
-            receipt: None,
-        });
-    };
-    let identity = authenticate(state, &frame)?;
-    let (client_sends, client_wants) = match (version, frame.get("heart-beat")) {
-        (Version::V1_0, _) | (_, None) => (0, 0),
-        (_, Some(value)) => parse_heart_beat(value)
-            .ok_or_else(|| End::error(format!("heart-beat '{value}' is not two numbers")))?,
-    };
-    let ask = u64::try_from(state.settings.heart_beat.as_millis()).unwrap_or(u64::MAX);
-    let send_every = Duration::from_millis(client_wants);
-    // The client's heart-beats are due only if both sides want them; allow twice the
-    // negotiated interval for the network.
-    let silence_limit = if ask > 0 && client_sends > 0 {
-        Duration::from_millis(ask.max(client_sends).saturating_mul(2))
-    } else {
-        Duration::ZERO
-    };
-    wire.set_version(version);
-    let connected = Frame::new(Command::Connected)
-        .header("version", version.as_str())
-        .header("heart-beat", format!("{client_wants},{ask}"))
-        .header("server", concat!("switchboard/", env!("CARGO_PKG_VERSION")));
-    wire.send(Some(connected)).await.map_err(|_| End::Gone)?;
-    metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
-    Ok((version, identity, (send_every, silence_limit)))
-}
-
-fn parse_heart_beat(value: &str) -> Option<(u64, u64)> {
-    let (x, y) = value.split_once(',')?;
-    Some((x.trim().parse().ok()?, y.trim().parse().ok()?))
-}
-
-/// `passcode` an agent token: that agent. `login` a team id and `passcode` its key: a
-/// team bridge.
-fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
-    let Some(passcode) = frame.get("passcode").filter(|p| !p.is_empty()) else {
-        return Err(End::error(
-            "credentials required: passcode = an agent token, or login = a team id and passcode = its team key",
-        ));
-    };
-    let caller = state.core.authenticate(passcode).map_err(End::from_core)?;
-    match caller {
-        Caller::Agent { .. } => Ok(Identity::Agent(caller)),
-        Caller::Team { .. } => {
-            let Some(team_id) = frame.get("login").filter(|l| !l.is_empty()) else {
-                return Err(End::error("a team key needs login = the team id"));
-            };
-            let team_id = team_id.to_owned();
-            // The key must be this team's (the core says so on first use, too).
-            state
-                .core
-                .team_of_key(&caller, &team_id)
-                .map_err(End::from_core)?;
-            Ok(Identity::Bridge { caller, team_id })
-        }
-        Caller::Admin => Err(End::error(
-            "the admin token cannot connect: use an agent token or a team key",
-        )),
-    }
-}
-
 impl<W: Wire> Session<'_, W> {
     async fn run(&mut self) -> End {
         let shutdown = self.state.shutdown.clone();
@@ -363,7 +283,9 @@ impl<W: Wire> Session<'_, W> {
                 self.write(Some(frame)).await?;
                 if let Some((queue, seq)) = consumed {
                     let none = std::collections::BTreeSet::new();
-                    self.state.core.queue_consumed(agent, queue.as_str(), seq, &none);
+                    self.state
+                        .core
+                        .queue_consumed(agent, queue.as_str(), seq, &none);
                 }
                 Ok(())
             }
@@ -424,7 +346,7 @@ impl<W: Wire> Session<'_, W> {
             }
         })?;
         let sender = wise.sender.clone().unwrap_or_default();
-        let caller = self.sender(&sender).await?;
+        let caller = sender_of(self.state, &self.identity, &self.agents, &sender).await?;
         let raw = String::from_utf8_lossy(&frame.body);
         let message = to_send_message(&sender, &to, &wise, &raw);
         let operation = Operation::SendMessage {
@@ -437,30 +359,6 @@ impl<W: Wire> Session<'_, W> {
             .await
             .map_err(End::from_core)?;
         Ok(())
-    }
-
-    /// Who a `SEND` is from: the agent itself, or on a bridge an agent it subscribed for.
-    async fn sender(&self, sender: &str) -> Result<Caller, End> {
-        match &self.identity {
-            Identity::Agent(caller) => self
-                .state
-                .core
-                .act_as(caller, "", sender, None)
-                .await
-                .map_err(End::from_core),
-            Identity::Bridge { caller, team_id } => {
-                if !self.agents.contains(sender) {
-                    return Err(End::error(format!(
-                        "_sender '{sender}' is not an agent this connection subscribed for; a team bridge sends as the agents whose queues it subscribed to"
-                    )));
-                }
-                self.state
-                    .core
-                    .act_as(caller, team_id, sender, None)
-                    .await
-                    .map_err(End::from_core)
-            }
-        }
     }
 
     async fn subscribe(&mut self, frame: &Frame) -> Result<(), End> {
@@ -610,6 +508,36 @@ impl<W: Wire> Session<'_, W> {
         match self.transactions.remove(name) {
             Some(_) => Ok(()),
             None => Err(End::error(format!("no transaction '{name}'"))),
+        }
+    }
+}
+
+/// Who a `SEND` is from: the agent itself, or on a bridge an agent the connection
+/// subscribed for. (A free function: a `&Session` held across an await would need the
+/// wire to be `Sync`.)
+async fn sender_of(
+    state: &StompState,
+    identity: &Identity,
+    agents: &HashSet<String>,
+    sender: &str,
+) -> Result<Caller, End> {
+    match identity {
+        Identity::Agent(caller) => state
+            .core
+            .act_as(caller, "", sender, None)
+            .await
+            .map_err(End::from_core),
+        Identity::Bridge { caller, team_id } => {
+            if !agents.contains(sender) {
+                return Err(End::error(format!(
+                    "_sender '{sender}' is not an agent this connection subscribed for; a team bridge sends as the agents whose queues it subscribed to"
+                )));
+            }
+            state
+                .core
+                .act_as(caller, team_id, sender, None)
+                .await
+                .map_err(End::from_core)
         }
     }
 }

@@ -7,7 +7,10 @@ use crate::python;
 use crate::support::TestApp;
 
 /// Runs a scenario with two agents of team `t` (and a key of another team).
-async fn scenario(name: &str, adjust: impl FnOnce(&mut switchboard::server::ServerConfig)) -> Value {
+async fn scenario(
+    name: &str,
+    adjust: impl FnOnce(&mut switchboard::server::ServerConfig),
+) -> Value {
     let app = TestApp::start_with(|config| {
         config.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
         adjust(config);
@@ -18,8 +21,9 @@ async fn scenario(name: &str, adjust: impl FnOnce(&mut switchboard::server::Serv
     let a = app.agent(&team, "alice", &[]).await;
     let b = app.agent(&team, "bob", &[]).await;
     let port = app.server().stomp_addr().expect("STOMP listener").port();
+    let http_port = app.server().local_addr().port();
     let config = json!({
-        "host": "127.0.0.1", "port": port, "team": team.id, "key": team.key,
+        "host": "127.0.0.1", "port": port, "http_port": http_port, "team": team.id, "key": team.key,
         "other_team": other.id, "other_key": other.key,
         "a": [a.id, a.token], "b": [b.id, b.token],
     });
@@ -71,9 +75,22 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
     };
     says("other_agents_queue", "cannot act as 'bob'");
     says("other_teams_key", "does not belong to team 't'");
-    says("bridge_spoofing", "not an agent this connection subscribed for");
-    says("unknown_destination", "unknown destination '/topic/anything'");
+    says(
+        "bridge_spoofing",
+        "not an agent this connection subscribed for",
+    );
+    says(
+        "unknown_destination",
+        "unknown destination '/topic/anything'",
+    );
     says("too_large", "frame too large");
     says("too_many_headers", "too many headers");
     says("header_too_long", "header too long");
+}
+
+#[tokio::test]
+async fn stomp_over_websocket_talks_with_stomp_over_tcp() {
+    let out = scenario("websocket", |_| {}).await;
+    assert_eq!(out["ws_got"], "over tcp");
+    assert_eq!(out["tcp_got"], "over websocket");
 }

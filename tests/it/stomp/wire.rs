@@ -64,3 +64,40 @@ async fn no_credentials_no_connection() {
         assert!(!got.contains("CONNECTED"), "{got}");
     }
 }
+
+#[tokio::test]
+async fn the_websocket_answers_one_stomp_subprotocol_the_client_offered() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let app = app(Duration::ZERO).await;
+    let url = app.base.replacen("http://", "ws://", 1) + "/v1/stomp";
+    for (offered, answered) in [
+        (Some("v10.stomp, v11.stomp"), Some("v11.stomp")),
+        (Some("mqtt, v12.stomp"), Some("v12.stomp")),
+        (Some("mqtt"), None),
+        (None, None),
+    ] {
+        let mut request = url.as_str().into_client_request().expect("request");
+        if let Some(offered) = offered {
+            request
+                .headers_mut()
+                .insert("sec-websocket-protocol", offered.parse().expect("header"));
+        }
+        let result = tokio_tungstenite::connect_async(request).await;
+        match (result, answered) {
+            (Ok((_, response)), Some(answered)) => {
+                let header = response.headers().get("sec-websocket-protocol");
+                assert_eq!(header.and_then(|h| h.to_str().ok()), Some(answered));
+            }
+            (Ok((_, response)), None) => {
+                assert!(response.headers().get("sec-websocket-protocol").is_none());
+            }
+            // A client that offered protocols and got none back may refuse the
+            // connection itself; the server answered none of them either way.
+            (Err(_), None) => {}
+            (Err(err), Some(_)) => panic!("{offered:?}: {err}"),
+        }
+    }
+    let plain = app.get("/v1/stomp").send().await;
+    let plain = plain.expect_error(400, "VALIDATION_ERROR");
+    assert_eq!(plain.body["details"]["field"], "upgrade");
+}
