@@ -239,7 +239,10 @@ impl Core {
 
     fn agent_view(&self, team: &TeamRecord, agent: &AgentRecord) -> AgentView {
         let presence = self.hub().presence(agent.pk);
+        let (stomp_queues, deaf) = self.queue_presence(agent.pk);
         AgentView {
+            stomp_queues,
+            deaf,
             connected: presence.connected,
             connected_since: presence.connected_since,
             last_seen_at: presence.last_seen_at,

@@ -21,6 +21,49 @@ use crate::store::records::{InboxFilter, InboxPageSpec, QueueCursorRow};
 #[derive(Default)]
 pub struct QueueCursors {
     map: Mutex<HashMap<(AgentPk, String), QueueCursor>>,
+    /// Live subscriptions per agent and queue, for presence.
+    live: Mutex<HashMap<AgentPk, HashMap<&'static str, usize>>>,
+}
+
+/// A live subscription to one of an agent's queues, counted for presence until dropped.
+pub struct QueueSubscription {
+    core: Core,
+    agent: AgentPk,
+    queue: &'static str,
+    /// Ended by the client (UNSUBSCRIBE, DISCONNECT): the agent stopped listening on
+    /// purpose, which is not deafness.
+    pub clean: bool,
+}
+
+impl Drop for QueueSubscription {
+    fn drop(&mut self) {
+        let cursors = self.core.queue_cursors();
+        let mut live = lock(&cursors.live);
+        if let Some(queues) = live.get_mut(&self.agent) {
+            if let Some(count) = queues.get_mut(self.queue) {
+                *count = count.saturating_sub(1);
+                if *count == 0 && self.clean {
+                    queues.remove(self.queue);
+                }
+            }
+            if queues.is_empty() {
+                live.remove(&self.agent);
+            }
+        }
+        metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
+    }
+}
+
+/// Agents with a queue they subscribed to and no longer hear.
+fn deaf_count(live: &HashMap<AgentPk, HashMap<&'static str, usize>>) -> usize {
+    live.values()
+        .filter(|queues| queues.values().any(|n| *n == 0))
+        .count()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock leaves only plain numbers behind: keep going.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Where one queue stands.
@@ -37,8 +80,7 @@ struct QueueCursor {
 
 impl QueueCursors {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, String), QueueCursor>> {
-        // A panic while holding the lock leaves only plain numbers behind: keep going.
-        self.map.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.map)
     }
 }
 
@@ -144,6 +186,35 @@ impl Core {
         let at = cursor.seq;
         cursor.beyond.extend(beyond.iter().copied());
         cursor.beyond.retain(|s| *s > at);
+    }
+
+    /// Counts a live subscription to `queue` of the agent until the guard is dropped.
+    pub fn queue_subscribed(&self, agent: AgentPk, queue: &'static str) -> QueueSubscription {
+        let mut live = lock(&self.queue_cursors().live);
+        *live.entry(agent).or_default().entry(queue).or_default() += 1;
+        metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
+        QueueSubscription {
+            core: self.clone(),
+            agent,
+            queue,
+            clean: false,
+        }
+    }
+
+    /// The agent's queues with a live subscription, and whether it is deaf (it lost the
+    /// subscription of a queue it had subscribed to since this server started).
+    pub(super) fn queue_presence(&self, agent: AgentPk) -> (Vec<String>, bool) {
+        let live = lock(&self.queue_cursors().live);
+        let Some(queues) = live.get(&agent) else {
+            return (Vec::new(), false);
+        };
+        let mut heard: Vec<String> = queues
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(q, _)| (*q).to_owned())
+            .collect();
+        heard.sort();
+        (heard, queues.values().any(|n| *n == 0))
     }
 
     /// Writes the queue cursors that moved; on failure they stay marked for next time.

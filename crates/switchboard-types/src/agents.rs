@@ -118,6 +118,14 @@ pub struct AgentView {
     pub addresses: Vec<String>,
     /// The `cause_by` tags it takes up as news.
     pub watch: Vec<String>,
+    /// Its STOMP queues with a live subscription now (`request`, `response`).
+    #[serde(default)]
+    pub stomp_queues: Vec<String>,
+    /// A STOMP agent that lost the subscription of one of its queues since it
+    /// subscribed: Wise Agents never resubscribe, so it no longer hears that queue
+    /// until it restarts. Messages wait in its inbox meanwhile.
+    #[serde(default)]
+    pub deaf: bool,
 }
 
 /// Answer of a registration. The token is shown here once and never again.

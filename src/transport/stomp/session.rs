@@ -8,7 +8,8 @@
 //! connection, as the specification has it.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
@@ -104,6 +105,15 @@ impl End {
 struct Handle {
     acks: mpsc::UnboundedSender<AckOp>,
     cancel: CancellationToken,
+    clean: Arc<AtomicBool>,
+}
+
+impl Handle {
+    /// Ends the subscription; `clean` when the client asked for it.
+    fn end(&self, clean: bool) {
+        self.clean.store(clean, Ordering::Relaxed);
+        self.cancel.cancel();
+    }
 }
 
 static SESSIONS: AtomicU64 = AtomicU64::new(1);
@@ -172,8 +182,9 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
         last_read: Instant::now(),
     };
     let end = session.run().await;
+    let clean = matches!(end, End::Disconnect);
     for handle in session.subscriptions.values() {
-        handle.cancel.cancel();
+        handle.end(clean);
     }
     let agents: Vec<&String> = session.agents.iter().collect();
     tracing::info!(session = %session.session_id, team = %team, agents = ?agents, "STOMP session ended");
@@ -395,6 +406,7 @@ impl<W: Wire> Session<'_, W> {
             .map_err(End::from_core)?;
         let (acks_tx, acks_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
+        let clean = Arc::new(AtomicBool::new(false));
         tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %to.agent_id, "STOMP subscription");
         let subscription = Subscription {
             core: core.clone(),
@@ -407,6 +419,7 @@ impl<W: Wire> Session<'_, W> {
             out: self.out_tx.clone(),
             acks: acks_rx,
             cancel: cancel.clone(),
+            clean: clean.clone(),
             examined,
             pending: Default::default(),
             acked,
@@ -418,6 +431,7 @@ impl<W: Wire> Session<'_, W> {
             Handle {
                 acks: acks_tx,
                 cancel,
+                clean,
             },
         );
         Ok(())
@@ -431,7 +445,7 @@ impl<W: Wire> Session<'_, W> {
         };
         match self.subscriptions.remove(id) {
             Some(handle) => {
-                handle.cancel.cancel();
+                handle.end(true);
                 Ok(())
             }
             None => Err(End::error(format!("no subscription '{id}'"))),

@@ -7,6 +7,8 @@
 //! agent deaf).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Deserialize;
 use switchboard_types::messages::MessageView;
@@ -75,6 +77,9 @@ pub struct Subscription {
     pub out: mpsc::Sender<Out>,
     pub acks: mpsc::UnboundedReceiver<AckOp>,
     pub cancel: CancellationToken,
+    /// Set before `cancel` when the client ended the subscription (UNSUBSCRIBE,
+    /// DISCONNECT), not the connection breaking.
+    pub clean: Arc<AtomicBool>,
     /// Every entry up to here was looked at (delivered, or not this queue's).
     pub examined: i64,
     /// Delivered, not yet acknowledged (client modes).
@@ -100,6 +105,14 @@ impl Subscription {
     }
 
     pub async fn run(mut self) {
+        let mut presence = self
+            .core
+            .queue_subscribed(self.conn.agent(), self.queue.as_str());
+        self.serve().await;
+        presence.clean = self.clean.load(Ordering::Relaxed);
+    }
+
+    async fn serve(&mut self) {
         if self.catch_up().await.is_err() {
             return;
         }

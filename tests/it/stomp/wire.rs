@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -100,4 +101,88 @@ async fn the_websocket_answers_one_stomp_subprotocol_the_client_offered() {
     let plain = app.get("/v1/stomp").send().await;
     let plain = plain.expect_error(400, "VALIDATION_ERROR");
     assert_eq!(plain.body["details"]["field"], "upgrade");
+}
+
+/// Connects as `token` and subscribes to `destination`; returns once CONNECTED arrived.
+async fn subscribed(addr: std::net::SocketAddr, token: &str, destination: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let frames = format!(
+        "STOMP\naccept-version:1.1\npasscode:{token}\n\n\0\
+         SUBSCRIBE\nid:1\ndestination:{destination}\nreceipt:sub\n\n\0"
+    );
+    stream.write_all(frames.as_bytes()).await.expect("writes");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("receipt-id:sub") {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("the receipt comes")
+            .expect("reads");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    stream
+}
+
+/// The agent's `stomp_queues` and `deaf`, as the registry shows them.
+async fn presence(app: &TestApp, team: &crate::support::Team, agent: &str) -> (Value, Value) {
+    let res = app
+        .get(&format!("/v1/teams/{}/agents", team.id))
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    let view = res.body["agents"]
+        .as_array()
+        .and_then(|list| list.iter().find(|a| a["agent_id"] == agent))
+        .cloned()
+        .expect("listed");
+    (view["stomp_queues"].clone(), view["deaf"].clone())
+}
+
+#[tokio::test]
+async fn an_agent_that_lost_a_subscription_shows_as_deaf_until_it_subscribes_again() {
+    let app = app(Duration::ZERO).await;
+    let team = app.team("t").await;
+    let agent = app.agent(&team, "wise", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let requests = subscribed(addr, &agent.token, "/queue/request/wise").await;
+    let mut responses = subscribed(addr, &agent.token, "/queue/response/wise").await;
+    assert_eq!(
+        presence(&app, &team, "wise").await,
+        (json!(["request", "response"]), json!(false))
+    );
+    // The request connection drops without DISCONNECT: the agent no longer hears it.
+    drop(requests);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while presence(&app, &team, "wise").await != (json!(["response"]), json!(true)) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            presence(&app, &team, "wise").await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let metrics = app.get("/metrics").send().await.expect_status(200);
+    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    // (The gauge is process-wide and other tests' servers set it too: only its
+    // presence is checked here; the registry above is this server's truth.)
+    assert!(text.contains("switchboard_stomp_deaf_agents"), "{text}");
+    // A clean DISCONNECT of the other is not deafness; the lost one still is.
+    responses
+        .write_all(b"DISCONNECT\nreceipt:bye\n\n\0")
+        .await
+        .expect("writes");
+    let _ = read_to_close(&mut responses).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        presence(&app, &team, "wise").await,
+        (json!([]), json!(true))
+    );
+    // Restarted, it subscribes again and hears everything.
+    let _requests = subscribed(addr, &agent.token, "/queue/request/wise").await;
+    assert_eq!(
+        presence(&app, &team, "wise").await,
+        (json!(["request"]), json!(false))
+    );
 }
