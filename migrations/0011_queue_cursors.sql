@@ -14,3 +14,7 @@ CREATE TABLE queue_cursors (
     acked_seq INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (agent_pk, queue)
 ) WITHOUT ROWID;
+
+-- A team bridge registers an agent it does not know on its first subscription (Wise
+-- Agents agents are named by their queues); a team can switch that off.
+ALTER TABLE teams ADD COLUMN stomp_auto_register INTEGER NOT NULL DEFAULT 1;

@@ -125,6 +125,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_STOMP_HEART_BEAT_MS", default_value_t = 0)]
     pub stomp_heart_beat_ms: u64,
 
+    /// STOMP clients that send no credentials act as this team's bridge. Unsafe anywhere
+    /// but a laptop: whoever reaches the STOMP port is the team. Off by default.
+    #[arg(long, env = "SWITCHBOARD_STOMP_ANONYMOUS_TEAM")]
+    pub stomp_anonymous_team: Option<String>,
+
     /// Allow task callback URLs on loopback and private networks (refused by default, so
     /// a client cannot make the server call into its own network).
     #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CALLBACKS")]

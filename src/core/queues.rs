@@ -118,8 +118,12 @@ impl Core {
                         agent: agent.pk,
                     });
                 }
-                let Some(role) = register_as else {
-                    return Err(CoreError::agent_not_found(agent_id));
+                let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
+                    return Err(CoreError::agent_not_found(agent_id).with(
+                        "hint",
+                        "register the agent first, or let the team register agents on first \
+                         subscription (PATCH the team: stomp_auto_register = true)",
+                    ));
                 };
                 let input = RegisterAgent {
                     agent_id: agent_id.to_owned(),
@@ -146,6 +150,18 @@ impl Core {
             Caller::Admin => Err(CoreError::forbidden(
                 "the admin token manages teams; connect with an agent token or a team key",
             )),
+        }
+    }
+
+    /// The team's key holder, without the key: for the operator's explicit
+    /// `--stomp-anonymous-team`, which lets clients without credentials act as a team
+    /// bridge (a laptop's convenience; anyone who reaches the port is the team).
+    pub fn anonymous_team(&self, team_id: &str) -> CoreResult<Caller> {
+        match self.registry().team_by_id(team_id) {
+            Some(team) => Ok(Caller::Team { team: team.pk }),
+            None => Err(CoreError::not_found(format!(
+                "team '{team_id}' (--stomp-anonymous-team) does not exist"
+            ))),
         }
     }
 

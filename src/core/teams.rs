@@ -33,6 +33,7 @@ impl Core {
             key_id: key.id,
             key_hash: key.hash,
             communication_enabled: true,
+            stomp_auto_register: true,
             retention: Default::default(),
             created_at: now,
             updated_at: now,
@@ -90,6 +91,9 @@ impl Core {
                     if let Some(enabled) = patch.communication_enabled {
                         team.communication_enabled = enabled;
                     }
+                    if let Some(register) = patch.stomp_auto_register {
+                        team.stomp_auto_register = register;
+                    }
                     if let Some(retention) = patch.retention {
                         team.retention = retention;
                     }
@@ -111,6 +115,7 @@ impl Core {
             team_id: team.team_id.clone(),
             name: team.name.clone(),
             communication_enabled: team.communication_enabled,
+            stomp_auto_register: team.stomp_auto_register,
             agent_count: self.registry().member_count(team.pk),
             retention: team.retention,
             effective_retention: self.retention_of(team),

@@ -62,6 +62,8 @@ pub struct ServerConfig {
     pub stomp_listen: Option<SocketAddr>,
     /// The heart-beat the server asks of STOMP clients (zero: none).
     pub stomp_heart_beat: Duration,
+    /// STOMP clients without credentials act as this team's bridge.
+    pub stomp_anonymous_team: Option<String>,
 }
 
 impl ServerConfig {
@@ -85,6 +87,7 @@ impl ServerConfig {
             retention: RetentionSettings::default(),
             stomp_listen: None,
             stomp_heart_beat: Duration::ZERO,
+            stomp_anonymous_team: None,
         }
     }
 }
@@ -129,6 +132,7 @@ impl From<&ServeArgs> for ServerConfig {
             },
             stomp_listen: args.stomp_listen,
             stomp_heart_beat: Duration::from_millis(args.stomp_heart_beat_ms),
+            stomp_anonymous_team: args.stomp_anonymous_team.clone(),
         }
     }
 }
@@ -249,6 +253,7 @@ fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState) -> StompState {
             },
             heart_beat: config.stomp_heart_beat,
             connect_timeout: Duration::from_secs(10),
+            anonymous_team: config.stomp_anonymous_team.clone(),
         },
         shutdown: ws.shutdown.clone(),
         tracker: ws.tracker.clone(),

@@ -22,6 +22,8 @@ pub struct TeamRecord {
     pub key_id: String,
     pub key_hash: SecretHash,
     pub communication_enabled: bool,
+    /// A STOMP team bridge registers unknown agents on their first subscription.
+    pub stomp_auto_register: bool,
     /// The team's own retention (each `None`: the server's).
     pub retention: switchboard_types::teams::Retention,
     pub created_at: Timestamp,

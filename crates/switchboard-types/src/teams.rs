@@ -56,6 +56,9 @@ pub struct TeamView {
     pub name: String,
     /// When false, no member can send anything (`COMMUNICATION_DISABLED`).
     pub communication_enabled: bool,
+    /// A STOMP team bridge registers an agent it does not know on its first
+    /// subscription (role `wise-agent`); when false, such a subscription is refused.
+    pub stomp_auto_register: bool,
     /// Current members.
     pub agent_count: usize,
     /// The team's own retention (`null`: the server's).
@@ -75,6 +78,8 @@ pub struct UpdateTeam {
     pub name: Option<String>,
     /// Switches sending off (or on) for every member of the team.
     pub communication_enabled: Option<bool>,
+    /// Whether a STOMP team bridge registers unknown agents on first subscription.
+    pub stomp_auto_register: Option<bool>,
     /// Replaces the team's retention (every field: absent or `null` follows the server).
     pub retention: Option<Retention>,
 }
@@ -160,10 +165,14 @@ impl Retention {
 impl UpdateTeam {
     /// At least one field, and a valid name when one is given.
     pub fn validate(&self) -> Result<(), ErrorBody> {
-        if self.name.is_none() && self.communication_enabled.is_none() && self.retention.is_none() {
+        if self.name.is_none()
+            && self.communication_enabled.is_none()
+            && self.stomp_auto_register.is_none()
+            && self.retention.is_none()
+        {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, retention",
+                "give at least one of: name, communication_enabled, stomp_auto_register, retention",
             ));
         }
         if let Some(retention) = &self.retention {

@@ -10,7 +10,7 @@ use crate::store::StoreError;
 use crate::store::records::{SecretHash, TeamRecord};
 
 const COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
-    retain_read_s, retain_unread_s, retain_tasks_s, created_at, updated_at";
+    retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &SqliteRow, column: &str) -> Result<Option<u64>, StoreError> {
@@ -33,6 +33,7 @@ fn from_row(row: &SqliteRow) -> Result<TeamRecord, StoreError> {
         key_id: row.try_get("key_id")?,
         key_hash: hash_from(key_hash)?,
         communication_enabled: flag(row.try_get("communication_enabled")?),
+        stomp_auto_register: flag(row.try_get("stomp_auto_register")?),
         retention: Retention {
             read_messages_seconds: seconds(row, "retain_read_s")?,
             unread_messages_seconds: seconds(row, "retain_unread_s")?,
@@ -85,12 +86,13 @@ pub(super) async fn update(
     team: &TeamRecord,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE teams SET name = ?, communication_enabled = ?,
+        "UPDATE teams SET name = ?, communication_enabled = ?, stomp_auto_register = ?,
            retain_read_s = ?, retain_unread_s = ?, retain_tasks_s = ?, updated_at = ?
          WHERE pk = ?",
     )
     .bind(&team.name)
     .bind(team.communication_enabled)
+    .bind(team.stomp_auto_register)
     .bind(column(team.retention.read_messages_seconds))
     .bind(column(team.retention.unread_messages_seconds))
     .bind(column(team.retention.finished_tasks_seconds))

@@ -34,6 +34,9 @@ pub struct StompSettings {
     pub heart_beat: Duration,
     /// How long a new connection has to send `CONNECT`.
     pub connect_timeout: Duration,
+    /// Clients without credentials act as this team's bridge (`--stomp-anonymous-team`;
+    /// unsafe anywhere but a laptop). `None`: credentials are required.
+    pub anonymous_team: Option<String>,
 }
 
 /// What every STOMP session needs.

@@ -186,3 +186,71 @@ async fn an_agent_that_lost_a_subscription_shows_as_deaf_until_it_subscribes_aga
         (json!(["request"]), json!(false))
     );
 }
+
+/// Sends `frames` on a new connection and returns all the server sent until it closed
+/// (or the frames' DISCONNECT was answered).
+async fn exchange(addr: std::net::SocketAddr, frames: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    stream.write_all(frames.as_bytes()).await.expect("writes");
+    read_to_close(&mut stream).await
+}
+
+#[tokio::test]
+async fn a_team_can_stop_its_bridge_from_registering_agents() {
+    let app = app(Duration::ZERO).await;
+    let team = app.team("t").await;
+    let res = app.get("/v1/teams/t").token(&team.key).send().await;
+    assert_eq!(res.expect_status(200).body["stomp_auto_register"], true);
+    let res = app
+        .patch("/v1/teams/t")
+        .token(&team.key)
+        .json(json!({"stomp_auto_register": false}))
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(res.body["stomp_auto_register"], false);
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let frames = format!(
+        "STOMP\naccept-version:1.1\nlogin:t\npasscode:{}\n\n\0\
+         SUBSCRIBE\nid:1\ndestination:/queue/request/newcomer\n\n\0",
+        team.key
+    );
+    let got = exchange(addr, &frames).await;
+    assert!(got.contains("ERROR\nmessage:"), "{got}");
+    assert!(got.contains("AGENT_NOT_FOUND"), "{got}");
+    let agents = app.get("/v1/teams/t/agents").token(&team.key).send().await;
+    assert_eq!(agents.expect_status(200).body["total_count"], 0);
+    // A patch must still say something.
+    app.patch("/v1/teams/t")
+        .token(&team.key)
+        .json(json!({}))
+        .send()
+        .await
+        .expect_invalid("body");
+}
+
+#[tokio::test]
+async fn an_anonymous_team_lets_clients_without_credentials_bridge_into_it() {
+    let app = TestApp::start_with(|config| {
+        config.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        config.stomp_anonymous_team = Some("laptop".into());
+    })
+    .await;
+    let team = app.team("laptop").await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let frames = "STOMP\naccept-version:1.1\n\n\0\
+         SUBSCRIBE\nid:1\ndestination:/queue/request/solo\n\n\0\
+         DISCONNECT\nreceipt:bye\n\n\0";
+    let got = exchange(addr, frames).await;
+    assert!(got.starts_with("CONNECTED\n"), "{got}");
+    assert!(got.contains("RECEIPT\nreceipt-id:bye"), "{got}");
+    let agents = app
+        .get("/v1/teams/laptop/agents")
+        .token(&team.key)
+        .send()
+        .await;
+    assert_eq!(
+        agents.expect_status(200).body["agents"][0]["agent_id"],
+        "solo"
+    );
+}

@@ -71,6 +71,13 @@ fn parse_heart_beat(value: &str) -> Option<(u64, u64)> {
 /// team bridge.
 fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
     let Some(passcode) = frame.get("passcode").filter(|p| !p.is_empty()) else {
+        if let Some(team_id) = &state.settings.anonymous_team {
+            let caller = state.core.anonymous_team(team_id).map_err(End::from_core)?;
+            return Ok(Identity::Bridge {
+                caller,
+                team_id: team_id.clone(),
+            });
+        }
         return Err(End::error(
             "credentials required: passcode = an agent token, or login = a team id and passcode = its team key",
         ));
