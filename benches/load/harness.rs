@@ -22,6 +22,8 @@ pub const ADMIN: &str = "bench-admin-token-0123456789";
 pub struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
+    /// The STOMP listener, when started with `--stomp-listen`.
+    pub stomp_addr: Option<SocketAddr>,
     db: PathBuf,
     _dir: Option<tempfile::TempDir>,
 }
@@ -58,6 +60,7 @@ impl ServerProcess {
             .expect("start the server binary");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
+        let mut stomp_addr = None;
         let addr = loop {
             let line = lines
                 .next()
@@ -66,6 +69,11 @@ impl ServerProcess {
             if let Ok(entry) = serde_json::from_str::<Value>(&line)
                 && let Some(addr) = entry["addr"].as_str()
             {
+                // The STOMP listener (when asked for) is announced first.
+                if entry["message"] == "STOMP listening" {
+                    stomp_addr = Some(addr.parse().expect("addr"));
+                    continue;
+                }
                 break addr.parse().expect("addr");
             }
         };
@@ -79,6 +87,7 @@ impl ServerProcess {
         ServerProcess {
             child,
             addr,
+            stomp_addr,
             db,
             _dir: None,
         }

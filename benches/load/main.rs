@@ -18,6 +18,7 @@ mod scenarios;
 mod slow;
 mod soak;
 mod soak_svg;
+mod stomp;
 
 use std::time::Duration;
 

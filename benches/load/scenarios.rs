@@ -28,6 +28,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_replay", |o| Box::pin(crate::live::replay(o))),
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
+    ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {
         Box::pin(crate::slow::slow_readers(o))

@@ -366,7 +366,11 @@ fn event_for(
     if view.cause_by.is_some() {
         view.news = Some(news);
     }
-    Event::with_news(news, move || push_body(&view).map_err(|e| e.to_string()))
+    let view = Arc::new(view);
+    let shared = view.clone();
+    Event::with_message(news, view, move || {
+        push_body(&shared).map_err(|e| e.to_string())
+    })
 }
 
 /// A message about to be written, as its recipients will see it (before its sequence

@@ -38,6 +38,11 @@ impl LivePush {
         self.0.event.frame(self.0.seq)
     }
 
+    /// The entry as a message view (without `seq`), when it is a message.
+    pub fn message(&self) -> Option<&switchboard_types::messages::MessageView> {
+        self.0.event.message().map(|m| m.as_ref())
+    }
+
     /// Whether the entry is news for the connection's agent.
     pub fn is_news(&self) -> bool {
         self.0.event.is_news()

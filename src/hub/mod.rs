@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use switchboard_types::frames::{PushKind, push_text};
 use switchboard_types::ids::AgentPk;
+use switchboard_types::messages::MessageView;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
 
@@ -47,6 +48,9 @@ pub struct Event {
     /// Not news for its recipients (a publish they do not watch): connections that
     /// asked for news only skip it.
     quiet: bool,
+    /// The entry as a message, when it is one: transports that write their own format
+    /// (STOMP) use it instead of parsing the JSON back.
+    message: Option<Arc<MessageView>>,
 }
 
 impl Event {
@@ -66,7 +70,27 @@ impl Event {
             body: OnceLock::new(),
             render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
             quiet: !news,
+            message: None,
         })
+    }
+
+    /// Like [`Event::with_news`], for a message whose view `render` renders.
+    pub fn with_message(
+        news: bool,
+        message: Arc<MessageView>,
+        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
+    ) -> Arc<Event> {
+        Arc::new(Event {
+            body: OnceLock::new(),
+            render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
+            quiet: !news,
+            message: Some(message),
+        })
+    }
+
+    /// The entry as a message view (without its recipient's `seq`), when it is one.
+    pub fn message(&self) -> Option<&Arc<MessageView>> {
+        self.message.as_ref()
     }
 
     /// Whether the entry is news for its recipients.

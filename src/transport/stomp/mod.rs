@@ -16,6 +16,7 @@ pub mod wise;
 
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Framed;
@@ -70,6 +71,15 @@ impl session::Wire for Framed<TcpStream, StompCodec> {
         };
         let _ = tokio::time::timeout(LINGER, drain).await;
     }
+
+    fn shrink(&mut self) {
+        if self.read_buffer().is_empty() {
+            *self.read_buffer_mut() = BytesMut::new();
+        }
+        if self.write_buffer().is_empty() {
+            *self.write_buffer_mut() = BytesMut::new();
+        }
+    }
 }
 
 /// How long a connection that got an `ERROR` is read from before it is dropped.
@@ -85,7 +95,10 @@ pub async fn listen(listener: TcpListener, state: StompState) {
         match accepted {
             Ok((stream, peer)) => {
                 let _ = stream.set_nodelay(true);
-                let wire = Framed::new(stream, StompCodec::new(state.settings.limits));
+                // A small first read buffer: a CONNECT is short, and most connections
+                // then sit idle; it grows with bigger frames.
+                let codec = StompCodec::new(state.settings.limits);
+                let wire = Framed::with_capacity(stream, codec, 1024);
                 let session = session::serve(state.clone(), wire, peer.to_string());
                 state.tracker.spawn(session);
             }

@@ -40,7 +40,14 @@ pub trait Wire:
     /// the `ERROR` is read before the connection resets (closing a socket with unread
     /// input resets it, and a reset discards what the client had not read yet).
     fn linger(self) -> impl Future<Output = ()> + Send;
+
+    /// Gives back buffer memory while the connection is idle (most are, most of the
+    /// time); the buffers grow again with the next frame.
+    fn shrink(&mut self) {}
 }
+
+/// Quiet time after which a session gives its buffers back.
+const IDLE: Duration = Duration::from_secs(2);
 
 /// Who the connection is.
 enum Identity {
@@ -137,6 +144,8 @@ struct Session<'a, W: Wire> {
     silence_limit: Duration,
     last_write: Instant,
     last_read: Instant,
+    /// The buffers were given back since the last traffic.
+    shrunk: bool,
 }
 
 /// Serves one connection, from its first frame to its end.
@@ -144,7 +153,7 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
     metrics::gauge!("switchboard_stomp_connections").increment(1.0);
     let connected = tokio::time::timeout(
         state.settings.connect_timeout,
-        handshake::connect(&state, &mut wire),
+        Box::pin(handshake::connect(&state, &mut wire)),
     )
     .await;
     let session = match connected {
@@ -180,6 +189,7 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
         silence_limit: heart_beat.1,
         last_write: Instant::now(),
         last_read: Instant::now(),
+        shrunk: false,
     };
     let end = session.run().await;
     let clean = matches!(end, End::Disconnect);
@@ -240,21 +250,31 @@ impl<W: Wire> Session<'_, W> {
         loop {
             let heart_beat = self.next_heart_beat();
             let deadline = self.read_deadline();
+            let idle = (!self.shrunk).then(|| self.last_read.max(self.last_write) + IDLE);
             let step = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Err(End::error("server shutting down")),
                 Some(out) = self.out_rx.recv() => self.write_out(out).await,
                 () = sleep_until(heart_beat) => self.write(None).await,
+                () = sleep_until(idle) => {
+                    self.wire.shrink();
+                    self.shrunk = true;
+                    Ok(())
+                }
                 () = sleep_until(deadline) => Err(End::error("heart-beat timeout: nothing received in time")),
                 incoming = self.wire.next() => match incoming {
                     Some(Ok(Incoming::HeartBeat)) => {
                         self.last_read = Instant::now();
+                        self.shrunk = false;
                         Ok(())
                     }
                     Some(Ok(Incoming::Frame(frame))) => {
                         self.last_read = Instant::now();
+                        self.shrunk = false;
                         metrics::counter!("switchboard_stomp_frames_in_total").increment(1);
-                        self.frame(frame).await
+                        // Boxed: an idle session keeps only its small loop state,
+                        // not room for the largest operation's future.
+                        Box::pin(self.frame(frame)).await
                     }
                     Some(Err(err)) => Err(End::error(err.to_string())),
                     None => Err(End::Gone),
@@ -278,6 +298,7 @@ impl<W: Wire> Session<'_, W> {
         let counted = frame.is_some();
         self.wire.send(frame).await.map_err(|_| End::Gone)?;
         self.last_write = Instant::now();
+        self.shrunk = false;
         if counted {
             metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
         }
@@ -291,7 +312,7 @@ impl<W: Wire> Session<'_, W> {
                 consumed,
                 agent,
             } => {
-                self.write(Some(frame)).await?;
+                self.write(Some(*frame)).await?;
                 if let Some((queue, seq)) = consumed {
                     let none = std::collections::BTreeSet::new();
                     self.state

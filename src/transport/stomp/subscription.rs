@@ -10,7 +10,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Deserialize;
 use switchboard_types::messages::MessageView;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -50,7 +49,8 @@ pub enum Out {
     /// A `MESSAGE`; with `consumed`, the queue's cursor moves to that seq once it is
     /// written (ack `auto`).
     Message {
-        frame: Frame,
+        /// Boxed: the session's outbox allocates its slots up front, and most stay empty.
+        frame: Box<Frame>,
         consumed: Option<(Queue, i64)>,
         agent: switchboard_types::ids::AgentPk,
     },
@@ -92,12 +92,6 @@ pub struct Subscription {
 /// Why the task stops.
 struct Stop;
 
-/// The fields of a pushed `message` frame this task reads.
-#[derive(Deserialize)]
-struct Pushed {
-    message: MessageView,
-}
-
 impl Subscription {
     /// The ack id of an entry: the subscription and the seq, so an `ACK` finds both.
     pub fn ack_id(subscription: &str, seq: i64) -> String {
@@ -113,7 +107,7 @@ impl Subscription {
     }
 
     async fn serve(&mut self) {
-        if self.catch_up().await.is_err() {
+        if Box::pin(self.catch_up()).await.is_err() {
             return;
         }
         let cancel = self.cancel.clone();
@@ -130,14 +124,14 @@ impl Subscription {
                 () = lag.raised() => {
                     lag.clear();
                     self.conn.drain();
-                    self.catch_up().await
+                    Box::pin(self.catch_up()).await
                 }
                 Some(op) = self.acks.recv() => {
                     self.acknowledge(op);
                     Ok(())
                 }
                 push = self.conn.next_push() => match push {
-                    Some(push) => self.push(push).await,
+                    Some(push) => Box::pin(self.push(push)).await,
                     None => Err(Stop),
                 },
             };
@@ -153,16 +147,13 @@ impl Subscription {
             return Ok(());
         }
         if seq == self.examined + 1
-            && let Ok(text) = push.frame()
-            && let Ok(pushed) = serde_json::from_str::<Pushed>(&text)
+            && let Some(view) = push.message()
         {
-            let mut view = pushed.message;
-            view.seq = Some(seq);
-            return self.deliver(&view).await;
+            return self.deliver_at(seq, view).await;
         }
         // A gap, or an entry that is not a plain message (a task notification): storage
         // has it in the shape this task needs.
-        self.catch_up().await
+        Box::pin(self.catch_up()).await
     }
 
     /// Delivers every stored entry after `examined`.
@@ -194,9 +185,14 @@ impl Subscription {
     }
 
     async fn deliver(&mut self, view: &MessageView) -> Result<(), Stop> {
-        let Some(seq) = view.seq else {
-            return Ok(());
-        };
+        match view.seq {
+            Some(seq) => self.deliver_at(seq, view).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Delivers entry `seq` of the inbox, if it is this queue's.
+    async fn deliver_at(&mut self, seq: i64, view: &MessageView) -> Result<(), Stop> {
         self.examined = seq;
         if Queue::of(view) != self.queue || self.acked.contains(&seq) {
             if self.ack != AckMode::Auto && self.pending.is_empty() {
@@ -228,7 +224,7 @@ impl Subscription {
             }
         };
         let out = Out::Message {
-            frame,
+            frame: Box::new(frame),
             consumed,
             agent: self.conn.agent(),
         };

@@ -1,0 +1,346 @@
+//! STOMP (#12): durable producer/consumer pairs against Switchboard and, in the same run,
+//! against RabbitMQ's STOMP plugin (target: Switchboard's throughput ≥ RabbitMQ's with a
+//! lower p99), and the memory of idle STOMP connections (target ≤ 20 KiB each).
+//!
+//! Each producer sends with a `receipt` and waits for it (a receipt means committed:
+//! stored by Switchboard; on RabbitMQ, a persistent message to a durable queue, confirmed)
+//! before the next; each consumer holds an `auto` subscription to its own queue. The
+//! body carries the send time, so the consumer measures SEND → MESSAGE. Slices alternate
+//! between the brokers so both see the same moments of the machine. RabbitMQ is expected
+//! on 127.0.0.1:61613 (`rabbitmq-plugins enable rabbitmq_stomp`); without it, only
+//! Switchboard's rows are printed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use switchboard::transport::stomp::frame::{Command, Frame, Incoming, Limits, StompCodec};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+use tokio_util::codec::Framed;
+
+use crate::Opts;
+use crate::harness::{AgentCreds, Row, ServerProcess, Setup, quantile_ms};
+use crate::live::row;
+
+type Conn = Framed<TcpStream, StompCodec>;
+
+/// Producer/consumer pairs.
+const PAIRS: usize = 32;
+/// Slices per broker, alternating.
+const SLICES: usize = 2;
+const RABBIT: &str = "127.0.0.1:61613";
+
+/// Who to connect as, and where to send.
+#[derive(Clone)]
+struct Broker {
+    name: &'static str,
+    addr: std::net::SocketAddr,
+    /// `(login, passcode, extra headers)` of producer `i` and consumer `i`.
+    producers: Vec<(Option<String>, String)>,
+    consumers: Vec<(Option<String>, String)>,
+    /// Destination of pair `i`, and the `_sender` of its bodies.
+    queues: Vec<String>,
+    senders: Vec<String>,
+    /// Extra SEND headers (RabbitMQ: `persistent:true`).
+    persistent: bool,
+}
+
+async fn open(broker: &Broker, login: &Option<String>, passcode: &str) -> Option<Conn> {
+    let stream = TcpStream::connect(broker.addr).await.ok()?;
+    stream.set_nodelay(true).ok()?;
+    let mut conn = Framed::new(stream, StompCodec::new(Limits::default()));
+    let mut connect = Frame::new(Command::Connect)
+        .header("accept-version", "1.2")
+        .header("host", "/")
+        .header("passcode", passcode);
+    if let Some(login) = login {
+        connect = connect.header("login", login.clone());
+    }
+    conn.send(Some(connect)).await.ok()?;
+    match next_frame(&mut conn).await? {
+        frame if frame.command == Command::Connected => Some(conn),
+        frame => {
+            eprintln!("  {}: {:?} {:?}", broker.name, frame.command, frame.get("message"));
+            None
+        }
+    }
+}
+
+async fn next_frame(conn: &mut Conn) -> Option<Frame> {
+    loop {
+        match conn.next().await? {
+            Ok(Incoming::Frame(frame)) => return Some(frame),
+            Ok(Incoming::HeartBeat) => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+fn body(sender: &str, sent_us: u128) -> String {
+    format!(
+        "!wiseagents.WiseAgentMessage\n_context_name: null\n_message: t={sent_us}\n\
+         _message_type: QUERY\n_route_response_to: null\n_sender: {sender}\n_tool_id: null\n"
+    )
+}
+
+/// The send time a body carries.
+fn sent_at(body: &[u8]) -> Option<u128> {
+    let text = std::str::from_utf8(body).ok()?;
+    let digits = text.split("t=").nth(1)?;
+    digits
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+/// What one slice measured.
+#[derive(Default)]
+struct Slice {
+    receipts: u64,
+    elapsed: Duration,
+    receipt_us: Vec<u32>,
+    delivery_us: Vec<u32>,
+}
+
+/// Runs every pair for `length`; `None` when the broker cannot be reached.
+async fn slice(broker: &Broker, length: Duration, epoch: Instant) -> Option<Slice> {
+    let mut consumers = Vec::new();
+    for (i, (login, passcode)) in broker.consumers.iter().enumerate() {
+        let mut conn = open(broker, login, passcode).await?;
+        let subscribe = Frame::new(Command::Subscribe)
+            .header("id", "0")
+            .header("destination", broker.queues[i].clone())
+            .header("ack", "auto")
+            .header("receipt", "sub");
+        conn.send(Some(subscribe)).await.ok()?;
+        while next_frame(&mut conn).await?.command != Command::Receipt {}
+        consumers.push(conn);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let delivery = Arc::new(Mutex::new(Vec::new()));
+    let mut readers = Vec::new();
+    for mut conn in consumers {
+        let (stop, delivery) = (stop.clone(), delivery.clone());
+        readers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            loop {
+                let next = tokio::time::timeout(Duration::from_millis(200), next_frame(&mut conn));
+                match next.await {
+                    Ok(Some(frame)) if frame.command == Command::Message => {
+                        if let Some(sent) = sent_at(&frame.body) {
+                            let now = epoch.elapsed().as_micros();
+                            mine.push(u32::try_from(now.saturating_sub(sent)).unwrap_or(u32::MAX));
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => break,
+                    Err(_) if stop.load(Ordering::Relaxed) => break,
+                    Err(_) => {}
+                }
+            }
+            delivery.lock().await.extend(mine);
+        }));
+    }
+    let started = Instant::now();
+    let mut producers = Vec::new();
+    for (i, (login, passcode)) in broker.producers.iter().enumerate() {
+        let mut conn = open(broker, login, passcode).await?;
+        let (queue, sender) = (broker.queues[i].clone(), broker.senders[i].clone());
+        let persistent = broker.persistent;
+        producers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut n = 0u64;
+            while started.elapsed() < length {
+                let at = Instant::now();
+                let mut send = Frame::new(Command::Send)
+                    .header("destination", queue.clone())
+                    .header("receipt", n.to_string());
+                if persistent {
+                    send = send.header("persistent", "true");
+                }
+                let send = send.body(body(&sender, epoch.elapsed().as_micros()));
+                if conn.send(Some(send)).await.is_err() {
+                    break;
+                }
+                match next_frame(&mut conn).await {
+                    Some(frame) if frame.command == Command::Receipt => {}
+                    other => {
+                        eprintln!("  SEND answered {:?}", other.map(|f| (f.command, f.get("message").map(str::to_owned))));
+                        break;
+                    }
+                }
+                latencies.push(u32::try_from(at.elapsed().as_micros()).unwrap_or(u32::MAX));
+                n += 1;
+            }
+            latencies
+        }));
+    }
+    let mut out = Slice::default();
+    for producer in producers {
+        let latencies = producer.await.unwrap_or_default();
+        out.receipts += latencies.len() as u64;
+        out.receipt_us.extend(latencies);
+    }
+    out.elapsed = started.elapsed();
+    // Let the last messages arrive, then stop the readers.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for reader in readers {
+        let _ = reader.await;
+    }
+    out.delivery_us = std::mem::take(&mut *delivery.lock().await);
+    Some(out)
+}
+
+fn switchboard_broker(server: &ServerProcess, agents: &[AgentCreds]) -> Broker {
+    let pair = |i: usize| (&agents[2 * i], &agents[2 * i + 1]);
+    Broker {
+        name: "switchboard",
+        addr: server.stomp_addr.expect("STOMP listener"),
+        producers: (0..PAIRS).map(|i| (None, pair(i).0.token.clone())).collect(),
+        consumers: (0..PAIRS).map(|i| (None, pair(i).1.token.clone())).collect(),
+        queues: (0..PAIRS)
+            .map(|i| format!("/queue/request/{}", pair(i).1.id))
+            .collect(),
+        senders: (0..PAIRS).map(|i| pair(i).0.id.clone()).collect(),
+        persistent: false,
+    }
+}
+
+fn rabbit_broker() -> Broker {
+    let guest = || (Some("guest".to_owned()), "guest".to_owned());
+    Broker {
+        name: "rabbitmq",
+        addr: RABBIT.parse().expect("addr"),
+        producers: (0..PAIRS).map(|_| guest()).collect(),
+        consumers: (0..PAIRS).map(|_| guest()).collect(),
+        // /queue/ destinations are durable queues on RabbitMQ.
+        queues: (0..PAIRS).map(|i| format!("/queue/switchboard-bench-{i}")).collect(),
+        senders: (0..PAIRS).map(|i| format!("p{i}")).collect(),
+        persistent: true,
+    }
+}
+
+fn to_row(name: &str, mut total: Slice, rss: u64) -> Row {
+    let per_second = total.receipts as f64 / total.elapsed.as_secs_f64().max(0.001);
+    let note = format!(
+        "SEND→MESSAGE p50 {:.2} ms, p99 {:.2} ms ({} delivered)",
+        quantile_ms(&mut total.delivery_us, 0.50),
+        quantile_ms(&mut total.delivery_us, 0.99),
+        total.delivery_us.len()
+    );
+    row(
+        "stomp",
+        format!("{name}, {PAIRS} pairs, receipt per SEND"),
+        format!("{per_second:.0} SEND/s"),
+        format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.50)),
+        format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.99)),
+        rss,
+        note,
+    )
+}
+
+fn add(total: &mut Slice, part: Slice) {
+    total.receipts += part.receipts;
+    total.elapsed += part.elapsed;
+    total.receipt_us.extend(part.receipt_us);
+    total.delivery_us.extend(part.delivery_us);
+}
+
+/// Durable STOMP throughput and latency, Switchboard against RabbitMQ.
+pub async fn stomp(opts: Opts) -> Vec<Row> {
+    let server = ServerProcess::start(&[
+        "--stomp-listen",
+        "127.0.0.1:0",
+        "--ws-max-per-agent",
+        "64",
+    ]);
+    let (_, agents) = Setup::new(&server).team("stomp", "s", 2 * PAIRS, &[]).await;
+    let ours = switchboard_broker(&server, &agents);
+    let rabbit = rabbit_broker();
+    let epoch = Instant::now();
+    let length = opts.duration() / SLICES as u32;
+    let (mut sb, mut rb) = (Slice::default(), Slice::default());
+    let mut rabbit_ok = true;
+    // Warm-up, unmeasured.
+    let _ = slice(&ours, opts.warmup(), epoch).await;
+    for _ in 0..SLICES {
+        let part = slice(&ours, length, epoch).await.expect("Switchboard's STOMP answers");
+        add(&mut sb, part);
+        if rabbit_ok {
+            match slice(&rabbit, length, epoch).await {
+                Some(part) => add(&mut rb, part),
+                None => {
+                    eprintln!("  RabbitMQ's STOMP plugin is not reachable on {RABBIT}");
+                    rabbit_ok = false;
+                }
+            }
+        }
+    }
+    let (sb_rate, rb_rate) = (
+        sb.receipts as f64 / sb.elapsed.as_secs_f64().max(0.001),
+        rb.receipts as f64 / rb.elapsed.as_secs_f64().max(0.001),
+    );
+    let mut rows = vec![to_row("switchboard", sb, server.rss_kib())];
+    if rabbit_ok {
+        let mut rabbit_row = to_row("rabbitmq 3.10 (persistent, durable queue)", rb, 0);
+        rabbit_row.rss = "—".into();
+        rows.push(rabbit_row);
+        rows.push(row(
+            "stomp",
+            "ratio".into(),
+            format!("{:.2}× RabbitMQ", sb_rate / rb_rate.max(0.001)),
+            String::new(),
+            String::new(),
+            0,
+            "Switchboard SEND/s ÷ RabbitMQ SEND/s, same run".into(),
+        ));
+    }
+    rows.push(idle(&server, &agents).await);
+    rows
+}
+
+/// Idle STOMP connections, each subscribed to a queue: server memory per connection.
+async fn idle(server: &ServerProcess, agents: &[AgentCreds]) -> Row {
+    const CONNECTIONS: usize = 2000;
+    let broker = switchboard_broker(server, agents);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = server.rss_kib();
+    let mut held = Vec::with_capacity(CONNECTIONS);
+    for i in 0..CONNECTIONS {
+        // Each agent subscribes to its response queue, many times over (the per-agent
+        // limit is raised for this server).
+        let agent = &agents[i % agents.len()];
+        let Some(mut conn) = open(&broker, &None, &agent.token).await else {
+            break;
+        };
+        let subscribe = Frame::new(Command::Subscribe)
+            .header("id", "0")
+            .header("destination", format!("/queue/response/{}", agent.id))
+            .header("receipt", "sub");
+        if conn.send(Some(subscribe)).await.is_err() {
+            break;
+        }
+        match next_frame(&mut conn).await {
+            Some(frame) if frame.command == Command::Receipt => held.push(conn),
+            _ => break,
+        }
+    }
+    // Sessions give their buffers back after 2 s of quiet: measure the idle state.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = server.rss_kib();
+    let per = (after.saturating_sub(before)) as f64 / held.len().max(1) as f64;
+    row(
+        "stomp_idle",
+        format!("{} subscribed connections", held.len()),
+        String::new(),
+        String::new(),
+        String::new(),
+        after,
+        format!("{per:.1} KiB per connection (target ≤ 20)"),
+    )
+}
