@@ -62,7 +62,12 @@ async fn open(broker: &Broker, login: &Option<String>, passcode: &str) -> Option
     match next_frame(&mut conn).await? {
         frame if frame.command == Command::Connected => Some(conn),
         frame => {
-            eprintln!("  {}: {:?} {:?}", broker.name, frame.command, frame.get("message"));
+            eprintln!(
+                "  {}: {:?} {:?}",
+                broker.name,
+                frame.command,
+                frame.get("message")
+            );
             None
         }
     }
@@ -122,62 +127,20 @@ async fn slice(broker: &Broker, length: Duration, epoch: Instant) -> Option<Slic
     }
     let stop = Arc::new(AtomicBool::new(false));
     let delivery = Arc::new(Mutex::new(Vec::new()));
-    let mut readers = Vec::new();
-    for mut conn in consumers {
-        let (stop, delivery) = (stop.clone(), delivery.clone());
-        readers.push(tokio::spawn(async move {
-            let mut mine = Vec::new();
-            loop {
-                let next = tokio::time::timeout(Duration::from_millis(200), next_frame(&mut conn));
-                match next.await {
-                    Ok(Some(frame)) if frame.command == Command::Message => {
-                        if let Some(sent) = sent_at(&frame.body) {
-                            let now = epoch.elapsed().as_micros();
-                            mine.push(u32::try_from(now.saturating_sub(sent)).unwrap_or(u32::MAX));
-                        }
-                    }
-                    Ok(Some(_)) => {}
-                    Ok(None) => break,
-                    Err(_) if stop.load(Ordering::Relaxed) => break,
-                    Err(_) => {}
-                }
-            }
-            delivery.lock().await.extend(mine);
-        }));
-    }
+    let readers: Vec<_> = consumers
+        .into_iter()
+        .map(|conn| tokio::spawn(read(conn, stop.clone(), delivery.clone(), epoch)))
+        .collect();
     let started = Instant::now();
     let mut producers = Vec::new();
     for (i, (login, passcode)) in broker.producers.iter().enumerate() {
-        let mut conn = open(broker, login, passcode).await?;
-        let (queue, sender) = (broker.queues[i].clone(), broker.senders[i].clone());
-        let persistent = broker.persistent;
-        producers.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            let mut n = 0u64;
-            while started.elapsed() < length {
-                let at = Instant::now();
-                let mut send = Frame::new(Command::Send)
-                    .header("destination", queue.clone())
-                    .header("receipt", n.to_string());
-                if persistent {
-                    send = send.header("persistent", "true");
-                }
-                let send = send.body(body(&sender, epoch.elapsed().as_micros()));
-                if conn.send(Some(send)).await.is_err() {
-                    break;
-                }
-                match next_frame(&mut conn).await {
-                    Some(frame) if frame.command == Command::Receipt => {}
-                    other => {
-                        eprintln!("  SEND answered {:?}", other.map(|f| (f.command, f.get("message").map(str::to_owned))));
-                        break;
-                    }
-                }
-                latencies.push(u32::try_from(at.elapsed().as_micros()).unwrap_or(u32::MAX));
-                n += 1;
-            }
-            latencies
-        }));
+        let conn = open(broker, login, passcode).await?;
+        let send = Sender {
+            queue: broker.queues[i].clone(),
+            sender: broker.senders[i].clone(),
+            persistent: broker.persistent,
+        };
+        producers.push(tokio::spawn(send.run(conn, started, length, epoch)));
     }
     let mut out = Slice::default();
     for producer in producers {
@@ -196,13 +159,88 @@ async fn slice(broker: &Broker, length: Duration, epoch: Instant) -> Option<Slic
     Some(out)
 }
 
+/// A consumer: records SEND → MESSAGE for every message until stopped.
+async fn read(
+    mut conn: Conn,
+    stop: Arc<AtomicBool>,
+    delivery: Arc<Mutex<Vec<u32>>>,
+    epoch: Instant,
+) {
+    let mut mine = Vec::new();
+    loop {
+        let next = tokio::time::timeout(Duration::from_millis(200), next_frame(&mut conn));
+        match next.await {
+            Ok(Some(frame)) if frame.command == Command::Message => {
+                if let Some(sent) = sent_at(&frame.body) {
+                    let now = epoch.elapsed().as_micros();
+                    mine.push(u32::try_from(now.saturating_sub(sent)).unwrap_or(u32::MAX));
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => break,
+            Err(_) if stop.load(Ordering::Relaxed) => break,
+            Err(_) => {}
+        }
+    }
+    delivery.lock().await.extend(mine);
+}
+
+/// A producer's destination and body.
+struct Sender {
+    queue: String,
+    sender: String,
+    persistent: bool,
+}
+
+impl Sender {
+    /// Sends and waits for each receipt until `length` has passed; the receipt latencies.
+    async fn run(
+        self,
+        mut conn: Conn,
+        started: Instant,
+        length: Duration,
+        epoch: Instant,
+    ) -> Vec<u32> {
+        let mut latencies = Vec::new();
+        let mut n = 0u64;
+        while started.elapsed() < length {
+            let at = Instant::now();
+            let mut send = Frame::new(Command::Send)
+                .header("destination", self.queue.clone())
+                .header("receipt", n.to_string());
+            if self.persistent {
+                send = send.header("persistent", "true");
+            }
+            let send = send.body(body(&self.sender, epoch.elapsed().as_micros()));
+            if conn.send(Some(send)).await.is_err() {
+                break;
+            }
+            match next_frame(&mut conn).await {
+                Some(frame) if frame.command == Command::Receipt => {}
+                other => {
+                    let why = other.map(|f| (f.command, f.get("message").map(str::to_owned)));
+                    eprintln!("  SEND answered {why:?}");
+                    break;
+                }
+            }
+            latencies.push(u32::try_from(at.elapsed().as_micros()).unwrap_or(u32::MAX));
+            n += 1;
+        }
+        latencies
+    }
+}
+
 fn switchboard_broker(server: &ServerProcess, agents: &[AgentCreds]) -> Broker {
     let pair = |i: usize| (&agents[2 * i], &agents[2 * i + 1]);
     Broker {
         name: "switchboard",
         addr: server.stomp_addr.expect("STOMP listener"),
-        producers: (0..PAIRS).map(|i| (None, pair(i).0.token.clone())).collect(),
-        consumers: (0..PAIRS).map(|i| (None, pair(i).1.token.clone())).collect(),
+        producers: (0..PAIRS)
+            .map(|i| (None, pair(i).0.token.clone()))
+            .collect(),
+        consumers: (0..PAIRS)
+            .map(|i| (None, pair(i).1.token.clone()))
+            .collect(),
         queues: (0..PAIRS)
             .map(|i| format!("/queue/request/{}", pair(i).1.id))
             .collect(),
@@ -219,7 +257,9 @@ fn rabbit_broker() -> Broker {
         producers: (0..PAIRS).map(|_| guest()).collect(),
         consumers: (0..PAIRS).map(|_| guest()).collect(),
         // /queue/ destinations are durable queues on RabbitMQ.
-        queues: (0..PAIRS).map(|i| format!("/queue/switchboard-bench-{i}")).collect(),
+        queues: (0..PAIRS)
+            .map(|i| format!("/queue/switchboard-bench-{i}"))
+            .collect(),
         senders: (0..PAIRS).map(|i| format!("p{i}")).collect(),
         persistent: true,
     }
@@ -253,12 +293,8 @@ fn add(total: &mut Slice, part: Slice) {
 
 /// Durable STOMP throughput and latency, Switchboard against RabbitMQ.
 pub async fn stomp(opts: Opts) -> Vec<Row> {
-    let server = ServerProcess::start(&[
-        "--stomp-listen",
-        "127.0.0.1:0",
-        "--ws-max-per-agent",
-        "64",
-    ]);
+    let server =
+        ServerProcess::start(&["--stomp-listen", "127.0.0.1:0", "--ws-max-per-agent", "64"]);
     let (_, agents) = Setup::new(&server).team("stomp", "s", 2 * PAIRS, &[]).await;
     let ours = switchboard_broker(&server, &agents);
     let rabbit = rabbit_broker();
@@ -269,7 +305,9 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
     // Warm-up, unmeasured.
     let _ = slice(&ours, opts.warmup(), epoch).await;
     for _ in 0..SLICES {
-        let part = slice(&ours, length, epoch).await.expect("Switchboard's STOMP answers");
+        let part = slice(&ours, length, epoch)
+            .await
+            .expect("Switchboard's STOMP answers");
         add(&mut sb, part);
         if rabbit_ok {
             match slice(&rabbit, length, epoch).await {
