@@ -230,8 +230,13 @@ def rules(cfg):
     out["bridge_spoofing"] = refused(cfg, conn, l, "a sender it did not subscribe for")
 
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
-    conn.send(destination="/topic/anything", body="x")
+    conn.send(destination="/exchange/anything", body="x")
     out["unknown_destination"] = refused(cfg, conn, l, "an unknown destination")
+
+    conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
+    conn.subscribe(f"/queue/request/{a_id}", id="1")
+    conn.send(destination=f"/queue/{b_id}", body="plain")
+    out["bridge_plain"] = refused(cfg, conn, l, "a bridge sending a plain message")
 
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
     conn.send(destination=f"/queue/request/{b_id}", body=body("x" * 2_000_000, a_id))
@@ -271,7 +276,41 @@ def websocket(cfg):
     return out
 
 
-SCENARIOS = {"websocket": websocket, "acks": acks, "transactions": transactions, "version10": version10,
+def plain(cfg):
+    """Other destinations carry any body: /queue/<agent> byte for byte (an embedded NUL,
+    bytes that are not UTF-8), /topic/<tag> to every subscriber of the tag; neither
+    reaches the Wise Agents request queue."""
+    (a_id, a_token), (b_id, b_token) = cfg["a"], cfg["b"]
+    conn = stomp.Connection12(host_and_ports=[(cfg["host"], cfg["port"])], auto_decode=False)
+    l = Listener()
+    conn.set_listener("", l)
+    conn.connect(None, a_token, wait=True)
+    conn.subscribe(f"/queue/{a_id}", id="plain", ack="auto")
+    conn.subscribe("/topic/news", id="news", ack="auto")
+    conn.subscribe(f"/queue/request/{a_id}", id="wise", ack="auto")
+    sender, sl = connect(cfg, stomp.Connection12, None, b_token)
+    bodies = [b"hello\x00world", b"\xff\xfe not text", b"{\"json\": true}"]
+    for i, raw in enumerate(bodies):
+        sender.send(destination=f"/queue/{a_id}", body=raw, content_type="application/octet-stream",
+                    receipt=f"p{i}")
+    sender.send(destination="/topic/news", body="extra, extra", receipt="t")
+    sl.wait(lambda l: {"p0", "p1", "p2", "t"} <= set(l.receipts), "the receipts")
+    l.wait(lambda l: len(l.messages) >= 4, "four messages")
+    time.sleep(0.3)
+    by_sub = {}
+    for m in l.messages:
+        by_sub.setdefault(m.headers["subscription"], []).append(m)
+    got = [m.body for m in by_sub.get("plain", [])]
+    assert got == bodies, got
+    assert by_sub["plain"][0].headers["content-type"] == "application/octet-stream"
+    assert [m.body for m in by_sub.get("news", [])] == [b"extra, extra"], by_sub
+    assert "wise" not in by_sub, "plain messages stay off the Wise Agents queue"
+    conn.disconnect()
+    sender.disconnect()
+    return {"plain": len(got), "topic": by_sub["news"][0].headers["destination"]}
+
+
+SCENARIOS = {"plain": plain, "websocket": websocket, "acks": acks, "transactions": transactions, "version10": version10,
              "escaping": escaping, "heartbeats": heartbeats, "rules": rules}
 
 

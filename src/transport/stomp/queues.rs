@@ -1,79 +1,211 @@
-//! Wise Agents' queues on Switchboard's inbox: which destinations exist, which inbox
-//! entries each queue carries, and how a `WiseAgentMessage` maps onto a Switchboard
-//! message and back.
+//! The destinations this server has, which inbox entries each carries, and how a
+//! `WiseAgentMessage` (or any other body) maps onto a Switchboard message and back.
 //!
-//! An agent's inbox is read as two queues. `/queue/response/<agent>` carries what is a
+//! An agent's inbox is read as queues. `/queue/response/<agent>` carries what is a
 //! response (RESPOND_TO_MESSAGE answers, and messages whose `message_type` is
-//! `response`); `/queue/request/<agent>` carries everything else. A `SEND` to a request
-//! queue is stored with `message_type: request`, one to a response queue with
-//! `message_type: response`, so a message goes back out on the queue it came in on. Wise
-//! Agents' own, finer `_message_type` travels in `content.data`.
+//! `response`); `/queue/request/<agent>` carries everything else that did not come
+//! through a plain queue or a topic. A `SEND` to a request queue is stored with
+//! `message_type: request`, one to a response queue with `message_type: response`, so a
+//! message goes back out on the queue it came in on; Wise Agents' own, finer
+//! `_message_type` travels in `content.data`. Those two are Wise Agents' and take only
+//! Wise bodies.
+//!
+//! Two more carry any body, for other STOMP clients: `/queue/<agent>` (a plain message to
+//! that agent) and `/topic/<tag>` (a publish under `cause_by = <tag>` to the whole team;
+//! a subscription gets every publish of that tag). Their entries are marked with the
+//! destination in `content.data.stomp_destination` and keep the body as it came.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Map, Value};
 use switchboard_types::messages::{
     Content, MAX_TEXT, MessageKind, MessageType, MessageView, SendMessage,
 };
+use switchboard_types::publish::Publish;
 
 use super::wise::{MESSAGE_TYPES, WiseMessage};
 
 /// Role given to an agent registered by its first subscription on a team bridge.
 pub const WISE_ROLE: &str = "wise-agent";
 
-/// One of an agent's two queues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Key of the destination a plain or topic message was sent to, in `content.data`.
+pub const DESTINATION_KEY: &str = "stomp_destination";
+/// Key of a body that is not UTF-8, base64, in `content.data`.
+const BASE64_KEY: &str = "stomp_body_base64";
+/// Key of the sender's `content-type`, in `content.data`.
+const CONTENT_TYPE_KEY: &str = "stomp_content_type";
+
+/// What a destination reads from an inbox.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Queue {
+    /// Wise Agents' request queue.
     Request,
+    /// Wise Agents' response queue.
     Response,
+    /// `/queue/<agent>`: plain messages sent there.
+    Plain,
+    /// `/topic/<tag>`: publishes of that tag.
+    Topic(String),
 }
 
 impl Queue {
-    /// The queue's name in destinations and in the stored cursor.
-    pub fn as_str(self) -> &'static str {
+    /// The queue's name in the stored cursor.
+    pub fn cursor_name(&self) -> String {
         match self {
-            Queue::Request => "request",
-            Queue::Response => "response",
+            Queue::Request => "request".into(),
+            Queue::Response => "response".into(),
+            Queue::Plain => "plain".into(),
+            Queue::Topic(tag) => format!("topic:{tag}"),
         }
     }
 
-    /// Which queue an inbox entry belongs to.
-    pub fn of(view: &MessageView) -> Queue {
-        if view.kind == MessageKind::Response || view.message_type == MessageType::Response {
-            Queue::Response
-        } else {
-            Queue::Request
+    /// Wise Agents' queues, whose loss makes an agent deaf.
+    pub fn presence_name(&self) -> Option<&'static str> {
+        match self {
+            Queue::Request => Some("request"),
+            Queue::Response => Some("response"),
+            Queue::Plain | Queue::Topic(_) => None,
+        }
+    }
+
+    /// Whether a Wise body is required (and written) on this queue.
+    pub fn is_wise(&self) -> bool {
+        self.presence_name().is_some()
+    }
+
+    /// Whether an entry of the subscriber's inbox belongs to this queue.
+    pub fn carries(&self, view: &MessageView) -> bool {
+        let marker = view
+            .content
+            .data
+            .get(DESTINATION_KEY)
+            .and_then(Value::as_str);
+        let response =
+            view.kind == MessageKind::Response || view.message_type == MessageType::Response;
+        match self {
+            Queue::Request => marker.is_none() && !response,
+            Queue::Response => marker.is_none() && response,
+            Queue::Plain => marker.is_some_and(|m| m.starts_with("/queue/")),
+            Queue::Topic(tag) => {
+                view.kind == MessageKind::Publish && view.cause_by.as_deref() == Some(tag)
+            }
         }
     }
 }
 
-/// A destination this server knows: an agent's queue.
+/// A destination this server knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
     pub queue: Queue,
-    pub agent_id: String,
+    /// Whose queue it is; `None` for a topic (the subscriber's own inbox).
+    pub agent_id: Option<String>,
 }
 
 impl Destination {
-    /// `/queue/request/<agent>` or `/queue/response/<agent>`; anything else is `None`.
+    /// `/queue/request/<agent>`, `/queue/response/<agent>`, `/queue/<agent>` or
+    /// `/topic/<tag>`; anything else is `None`.
     pub fn parse(destination: &str) -> Option<Destination> {
+        if let Some(tag) = destination.strip_prefix("/topic/") {
+            return (!tag.is_empty()).then(|| Destination {
+                queue: Queue::Topic(tag.to_owned()),
+                agent_id: None,
+            });
+        }
         let rest = destination.strip_prefix("/queue/")?;
-        let (queue, agent_id) = rest.split_once('/')?;
-        let queue = match queue {
-            "request" => Queue::Request,
-            "response" => Queue::Response,
-            _ => return None,
+        let (queue, agent_id) = match rest.split_once('/') {
+            Some(("request", agent)) => (Queue::Request, agent),
+            Some(("response", agent)) => (Queue::Response, agent),
+            Some(_) => return None,
+            None => (Queue::Plain, rest),
         };
         if agent_id.is_empty() || agent_id.contains('/') {
             return None;
         }
         Some(Destination {
             queue,
-            agent_id: agent_id.to_owned(),
+            agent_id: Some(agent_id.to_owned()),
         })
     }
 
     pub fn to_header(&self) -> String {
-        format!("/queue/{}/{}", self.queue.as_str(), self.agent_id)
+        let agent = self.agent_id.as_deref().unwrap_or_default();
+        match &self.queue {
+            Queue::Request => format!("/queue/request/{agent}"),
+            Queue::Response => format!("/queue/response/{agent}"),
+            Queue::Plain => format!("/queue/{agent}"),
+            Queue::Topic(tag) => format!("/topic/{tag}"),
+        }
     }
+}
+
+/// The content of a message sent to a plain queue or a topic: the body as text when it
+/// is UTF-8 (cut at the contract's length for `text`, whole in `data`), else base64.
+pub fn plain_content(destination: &str, body: &[u8], content_type: Option<&str>) -> Content {
+    let mut data = Map::new();
+    data.insert(
+        DESTINATION_KEY.into(),
+        Value::String(destination.to_owned()),
+    );
+    if let Some(content_type) = content_type {
+        data.insert(
+            CONTENT_TYPE_KEY.into(),
+            Value::String(content_type.to_owned()),
+        );
+    }
+    let text = match std::str::from_utf8(body) {
+        Ok(text) => {
+            data.insert(RAW_BODY_KEY.into(), Value::String(text.to_owned()));
+            match text {
+                "" => EMPTY_TEXT.to_owned(),
+                text => text.chars().take(MAX_TEXT).collect(),
+            }
+        }
+        Err(_) => {
+            data.insert(BASE64_KEY.into(), Value::String(BASE64.encode(body)));
+            format!("({} bytes, not text)", body.len())
+        }
+    };
+    Content {
+        text,
+        data,
+        attachments: Vec::new(),
+    }
+}
+
+/// A plain message to an agent's `/queue/<agent>`.
+pub fn to_plain_message(sender: &str, to: &str, content: Content) -> SendMessage {
+    let mut message = SendMessage::new(sender, &[to], MessageType::Information, "");
+    message.content = content;
+    message
+}
+
+/// A publish to a topic: the whole team, `cause_by` the tag.
+pub fn to_publish(tag: &str, content: Content) -> Publish {
+    let mut publish = Publish::new(tag, "");
+    publish.content = content;
+    publish
+}
+
+/// The body and content type of a plain or topic entry: the body as it came, or the
+/// text for a message that came another way.
+pub fn plain_body(view: &MessageView) -> (Vec<u8>, String) {
+    let data = &view.content.data;
+    let content_type = data
+        .get(CONTENT_TYPE_KEY)
+        .and_then(Value::as_str)
+        .unwrap_or("text/plain;charset=utf-8")
+        .to_owned();
+    if let Some(text) = data.get(RAW_BODY_KEY).and_then(Value::as_str) {
+        return (text.as_bytes().to_vec(), content_type);
+    }
+    if let Some(bytes) = data
+        .get(BASE64_KEY)
+        .and_then(Value::as_str)
+        .and_then(|b| BASE64.decode(b).ok())
+    {
+        return (bytes, content_type);
+    }
+    (view.content.text.as_bytes().to_vec(), content_type)
 }
 
 /// The text a message without text is stored with (the contract needs 1 character).
@@ -107,10 +239,11 @@ pub fn to_send_message(
         Some(text) => text.chars().take(MAX_TEXT).collect(),
     };
     let message_type = match to.queue {
-        Queue::Request => MessageType::Request,
         Queue::Response => MessageType::Response,
+        _ => MessageType::Request,
     };
-    let mut message = SendMessage::new(sender, &[to.agent_id.as_str()], message_type, &text);
+    let agent = to.agent_id.as_deref().unwrap_or_default();
+    let mut message = SendMessage::new(sender, &[agent], message_type, &text);
     message.content = Content {
         text,
         data,
@@ -129,7 +262,7 @@ pub fn to_wise(view: &MessageView) -> WiseMessage {
     let data = &view.content.data;
     let text_field = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
     // A message that came from Wise Agents keeps its own type, null included.
-    let from_wise = data.contains_key(RAW_BODY_KEY);
+    let from_wise = data.contains_key(RAW_BODY_KEY) && !data.contains_key(DESTINATION_KEY);
     let message_type = text_field("_message_type")
         .filter(|t| MESSAGE_TYPES.contains(&t.as_str()))
         .or_else(|| {
@@ -164,19 +297,29 @@ mod tests {
             Destination::parse("/queue/request/Agent1"),
             Some(Destination {
                 queue: Queue::Request,
-                agent_id: "Agent1".into()
+                agent_id: Some("Agent1".into())
             })
         );
         assert_eq!(
             Destination::parse("/queue/response/a.b-c").map(|d| d.queue),
             Some(Queue::Response)
         );
+        assert_eq!(
+            Destination::parse("/queue/A").map(|d| (d.queue, d.agent_id)),
+            Some((Queue::Plain, Some("A".into())))
+        );
+        assert_eq!(
+            Destination::parse("/topic/review.code").map(|d| (d.queue, d.agent_id)),
+            Some((Queue::Topic("review.code".into()), None))
+        );
         for bad in [
             "/queue/request/",
             "/queue/other/A",
-            "/topic/request/A",
+            "/queue/",
+            "/topic/",
             "/queue/request/A/B",
             "queue/request/A",
+            "/exchange/x",
         ] {
             assert_eq!(Destination::parse(bad), None, "{bad}");
         }

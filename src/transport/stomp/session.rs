@@ -22,7 +22,9 @@ mod handshake;
 
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
-use super::queues::{Destination, WISE_ROLE, to_send_message};
+use super::queues::{
+    Destination, Queue, WISE_ROLE, plain_content, to_plain_message, to_publish, to_send_message,
+};
 use super::subscription::{AckMode, AckOp, Out, Subscription};
 use super::wise;
 use crate::core::{Caller, CoreError};
@@ -315,9 +317,7 @@ impl<W: Wire> Session<'_, W> {
                 self.write(Some(*frame)).await?;
                 if let Some((queue, seq)) = consumed {
                     let none = std::collections::BTreeSet::new();
-                    self.state
-                        .core
-                        .queue_consumed(agent, queue.as_str(), seq, &none);
+                    self.state.core.queue_consumed(agent, &queue, seq, &none);
                 }
                 Ok(())
             }
@@ -362,12 +362,17 @@ impl<W: Wire> Session<'_, W> {
         }
     }
 
-    /// `SEND`: the body through the gate, then a stored message from its `_sender`.
+    /// `SEND`: to a Wise Agents queue, the body through the gate, then a stored message
+    /// from its `_sender`; to a plain queue or a topic, any body, from the connection's
+    /// agent.
     async fn send(&mut self, frame: &Frame) -> Result<(), End> {
         let destination = required(frame, "destination")?;
         let Some(to) = Destination::parse(destination) else {
             return Err(unknown_destination(destination));
         };
+        if !to.queue.is_wise() {
+            return self.send_plain(frame, &to).await;
+        }
         let limit = self.state.settings.limits.max_frame_bytes;
         let wise = wise::check(&frame.body, limit).map_err(|why| {
             metrics::counter!("switchboard_stomp_refused_bodies_total").increment(1);
@@ -393,6 +398,39 @@ impl<W: Wire> Session<'_, W> {
         Ok(())
     }
 
+    /// A `SEND` to `/queue/<agent>` (a plain message) or `/topic/<tag>` (a publish).
+    async fn send_plain(&mut self, frame: &Frame, to: &Destination) -> Result<(), End> {
+        let Identity::Agent(caller) = &self.identity else {
+            return Err(End::error(
+                "a team bridge sends Wise Agents messages to /queue/request/<agent> and \
+                 /queue/response/<agent> only; connect with an agent token for other destinations",
+            ));
+        };
+        let (_, me) = self
+            .state
+            .core
+            .acting_agent(caller)
+            .map_err(End::from_core)?;
+        let content = plain_content(&to.to_header(), &frame.body, frame.get("content-type"));
+        let operation = match (&to.queue, &to.agent_id) {
+            (Queue::Topic(tag), _) => Operation::Publish {
+                publish: to_publish(tag, content),
+                idempotency_key: None,
+            },
+            (_, Some(agent)) => Operation::SendMessage {
+                message: to_plain_message(&me.agent_id, agent, content),
+                idempotency_key: None,
+            },
+            (_, None) => return Err(unknown_destination(&to.to_header())),
+        };
+        self.state
+            .core
+            .dispatch(caller, operation)
+            .await
+            .map_err(End::from_core)?;
+        Ok(())
+    }
+
     async fn subscribe(&mut self, frame: &Frame) -> Result<(), End> {
         let destination = required(frame, "destination")?;
         let id = match (frame.get("id"), self.version) {
@@ -412,28 +450,36 @@ impl<W: Wire> Session<'_, W> {
             return Err(unknown_destination(destination));
         };
         let core = &self.state.core;
-        let caller = match &self.identity {
-            Identity::Agent(caller) => core.act_as(caller, "", &to.agent_id, None).await,
-            Identity::Bridge { caller, team_id } => {
-                core.act_as(caller, team_id, &to.agent_id, Some(WISE_ROLE))
-                    .await
+        let caller = match (&self.identity, &to.agent_id) {
+            // A topic is read from the subscriber's own inbox.
+            (Identity::Agent(caller), None) => Ok(*caller),
+            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, "", agent, None).await,
+            (Identity::Bridge { caller, team_id }, Some(agent)) => {
+                core.act_as(caller, team_id, agent, Some(WISE_ROLE)).await
+            }
+            (Identity::Bridge { .. }, None) => {
+                return Err(End::error(
+                    "a team bridge subscribes to agents' queues; connect with an agent token to subscribe to a topic",
+                ));
             }
         }
         .map_err(End::from_core)?;
         let conn = core.connect(&caller).map_err(End::from_core)?;
+        let cursor = to.queue.cursor_name();
         let (examined, acked) = core
-            .queue_cursor(conn.agent(), to.queue.as_str())
+            .queue_cursor(conn.agent(), &cursor)
             .await
             .map_err(End::from_core)?;
         let (acks_tx, acks_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let clean = Arc::new(AtomicBool::new(false));
-        tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %to.agent_id, "STOMP subscription");
+        tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %conn.agent_id, "STOMP subscription");
         let subscription = Subscription {
             core: core.clone(),
             id: id.clone(),
             destination: to.to_header(),
-            queue: to.queue,
+            queue: to.queue.clone(),
+            cursor,
             ack,
             version: self.version,
             conn,
@@ -445,8 +491,10 @@ impl<W: Wire> Session<'_, W> {
             pending: Default::default(),
             acked,
         };
+        if let Some(agent) = to.agent_id {
+            self.agents.insert(agent);
+        }
         self.state.tracker.spawn(subscription.run());
-        self.agents.insert(to.agent_id);
         self.subscriptions.insert(
             id,
             Handle {
@@ -588,7 +636,8 @@ fn required<'f>(frame: &'f Frame, header: &str) -> Result<&'f str, End> {
 
 fn unknown_destination(destination: &str) -> End {
     End::error(format!(
-        "unknown destination '{destination}': this server has /queue/request/<agent> and /queue/response/<agent>"
+        "unknown destination '{destination}': this server has /queue/request/<agent>, \
+         /queue/response/<agent>, /queue/<agent> and /topic/<tag>"
     ))
 }
 

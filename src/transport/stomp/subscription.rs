@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{Command, Frame, Version};
-use super::queues::{Queue, to_wise};
+use super::queues::{Queue, plain_body, to_wise};
 use crate::core::Core;
 use crate::core::live::{Connection, LivePush};
 
@@ -51,7 +51,7 @@ pub enum Out {
     Message {
         /// Boxed: the session's outbox allocates its slots up front, and most stay empty.
         frame: Box<Frame>,
-        consumed: Option<(Queue, i64)>,
+        consumed: Option<(String, i64)>,
         agent: switchboard_types::ids::AgentPk,
     },
     /// The subscription cannot go on: the session sends an `ERROR` with this and closes.
@@ -71,6 +71,8 @@ pub struct Subscription {
     pub id: String,
     pub destination: String,
     pub queue: Queue,
+    /// The queue's cursor name.
+    pub cursor: String,
     pub ack: AckMode,
     pub version: Version,
     pub conn: Connection,
@@ -99,11 +101,14 @@ impl Subscription {
     }
 
     pub async fn run(mut self) {
-        let mut presence = self
-            .core
-            .queue_subscribed(self.conn.agent(), self.queue.as_str());
+        let presence = self
+            .queue
+            .presence_name()
+            .map(|queue| self.core.queue_subscribed(self.conn.agent(), queue));
         self.serve().await;
-        presence.clean = self.clean.load(Ordering::Relaxed);
+        if let Some(mut presence) = presence {
+            presence.clean = self.clean.load(Ordering::Relaxed);
+        }
     }
 
     async fn serve(&mut self) {
@@ -194,13 +199,18 @@ impl Subscription {
     /// Delivers entry `seq` of the inbox, if it is this queue's.
     async fn deliver_at(&mut self, seq: i64, view: &MessageView) -> Result<(), Stop> {
         self.examined = seq;
-        if Queue::of(view) != self.queue || self.acked.contains(&seq) {
+        if !self.queue.carries(view) || self.acked.contains(&seq) {
             if self.ack != AckMode::Auto && self.pending.is_empty() {
                 self.record();
             }
             return Ok(());
         }
-        let body = to_wise(view).to_yaml();
+        let (body, content_type) = if self.queue.is_wise() {
+            let yaml = to_wise(view).to_yaml().into_bytes();
+            (yaml, "text/plain;charset=utf-8".to_owned())
+        } else {
+            plain_body(view)
+        };
         let ack_id = Subscription::ack_id(&self.id, seq);
         let mut frame = Frame::new(Command::Message)
             .header("destination", self.destination.clone())
@@ -210,14 +220,14 @@ impl Subscription {
             frame = frame.header("ack", ack_id);
         }
         let frame = frame
-            .header("content-type", "text/plain;charset=utf-8")
+            .header("content-type", content_type)
             .header("content-length", body.len().to_string())
             .header("switchboard-seq", seq.to_string())
             .header("switchboard-message-id", view.message_id.clone())
             .header("switchboard-sender", view.sender_agent_id.clone())
             .body(body);
         let consumed = match self.ack {
-            AckMode::Auto => Some((self.queue, seq)),
+            AckMode::Auto => Some((self.cursor.clone(), seq)),
             AckMode::Client | AckMode::ClientIndividual => {
                 self.pending.insert(seq);
                 None
@@ -258,6 +268,6 @@ impl Subscription {
             .map_or(self.examined, |first| first - 1);
         self.acked.retain(|s| *s > cursor);
         self.core
-            .queue_consumed(self.conn.agent(), self.queue.as_str(), cursor, &self.acked);
+            .queue_consumed(self.conn.agent(), &self.cursor, cursor, &self.acked);
     }
 }

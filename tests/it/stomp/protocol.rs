@@ -81,8 +81,9 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
     );
     says(
         "unknown_destination",
-        "unknown destination '/topic/anything'",
+        "unknown destination '/exchange/anything'",
     );
+    says("bridge_plain", "team bridge sends Wise Agents messages");
     says("too_large", "frame too large");
     says("too_many_headers", "too many headers");
     says("header_too_long", "header too long");
@@ -93,4 +94,11 @@ async fn stomp_over_websocket_talks_with_stomp_over_tcp() {
     let out = scenario("websocket", |_| {}).await;
     assert_eq!(out["ws_got"], "over tcp");
     assert_eq!(out["tcp_got"], "over websocket");
+}
+
+#[tokio::test]
+async fn plain_queues_and_topics_carry_any_body_byte_for_byte() {
+    let out = scenario("plain", |_| {}).await;
+    assert_eq!(out["plain"], 3);
+    assert_eq!(out["topic"], "/topic/news");
 }
