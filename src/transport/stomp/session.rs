@@ -13,20 +13,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
-use switchboard_types::Operation;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod handshake;
+mod send;
 
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
-use super::queues::{
-    Destination, Queue, WISE_ROLE, plain_content, to_plain_message, to_publish, to_send_message,
-};
+use super::queues::{Destination, WISE_ROLE};
 use super::subscription::{AckMode, AckOp, Out, Subscription};
-use super::wise;
 use crate::core::{Caller, CoreError};
 
 /// Frames a session's subscriptions may have waiting to be written.
@@ -362,75 +359,6 @@ impl<W: Wire> Session<'_, W> {
         }
     }
 
-    /// `SEND`: to a Wise Agents queue, the body through the gate, then a stored message
-    /// from its `_sender`; to a plain queue or a topic, any body, from the connection's
-    /// agent.
-    async fn send(&mut self, frame: &Frame) -> Result<(), End> {
-        let destination = required(frame, "destination")?;
-        let Some(to) = Destination::parse(destination) else {
-            return Err(unknown_destination(destination));
-        };
-        if !to.queue.is_wise() {
-            return self.send_plain(frame, &to).await;
-        }
-        let limit = self.state.settings.limits.max_frame_bytes;
-        let wise = wise::check(&frame.body, limit).map_err(|why| {
-            metrics::counter!("switchboard_stomp_refused_bodies_total").increment(1);
-            End::Error {
-                message: format!("body refused: {why}"),
-                detail: "Only a plain !wiseagents.WiseAgentMessage mapping of scalars is relayed to an agent's queue; nothing was sent.".into(),
-                receipt: None,
-            }
-        })?;
-        let sender = wise.sender.clone().unwrap_or_default();
-        let caller = sender_of(self.state, &self.identity, &self.agents, &sender).await?;
-        let raw = String::from_utf8_lossy(&frame.body);
-        let message = to_send_message(&sender, &to, &wise, &raw);
-        let operation = Operation::SendMessage {
-            message,
-            idempotency_key: None,
-        };
-        self.state
-            .core
-            .dispatch(&caller, operation)
-            .await
-            .map_err(End::from_core)?;
-        Ok(())
-    }
-
-    /// A `SEND` to `/queue/<agent>` (a plain message) or `/topic/<tag>` (a publish).
-    async fn send_plain(&mut self, frame: &Frame, to: &Destination) -> Result<(), End> {
-        let Identity::Agent(caller) = &self.identity else {
-            return Err(End::error(
-                "a team bridge sends Wise Agents messages to /queue/request/<agent> and \
-                 /queue/response/<agent> only; connect with an agent token for other destinations",
-            ));
-        };
-        let (_, me) = self
-            .state
-            .core
-            .acting_agent(caller)
-            .map_err(End::from_core)?;
-        let content = plain_content(&to.to_header(), &frame.body, frame.get("content-type"));
-        let operation = match (&to.queue, &to.agent_id) {
-            (Queue::Topic(tag), _) => Operation::Publish {
-                publish: to_publish(tag, content),
-                idempotency_key: None,
-            },
-            (_, Some(agent)) => Operation::SendMessage {
-                message: to_plain_message(&me.agent_id, agent, content),
-                idempotency_key: None,
-            },
-            (_, None) => return Err(unknown_destination(&to.to_header())),
-        };
-        self.state
-            .core
-            .dispatch(caller, operation)
-            .await
-            .map_err(End::from_core)?;
-        Ok(())
-    }
-
     async fn subscribe(&mut self, frame: &Frame) -> Result<(), End> {
         let destination = required(frame, "destination")?;
         let id = match (frame.get("id"), self.version) {
@@ -591,36 +519,6 @@ impl<W: Wire> Session<'_, W> {
         match self.transactions.remove(name) {
             Some(_) => Ok(()),
             None => Err(End::error(format!("no transaction '{name}'"))),
-        }
-    }
-}
-
-/// Who a `SEND` is from: the agent itself, or on a bridge an agent the connection
-/// subscribed for. (A free function: a `&Session` held across an await would need the
-/// wire to be `Sync`.)
-async fn sender_of(
-    state: &StompState,
-    identity: &Identity,
-    agents: &HashSet<String>,
-    sender: &str,
-) -> Result<Caller, End> {
-    match identity {
-        Identity::Agent(caller) => state
-            .core
-            .act_as(caller, "", sender, None)
-            .await
-            .map_err(End::from_core),
-        Identity::Bridge { caller, team_id } => {
-            if !agents.contains(sender) {
-                return Err(End::error(format!(
-                    "_sender '{sender}' is not an agent this connection subscribed for; a team bridge sends as the agents whose queues it subscribed to"
-                )));
-            }
-            state
-                .core
-                .act_as(caller, team_id, sender, None)
-                .await
-                .map_err(End::from_core)
         }
     }
 }
