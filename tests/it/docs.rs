@@ -26,8 +26,15 @@ fn every_operation_is_documented_with_security_and_error_bodies() {
     );
     // STOMP over WebSocket authenticates in its CONNECT frame, as STOMP on TCP does.
     let public = ["/healthz", "/readyz", "/metrics", "/v1/stomp"];
+    // Generated clients name their methods by operationId: it must be unique.
+    let mut operation_ids = std::collections::HashSet::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("item") {
+            let id = op["operationId"].as_str().unwrap_or_default().to_owned();
+            assert!(
+                operation_ids.insert(id.clone()),
+                "{method} {path}: operationId '{id}' twice"
+            );
             let secured = op["security"].as_array().is_some_and(|s| !s.is_empty());
             assert_eq!(
                 secured,

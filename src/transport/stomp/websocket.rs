@@ -26,7 +26,7 @@ const SUBPROTOCOLS: [&str; 3] = ["v12.stomp", "v11.stomp", "v10.stomp"];
 
 /// The STOMP-over-WebSocket route with its OpenAPI description.
 pub fn routes() -> OpenApiRouter<StompState> {
-    OpenApiRouter::new().routes(routes!(connect))
+    OpenApiRouter::new().routes(routes!(stomp_over_websocket))
 }
 
 /// STOMP over WebSocket: upgrade, then speak STOMP 1.0–1.2.
@@ -40,7 +40,7 @@ pub fn routes() -> OpenApiRouter<StompState> {
         (status = 101, description = "Switching to the WebSocket protocol; STOMP frames follow"),
         (status = 400, description = "VALIDATION_ERROR: not a WebSocket upgrade", body = ErrorBody),
     ))]
-async fn connect(
+async fn stomp_over_websocket(
     State(state): State<StompState>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
