@@ -115,6 +115,8 @@ const MATRIX: &[(&str, Row)] = &[
     ("report", PARTY_ELSE_HIDDEN),
     // The upgrade answers 101; a refusal is the HTTP error before it.
     ("connect", [403, 403, 403, 101, 101, 101, 401, 401, 401]),
+    // STOMP authenticates in its CONNECT frame, not in the upgrade (tests/it/stomp).
+    ("stomp_over_websocket", [101; 9]),
 ];
 
 /// Each operation frame of the WebSocket, the REST operation whose rules it follows (the
@@ -273,6 +275,7 @@ impl Fixture {
             "team_metrics" => get(format!("/v1/teams/{t}/metrics"), s),
             "activity" => get(format!("/v1/teams/{t}/activity"), s),
             "connect" => get("/v1/ws".into(), s),
+            "stomp_over_websocket" => get("/v1/stomp".into(), s),
             _ => self.agent_call(op, msg, clar),
         }
     }
@@ -328,7 +331,7 @@ impl Fixture {
 async fn status_of(app: &TestApp, fx: &Fixture, op: &str, who: Who) -> u16 {
     let (method, path, body, party) = fx.call(op);
     let token = fx.token(who, party);
-    if op == "connect" {
+    if op == "connect" || op == "stomp_over_websocket" {
         return match app.ws_connect(&path, token.as_deref()).await {
             Ok(_) => 101,
             Err((status, body)) => checked(status, &body, op, who),
