@@ -23,7 +23,7 @@ mod send;
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE};
-use super::subscription::{AckMode, AckOp, Out, Subscription};
+use super::subscription::{AckMode, AckOp, Out, OutMessage, Subscription};
 use crate::core::{Caller, CoreError};
 
 /// Frames a session's subscriptions may have waiting to be written.
@@ -109,7 +109,8 @@ impl End {
 
 /// A subscription as the session keeps it.
 struct Handle {
-    acks: mpsc::UnboundedSender<AckOp>,
+    /// `None` for ack `auto`, which takes no acks.
+    acks: Option<mpsc::UnboundedSender<AckOp>>,
     cancel: CancellationToken,
     clean: Arc<AtomicBool>,
 }
@@ -306,19 +307,20 @@ impl<W: Wire> Session<'_, W> {
 
     async fn write_out(&mut self, out: Out) -> Result<(), End> {
         match out {
-            Out::Message {
-                frame,
-                consumed,
-                agent,
-            } => {
-                self.write(Some(*frame)).await?;
+            Out::Message(message) => {
+                let OutMessage {
+                    frame,
+                    consumed,
+                    agent,
+                } = *message;
+                self.write(Some(frame)).await?;
                 if let Some((queue, seq)) = consumed {
                     let none = std::collections::BTreeSet::new();
                     self.state.core.queue_consumed(agent, &queue, seq, &none);
                 }
                 Ok(())
             }
-            Out::Fatal(message) => Err(End::error(message)),
+            Out::Fatal(message) => Err(End::error(message.into_string())),
         }
     }
 
@@ -398,7 +400,13 @@ impl<W: Wire> Session<'_, W> {
             .queue_cursor(conn.agent(), &cursor)
             .await
             .map_err(End::from_core)?;
-        let (acks_tx, acks_rx) = mpsc::unbounded_channel();
+        let (acks_tx, acks_rx) = match ack {
+            AckMode::Auto => (None, None),
+            AckMode::Client | AckMode::ClientIndividual => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (Some(tx), Some(rx))
+            }
+        };
         let cancel = CancellationToken::new();
         let clean = Arc::new(AtomicBool::new(false));
         tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %conn.agent_id, "STOMP subscription");
@@ -472,7 +480,9 @@ impl<W: Wire> Session<'_, W> {
             AckOp::Nack(seq)
         };
         // A subscription that ended has nothing left to acknowledge.
-        let _ = handle.acks.send(op);
+        if let Some(acks) = &handle.acks {
+            let _ = acks.send(op);
+        }
         Ok(())
     }
 

@@ -44,18 +44,28 @@ impl AckMode {
     }
 }
 
-/// What a subscription hands the session to write.
+/// What a subscription hands the session to write. Small (a pointer): the session's
+/// outbox allocates its slots up front, and on an idle connection they stay empty.
 pub enum Out {
-    /// A `MESSAGE`; with `consumed`, the queue's cursor moves to that seq once it is
-    /// written (ack `auto`).
-    Message {
-        /// Boxed: the session's outbox allocates its slots up front, and most stay empty.
-        frame: Box<Frame>,
-        consumed: Option<(String, i64)>,
-        agent: switchboard_types::ids::AgentPk,
-    },
+    Message(Box<OutMessage>),
     /// The subscription cannot go on: the session sends an `ERROR` with this and closes.
-    Fatal(String),
+    Fatal(Box<str>),
+}
+
+/// A `MESSAGE`; with `consumed`, the queue's cursor moves to that seq once it is
+/// written (ack `auto`).
+pub struct OutMessage {
+    pub frame: Frame,
+    pub consumed: Option<(String, i64)>,
+    pub agent: switchboard_types::ids::AgentPk,
+}
+
+/// The next ack of a subscription that takes them; pending forever for one that does not.
+async fn next_ack(acks: &mut Option<mpsc::UnboundedReceiver<AckOp>>) -> Option<AckOp> {
+    match acks {
+        Some(acks) => acks.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// An `ACK` or `NACK` routed to its subscription.
@@ -77,7 +87,8 @@ pub struct Subscription {
     pub version: Version,
     pub conn: Connection,
     pub out: mpsc::Sender<Out>,
-    pub acks: mpsc::UnboundedReceiver<AckOp>,
+    /// `ACK`/`NACK`s routed here; none for ack `auto` (an idle connection's memory).
+    pub acks: Option<mpsc::UnboundedReceiver<AckOp>>,
     pub cancel: CancellationToken,
     /// Set before `cancel` when the client ended the subscription (UNSUBSCRIBE,
     /// DISCONNECT), not the connection breaking.
@@ -131,7 +142,7 @@ impl Subscription {
                     self.conn.drain();
                     Box::pin(self.catch_up()).await
                 }
-                Some(op) = self.acks.recv() => {
+                Some(op) = next_ack(&mut self.acks) => {
                     self.acknowledge(op);
                     Ok(())
                 }
@@ -233,11 +244,11 @@ impl Subscription {
                 None
             }
         };
-        let out = Out::Message {
-            frame: Box::new(frame),
+        let out = Out::Message(Box::new(OutMessage {
+            frame,
             consumed,
             agent: self.conn.agent(),
-        };
+        }));
         self.out.send(out).await.map_err(|_| Stop)
     }
 
