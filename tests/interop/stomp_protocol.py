@@ -239,6 +239,17 @@ def rules(cfg):
     out["bridge_plain"] = refused(cfg, conn, l, "a bridge sending a plain message")
 
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
+    conn.begin("big")
+    for i in range(1025):
+        if l.errors:
+            break
+        try:
+            conn.send(destination=f"/queue/request/{b_id}", body=body("x", a_id), transaction="big")
+        except Exception:  # the server may have closed already
+            break
+    out["transaction_too_large"] = refused(cfg, conn, l, "a transaction too large")
+
+    conn, l = connect(cfg, stomp.Connection12, None, a_token)
     conn.send(destination=f"/queue/request/{b_id}", body=body("x" * 2_000_000, a_id))
     out["too_large"] = refused(cfg, conn, l, "a frame too large")
 

@@ -26,6 +26,12 @@ use super::queues::{Destination, WISE_ROLE};
 use super::subscription::{AckMode, AckOp, Out, OutMessage, Subscription};
 use crate::core::{Caller, CoreError};
 
+/// Open transactions per connection, frames per transaction, and body bytes held by a
+/// connection's transactions: a transaction is buffered in memory until its COMMIT.
+const MAX_TRANSACTIONS: usize = 16;
+const MAX_TRANSACTION_FRAMES: usize = 1024;
+const MAX_TRANSACTION_BYTES: usize = 16 * 1024 * 1024;
+
 /// Frames a session's subscriptions may have waiting to be written.
 const OUTBOX: usize = 256;
 
@@ -491,13 +497,30 @@ impl<W: Wire> Session<'_, W> {
         if self.transactions.contains_key(name) {
             return Err(End::error(format!("transaction '{name}' is already open")));
         }
+        if self.transactions.len() >= MAX_TRANSACTIONS {
+            return Err(End::error(format!(
+                "too many open transactions: at most {MAX_TRANSACTIONS} per connection"
+            )));
+        }
         self.transactions.insert(name.to_owned(), Vec::new());
         Ok(())
     }
 
     fn buffer(&mut self, frame: &Frame) -> Result<(), End> {
         let name = required(frame, "transaction")?;
+        let held: usize = self
+            .transactions
+            .values()
+            .flatten()
+            .map(|f| f.body.len())
+            .sum();
         match self.transactions.get_mut(name) {
+            Some(frames) if frames.len() >= MAX_TRANSACTION_FRAMES => Err(End::error(format!(
+                "transaction too large: at most {MAX_TRANSACTION_FRAMES} frames"
+            ))),
+            Some(_) if held + frame.body.len() > MAX_TRANSACTION_BYTES => Err(End::error(format!(
+                "transactions too large: at most {MAX_TRANSACTION_BYTES} bytes of bodies held per connection"
+            ))),
             Some(frames) => {
                 frames.push(frame.clone());
                 Ok(())

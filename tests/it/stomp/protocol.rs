@@ -85,6 +85,10 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
     );
     says("bridge_plain", "team bridge sends Wise Agents messages");
     says("too_large", "frame too large");
+    says(
+        "transaction_too_large",
+        "transaction too large: at most 1024 frames",
+    );
     says("too_many_headers", "too many headers");
     says("header_too_long", "header too long");
 }
