@@ -103,8 +103,18 @@ async fn the_websocket_answers_one_stomp_subprotocol_the_client_offered() {
     assert_eq!(plain.body["details"]["field"], "upgrade");
 }
 
-/// Connects as `token` and subscribes to `destination`; returns once CONNECTED arrived.
+/// Connects as `token` and subscribes to `destination`; returns once the subscription's
+/// receipt arrived.
 async fn subscribed(addr: std::net::SocketAddr, token: &str, destination: &str) -> TcpStream {
+    subscribed_reading(addr, token, destination).await.0
+}
+
+/// Like [`subscribed`], with what arrived up to the receipt (messages may come first).
+async fn subscribed_reading(
+    addr: std::net::SocketAddr,
+    token: &str,
+    destination: &str,
+) -> (TcpStream, String) {
     let mut stream = TcpStream::connect(addr).await.expect("connects");
     let frames = format!(
         "STOMP\naccept-version:1.1\npasscode:{token}\n\n\0\
@@ -121,7 +131,7 @@ async fn subscribed(addr: std::net::SocketAddr, token: &str, destination: &str) 
         assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
     }
-    stream
+    (stream, String::from_utf8_lossy(&got).into_owned())
 }
 
 /// The agent's `stomp_queues` and `deaf`, as the registry shows them.
@@ -253,4 +263,46 @@ async fn an_anonymous_team_lets_clients_without_credentials_bridge_into_it() {
         agents.expect_status(200).body["agents"][0]["agent_id"],
         "solo"
     );
+}
+
+/// Reads from `stream` until `count` MESSAGE frames arrived (or 5 s passed); their
+/// `switchboard-seq` headers.
+async fn message_seqs(stream: &mut TcpStream, already: &str, count: usize) -> Vec<String> {
+    let mut got = already.to_owned();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.matches("MESSAGE\n").count() < count && Instant::now() < deadline {
+        match tokio::time::timeout(Duration::from_millis(300), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.push_str(&String::from_utf8_lossy(&buf[..n])),
+            Ok(_) => break,
+            Err(_) => {}
+        }
+    }
+    got.lines()
+        .filter_map(|l| l.strip_prefix("switchboard-seq:"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_queue_cursor_survives_a_restart() {
+    let mut app = app(Duration::ZERO).await;
+    let team = app.team("t").await;
+    let sender = app.agent(&team, "sender", &[]).await;
+    let wise = app.agent(&team, "wise", &[]).await;
+    for text in ["one", "two"] {
+        app.send(&sender, &[&wise], text).await;
+    }
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let (mut stream, early) = subscribed_reading(addr, &wise.token, "/queue/request/wise").await;
+    assert_eq!(message_seqs(&mut stream, &early, 2).await, ["1", "2"]);
+    drop(stream);
+    // A graceful restart saves the cursors it holds in memory.
+    app.restart().await;
+    app.send(&sender, &[&wise], "three").await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let (mut stream, early) = subscribed_reading(addr, &wise.token, "/queue/request/wise").await;
+    assert_eq!(message_seqs(&mut stream, &early, 1).await, ["3"]);
+    // Nothing else comes.
+    assert!(message_seqs(&mut stream, "", 1).await.is_empty());
 }
