@@ -53,15 +53,12 @@ pub(super) async fn serve(listener: TcpListener, app: Router, stop: Cancellation
     graceful.shutdown().await;
 }
 
-/// The next connection, counted for `/metrics`, with Nagle's algorithm off (small frames
-/// and responses must leave at once).
+/// The next connection, counted for `/metrics`, tuned (no Nagle, TCP keep-alive).
 async fn accept(listener: &TcpListener) -> CountedStream {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                if let Err(err) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %err, "set_nodelay failed");
-                }
+                crate::transport::common::socket::tune(&stream);
                 metrics::gauge!("switchboard_open_connections").increment(1.0);
                 return CountedStream(stream);
             }

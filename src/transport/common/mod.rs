@@ -1,10 +1,11 @@
 //! What every transport needs and none owns: deciding the caller from a token, decoding
-//! input with errors that name the field, and the one table from error code to HTTP
-//! status. Transports built on axum share the extractors here through [`HasCore`].
+//! input with errors that name the field, the one table from error code to HTTP
+//! status, and the settings of an accepted socket. Transports built on axum share the extractors here through [`HasCore`].
 
 mod auth;
 mod error;
 mod extract;
+pub mod socket;
 
 pub use auth::{authenticate, bearer};
 pub use error::{ApiError, ApiResult, status_for};

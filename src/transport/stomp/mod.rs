@@ -82,19 +82,6 @@ impl session::Wire for Framed<TcpStream, StompCodec> {
     }
 }
 
-/// TCP keep-alive, so a peer whose machine vanished (no FIN, and no heart-beats asked)
-/// is noticed within about two minutes: its subscriptions end and the agent shows as
-/// deaf instead of subscribed forever.
-fn keep_alive(stream: &TcpStream) {
-    let settings = socket2::TcpKeepalive::new()
-        .with_time(Duration::from_secs(60))
-        .with_interval(Duration::from_secs(10))
-        .with_retries(5);
-    if let Err(err) = socket2::SockRef::from(stream).set_tcp_keepalive(&settings) {
-        tracing::debug!(error = %err, "TCP keep-alive not set on a STOMP socket");
-    }
-}
-
 /// How long a connection that got an `ERROR` is read from before it is dropped.
 const LINGER: Duration = Duration::from_secs(1);
 
@@ -107,8 +94,7 @@ pub async fn listen(listener: TcpListener, state: StompState) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                keep_alive(&stream);
+                crate::transport::common::socket::tune(&stream);
                 // A small first read buffer: a CONNECT is short, and most connections
                 // then sit idle; it grows with bigger frames.
                 let codec = StompCodec::new(state.settings.limits);

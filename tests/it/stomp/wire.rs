@@ -308,29 +308,32 @@ async fn a_queue_cursor_survives_a_restart() {
 }
 
 #[tokio::test]
-async fn stomp_sockets_have_tcp_keep_alive() {
+async fn accepted_sockets_have_tcp_keep_alive() {
     let app = app(Duration::ZERO).await;
-    let addr = app.server().stomp_addr().expect("STOMP listener");
-    let stream = TcpStream::connect(addr).await.expect("connects");
-    let client_port = stream.local_addr().expect("local addr").port();
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    // /proc/net/tcp: the server's end of this connection (local = the STOMP port, remote
-    // = our port) runs the keep-alive timer (`tr` 02) when SO_KEEPALIVE is on.
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("Linux /proc/net/tcp");
-    let hex = |port: u16| format!(":{port:04X}");
-    let line = table
-        .lines()
-        .find(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            cols.len() > 5
-                && cols[1].ends_with(&hex(addr.port()))
-                && cols[2].ends_with(&hex(client_port))
-        })
-        .unwrap_or_else(|| panic!("no server socket for our connection in:\n{table}"));
-    let timer = line.split_whitespace().nth(5).unwrap_or_default();
-    assert!(
-        timer.starts_with("02:"),
-        "keep-alive timer not running: {line}"
-    );
-    drop(stream);
+    let stomp = app.server().stomp_addr().expect("STOMP listener");
+    let http = app.server().local_addr();
+    for addr in [stomp, http] {
+        let stream = TcpStream::connect(addr).await.expect("connects");
+        let client_port = stream.local_addr().expect("local addr").port();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // /proc/net/tcp: the server's end of this connection (local = the server's port,
+        // remote = ours) runs the keep-alive timer (`tr` 02) when SO_KEEPALIVE is on.
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("Linux /proc/net/tcp");
+        let hex = |port: u16| format!(":{port:04X}");
+        let line = table
+            .lines()
+            .find(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 5
+                    && cols[1].ends_with(&hex(addr.port()))
+                    && cols[2].ends_with(&hex(client_port))
+            })
+            .unwrap_or_else(|| panic!("no server socket for our connection in:\n{table}"));
+        let timer = line.split_whitespace().nth(5).unwrap_or_default();
+        assert!(
+            timer.starts_with("02:"),
+            "{addr}: keep-alive timer not running: {line}"
+        );
+        drop(stream);
+    }
 }
