@@ -11,7 +11,7 @@ use switchboard_types::validate::check_text;
 
 use super::cursor;
 use super::{Caller, Core, CoreError, CoreResult};
-use crate::store::records::{InboxFilter, InboxPageSpec};
+use crate::store::records::{InboxFilter, InboxItem, InboxPageSpec};
 
 impl Core {
     /// GET_MESSAGES: the caller's inbox, filtered, one page at a time.
@@ -103,17 +103,8 @@ impl Core {
         limit: i64,
         news_only: bool,
     ) -> CoreResult<Vec<(i64, Option<String>)>> {
-        let page = InboxPageSpec {
-            order: SortOrder::OldestFirst,
-            after: Some(after),
-            limit,
-        };
-        let slice = self
-            .store()
-            .list_inbox(agent, &InboxFilter::default(), page)
-            .await?;
-        slice
-            .items
+        self.inbox_items_after(agent, after, limit)
+            .await?
             .into_iter()
             .map(|item| {
                 let seq = item.entry.seq;
@@ -128,6 +119,28 @@ impl Core {
                 Ok((seq, Some(frame)))
             })
             .collect()
+    }
+}
+
+impl Core {
+    /// The agent's inbox entries after sequence number `after`, oldest first, at most
+    /// `limit`, unfiltered: what every replay (WebSocket, STOMP) reads.
+    pub(super) async fn inbox_items_after(
+        &self,
+        agent: AgentPk,
+        after: i64,
+        limit: i64,
+    ) -> CoreResult<Vec<InboxItem>> {
+        let page = InboxPageSpec {
+            order: SortOrder::OldestFirst,
+            after: Some(after),
+            limit,
+        };
+        let slice = self
+            .store()
+            .list_inbox(agent, &InboxFilter::default(), page)
+            .await?;
+        Ok(slice.items)
     }
 }
 

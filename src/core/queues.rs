@@ -9,11 +9,11 @@ use std::sync::Mutex;
 
 use switchboard_types::agents::RegisterAgent;
 use switchboard_types::ids::AgentPk;
-use switchboard_types::messages::{MessageView, SortOrder};
+use switchboard_types::messages::MessageView;
 
 use super::live::Connection;
 use super::{Caller, Core, CoreError, CoreResult, Need};
-use crate::store::records::{InboxFilter, InboxPageSpec, QueueCursorRow};
+use crate::store::records::QueueCursorRow;
 
 /// Queue cursors kept in memory and written once a second (with the WebSocket cursors):
 /// a cursor moves on every delivered entry, and one write per entry would double the
@@ -272,17 +272,9 @@ impl Core {
         after: i64,
         limit: i64,
     ) -> CoreResult<Vec<MessageView>> {
-        let page = InboxPageSpec {
-            order: SortOrder::OldestFirst,
-            after: Some(after),
-            limit,
-        };
-        let slice = self
-            .store()
-            .list_inbox(connection.agent(), &InboxFilter::default(), page)
-            .await?;
-        Ok(slice
-            .items
+        Ok(self
+            .inbox_items_after(connection.agent(), after, limit)
+            .await?
             .into_iter()
             .map(|item| {
                 let read = item.entry.read_at.is_some();

@@ -66,12 +66,7 @@ impl Event {
         news: bool,
         render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
     ) -> Arc<Event> {
-        Arc::new(Event {
-            body: OnceLock::new(),
-            render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
-            quiet: !news,
-            message: None,
-        })
+        Event::build(news, None, render)
     }
 
     /// Like [`Event::with_news`], for a message whose view `render` renders.
@@ -80,11 +75,19 @@ impl Event {
         message: Arc<MessageView>,
         render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
     ) -> Arc<Event> {
+        Event::build(news, Some(message), render)
+    }
+
+    fn build(
+        news: bool,
+        message: Option<Arc<MessageView>>,
+        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
+    ) -> Arc<Event> {
         Arc::new(Event {
             body: OnceLock::new(),
             render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
             quiet: !news,
-            message: Some(message),
+            message,
         })
     }
 

@@ -8,50 +8,12 @@ Prints one JSON object; exits non-zero when a check fails. Run by tests/it/stomp
 
 import json
 import sys
-import threading
 import time
 
 import stomp
 import yaml
 
-
-class Listener(stomp.ConnectionListener):
-    def __init__(self):
-        self.messages = []
-        self.receipts = []
-        self.errors = []
-        self.heartbeats = 0
-        self.disconnected = False
-        self.cond = threading.Condition()
-
-    def _add(self, attr, value):
-        with self.cond:
-            getattr(self, attr).append(value)
-            self.cond.notify_all()
-
-    def on_message(self, frame):
-        self._add("messages", frame)
-
-    def on_receipt(self, frame):
-        self._add("receipts", frame.headers["receipt-id"])
-
-    def on_error(self, frame):
-        self._add("errors", frame.headers.get("message", ""))
-
-    def on_heartbeat(self):
-        with self.cond:
-            self.heartbeats += 1
-            self.cond.notify_all()
-
-    def on_disconnected(self):
-        with self.cond:
-            self.disconnected = True
-            self.cond.notify_all()
-
-    def wait(self, predicate, what, timeout=10.0):
-        with self.cond:
-            if not self.cond.wait_for(lambda: predicate(self), timeout):
-                raise AssertionError(f"timed out waiting for {what}: {vars(self)}")
+from stomp_listener import Listener
 
 
 def body(text, sender):

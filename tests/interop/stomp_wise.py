@@ -14,11 +14,12 @@ The Rust test (tests/it/stomp/) runs it against a real server and checks the ser
 
 import json
 import sys
-import threading
 import time
 
 import stomp
 import yaml
+
+from stomp_listener import Listener
 
 
 class WiseAgentMessage(yaml.YAMLObject):
@@ -38,37 +39,13 @@ class WiseAgentMessage(yaml.YAMLObject):
             self._chat_id = chat_id
 
 
-class Inbox(stomp.ConnectionListener):
-    """What one connection received: loaded messages, raw bodies, errors."""
-
-    def __init__(self, name):
-        self.name = name
-        self.messages = []
-        self.errors = []
-        self.disconnected = False
-        self.cond = threading.Condition()
+class Inbox(Listener):
+    """What one connection received, each MESSAGE loaded as Wise Agents load it."""
 
     def on_message(self, frame):
         # Exactly what Wise Agents do with a body: PyYAML's unsafe loader.
         message = yaml.load(frame.body, Loader=yaml.Loader)
-        with self.cond:
-            self.messages.append((message, frame.headers))
-            self.cond.notify_all()
-
-    def on_error(self, frame):
-        with self.cond:
-            self.errors.append(frame.headers.get("message", ""))
-            self.cond.notify_all()
-
-    def on_disconnected(self):
-        with self.cond:
-            self.disconnected = True
-            self.cond.notify_all()
-
-    def wait(self, predicate, what, timeout=10.0):
-        with self.cond:
-            if not self.cond.wait_for(lambda: predicate(self), timeout):
-                raise AssertionError(f"{self.name}: timed out waiting for {what}")
+        self._add("messages", (message, frame.headers))
 
 
 class WiseAgent:
