@@ -177,6 +177,7 @@ async fn respond(
             status: parse::<ResponseStatus>("status", status)?,
         },
         additional_recipients: Vec::new(),
+        route: None,
     };
     let answer = client.respond(message_id, response, None).await?;
     show(json, &answer, || {

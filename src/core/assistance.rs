@@ -86,7 +86,8 @@ impl Core {
             content,
         )
         .priority(details.priority)
-        .requires_response(true, details.deadline);
+        .requires_response(true, details.deadline)
+        .routed(caller.via(), None);
         let outgoing = Outgoing {
             message,
             recipients: candidates,

@@ -10,6 +10,7 @@ use rand::Rng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchboard_types::ids::{AgentPk, TeamPk};
+pub use switchboard_types::routing::Via;
 pub use switchboard_types::teams::TokenKind;
 
 use super::error::CoreError;
@@ -22,8 +23,31 @@ pub enum Caller {
     Admin,
     /// A team key: manages its own team's agents and settings.
     Team { team: TeamPk },
-    /// An agent token: acts as that agent inside its team.
-    Agent { team: TeamPk, agent: AgentPk },
+    /// An agent token: acts as that agent inside its team, by `via` (what it sends
+    /// remembers the transport, so that a reply can go back the same way).
+    Agent {
+        team: TeamPk,
+        agent: AgentPk,
+        via: Via,
+    },
+}
+
+impl Caller {
+    /// The same caller, calling by `via` (a transport says so once it authenticated).
+    pub fn by(self, via: Via) -> Caller {
+        match self {
+            Caller::Agent { team, agent, .. } => Caller::Agent { team, agent, via },
+            other => other,
+        }
+    }
+
+    /// The transport an agent calls by (`None` for other callers).
+    pub fn via(&self) -> Option<Via> {
+        match self {
+            Caller::Agent { via, .. } => Some(*via),
+            _ => None,
+        }
+    }
 }
 
 /// A token's prefix says what it stands for.

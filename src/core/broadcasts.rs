@@ -52,7 +52,8 @@ impl Core {
             MessageType::Information,
             content,
         )
-        .priority(input.urgency.priority());
+        .priority(input.urgency.priority())
+        .routed(caller.via(), None);
         let outgoing = Outgoing {
             message,
             recipients,

@@ -12,14 +12,15 @@ use sha2::{Digest, Sha256};
 use switchboard_types::ErrorCode;
 use switchboard_types::frames::push_body;
 use switchboard_types::messages::{DeliveryStatus, MessageView};
+use switchboard_types::routing::{Route, Via};
 use switchboard_types::time::Timestamp;
 use switchboard_types::validate::check_idempotency_key;
 
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{Event, Hub, Push, Reservation};
 use crate::store::records::{
-    AgentRecord, Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome,
-    PostResult, ResponseLink, StoredAnswer, TeamRecord,
+    AgentRecord, Decided, IdempotencyClaim, MessageRecord, NewMessage, NewPost, PostContext,
+    PostOutcome, PostResult, ResponseLink, StoredAnswer, TeamRecord,
 };
 
 /// An `Idempotency-Key` with the request it was sent with.
@@ -141,6 +142,31 @@ impl Core {
             .with("agent_id", sender.agent_id.as_str()));
         }
         self.rate_limit(sender.pk)
+    }
+
+    /// The route of a message (AEA's precedence, adapted): an explicit route wins; a
+    /// reply addressed only to its original's sender goes back by the transport the
+    /// original came by, while that sender is live there (otherwise it would wait for a
+    /// connection that may never come back, so it goes to every live one); anything
+    /// else goes to every live connection (`None`).
+    pub(super) fn route_for(
+        &self,
+        explicit: Option<Route>,
+        original: Option<&MessageRecord>,
+        recipients: &[Arc<AgentRecord>],
+    ) -> Option<Route> {
+        if explicit.is_some() {
+            return explicit;
+        }
+        let original = original?;
+        let [only] = recipients else { return None };
+        if only.pk != original.sender_pk {
+            return None;
+        }
+        original
+            .via
+            .and_then(Via::route)
+            .filter(|route| self.hub().is_connected_by(only.pk, *route))
     }
 
     /// Every member of the team but `sender`.
@@ -321,7 +347,7 @@ pub(super) fn reserve_pushes(
         quiet_event: None,
     };
     for agent in live {
-        let reservation = hub.reserve(agent.pk);
+        let reservation = hub.reserve(agent.pk, message.route);
         if reservation.delivers() {
             pushes.delivered_to.push(agent.agent_id.clone());
             let news = message.is_news_for(agent.pk);
@@ -401,5 +427,6 @@ pub(super) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestam
             .as_ref()
             .and_then(|p| p.instruct_content.clone()),
         news: None,
+        route: m.route,
     }
 }

@@ -10,6 +10,7 @@ use switchboard_types::publish::MAX_TAG;
 use switchboard_types::validate::check_text;
 
 use super::cursor;
+use super::live::Connection;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::store::records::{InboxFilter, InboxItem, InboxPageSpec};
 
@@ -92,23 +93,27 @@ impl Core {
         })
     }
 
-    /// The agent's inbox entries after sequence number `after`, oldest first, at most
-    /// `limit`, as `(seq, frame)`: what a reconnecting connection replays. Each frame is
-    /// rendered here (not shared): it is sent once. With `news_only`, an entry that is
-    /// not news has no frame (its seq still moves the replay on).
+    /// The connection's inbox entries after sequence number `after`, oldest first, at
+    /// most `limit`, as `(seq, frame)`: what a reconnecting connection replays. Each
+    /// frame is rendered here (not shared): it is sent once. An entry the connection
+    /// skips (not news on a news-only connection, or routed to another transport) has
+    /// no frame; its seq still moves the replay on.
     pub(super) async fn inbox_after(
         &self,
-        agent: AgentPk,
+        connection: &Connection,
         after: i64,
         limit: i64,
-        news_only: bool,
     ) -> CoreResult<Vec<(i64, Option<String>)>> {
-        self.inbox_items_after(agent, after, limit)
+        self.inbox_items_after(connection.agent(), after, limit)
             .await?
             .into_iter()
             .map(|item| {
                 let seq = item.entry.seq;
-                if news_only && !item.entry.news {
+                let routed_elsewhere = item
+                    .message
+                    .route
+                    .is_some_and(|route| route != connection.route);
+                if routed_elsewhere || (connection.news_only && !item.entry.news) {
                     return Ok((seq, None));
                 }
                 let read = item.entry.read_at.is_some();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::AgentPk;
+use switchboard_types::routing::{Route, Via};
 
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{ConnectionLimit, Lag, Push, Registration};
@@ -21,6 +22,9 @@ pub struct Connection {
     /// The client asked for news only: entries that are not news (publishes it does
     /// not watch) are skipped, live and in replay; their seqs still count as sent.
     pub news_only: bool,
+    /// Its transport: entries routed to another one are skipped, live (the hub never
+    /// reserves them here) and in replay, like entries that are not news.
+    pub route: Route,
 }
 
 /// A committed inbox entry on its way to one connection.
@@ -82,27 +86,36 @@ impl Connection {
 }
 
 impl Core {
-    /// Registers a live connection for the calling agent. Registered before storage is
-    /// read for the replay, so nothing committed from now on can be missed.
+    /// Registers a live connection for the calling agent, by the transport it calls
+    /// by. Registered before storage is read for the replay, so nothing committed from
+    /// now on can be missed.
     pub fn connect(&self, caller: &Caller) -> CoreResult<Connection> {
         let (team, agent) = self.acting_agent(caller)?;
-        let registration = self.hub().register(agent.pk).map_err(|limit| match limit {
-            ConnectionLimit::Agent(max) => CoreError::new(
-                ErrorCode::RateLimited,
-                format!("this agent already holds {max} live connections; close one first"),
-            )
-            .with("max", max),
-            ConnectionLimit::Total(max) => CoreError::new(
-                ErrorCode::Unavailable,
-                format!("the server holds its maximum of {max} live connections; retry later"),
-            )
-            .with("max", max),
-        })?;
+        let route = caller
+            .via()
+            .and_then(Via::route)
+            .ok_or_else(|| CoreError::internal("a live connection needs a live transport"))?;
+        let registration = self
+            .hub()
+            .register(agent.pk, route)
+            .map_err(|limit| match limit {
+                ConnectionLimit::Agent(max) => CoreError::new(
+                    ErrorCode::RateLimited,
+                    format!("this agent already holds {max} live connections; close one first"),
+                )
+                .with("max", max),
+                ConnectionLimit::Total(max) => CoreError::new(
+                    ErrorCode::Unavailable,
+                    format!("the server holds its maximum of {max} live connections; retry later"),
+                )
+                .with("max", max),
+            })?;
         Ok(Connection {
             registration,
             agent_id: agent.agent_id.clone(),
             team_id: team.team_id.clone(),
             news_only: false,
+            route,
         })
     }
 
@@ -134,8 +147,7 @@ impl Core {
         after: i64,
         limit: i64,
     ) -> CoreResult<Vec<(i64, Option<String>)>> {
-        self.inbox_after(connection.agent(), after, limit, connection.news_only)
-            .await
+        self.inbox_after(connection, after, limit).await
     }
 
     /// Records that everything up to `seq` reached the agent (the cursor never moves

@@ -44,12 +44,21 @@ impl Core {
         };
         input.validate_fields(Timestamp::now())?;
         let mut thread_id = input.thread_id;
-        if let Some(reply_to) = &input.in_reply_to {
-            let original = self.visible_message(&team, &sender, reply_to).await?;
-            if thread_id.is_none() {
-                thread_id = Some(original.thread_id.unwrap_or(original.message_id));
-            }
+        let original = match &input.in_reply_to {
+            Some(reply_to) => Some(self.visible_message(&team, &sender, reply_to).await?),
+            None => None,
+        };
+        if let Some(original) = &original
+            && thread_id.is_none()
+        {
+            thread_id = Some(
+                original
+                    .thread_id
+                    .clone()
+                    .unwrap_or_else(|| original.message_id.clone()),
+            );
         }
+        let route = self.route_for(input.route, original.as_ref(), &recipients);
         let message = NewMessage::new(
             ids::ordered_id("msg"),
             &sender,
@@ -60,7 +69,8 @@ impl Core {
         .priority(input.priority)
         .requires_response(input.requires_response, input.response_deadline)
         .context_reference(input.context_reference)
-        .thread(thread_id, input.in_reply_to);
+        .thread(thread_id, input.in_reply_to)
+        .routed(caller.via(), route);
         let outgoing = Outgoing {
             message,
             recipients,
@@ -222,6 +232,7 @@ impl Core {
             send_to,
             instruct_content,
             news,
+            route: m.route,
         }
     }
 }

@@ -211,7 +211,7 @@ impl Core {
     /// The agent behind an agent token (`FORBIDDEN` for other kinds of token), with its
     /// team. Messaging operations act *as* an agent, so they start here.
     pub fn acting_agent(&self, caller: &Caller) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {
-        let Caller::Agent { team, agent } = *caller else {
+        let Caller::Agent { team, agent, .. } = *caller else {
             return Err(CoreError::forbidden(
                 "this operation is done by an agent: use the agent's own token",
             ));

@@ -68,6 +68,7 @@ impl Core {
             input.content,
         )
         .thread(input.thread_id, None)
+        .routed(caller.via(), None)
         .published(PublishFields {
             cause_by: input.cause_by.clone(),
             send_to: send_to.clone(),

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use switchboard_types::agents::RegisterAgent;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::messages::MessageView;
+use switchboard_types::routing::Via;
 
 use super::live::Connection;
 use super::{Caller, Core, CoreError, CoreResult, Need};
@@ -116,6 +117,7 @@ impl Core {
                     return Ok(Caller::Agent {
                         team,
                         agent: agent.pk,
+                        via: Via::Stomp,
                     });
                 }
                 let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
@@ -141,6 +143,7 @@ impl Core {
                     Some(agent) => Ok(Caller::Agent {
                         team,
                         agent: agent.pk,
+                        via: Via::Stomp,
                     }),
                     None => Err(registered.err().unwrap_or_else(|| {
                         CoreError::internal("an agent registered for a bridge is missing")

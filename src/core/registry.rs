@@ -15,7 +15,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use switchboard_types::ids::{AgentPk, TeamPk};
 
-use super::auth::{self, Caller, SecretHash, TokenKind};
+use super::auth::{self, Caller, SecretHash, TokenKind, Via};
 use crate::store::records::{AgentRecord, TeamRecord};
 
 #[derive(Default)]
@@ -69,6 +69,7 @@ impl Registry {
                 auth::verify(parsed.secret, hash).then_some(Caller::Agent {
                     team: agent.team_pk,
                     agent: agent.pk,
+                    via: Via::Rest,
                 })
             }
             // The admin token may be any string the operator chose, so it is checked

@@ -59,7 +59,11 @@ impl Core {
         .priority(original.priority)
         .context_reference(original.context_reference.clone())
         .thread(Some(thread), Some(original.message_id.clone()))
-        .response_status(status);
+        .response_status(status)
+        .routed(
+            caller.via(),
+            self.route_for(input.route, Some(&original), &recipients),
+        );
         let link = ResponseLink {
             original: original.pk,
             responder: responder.pk,

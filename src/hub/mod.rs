@@ -22,6 +22,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use switchboard_types::frames::{PushKind, push_text};
 use switchboard_types::ids::AgentPk;
 use switchboard_types::messages::MessageView;
+use switchboard_types::routing::Route;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
 
@@ -155,6 +156,8 @@ pub enum ConnectionLimit {
 /// A live connection as the hub sees it.
 struct Conn {
     id: u64,
+    /// Its transport: an entry with a route is pushed only to connections of that one.
+    route: Route,
     tx: mpsc::Sender<Push>,
     lagging: Arc<Lag>,
     kicked: tokio_util::sync::CancellationToken,
@@ -305,8 +308,12 @@ impl Hub {
         self.agents.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Adds a live connection for `agent_pk`.
-    pub fn register(self: &Arc<Self>, agent_pk: AgentPk) -> Result<Registration, ConnectionLimit> {
+    /// Adds a live connection for `agent_pk`, by transport `route`.
+    pub fn register(
+        self: &Arc<Self>,
+        agent_pk: AgentPk,
+        route: Route,
+    ) -> Result<Registration, ConnectionLimit> {
         let (tx, rx) = mpsc::channel(self.settings.outbox.max(1));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let lagging = Arc::new(Lag::default());
@@ -323,6 +330,7 @@ impl Hub {
         }
         state.conns.push(Conn {
             id,
+            route,
             tx,
             lagging: lagging.clone(),
             kicked: kicked.clone(),
@@ -362,13 +370,18 @@ impl Hub {
         metrics::gauge!("switchboard_ws_connections").set(open as f64);
     }
 
-    /// Reserves one outbox slot on each live connection of `agent_pk`. A connection
-    /// whose outbox is full is marked lagging (its session will close it) and skipped.
-    pub fn reserve(&self, agent_pk: AgentPk) -> Reservation {
+    /// Reserves one outbox slot on each live connection of `agent_pk` (with a route:
+    /// each of that transport). A connection whose outbox is full is marked lagging
+    /// (its session will close it) and skipped.
+    pub fn reserve(&self, agent_pk: AgentPk, route: Option<Route>) -> Reservation {
         let agents = self.read();
         let mut permits = Vec::new();
         if let Some(state) = agents.get(&agent_pk) {
-            for conn in &state.conns {
+            let routed = state
+                .conns
+                .iter()
+                .filter(|c| route.is_none_or(|r| r == c.route));
+            for conn in routed {
                 match conn.tx.clone().try_reserve_owned() {
                     Ok(permit) => permits.push(permit),
                     Err(mpsc::error::TrySendError::Full(_)) => conn.lagging.raise(),
@@ -377,6 +390,13 @@ impl Hub {
             }
         }
         Reservation { agent_pk, permits }
+    }
+
+    /// Whether the agent has a live connection of transport `route` right now.
+    pub fn is_connected_by(&self, agent_pk: AgentPk, route: Route) -> bool {
+        self.read()
+            .get(&agent_pk)
+            .is_some_and(|s| s.conns.iter().any(|c| c.route == route))
     }
 
     /// Whether the agent has a live connection right now.
@@ -489,23 +509,53 @@ mod tests {
     #[tokio::test]
     async fn a_full_outbox_marks_the_connection_lagging_and_skips_it() {
         let hub = Hub::new(HubSettings::with_outbox(2), Vec::new());
-        let mut reg = hub.register(AgentPk(1)).expect("room");
+        let mut reg = hub.register(AgentPk(1), Route::Websocket).expect("room");
         let event = event("{}");
         for seq in 1..=2 {
-            let r = hub.reserve(AgentPk(1));
+            let r = hub.reserve(AgentPk(1), None);
             assert!(r.delivers());
             r.deliver(Push {
                 seq,
                 event: event.clone(),
             });
         }
-        let r = hub.reserve(AgentPk(1));
+        let r = hub.reserve(AgentPk(1), None);
         assert!(!r.delivers());
         assert!(reg.lagging.is_raised());
         assert_eq!(reg.rx.recv().await.map(|p| p.seq), Some(1));
         // Another agent is unaffected.
-        let _other = hub.register(AgentPk(2));
-        assert!(hub.reserve(AgentPk(2)).delivers());
+        let _other = hub.register(AgentPk(2), Route::Websocket);
+        assert!(hub.reserve(AgentPk(2), None).delivers());
+    }
+
+    #[tokio::test]
+    async fn a_routed_entry_is_reserved_only_on_connections_of_its_transport() {
+        let hub = Hub::new(HubSettings::with_outbox(4), Vec::new());
+        let agent = AgentPk(3);
+        let mut ws = hub.register(agent, Route::Websocket).expect("room");
+        let mut stomp = hub.register(agent, Route::Stomp).expect("room");
+        assert!(hub.is_connected_by(agent, Route::Stomp));
+        hub.reserve(agent, Some(Route::Stomp)).deliver(Push {
+            seq: 1,
+            event: event("{}"),
+        });
+        hub.reserve(agent, None).deliver(Push {
+            seq: 2,
+            event: event("{}"),
+        });
+        assert_eq!(stomp.rx.recv().await.map(|p| p.seq), Some(1));
+        assert_eq!(stomp.rx.recv().await.map(|p| p.seq), Some(2));
+        assert_eq!(
+            ws.rx.recv().await.map(|p| p.seq),
+            Some(2),
+            "1 was not for it"
+        );
+        drop(stomp);
+        assert!(!hub.is_connected_by(agent, Route::Stomp));
+        assert!(
+            !hub.reserve(agent, Some(Route::Stomp)).delivers(),
+            "no live route: it waits in the inbox"
+        );
     }
 
     #[test]
@@ -519,7 +569,7 @@ mod tests {
         let hub = Hub::new(HubSettings::with_outbox(4), vec![cursor]);
         assert_eq!(hub.acked(five), 10);
         assert!(!hub.is_connected(five));
-        let reg = hub.register(five).expect("room");
+        let reg = hub.register(five, Route::Stomp).expect("room");
         assert!(hub.presence(five).connected);
         hub.ack(five, 8);
         assert_eq!(hub.acked(five), 10, "acks never go back");

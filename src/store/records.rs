@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus};
+use switchboard_types::routing::{Route, Via};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{
     CallbackDelivery, ClarificationRound, DeliveryState, TaskEventKind, TaskRole,
@@ -132,6 +133,10 @@ pub struct NewMessage {
     pub in_reply_to: Option<String>,
     pub response_status: Option<ResponseStatus>,
     pub published: Option<PublishFields>,
+    /// The transport it arrived by (`None` for messages the server writes itself).
+    pub via: Option<Via>,
+    /// The only live transport it is pushed by, if any.
+    pub route: Option<Route>,
 }
 
 /// What a publish stores beyond a message: its tag, address set and structured output,
@@ -180,7 +185,16 @@ impl NewMessage {
             in_reply_to: None,
             response_status: None,
             published: None,
+            via: None,
+            route: None,
         }
+    }
+
+    /// Records the transport it came by and the route it goes by.
+    pub fn routed(mut self, via: Option<Via>, route: Option<Route>) -> Self {
+        self.via = via;
+        self.route = route;
+        self
     }
 
     /// Makes it a publish.
@@ -246,6 +260,8 @@ pub struct MessageRecord {
     pub response_status: Option<ResponseStatus>,
     pub created_at: Timestamp,
     pub published: Option<PublishedRecord>,
+    pub via: Option<Via>,
+    pub route: Option<Route>,
 }
 
 /// One recipient's entry of a message: its sequence number, read time, and whether it

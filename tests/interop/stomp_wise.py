@@ -182,8 +182,26 @@ def receive(host, port, team, key):
     return {"got": fields(got), "type": type(got).__name__, "headers": dict(headers)}
 
 
+def routes(host, port, team, key):
+    """WiseRt (also on a WebSocket the test holds) asks planner over STOMP, then takes
+    what arrives: planner's reply (back by STOMP, where the request came from) on the
+    response queue, and only the messages routed to STOMP or to every transport on the
+    request queue (the test sends one routed to the WebSocket first, then one routed to
+    STOMP, whose arrival ends the wait)."""
+    r = WiseAgent("WiseRt", host, port, team, key)
+    r.start()
+    r.send_request(WiseAgentMessage("Which way back?", sender="WiseRt", message_type="QUERY"),
+                   "planner")
+    print(json.dumps({"ready": True}), flush=True)
+    r.response.wait(lambda i: len(i.messages) >= 1, "the reply", timeout=20)
+    r.request.wait(lambda i: len(i.messages) >= 1, "the message routed to STOMP", timeout=20)
+    r.stop()
+    return {"responses": [m._message for m, _ in r.response.messages],
+            "requests": [m._message for m, _ in r.request.messages]}
+
+
 SCENARIOS = {"conversation": conversation, "late": late, "malicious": malicious,
-             "receive": receive}
+             "receive": receive, "routes": routes}
 
 
 def main():

@@ -109,6 +109,7 @@ async fn messaging_operations(p: &mut Parties) {
                     status: ResponseStatus::Completed,
                 },
                 additional_recipients: vec![],
+                route: None,
             },
             None,
         )

@@ -108,6 +108,26 @@ async fn the_messaging_walkthrough_works_as_written() {
 }
 
 #[tokio::test]
+async fn the_routes_walkthrough_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!("{}\n{}", walkthrough("foundation"), walkthrough("routes"));
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    assert_eq!(answers.len(), 8, "{out}");
+    assert_eq!(
+        answers[6]["delivery_status"]["pending_delivery"],
+        json!(["coder"]),
+        "{out}"
+    );
+    assert_eq!(answers[7]["messages"][0]["route"], "stomp", "{out}");
+    assert_eq!(
+        answers[7]["messages"][0]["content"]["text"],
+        "for your STOMP queue"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn the_retention_walkthrough_works_as_written() {
     let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
     let script = format!(

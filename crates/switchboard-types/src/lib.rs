@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod operation;
 pub mod publish;
+pub mod routing;
 pub mod strict;
 pub mod task_state;
 pub mod tasks;

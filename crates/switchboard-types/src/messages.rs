@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::decode::null_as_default;
 use crate::error::{ErrorBody, ErrorCode};
+use crate::routing::Route;
 use crate::time::Timestamp;
 use crate::validate::{check_message_text, check_optional, check_text};
 
@@ -281,6 +282,11 @@ pub struct SendMessage {
     /// The message this one follows up on (one the sender sent or received).
     #[serde(default)]
     pub in_reply_to: Option<String>,
+    /// Push it only by this transport (`websocket` or `stomp`); without it, a reply
+    /// addressed only to its original's sender goes back the way the original came,
+    /// and anything else goes to every live connection. Switchboard's extension.
+    #[serde(default)]
+    pub route: Option<Route>,
 }
 
 impl SendMessage {
@@ -297,6 +303,7 @@ impl SendMessage {
             response_deadline: None,
             thread_id: None,
             in_reply_to: None,
+            route: None,
         }
     }
 
@@ -423,6 +430,10 @@ pub struct MessageView {
     /// or `send_to` names it); absent for the sender reading its own message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub news: Option<bool>,
+    /// The only transport this message is pushed by, when it has a route (given by the
+    /// sender, or a reply going back the way its original came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Route>,
 }
 
 /// Body of MARK_MESSAGE_READ (`POST /v1/messages/read`).
@@ -496,6 +507,10 @@ pub struct RespondToMessage {
     /// Further members to send the response to, beyond the original's sender.
     #[serde(default, deserialize_with = "null_as_default")]
     pub additional_recipients: Vec<String>,
+    /// Push it only by this transport; without it, a response to the original's sender
+    /// alone goes back the way the original came. Switchboard's extension.
+    #[serde(default)]
+    pub route: Option<Route>,
 }
 
 impl RespondToMessage {
@@ -563,35 +578,4 @@ pub struct MessageDetail {
 }
 
 #[cfg(test)]
-mod tests {
-    use strum::VariantArray;
-
-    use super::*;
-
-    #[test]
-    fn enums_spell_the_same_in_json_and_text() {
-        fn check<T>(all: &[T])
-        where
-            T: Serialize
-                + Copy
-                + Into<&'static str>
-                + std::str::FromStr
-                + PartialEq
-                + std::fmt::Debug,
-        {
-            for v in all {
-                let text: &'static str = (*v).into();
-                assert_eq!(
-                    serde_json::to_value(v).ok(),
-                    Some(Value::String(text.into()))
-                );
-                assert_eq!(text.parse::<T>().ok(), Some(*v));
-            }
-        }
-        check(MessageType::VARIANTS);
-        check(Priority::VARIANTS);
-        check(MessageKind::VARIANTS);
-        check(ResponseStatus::VARIANTS);
-        check(SortOrder::VARIANTS);
-    }
-}
+mod tests;

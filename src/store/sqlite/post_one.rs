@@ -15,8 +15,8 @@ const POST_MESSAGE: &str = "SAVEPOINT post;
     INSERT INTO messages (message_id, team_pk, kind, sender_pk, sender_role, message_type, priority,
                           content, requires_response, response_deadline, context_reference,
                           thread_id, in_reply_to, response_status, recipient_ids, created_at,
-                          cause_by, send_to, instruct_content)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk;";
+                          cause_by, send_to, instruct_content, via, route)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk;";
 
 const POST_INBOX: &str = "
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
@@ -114,7 +114,9 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
     q = q
         .bind(publish.map(|p| p.cause_by.clone()))
         .bind(publish.map(|p| to_json(&p.send_to)).transpose()?)
-        .bind(instruct);
+        .bind(instruct)
+        .bind(m.via.map(|v| v.as_str()))
+        .bind(m.route.map(|r| r.as_str()));
     if !p.deliver_to.is_empty() {
         let quiet = publish.map_or(&[][..], |p| p.quiet.as_slice());
         q = q

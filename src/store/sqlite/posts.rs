@@ -27,12 +27,12 @@ use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLi
 pub(super) struct RenderedMessage {
     pub(super) message: NewMessage,
     pub(super) recipient_ids: Vec<String>,
-    /// The JSON array elements 1–15 of [`FLUSH_POSTS`]'s message row, comma-separated,
+    /// The JSON array elements 1–17 of [`FLUSH_POSTS`]'s message row, comma-separated,
     /// without brackets.
     columns: String,
-    /// Elements 17–19 for a publish (its tag, address set and structured output, the
+    /// Elements 19–21 for a publish (its tag, address set and structured output, the
     /// last two as JSON text), with a leading comma; empty for other kinds, whose rows
-    /// end at 16 (`->>` reads a missing element as NULL).
+    /// end at 18 (`->>` reads a missing element as NULL).
     publish_columns: String,
 }
 
@@ -61,6 +61,8 @@ impl RenderedMessage {
             &m.in_reply_to,
             m.response_status.map(|s| s.as_str()),
             to_json(&recipient_ids)?,
+            m.via.map(|v| v.as_str()),
+            m.route.map(|r| r.as_str()),
         ))?;
         let columns = row
             .strip_prefix('[')
@@ -248,11 +250,12 @@ const FLUSH_POSTS: &str = "
     INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
                           priority, content, requires_response, response_deadline,
                           context_reference, thread_id, in_reply_to, response_status,
-                          recipient_ids, created_at, cause_by, send_to, instruct_content)
+                          recipient_ids, via, route, created_at, cause_by, send_to,
+                          instruct_content)
     SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5,
            j.value->>6, j.value->>7, j.value->>8, j.value->>9, j.value->>10, j.value->>11,
            j.value->>12, j.value->>13, j.value->>14, j.value->>15, j.value->>16,
-           j.value->>17, j.value->>18, j.value->>19
+           j.value->>17, j.value->>18, j.value->>19, j.value->>20, j.value->>21
     FROM jsonb_each(?) j;
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
                        created_at, news, cause_by)

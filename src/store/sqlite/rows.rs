@@ -18,7 +18,7 @@ pub(super) fn flag(value: i64) -> bool {
 pub(super) const MESSAGE_COLUMNS: &str = "m.pk, m.message_id, m.team_pk, m.kind, m.sender_pk, m.sender_role, \
      m.message_type, m.priority, m.content, m.requires_response, m.response_deadline, \
      m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at, \
-     m.cause_by, m.send_to, m.instruct_content";
+     m.cause_by, m.send_to, m.instruct_content, m.via, m.route";
 
 pub(super) fn corrupt(what: &str, value: &str) -> StoreError {
     StoreError::Corrupt(format!("{what} '{value}'"))
@@ -46,6 +46,8 @@ pub(super) fn message_from_row(row: &SqliteRow) -> Result<MessageRecord, StoreEr
     let priority = enum_at(7, "priority")?;
     let response_status: Option<String> = row.try_get(14)?;
     let cause_by: Option<String> = row.try_get(16)?;
+    let via: Option<String> = row.try_get(19)?;
+    let route: Option<String> = row.try_get(20)?;
     let published = match cause_by {
         None => None,
         Some(cause_by) => {
@@ -93,10 +95,16 @@ pub(super) fn message_from_row(row: &SqliteRow) -> Result<MessageRecord, StoreEr
             .transpose()?,
         created_at: Timestamp::from_micros(row.try_get(15)?),
         published,
+        via: via
+            .map(|v| v.parse().map_err(|_| corrupt("via", &v)))
+            .transpose()?,
+        route: route
+            .map(|r| r.parse().map_err(|_| corrupt("route", &r)))
+            .transpose()?,
     })
 }
 
-/// Columns 1–15 of a row of `messages` as [`FLUSH_POSTS`] reads it (a tuple struct
+/// Columns 1–17 of a row of `messages` as [`FLUSH_POSTS`] reads it (a tuple struct
 /// serialises as a JSON array; plain tuples stop at 12 fields).
 #[derive(serde::Serialize)]
 pub(super) struct MessageColumns<'a>(
@@ -115,6 +123,8 @@ pub(super) struct MessageColumns<'a>(
     pub(super) &'a Option<String>,
     pub(super) Option<&'a str>,
     pub(super) String,
+    pub(super) Option<&'a str>,
+    pub(super) Option<&'a str>,
 );
 
 /// A JSON array of rows, built by appending serialised rows.

@@ -22,6 +22,7 @@ use switchboard_types::messages::{
     Content, MAX_TEXT, MessageKind, MessageType, MessageView, SendMessage,
 };
 use switchboard_types::publish::Publish;
+use switchboard_types::routing::Route;
 
 use super::wise::{MESSAGE_TYPES, WiseMessage};
 
@@ -73,8 +74,12 @@ impl Queue {
         self.presence_name().is_some()
     }
 
-    /// Whether an entry of the subscriber's inbox belongs to this queue.
+    /// Whether an entry of the subscriber's inbox belongs to this queue (never one
+    /// routed to another transport).
     pub fn carries(&self, view: &MessageView) -> bool {
+        if view.route.is_some_and(|route| route != Route::Stomp) {
+            return false;
+        }
         let marker = view
             .content
             .data

@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use switchboard_types::ErrorBody;
+use switchboard_types::routing::Via;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa::IntoParams;
@@ -122,7 +123,7 @@ async fn open(
         (Some(_), _) | (None, None) => bearer(header)?,
         (None, Some(token)) => token,
     };
-    let caller = state.core.authenticate(token)?;
+    let caller = state.core.authenticate(token)?.by(Via::Websocket);
     let resume_after = state.core.resume_after(&caller, query.since).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ErrorBody::validation(

@@ -3,6 +3,7 @@
 //! and seen live on a WebSocket.
 
 mod protocol;
+mod routes;
 mod wire;
 
 use serde_json::{Value, json};

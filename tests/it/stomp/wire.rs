@@ -135,7 +135,11 @@ async fn subscribed_reading(
 }
 
 /// The agent's `stomp_queues` and `deaf`, as the registry shows them.
-async fn presence(app: &TestApp, team: &crate::support::Team, agent: &str) -> (Value, Value) {
+pub(super) async fn presence(
+    app: &TestApp,
+    team: &crate::support::Team,
+    agent: &str,
+) -> (Value, Value) {
     let res = app
         .get(&format!("/v1/teams/{}/agents", team.id))
         .token(&team.key)

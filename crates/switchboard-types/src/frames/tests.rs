@@ -166,6 +166,7 @@ fn pushes_carry_the_recipients_sequence_number() {
 #[test]
 fn a_pushed_message_reads_back_as_the_view_with_its_seq() {
     let view = MessageView {
+        route: None,
         message_id: "m1".into(),
         kind: MessageKind::Message,
         seq: Some(4),

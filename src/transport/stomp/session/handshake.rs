@@ -9,6 +9,7 @@ use super::{End, Identity, Wire};
 use crate::core::Caller;
 use crate::transport::stomp::StompState;
 use crate::transport::stomp::frame::{Command, Frame, Incoming, Version};
+use switchboard_types::routing::Via;
 
 /// The negotiated version, who the connection is, and (send every, silence limit).
 pub(super) type Connected = (Version, Identity, (Duration, Duration));
@@ -84,7 +85,7 @@ fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
     };
     let caller = state.core.authenticate(passcode).map_err(End::from_core)?;
     match caller {
-        Caller::Agent { .. } => Ok(Identity::Agent(caller)),
+        Caller::Agent { .. } => Ok(Identity::Agent(caller.by(Via::Stomp))),
         Caller::Team { .. } => {
             let Some(team_id) = frame.get("login").filter(|l| !l.is_empty()) else {
                 return Err(End::error("a team key needs login = the team id"));
