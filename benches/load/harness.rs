@@ -53,7 +53,12 @@ impl ServerProcess {
             .arg("--database")
             .arg(&db)
             .args(extra)
-            .env("RUST_LOG", "warn,switchboard::server=info")
+            // BENCH_SERVER_LOG widens what the server logs (e.g. a module at debug).
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_SERVER_LOG")
+                    .unwrap_or_else(|_| "warn,switchboard::server=info".to_owned()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -77,9 +82,10 @@ impl ServerProcess {
                 break addr.parse().expect("addr");
             }
         };
+        let everything = std::env::var_os("BENCH_SERVER_LOG").is_some();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
-                if line.contains("\"ERROR\"") || line.contains("\"WARN\"") {
+                if everything || line.contains("\"ERROR\"") || line.contains("\"WARN\"") {
                     eprintln!("server: {line}");
                 }
             }
