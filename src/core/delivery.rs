@@ -319,6 +319,7 @@ impl Core {
 /// Frames of one message waiting for its commit: outbox slots reserved on the live
 /// connections of its recipients, and the shared event they will carry.
 pub(super) struct Pushes {
+    hub: Arc<Hub>,
     /// Recipients that will get it pushed.
     pub delivered_to: Vec<String>,
     /// Recipients that find it in their inbox when they connect.
@@ -333,13 +334,14 @@ pub(super) struct Pushes {
 /// Reserves an outbox slot on each live connection of `live` (before the commit, so the
 /// answer can say exactly who gets the message pushed).
 pub(super) fn reserve_pushes(
-    hub: &Hub,
+    hub: &Arc<Hub>,
     live: &[Arc<AgentRecord>],
     message: &NewMessage,
     sender_id: &str,
     timestamp: Timestamp,
 ) -> Pushes {
     let mut pushes = Pushes {
+        hub: hub.clone(),
         delivered_to: Vec::new(),
         pending_delivery: Vec::new(),
         reservations: Vec::new(),
@@ -366,8 +368,12 @@ pub(super) fn reserve_pushes(
 }
 
 impl Pushes {
-    /// Sends the frames, each with its recipient's sequence number (after the commit).
+    /// Sends the frames, each with its recipient's sequence number (after the commit),
+    /// and wakes those waiting for the recipients' inboxes.
     pub(super) fn send(self, written: &PostResult) {
+        for (agent, _) in &written.entries {
+            self.hub.inbox_changed(*agent);
+        }
         for (reservation, news) in self.reservations {
             let event = if news { &self.event } else { &self.quiet_event };
             if let (Some(seq), Some(event)) = (written.seq_of(reservation.agent_pk()), event) {

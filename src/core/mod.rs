@@ -30,6 +30,7 @@ mod responses;
 pub mod retention;
 pub mod tasks;
 mod teams;
+pub mod waiting;
 
 use std::sync::Arc;
 

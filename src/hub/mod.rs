@@ -25,6 +25,9 @@ use switchboard_types::messages::MessageView;
 use switchboard_types::routing::Route;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
+pub use watch::InboxWatch;
+
+mod watch;
 
 /// Where an agent's acknowledged cursor is and when it was last active: what the hub
 /// keeps in memory and the core saves once a second.
@@ -232,6 +235,9 @@ pub struct Hub {
     settings: HubSettings,
     /// Live connections, for shutdown and metrics.
     open: AtomicU64,
+    /// Who waits for an agent's inbox to change (see `watch`), and how many in all.
+    signals: std::sync::Mutex<HashMap<AgentPk, Arc<Notify>>>,
+    waiting: AtomicU64,
 }
 
 /// A registered connection: its outbox and lag flag. Dropping it unregisters.
@@ -297,6 +303,8 @@ impl Hub {
             next_id: AtomicU64::new(1),
             settings,
             open: AtomicU64::new(0),
+            signals: std::sync::Mutex::new(HashMap::new()),
+            waiting: AtomicU64::new(0),
         })
     }
 

@@ -27,6 +27,7 @@ use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 use crate::telemetry::MetricsHandle;
 use crate::transport::http::{self, HttpSettings, HttpState};
+use crate::transport::mcp::{self, McpState};
 use crate::transport::stomp::frame::Limits;
 use crate::transport::stomp::{self, StompSettings, StompState};
 use crate::transport::ws::{self, WsSettings, WsState};
@@ -322,13 +323,16 @@ pub fn openapi_document() -> utoipa::openapi::OpenApi {
 }
 
 /// Completes what the routes' annotations cannot say: the enums used only by query
-/// parameters, and every limit the validation enforces (from its own constants).
+/// parameters, the types only MCP tools use (so their schemas come from here too), and
+/// every limit the validation enforces (from its own constants).
 /// Returns the table rows that found nothing to constrain; a test keeps it empty.
 pub fn finish_document(doc: &mut utoipa::openapi::OpenApi) -> Vec<String> {
     #[derive(utoipa::OpenApi)]
     #[openapi(components(schemas(
         switchboard_types::messages::SortOrder,
-        switchboard_types::tasks::TaskRole
+        switchboard_types::tasks::TaskRole,
+        switchboard_types::inbox::WaitForMessages,
+        switchboard_types::inbox::InboxWait
     )))]
     struct QueryEnums;
     doc.merge(<QueryEnums as utoipa::OpenApi>::openapi());
@@ -354,8 +358,9 @@ fn compose(
     for problem in finish_document(&mut openapi) {
         tracing::warn!(%problem, "an OpenAPI limit found no field to describe");
     }
+    let mcp = mcp::router(McpState::new(core.clone(), &openapi), max_body_bytes);
     http::app(
-        rest.merge(live).merge(stomp_ws),
+        rest.merge(live).merge(stomp_ws).merge(mcp),
         openapi,
         &HttpSettings { max_body_bytes },
     )

@@ -7,11 +7,13 @@
 //!   with field-naming errors, the error → HTTP status table.
 //! * [`http`] — REST with its OpenAPI document, the docs UI, operations endpoints.
 //! * [`ws`] — the WebSocket: live push, replay, operations as frames.
-//! * [`stomp`] — STOMP for Wise Agents and other STOMP clients (its codec so far).
+//! * [`stomp`] — STOMP for Wise Agents and other STOMP clients.
+//! * [`mcp`] — MCP tools at `/mcp` for MCP-capable agents.
 //!
 //! Transports never import each other; the server's wiring composes their routers.
 
 pub mod common;
 pub mod http;
+pub mod mcp;
 pub mod stomp;
 pub mod ws;

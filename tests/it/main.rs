@@ -20,6 +20,7 @@ mod inbox;
 mod large_inbox;
 mod layout;
 mod live;
+mod mcp;
 mod persistence;
 mod publish;
 mod readme;

@@ -1,4 +1,4 @@
-//! Stock Python clients (stomp.py, PyYAML, …) for the interop tests: a virtualenv under
+//! Stock Python clients (stomp.py, PyYAML, the MCP SDK, …) for the interop tests: a virtualenv under
 //! `target/pyenv` with the versions pinned in `tests/interop/requirements.txt`, made on
 //! first use, so `cargo test` alone works on a fresh machine (`.ci/run` makes it first).
 
@@ -24,7 +24,7 @@ pub fn python() -> PathBuf {
             let python = venv.join("bin").join("python");
             let has = |python: &Path| {
                 std::process::Command::new(python)
-                    .args(["-c", "import stomp, yaml"])
+                    .args(["-c", "import stomp, yaml, mcp, jsonschema"])
                     .stderr(Stdio::null())
                     .status()
                     .is_ok_and(|s| s.success())

@@ -128,6 +128,22 @@ async fn the_routes_walkthrough_works_as_written() {
 }
 
 #[tokio::test]
+async fn the_mcp_walkthrough_works_as_written() {
+    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!("{}\n{}", walkthrough("foundation"), walkthrough("mcp"));
+    let out = run(&app, &script).await;
+    let answers = printed_json(&out);
+    assert_eq!(answers.len(), 7, "{out}");
+    let result = &answers[6]["result"];
+    assert_eq!(result["isError"], false, "{out}");
+    assert_eq!(
+        result["structuredContent"]["delivery_status"]["pending_delivery"],
+        json!(["coder"])
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn the_retention_walkthrough_works_as_written() {
     let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
     let script = format!(

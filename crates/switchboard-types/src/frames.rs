@@ -217,6 +217,13 @@ fn none_left(fields: Fields) -> Result<(), ErrorBody> {
     }
 }
 
+/// Decodes the fields of an operation frame of type `kind` (without `type` and
+/// `request_id`): every transport that takes operations as JSON objects (WebSocket
+/// frames, MCP tool calls) decodes them here, so a field means the same everywhere.
+pub fn operation_from_fields(kind: &str, fields: Fields) -> Result<Operation, ErrorBody> {
+    decode_operation(kind, fields)
+}
+
 /// Decodes an operation frame's fields (without `type` and `request_id`).
 fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
     Ok(match kind {

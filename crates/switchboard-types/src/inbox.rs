@@ -101,3 +101,44 @@ pub struct InboxPage {
     pub next_cursor: Option<String>,
     pub error: Option<String>,
 }
+
+/// Answer of a wait for new inbox entries (MCP's `wait_for_messages`): what arrived
+/// after the cursor, oldest first.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct InboxWait {
+    pub success: bool,
+    /// The entries after the cursor, oldest first (empty when the wait timed out).
+    pub messages: Vec<crate::messages::MessageView>,
+    /// Pass it back as `after_seq` to wait for what comes next.
+    pub next_after_seq: i64,
+    /// Nothing arrived before the timeout.
+    pub timed_out: bool,
+}
+
+/// The longest one wait for new inbox entries may block, in milliseconds; a client waits
+/// longer by calling again.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// How long a wait blocks when the client does not say.
+pub const DEFAULT_WAIT_MS: u64 = 30_000;
+
+/// Arguments of a wait for new inbox entries (MCP's `wait_for_messages`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct WaitForMessages {
+    /// Return entries after this sequence number (the `next_after_seq` of the previous
+    /// wait, or a message's `seq`); without it, only entries that arrive from now on.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
+    pub after_seq: Option<i64>,
+    /// How long to wait for the first entry, in milliseconds (default 30000, at most
+    /// 60000); 0 answers at once.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(maximum = 60000))]
+    pub timeout_ms: Option<u64>,
+    /// Most entries to return (1–100, default 50).
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    pub limit: Option<i64>,
+}

@@ -22,14 +22,14 @@ wire_enum! {
     "lowercase";
     /// The transport a message arrived by: a reply to it goes back the same way when
     /// that is a live transport (see [`Route`]).
-    pub enum Via { Rest, Websocket, Stomp }
+    pub enum Via { Rest, Websocket, Stomp, Mcp }
 }
 
 impl Via {
     /// The live route back to the sender, if this transport is one.
     pub fn route(self) -> Option<Route> {
         match self {
-            Via::Rest => None,
+            Via::Rest | Via::Mcp => None,
             Via::Websocket => Some(Route::Websocket),
             Via::Stomp => Some(Route::Stomp),
         }

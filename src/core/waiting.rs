@@ -1,0 +1,92 @@
+//! Waiting for new inbox entries without holding a live connection: what a client that
+//! cannot keep a socket open (an MCP tool call) uses instead of polling. The hub wakes
+//! the wait when a commit adds to the inbox; storage says what was added.
+
+use std::time::Duration;
+
+use switchboard_types::inbox::{DEFAULT_PAGE, InboxWait, MAX_PAGE, MAX_WAIT_MS};
+
+use super::{Caller, Core, CoreError, CoreResult};
+
+/// How often a waiting call says it is still waiting.
+pub const TICK: Duration = Duration::from_secs(5);
+
+impl Core {
+    /// The caller's inbox entries after `after` (after its newest entry when `None`),
+    /// oldest first, at most `limit`: at once if there are any, otherwise as soon as one
+    /// commits, or none once `timeout` passed. `on_tick` hears how long it has waited,
+    /// every [`TICK`] (a transport tells its client the call is alive).
+    pub async fn wait_for_inbox(
+        &self,
+        caller: &Caller,
+        after: Option<i64>,
+        limit: Option<i64>,
+        timeout: Duration,
+        mut on_tick: impl FnMut(Duration) + Send,
+    ) -> CoreResult<InboxWait> {
+        let (_, me) = self.acting_agent(caller)?;
+        if after.is_some_and(|a| a < 0) {
+            return Err(CoreError::validation(
+                "after_seq",
+                "after_seq is a sequence number, 0 or more",
+            ));
+        }
+        let limit = limit.unwrap_or(DEFAULT_PAGE);
+        if !(1..=MAX_PAGE).contains(&limit) {
+            return Err(
+                CoreError::validation("limit", format!("limit is 1 to {MAX_PAGE}"))
+                    .with("max", MAX_PAGE),
+            );
+        }
+        if timeout > Duration::from_millis(MAX_WAIT_MS) {
+            return Err(CoreError::validation(
+                "timeout_ms",
+                format!("a wait lasts at most {MAX_WAIT_MS} ms; call again to wait longer"),
+            )
+            .with("max", MAX_WAIT_MS));
+        }
+        let watch = self.hub().watch_inbox(me.pk);
+        let after = match after {
+            Some(after) => after,
+            None => self.store().newest_seq(me.pk).await?,
+        };
+        let started = tokio::time::Instant::now();
+        let deadline = started + timeout;
+        let mut ticks = tokio::time::interval_at(started + TICK, TICK);
+        loop {
+            let woken = watch.notify().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let items = self.inbox_items_after(me.pk, after, limit).await?;
+            if let Some(last) = items.last() {
+                let next_after_seq = last.entry.seq;
+                let messages = items
+                    .into_iter()
+                    .map(|item| {
+                        let read = item.entry.read_at.is_some();
+                        let seq = item.entry.seq;
+                        self.view(item.message, Some(seq), read, Some(item.entry.news))
+                    })
+                    .collect();
+                return Ok(InboxWait {
+                    success: true,
+                    messages,
+                    next_after_seq,
+                    timed_out: false,
+                });
+            }
+            tokio::select! {
+                () = &mut woken => {}
+                _ = ticks.tick() => on_tick(started.elapsed()),
+                () = tokio::time::sleep_until(deadline) => {
+                    return Ok(InboxWait {
+                        success: true,
+                        messages: Vec::new(),
+                        next_after_seq: after,
+                        timed_out: true,
+                    });
+                }
+            }
+        }
+    }
+}

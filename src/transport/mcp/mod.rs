@@ -1,0 +1,157 @@
+//! MCP (Model Context Protocol): any MCP-capable agent joins its team by configuration
+//! alone and sees Switchboard's operations as tools. Streamable HTTP at `/mcp` through
+//! the official Rust SDK (`rmcp`); the bearer token of each HTTP request decides who
+//! calls, exactly as on REST.
+//!
+//! * `tools.rs` — the tool table: which operation each tool is, and what a model reads
+//!   about it.
+//! * `schema.rs` — each tool's input schema, cut from the REST operation's own
+//!   parameters and body in the OpenAPI document (one definition of every field).
+//!
+//! A tool call decodes its arguments as a WebSocket frame of the same operation
+//! ([`switchboard_types::frames::operation_from_fields`]) and calls
+//! [`Core::dispatch`]: the answer is the REST body, the error the REST error body.
+
+mod schema;
+mod tools;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use rmcp::ErrorData as McpError;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use switchboard_types::routing::Via;
+
+use crate::core::{Caller, Core};
+use crate::transport::common::{ApiError, authenticate};
+
+/// What every MCP session of this server shares: the core and the tool list (built once
+/// from the OpenAPI document).
+#[derive(Clone)]
+pub struct McpState {
+    core: Core,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl McpState {
+    pub fn new(core: Core, doc: &utoipa::openapi::OpenApi) -> McpState {
+        McpState {
+            core,
+            tools: Arc::new(tools::list(doc)),
+        }
+    }
+}
+
+/// The `/mcp` route: the SDK's Streamable HTTP service behind our bearer check.
+///
+/// Host and Origin checks (the SDK's DNS-rebinding guard for unauthenticated local
+/// servers) are off: every request here carries a token, and operators put the server
+/// behind names the SDK cannot know.
+pub fn router(state: McpState, max_body_bytes: usize) -> Router {
+    let handler = state.clone();
+    let config = StreamableHttpServerConfig::default()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(max_body_bytes);
+    let service = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        LocalSessionManager::default().into(),
+        config,
+    );
+    Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(state.core, authenticated))
+}
+
+/// Refuses a request without a valid token with the REST error body (401); otherwise
+/// hands the caller to the tools in the request's extensions.
+async fn authenticated(
+    State(core): State<Core>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
+    let caller = authenticate(&core, header)?.by(Via::Mcp);
+    request.extensions_mut().insert(caller);
+    Ok(next.run(request).await)
+}
+
+/// The caller the bearer check put on this request.
+fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
+    context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .copied()
+        .ok_or_else(|| McpError::internal_error("the request was not authenticated", None))
+}
+
+impl ServerHandler for McpState {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "switchboard",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(tools::INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = caller_of(&context)?;
+        let Some(tool) = tools::find(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!("no tool named '{}'", request.name),
+                None,
+            ));
+        };
+        let arguments = request.arguments.unwrap_or_default();
+        let progress = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let total = tools::wait_total(&arguments);
+        let on_tick = move |waited: std::time::Duration| {
+            let (Some(token), peer) = (progress.clone(), peer.clone()) else {
+                return;
+            };
+            let mut update = ProgressNotificationParam::new(token, waited.as_millis() as f64);
+            update.total = total;
+            update.message = Some("waiting for the inbox".into());
+            tokio::spawn(async move {
+                // A client that went away needs no progress.
+                let _ = peer.notify_progress(update).await;
+            });
+        };
+        Ok(tools::call(&self.core, &caller, tool, arguments, on_tick)
+            .await
+            .into())
+    }
+}

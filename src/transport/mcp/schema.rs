@@ -1,0 +1,173 @@
+//! A tool's input schema, cut from its REST operation in the OpenAPI document: the path
+//! and query parameters and the JSON body's properties become one object, the
+//! `Idempotency-Key` header becomes `idempotency_key` (as in frames), fields the tool
+//! fills itself are left out, and the component schemas it refers to travel along as
+//! `$defs`. So a field is defined once, by the type REST decodes, for every transport.
+
+use std::collections::BTreeSet;
+
+use rmcp::model::JsonObject;
+use serde_json::{Map, Value, json};
+
+use super::tools::{Source, Spec};
+
+const COMPONENTS: &str = "#/components/schemas/";
+
+/// The input schema of `spec`, from the OpenAPI document `doc` (as JSON).
+pub fn input(doc: &Value, spec: &Spec) -> JsonObject {
+    let (op, body) = match spec.source {
+        Source::Rest(method, path) => {
+            let op = &doc["paths"][path][method];
+            (
+                op,
+                &op["requestBody"]["content"]["application/json"]["schema"],
+            )
+        }
+        Source::Component(name) => (&Value::Null, &doc["components"]["schemas"][name]),
+    };
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut add = |name: String, schema: Value, needed: bool| {
+        if spec.caller_fields.contains(&name.as_str()) || spec.fixed.contains(&name.as_str()) {
+            return;
+        }
+        if needed && !required.contains(&Value::String(name.clone())) {
+            required.push(Value::String(name.clone()));
+        }
+        properties.insert(name, schema);
+    };
+    for param in op["parameters"].as_array().into_iter().flatten() {
+        let name = param["name"].as_str().unwrap_or_default();
+        let mut schema = param["schema"].clone();
+        if let (Some(description), Value::Object(fields)) =
+            (param["description"].as_str(), &mut schema)
+        {
+            fields.insert("description".into(), description.into());
+        }
+        match (param["in"].as_str(), name) {
+            (Some("header"), "Idempotency-Key") => add("idempotency_key".into(), schema, false),
+            (Some("path"), "team_id") => {}
+            (Some("path"), name) => {
+                let name = spec
+                    .renames
+                    .iter()
+                    .find(|(from, _)| *from == name)
+                    .map_or(name, |(_, to)| to);
+                add(name.to_owned(), schema, true);
+            }
+            (Some("query"), name) => add(name.to_owned(), schema, param["required"] == true),
+            _ => {}
+        }
+    }
+    let body = resolve(doc, body);
+    if let Some(fields) = body["properties"].as_object() {
+        let needed: Vec<&str> = body["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        for (name, schema) in fields {
+            // A renamed path parameter is the same field as the body's (respond).
+            let renamed = spec.renames.iter().any(|(_, to)| to == name);
+            add(
+                name.clone(),
+                schema.clone(),
+                renamed || needed.contains(&name.as_str()),
+            );
+        }
+    }
+    let description = body["description"].as_str();
+    object_schema(doc, properties, required, description)
+}
+
+/// An object schema of `properties`, with the components they refer to as `$defs`.
+fn object_schema(
+    doc: &Value,
+    properties: Map<String, Value>,
+    required: Vec<Value>,
+    description: Option<&str>,
+) -> JsonObject {
+    let mut schema = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    if let Some(description) = description {
+        schema["description"] = description.into();
+    }
+    let mut defs = Map::new();
+    collect_defs(doc, &schema, &mut defs, &mut BTreeSet::new());
+    if !defs.is_empty() {
+        schema["$defs"] = Value::Object(defs);
+    }
+    rewrite_refs(&mut schema);
+    match schema {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    }
+}
+
+/// A schema, or the component it refers to.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema["$ref"]
+        .as_str()
+        .and_then(|r| r.strip_prefix(COMPONENTS))
+    {
+        Some(name) => &doc["components"]["schemas"][name],
+        None => schema,
+    }
+}
+
+/// Every component `schema` refers to, directly or through others.
+fn collect_defs(
+    doc: &Value,
+    schema: &Value,
+    defs: &mut Map<String, Value>,
+    seen: &mut BTreeSet<String>,
+) {
+    match schema {
+        Value::Object(fields) => {
+            if let Some(name) = fields
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix(COMPONENTS))
+                && seen.insert(name.to_owned())
+            {
+                let component = doc["components"]["schemas"][name].clone();
+                collect_defs(doc, &component, defs, seen);
+                defs.insert(name.to_owned(), component);
+            }
+            for value in fields.values() {
+                collect_defs(doc, value, defs, seen);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                collect_defs(doc, item, defs, seen);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `#/components/schemas/X` → `#/$defs/X`.
+fn rewrite_refs(schema: &mut Value) {
+    match schema {
+        Value::Object(fields) => {
+            for (key, value) in fields.iter_mut() {
+                match value {
+                    Value::String(r) if key == "$ref" => {
+                        if let Some(name) = r.strip_prefix(COMPONENTS) {
+                            *r = format!("#/$defs/{name}");
+                        }
+                    }
+                    other => rewrite_refs(other),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(rewrite_refs),
+        _ => {}
+    }
+}

@@ -1,0 +1,172 @@
+"""Two agents of one team as an MCP client sees Switchboard: the official Python MCP SDK
+(`mcp`, pinned in requirements.txt) over Streamable HTTP, unmodified.
+
+Usage: mcp_agents.py SCENARIO BASE_URL TOKEN_A TOKEN_B
+Prints one JSON object with what the clients saw; exits non-zero when a check fails.
+The Rust test (tests/it/mcp.rs) runs it against a real server and checks the server side.
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+
+import httpx2
+import jsonschema
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+class Agent:
+    """One MCP session with an agent's token, as any MCP host opens it."""
+
+    def __init__(self, session, init):
+        self.session = session
+        self.init = init
+
+    async def call(self, name, **arguments):
+        result = await self.session.call_tool(name, arguments)
+        return {"error": bool(result.is_error), "data": result.structured_content,
+                "text": result.content[0].text if result.content else None}
+
+
+@contextlib.asynccontextmanager
+async def agent(base, token):
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with streamable_http_client(base + "/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                yield Agent(session, init)
+
+
+async def conversation(base, token_a, token_b):
+    """A lists the tools, finds B, sends it a question; B reads its inbox and answers; A
+    reads the answer; refusals come back as tool errors with our error codes."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b:
+        tools = (await a.session.list_tools()).tools
+        for tool in tools:
+            # Every input schema is a valid JSON Schema (2020-12) of an object.
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+            assert tool.input_schema["type"] == "object", tool.name
+            assert tool.description, tool.name
+        schemas = {t.name: t.input_schema for t in tools}
+        me = await a.call("whoami")
+        found = await a.call("find_agents", capability="review")
+        sent = await a.call("send_message", recipient_agent_ids=["b"], message_type="request",
+                            content={"text": "Can you review PR 7?"}, requires_response=True)
+        assert not sent["error"], sent
+        inbox = await b.call("get_messages", unread_only=True)
+        message = inbox["data"]["messages"][0]
+        answered = await b.call("respond", original_message_id=message["message_id"],
+                                response_content={"text": "Approved", "status": "completed"})
+        assert not answered["error"], answered
+        marked = await b.call("mark_read", message_ids=[message["message_id"]])
+        answers = await a.call("get_messages", kinds="response")
+        unknown = await a.call("send_message", recipient_agent_ids=["nobody"],
+                               message_type="information", content={"text": "hello?"})
+        invalid = await a.call("send_message", recipient_agent_ids=["b"],
+                               message_type="gossip", content={"text": "x"})
+        other = await a.call("send_message", sender_agent_id="b", recipient_agent_ids=["b"],
+                             message_type="information", content={"text": "as b"})
+        task = await a.call("submit_task", description="Review PR 8",
+                            target_agent_id="b")
+        assert not task["error"], task
+        progress = await b.call("report_progress", task_id=task["data"]["task"]["task_id"],
+                                result_data={"done": "half"})
+        done = await b.call("complete_task", task_id=task["data"]["task"]["task_id"],
+                            result_data={"verdict": "ok"})
+        status = await a.call("get_task", task_id=task["data"]["task"]["task_id"])
+        return {
+            "server": a.init.server_info.name,
+            "tools": sorted(schemas),
+            "send_schema": schemas["send_message"],
+            "respond_required": schemas["respond"]["required"],
+            "whoami": me["data"],
+            "found": [x["agent_id"] for x in found["data"]["agents"]],
+            "sent": sent["data"],
+            "sent_text": sent["text"],
+            "received": message,
+            "answered": answered["data"],
+            "marked": marked["data"],
+            "answers": answers["data"]["messages"],
+            "unknown": unknown,
+            "invalid": invalid,
+            "other": other,
+            "task": task["data"],
+            "progress": progress,
+            "done": done,
+            "status": status["data"],
+        }
+
+
+async def waiting(base, token_a, token_b):
+    """A waits for its inbox with wait_for_messages while B sends over REST: the wait is
+    released by the send; a wait with nothing coming times out with progress
+    notifications; bad arguments and an oversized call are errors, not crashes."""
+    progress = []
+
+    async def on_progress(done, total, message):
+        progress.append({"progress": done, "total": total, "message": message})
+
+    async with agent(base, token_a) as a:
+        loop = asyncio.get_running_loop()
+        acked = {}
+
+        async def send_later():
+            await asyncio.sleep(0.5)
+            async with httpx2.AsyncClient() as http:
+                res = await http.post(base + "/v1/messages",
+                                      headers={"Authorization": f"Bearer {token_b}"},
+                                      json={"sender_agent_id": "b", "recipient_agent_ids": ["a"],
+                                            "message_type": "information",
+                                            "content": {"text": "wake up"}})
+                acked["at"] = loop.time()
+                acked["status"] = res.status_code
+
+        sender = asyncio.create_task(send_later())
+        started = loop.time()
+        woken = await a.call("wait_for_messages", timeout_ms=20000)
+        released = loop.time()
+        await sender
+        again = await a.call("wait_for_messages", timeout_ms=6000,
+                             after_seq=woken["data"]["next_after_seq"])
+        ticked = await a.session.call_tool("wait_for_messages", {"timeout_ms": 5500,
+                                           "after_seq": woken["data"]["next_after_seq"]},
+                                           progress_callback=on_progress)
+        too_long = await a.call("wait_for_messages", timeout_ms=999999)
+        wrong_type = await a.call("wait_for_messages", timeout_ms="soon")
+        unknown_arg = await a.call("get_task", task_id="task_x", colour="blue")
+        try:
+            huge = await a.call("send_message", recipient_agent_ids=["b"],
+                                message_type="information", content={"text": "x" * 3_000_000})
+        except Exception as e:  # the SDK raises on a transport-level refusal
+            huge = {"raised": type(e).__name__, "message": str(e)[:300]}
+        after_huge = await a.call("whoami")
+        return {
+            "woken": woken,
+            "blocked_ms": (released - started) * 1000,
+            "release_after_ack_ms": (released - acked["at"]) * 1000,
+            "ack_status": acked["status"],
+            "timed_out": again["data"],
+            "ticked": ticked.structured_content,
+            "progress": progress,
+            "too_long": too_long,
+            "wrong_type": wrong_type,
+            "unknown_arg": unknown_arg,
+            "huge": huge,
+            "after_huge": after_huge,
+        }
+
+
+SCENARIOS = {"conversation": conversation, "waiting": waiting}
+
+
+def main():
+    scenario, base, token_a, token_b = sys.argv[1:5]
+    result = asyncio.run(SCENARIOS[scenario](base, token_a, token_b))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

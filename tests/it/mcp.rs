@@ -1,0 +1,161 @@
+//! MCP: the official Python MCP SDK (`tests/interop/mcp_agents.py`), unmodified, over
+//! Streamable HTTP against the real server; what it did is then checked through REST.
+
+use serde_json::{Value, json};
+
+use crate::python;
+use crate::support::{Agent, Team, TestApp};
+
+/// A team with two agents: `a`, and `b` who can review.
+async fn team(app: &TestApp) -> (Team, Agent, Agent) {
+    let team = app.team("mcp").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &["review"]).await;
+    (team, a, b)
+}
+
+#[tokio::test]
+async fn two_agents_talk_and_run_a_task_through_mcp_alone() {
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let out = python::run(
+        "mcp_agents.py",
+        &["conversation", &app.base, &a.token, &b.token],
+    )
+    .await;
+    assert_eq!(out["server"], "switchboard");
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for name in [
+        "whoami",
+        "find_agents",
+        "send_message",
+        "get_messages",
+        "get_message",
+        "mark_read",
+        "respond",
+        "broadcast",
+        "request_assistance",
+        "publish",
+        "set_watch",
+        "submit_task",
+        "get_task",
+        "list_tasks",
+        "report_progress",
+        "complete_task",
+        "fail_task",
+        "ask_clarification",
+        "answer_clarification",
+        "hand_off",
+        "cancel_task",
+    ] {
+        assert!(tools.contains(&name), "{name} missing from {tools:?}");
+    }
+    // The schema is REST's: SEND_MESSAGE's fields, the caller's own id filled in.
+    let send = &out["send_schema"];
+    assert!(
+        send["properties"]["recipient_agent_ids"].is_object(),
+        "{send:#}"
+    );
+    assert!(send["properties"]["idempotency_key"].is_object());
+    assert!(send["properties"].get("sender_agent_id").is_none());
+    assert_eq!(send["$defs"]["MessageType"]["enum"][0], "information");
+    assert_eq!(
+        out["respond_required"],
+        json!(["original_message_id", "response_content"])
+    );
+    assert_eq!(out["whoami"]["agent_id"], "a");
+    assert_eq!(out["found"], json!(["b"]));
+    assert_eq!(out["received"]["content"]["text"], "Can you review PR 7?");
+    assert_eq!(out["received"]["sender_agent_id"], "a");
+    assert_eq!(out["answers"][0]["content"]["text"], "Approved");
+    assert_eq!(
+        out["marked"]["marked_read"].as_array().map(Vec::len),
+        Some(1)
+    );
+    // Refusals are tool errors with the contract's codes.
+    assert_eq!(out["unknown"]["error"], true);
+    assert_eq!(out["unknown"]["data"]["error_code"], "INVALID_RECIPIENT");
+    assert_eq!(out["invalid"]["data"]["error_code"], "VALIDATION_ERROR");
+    assert_eq!(out["invalid"]["data"]["details"]["field"], "message_type");
+    assert_eq!(out["other"]["data"]["error_code"], "FORBIDDEN");
+    assert_eq!(out["progress"]["data"]["task"]["status"], "in-progress");
+    assert_eq!(out["status"]["task"]["status"], "success");
+
+    seen_through_rest(&app, &a, &out).await;
+    app.stop().await;
+}
+
+/// The conversation held over MCP, read back through REST: ordinary messages.
+async fn seen_through_rest(app: &TestApp, a: &Agent, out: &Value) {
+    let sent_id = out["sent"]["message_id"].as_str().expect("id");
+    let read = app
+        .get(&format!("/v1/messages/{sent_id}"))
+        .token(&a.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        read.body["responses"][0]["responder_agent_id"], "b",
+        "{:#}",
+        read.body
+    );
+}
+
+#[tokio::test]
+async fn wait_for_messages_is_released_by_a_rest_send_and_bad_calls_are_tool_errors() {
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let out = python::run("mcp_agents.py", &["waiting", &app.base, &a.token, &b.token]).await;
+    assert_eq!(out["ack_status"], 201);
+    let woken = &out["woken"]["data"];
+    assert_eq!(woken["timed_out"], false, "{out:#}");
+    assert_eq!(woken["messages"][0]["content"]["text"], "wake up");
+    assert_eq!(woken["next_after_seq"], 1);
+    // Released by the commit, not by a poll: well before the 20 s timeout, and soon after
+    // the send was acknowledged (generous for a loaded CI machine).
+    let release = out["release_after_ack_ms"].as_f64().expect("ms");
+    assert!(release < 1000.0, "released {release} ms after the ack");
+    assert_eq!(out["timed_out"]["timed_out"], true);
+    assert_eq!(out["timed_out"]["next_after_seq"], 1);
+    assert_eq!(out["ticked"]["timed_out"], true);
+    assert!(
+        out["progress"].as_array().is_some_and(|p| !p.is_empty()),
+        "progress while waiting: {out:#}"
+    );
+    for (case, field) in [
+        ("too_long", "timeout_ms"),
+        ("wrong_type", "timeout_ms"),
+        ("unknown_arg", "colour"),
+    ] {
+        assert_eq!(out[case]["error"], true, "{case}");
+        assert_eq!(
+            out[case]["data"]["error_code"], "VALIDATION_ERROR",
+            "{case}"
+        );
+        assert_eq!(out[case]["data"]["details"]["field"], field, "{case}");
+    }
+    // An oversized call is refused before it is read; the session goes on.
+    assert_eq!(out["huge"]["raised"], "MCPError", "{:#}", out["huge"]);
+    assert_eq!(out["after_huge"]["data"]["agent_id"], "a");
+}
+
+#[tokio::test]
+async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
+    let app = TestApp::start().await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "curl", "version": "1"}}});
+    for token in [None, Some("sb_agent_0000000000000000_nope")] {
+        let mut req = app
+            .post("/mcp")
+            .header("Accept", "application/json, text/event-stream")
+            .json(initialize.clone());
+        if let Some(token) = token {
+            req = req.token(token);
+        }
+        req.send().await.expect_error(401, "UNAUTHORIZED");
+    }
+}
