@@ -209,6 +209,23 @@ impl Core {
         }
     }
 
+    /// The id of the team a team key or an agent token belongs to (`FORBIDDEN` for the
+    /// admin, who belongs to none): for transports whose calls do not name the team.
+    pub fn own_team_id(&self, caller: &Caller) -> CoreResult<String> {
+        let team = match caller {
+            Caller::Team { team } | Caller::Agent { team, .. } => *team,
+            Caller::Admin => {
+                return Err(CoreError::forbidden(
+                    "the admin token belongs to no team; use a team key or an agent token",
+                ));
+            }
+        };
+        self.registry()
+            .team(team)
+            .map(|t| t.team_id.clone())
+            .ok_or_else(auth::invalid_token)
+    }
+
     /// The agent behind an agent token (`FORBIDDEN` for other kinds of token), with its
     /// team. Messaging operations act *as* an agent, so they start here.
     pub fn acting_agent(&self, caller: &Caller) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {

@@ -159,7 +159,33 @@ async def waiting(base, token_a, token_b):
         }
 
 
-SCENARIOS = {"conversation": conversation, "waiting": waiting}
+async def setup(base, team_key, agent_token):
+    """A lead holding the team key adds a helper and the helper joins with the token it
+    got; an agent token cannot add agents; the prompts teach the etiquette."""
+    async with agent(base, team_key) as lead, agent(base, agent_token) as member:
+        added = await lead.call("register_agent", agent_id="helper", role="Helper",
+                                capabilities=["search"])
+        refused = await member.call("register_agent", agent_id="rogue", role="Rogue",
+                                   capabilities=[])
+        lead_sends = await lead.call("send_message", recipient_agent_ids=["helper"],
+                                     message_type="information", content={"text": "hi"})
+        prompts = (await member.session.list_prompts()).prompts
+        etiquette = await member.session.get_prompt("team_etiquette")
+        focused = await member.session.get_prompt("check_inbox", {"focus": "PR 9"})
+        async with agent(base, added["data"]["token"]) as helper:
+            me = await helper.call("whoami")
+        return {
+            "added": added,
+            "refused": refused,
+            "lead_sends": lead_sends,
+            "prompts": [p.name for p in prompts],
+            "etiquette": etiquette.messages[0].content.text,
+            "focused": focused.messages[0].content.text,
+            "helper": me["data"],
+        }
+
+
+SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup}
 
 
 def main():

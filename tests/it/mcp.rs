@@ -143,6 +143,32 @@ async fn wait_for_messages_is_released_by_a_rest_send_and_bad_calls_are_tool_err
 }
 
 #[tokio::test]
+async fn a_team_key_adds_agents_over_mcp_and_the_prompts_teach_the_etiquette() {
+    let app = TestApp::start().await;
+    let (team, a, _) = team(&app).await;
+    let out = python::run("mcp_agents.py", &["setup", &app.base, &team.key, &a.token]).await;
+    assert_eq!(out["added"]["error"], false, "{out:#}");
+    assert_eq!(out["added"]["data"]["agent"]["agent_id"], "helper");
+    assert_eq!(out["helper"]["agent_id"], "helper");
+    assert_eq!(out["helper"]["team_id"], team.id);
+    assert_eq!(out["refused"]["data"]["error_code"], "FORBIDDEN");
+    // A team key is no agent: it cannot send.
+    assert_eq!(out["lead_sends"]["data"]["error_code"], "FORBIDDEN");
+    assert_eq!(out["prompts"], json!(["team_etiquette", "check_inbox"]));
+    let etiquette = out["etiquette"].as_str().expect("text");
+    assert!(etiquette.contains("requires_response"), "{etiquette}");
+    assert!(out["focused"].as_str().is_some_and(|t| t.contains("PR 9")));
+    // The helper is an ordinary member, visible through REST.
+    let listed = app
+        .get(&format!("/v1/teams/{}/agents?capability=search", team.id))
+        .token(&a.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(listed.body["agents"][0]["agent_id"], "helper");
+}
+
+#[tokio::test]
 async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     let app = TestApp::start().await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -12,6 +12,7 @@
 //! ([`switchboard_types::frames::operation_from_fields`]) and calls
 //! [`Core::dispatch`]: the answer is the REST body, the error the REST error body.
 
+mod prompts;
 mod schema;
 mod tools;
 
@@ -25,8 +26,9 @@ use axum::response::Response;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -102,7 +104,11 @@ fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
 
 impl ServerHandler for McpState {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
                 "switchboard",
                 env!("CARGO_PKG_VERSION"),
@@ -116,6 +122,26 @@ impl ServerHandler for McpState {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(self.tools.to_vec()))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::list()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        prompts::get(&request.name, request.arguments.as_ref())
+            .map(Into::into)
+            .ok_or_else(|| {
+                McpError::invalid_params(format!("no prompt named '{}'", request.name), None)
+            })
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -35,6 +35,8 @@ enum Decode {
     /// A wait for new inbox entries (no REST operation: REST clients poll or hold a
     /// WebSocket).
     Wait,
+    /// REGISTER_AGENT in the caller's own team (a team key's; an agent token is refused).
+    Register,
 }
 
 /// Where a tool's input schema comes from.
@@ -103,7 +105,7 @@ impl Spec {
     }
 }
 
-use Decode::{FindAgents, Frame, Report, Wait};
+use Decode::{FindAgents, Frame, Register, Report, Wait};
 
 const GET: &str = "get";
 const POST: &str = "post";
@@ -289,7 +291,7 @@ static TOOLS: [Spec; 20] = [
 ];
 
 /// Tools kept apart only to keep [`TOOLS`] under the line bound.
-static MORE: [Spec; 2] = [
+static MORE: [Spec; 3] = [
     spec(
         "cancel_task",
         Frame("cancel_task"),
@@ -307,6 +309,16 @@ static MORE: [Spec; 2] = [
          arrives, or empty with timed_out=true after timeout_ms (default 30 s, at most \
          60 s). Pass the answer's next_after_seq back as after_seq to wait for what comes \
          next. Sends progress notifications while it waits if you gave a progress token.",
+    ),
+    spec(
+        "register_agent",
+        Register,
+        (POST, "/v1/teams/{team_id}/agents"),
+    )
+    .about(
+        "Add an agent to your team (agent_id, role, capabilities) and get its token, to \
+         hand to the helper you start. Only with the team key (a lead's connection); an \
+         agent token is refused.",
     ),
 ];
 
@@ -393,6 +405,10 @@ fn operation(
             fields.insert("status".into(), Value::String(status.into()));
             Ok(operation_from_fields("TaskResponse", fields)?)
         }
+        Register => Ok(Operation::RegisterAgent {
+            team_id: core.own_team_id(caller)?,
+            agent: decode_value(Value::Object(fields))?,
+        }),
         FindAgents | Wait => Err(CoreError::internal("decoded elsewhere")),
     }
 }
