@@ -90,3 +90,23 @@ impl Core {
         }
     }
 }
+
+/// An agent's inbox changing, as a stream of wake-ups: what a subscription (MCP's
+/// resource subscriptions) listens to. Dropping it stops listening.
+pub struct InboxChanges(crate::hub::InboxWatch);
+
+impl InboxChanges {
+    /// Resolves at the next commit that adds to the inbox once enabled (`enable` the
+    /// pinned future before acting on the previous change, so none is missed).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.0.notify().notified()
+    }
+}
+
+impl Core {
+    /// Starts listening for commits to the calling agent's inbox.
+    pub fn inbox_changes(&self, caller: &Caller) -> CoreResult<InboxChanges> {
+        let (_, me) = self.acting_agent(caller)?;
+        Ok(InboxChanges(self.hub().watch_inbox(me.pk)))
+    }
+}

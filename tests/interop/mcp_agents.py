@@ -31,11 +31,11 @@ class Agent:
 
 
 @contextlib.asynccontextmanager
-async def agent(base, token):
+async def agent(base, token, message_handler=None):
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
         async with streamable_http_client(base + "/mcp", http_client=http) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=message_handler) as session:
                 init = await session.initialize()
                 yield Agent(session, init)
 
@@ -185,7 +185,68 @@ async def setup(base, team_key, agent_token):
         }
 
 
-SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup}
+async def resources(base, token_a, token_b):
+    """A subscribes to its inbox, then (unsubscribed from it) to a task it gave; B's REST
+    send and B's progress on the task each bring notifications/resources/updated for the
+    subscribed URI only; reading shows the change."""
+    updates = []
+    changed = asyncio.Condition()
+
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/resources/updated":
+            async with changed:
+                updates.append(message.params.uri)
+                changed.notify_all()
+
+    async def until(uri):
+        async with changed:
+            await asyncio.wait_for(changed.wait_for(lambda: uri in updates), 10)
+
+    async with agent(base, token_a, on_message) as a, \
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token_b}"}) as http:
+        listed = (await a.session.list_resources()).resources
+        templates = (await a.session.list_resource_templates()).resource_templates
+        task = await a.call("submit_task", description="Index the docs", target_agent_id="b")
+        task_id = task["data"]["task"]["task_id"]
+        task_uri = f"switchboard://tasks/{task_id}"
+        before = json.loads((await a.session.read_resource("switchboard://inbox")).contents[0].text)
+        await a.session.subscribe_resource("switchboard://inbox")
+        message = {"sender_agent_id": "b", "recipient_agent_ids": ["a"],
+                   "message_type": "information", "content": {"text": "news"}}
+        await http.post(base + "/v1/messages", json=message)
+        await until("switchboard://inbox")
+        after = json.loads((await a.session.read_resource("switchboard://inbox")).contents[0].text)
+        await a.session.unsubscribe_resource("switchboard://inbox")
+        await a.session.subscribe_resource(task_uri)
+        await asyncio.sleep(0.3)
+        async with changed:
+            updates.clear()
+        # Neither a message (unsubscribed) nor anything but this task's change is news.
+        await http.post(base + "/v1/messages", json=message)
+        await http.post(base + f"/v1/tasks/{task_id}/result",
+                        json={"status": "in-progress", "result_data": {"pages": 3}})
+        await until(task_uri)
+        await asyncio.sleep(0.3)
+        task_now = json.loads((await a.session.read_resource(task_uri)).contents[0].text)
+        try:
+            await a.session.read_resource("switchboard://nothing")
+            missing = None
+        except Exception as e:
+            missing = str(e)
+        return {
+            "resources": [r.uri for r in listed],
+            "templates": [t.uri_template for t in templates],
+            "before": before["total_count"],
+            "after": after["total_count"],
+            "task_updates": updates,
+            "task_status": task_now["task"]["status"],
+            "task_id": task_id,
+            "missing": missing,
+        }
+
+
+SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup,
+             "resources": resources}
 
 
 def main():

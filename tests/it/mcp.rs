@@ -169,6 +169,34 @@ async fn a_team_key_adds_agents_over_mcp_and_the_prompts_teach_the_etiquette() {
 }
 
 #[tokio::test]
+async fn subscribed_resources_hear_of_a_rest_send_and_of_their_task() {
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let out = python::run(
+        "mcp_agents.py",
+        &["resources", &app.base, &a.token, &b.token],
+    )
+    .await;
+    assert_eq!(out["resources"], json!(["switchboard://inbox"]));
+    assert_eq!(out["templates"], json!(["switchboard://tasks/{task_id}"]));
+    let before = out["before"].as_i64().expect("count");
+    assert_eq!(out["after"], before + 1, "{out:#}");
+    let task_uri = format!(
+        "switchboard://tasks/{}",
+        out["task_id"].as_str().expect("task id")
+    );
+    // Unsubscribed from the inbox: only the task's update came after (a message did not).
+    assert_eq!(out["task_updates"], json!([task_uri]));
+    assert_eq!(out["task_status"], "in-progress");
+    assert!(
+        out["missing"]
+            .as_str()
+            .is_some_and(|m| m.contains("no resource")),
+        "{out:#}"
+    );
+}
+
+#[tokio::test]
 async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     let app = TestApp::start().await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

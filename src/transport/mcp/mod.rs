@@ -13,6 +13,7 @@
 //! [`Core::dispatch`]: the answer is the REST body, the error the REST error body.
 
 mod prompts;
+mod resources;
 mod schema;
 mod tools;
 
@@ -27,8 +28,10 @@ use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
-    Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -44,6 +47,8 @@ use crate::transport::common::{ApiError, authenticate};
 pub struct McpState {
     core: Core,
     tools: Arc<Vec<Tool>>,
+    /// This session's resource subscriptions (each session gets its own, see [`router`]).
+    subscriptions: Arc<resources::Subscriptions>,
 }
 
 impl McpState {
@@ -51,6 +56,15 @@ impl McpState {
         McpState {
             core,
             tools: Arc::new(tools::list(doc)),
+            subscriptions: Arc::default(),
+        }
+    }
+
+    /// The handler of a new session: shared core and tools, its own subscriptions.
+    fn for_session(&self) -> McpState {
+        McpState {
+            subscriptions: Arc::default(),
+            ..self.clone()
         }
     }
 }
@@ -67,7 +81,7 @@ pub fn router(state: McpState, max_body_bytes: usize) -> Router {
         .disable_allowed_origins()
         .with_max_request_body_bytes(max_body_bytes);
     let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
+        move || Ok(handler.for_session()),
         LocalSessionManager::default().into(),
         config,
     );
@@ -107,6 +121,8 @@ impl ServerHandler for McpState {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
+            .enable_resources()
+            .enable_resources_subscribe()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(
@@ -142,6 +158,59 @@ impl ServerHandler for McpState {
             .ok_or_else(|| {
                 McpError::invalid_params(format!("no prompt named '{}'", request.name), None)
             })
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = caller_of(&context)?;
+        Ok(resources::read(&self.core, &caller, &request.uri)
+            .await?
+            .into())
+    }
+
+    // The subscription model of the handshake revisions (up to 2025-11-25), which the
+    // SDKs' clients speak today.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let caller = caller_of(&context)?;
+        self.subscriptions
+            .subscribe(&self.core, caller, request.uri, context.peer.clone())
+            .await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
