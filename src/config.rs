@@ -43,6 +43,10 @@ pub enum Command {
     /// Set a team up from the shell: create a team (admin token), register agents
     /// (team key).
     Admin(crate::cli::AdminArgs),
+    /// Speak MCP on stdin/stdout for an MCP host that launches commands, carried to a
+    /// running server's /mcp with an agent token (--url and --token, or SWITCHBOARD_URL
+    /// and SWITCHBOARD_TOKEN).
+    Mcp(crate::cli::McpArgs),
 }
 
 /// Settings of `switchboard healthcheck`.

@@ -51,6 +51,7 @@ async fn main() -> ExitCode {
         }
         Command::Agent(args) => switchboard::cli::run_agent(args).await,
         Command::Admin(args) => switchboard::cli::run_admin(args).await,
+        Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
         Command::Serve(args) => {
             switchboard::telemetry::init(args.log_format);
             let server = match Server::start(ServerConfig::from(&args)).await {

@@ -339,6 +339,29 @@ pub async fn run_admin(args: AdminArgs) -> ExitCode {
     finish(admin::admin(args).await)
 }
 
+/// `switchboard mcp`: the MCP stdio bridge, for MCP hosts that launch a command.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The server's URL.
+    #[arg(long, env = "SWITCHBOARD_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// The agent token the host's model acts with.
+    #[arg(long, env = "SWITCHBOARD_TOKEN", hide_env_values = true)]
+    pub token: String,
+}
+
+/// Runs `switchboard mcp`: MCP on stdin/stdout, carried to the server's `/mcp`. Logs
+/// and errors go to stderr (stdout belongs to the protocol).
+pub async fn run_mcp(args: McpArgs) -> ExitCode {
+    match switchboard_client::mcp::bridge_stdio(&args.url, &args.token).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(3)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::inert;

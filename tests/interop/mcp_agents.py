@@ -1,7 +1,7 @@
 """Two agents of one team as an MCP client sees Switchboard: the official Python MCP SDK
 (`mcp`, pinned in requirements.txt) over Streamable HTTP, unmodified.
 
-Usage: mcp_agents.py SCENARIO BASE_URL TOKEN_A TOKEN_B
+Usage: mcp_agents.py SCENARIO BASE_URL TOKEN_A TOKEN_B [SWITCHBOARD_BINARY]
 Prints one JSON object with what the clients saw; exits non-zero when a check fails.
 The Rust test (tests/it/mcp.rs) runs it against a real server and checks the server side.
 """
@@ -14,6 +14,7 @@ import sys
 import httpx2
 import jsonschema
 from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -245,13 +246,53 @@ async def resources(base, token_a, token_b):
         }
 
 
+async def stdio(base, token_a, token_b, binary):
+    """The same client over stdio, launching `switchboard mcp` as a host would (the
+    server's URL and the token in the environment): tools, a conversation, a wait
+    released by a REST send, a refusal, a prompt."""
+    params = StdioServerParameters(command=binary, args=["mcp"],
+                                   env={"SWITCHBOARD_URL": base, "SWITCHBOARD_TOKEN": token_a})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        a = Agent(session, init)
+        tools = [t.name for t in (await session.list_tools()).tools]
+        me = await a.call("whoami")
+        sent = await a.call("send_message", recipient_agent_ids=["b"],
+                            message_type="information", content={"text": "over stdio"})
+        refused = await a.call("send_message", recipient_agent_ids=["nobody"],
+                               message_type="information", content={"text": "x"})
+
+        async def send_later():
+            await asyncio.sleep(0.5)
+            async with httpx2.AsyncClient() as http:
+                await http.post(base + "/v1/messages",
+                                headers={"Authorization": f"Bearer {token_b}"},
+                                json={"sender_agent_id": "b", "recipient_agent_ids": ["a"],
+                                      "message_type": "information",
+                                      "content": {"text": "back over REST"}})
+
+        later = asyncio.create_task(send_later())
+        woken = await a.call("wait_for_messages", timeout_ms=20000)
+        await later
+        prompt = await session.get_prompt("team_etiquette")
+        return {
+            "server": init.server_info.name,
+            "tools": len(tools),
+            "whoami": me["data"],
+            "sent": sent["data"],
+            "refused": refused["data"],
+            "woken": woken["data"],
+            "prompt": prompt.messages[0].content.text[:40],
+        }
+
+
 SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup,
-             "resources": resources}
+             "resources": resources, "stdio": stdio}
 
 
 def main():
-    scenario, base, token_a, token_b = sys.argv[1:5]
-    result = asyncio.run(SCENARIOS[scenario](base, token_a, token_b))
+    scenario, base, token_a, token_b, *more = sys.argv[1:]
+    result = asyncio.run(SCENARIOS[scenario](base, token_a, token_b, *more))
     print(json.dumps(result), flush=True)
 
 

@@ -197,6 +197,37 @@ async fn subscribed_resources_hear_of_a_rest_send_and_of_their_task() {
 }
 
 #[tokio::test]
+async fn the_same_client_over_stdio_through_switchboard_mcp() {
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let binary = env!("CARGO_BIN_EXE_switchboard");
+    let out = python::run(
+        "mcp_agents.py",
+        &["stdio", &app.base, &a.token, &b.token, binary],
+    )
+    .await;
+    assert_eq!(out["server"], "switchboard");
+    assert_eq!(out["whoami"]["agent_id"], "a");
+    assert_eq!(
+        out["sent"]["delivery_status"]["pending_delivery"],
+        json!(["b"])
+    );
+    assert_eq!(out["refused"]["error_code"], "INVALID_RECIPIENT");
+    assert_eq!(
+        out["woken"]["messages"][0]["content"]["text"],
+        "back over REST"
+    );
+    assert!(
+        out["prompt"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("You are"))
+    );
+    // What went through the bridge is an ordinary message.
+    let inbox = app.inbox(&b, "").await.expect_status(200);
+    assert_eq!(inbox.body["messages"][0]["content"]["text"], "over stdio");
+}
+
+#[tokio::test]
 async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     let app = TestApp::start().await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

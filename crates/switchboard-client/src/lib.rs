@@ -38,6 +38,7 @@
 
 mod agent;
 mod http;
+pub mod mcp;
 pub mod rest;
 mod ws;
 
