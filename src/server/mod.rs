@@ -183,7 +183,12 @@ impl Server {
         };
         let stomp = stomp_state(&config, &core, &ws);
         let stomp_addr = start_stomp(&config, &stomp).await?;
-        let app = compose(&core, metrics, (&ws, &stomp), config.max_body_bytes);
+        let app = compose(
+            &core,
+            metrics,
+            (&ws, &stomp),
+            (config.max_body_bytes, config.ws_max_per_agent),
+        );
         let stop = CancellationToken::new();
         let workers = Workers {
             saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
@@ -345,7 +350,7 @@ fn compose(
     core: &Core,
     metrics: MetricsHandle,
     (ws, stomp): (&WsState, &StompState),
-    max_body_bytes: usize,
+    (max_body_bytes, mcp_sessions_per_agent): (usize, usize),
 ) -> Router {
     let (rest, live, stomp_ws) = routes();
     let (rest, mut openapi) = rest
@@ -358,7 +363,11 @@ fn compose(
     for problem in finish_document(&mut openapi) {
         tracing::warn!(%problem, "an OpenAPI limit found no field to describe");
     }
-    let mcp = mcp::router(McpState::new(core.clone(), &openapi), max_body_bytes);
+    let mcp = mcp::router(
+        McpState::new(core.clone(), &openapi),
+        max_body_bytes,
+        mcp_sessions_per_agent,
+    );
     http::app(
         rest.merge(live).merge(stomp_ws).merge(mcp),
         openapi,

@@ -227,12 +227,56 @@ async fn the_same_client_over_stdio_through_switchboard_mcp() {
     assert_eq!(inbox.body["messages"][0]["content"]["text"], "over stdio");
 }
 
+/// An `initialize` of the handshake revisions, as a host sends it first.
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "test", "version": "1"}}})
+}
+
+/// Opens a session for `agent`; its id, or the refusal.
+async fn open_session(app: &TestApp, agent: &Agent) -> Result<String, Value> {
+    let res = app
+        .post("/mcp")
+        .header("Accept", "application/json, text/event-stream")
+        .token(&agent.token)
+        .json(initialize())
+        .send()
+        .await;
+    match res.headers.get("mcp-session-id") {
+        Some(id) if res.status == 200 => Ok(id.to_str().expect("ascii").to_owned()),
+        _ => Err(json!({"status": res.status, "body": res.body})),
+    }
+}
+
+#[tokio::test]
+async fn an_agent_holds_a_bounded_number_of_mcp_sessions() {
+    let app = TestApp::start_with(|c| c.ws_max_per_agent = 2).await;
+    let (_, a, b) = team(&app).await;
+    let first = open_session(&app, &a).await.expect("first session");
+    open_session(&app, &a).await.expect("second session");
+    let refused = open_session(&app, &a)
+        .await
+        .expect_err("a third is refused");
+    assert_eq!(refused["status"], 429, "{refused:#}");
+    assert_eq!(refused["body"]["error_code"], "RATE_LIMITED");
+    assert_eq!(refused["body"]["details"]["max"], 2);
+    // Another agent is not affected; ending a session makes room.
+    open_session(&app, &b).await.expect("b's own session");
+    app.req(reqwest::Method::DELETE, "/mcp")
+        .header("mcp-session-id", &first)
+        .token(&a.token)
+        .send()
+        .await;
+    open_session(&app, &a)
+        .await
+        .expect("room again after DELETE");
+}
+
 #[tokio::test]
 async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     let app = TestApp::start().await;
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "curl", "version": "1"}}});
+    let initialize = initialize();
     for token in [None, Some("sb_agent_0000000000000000_nope")] {
         let mut req = app
             .post("/mcp")

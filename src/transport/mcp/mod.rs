@@ -15,6 +15,7 @@
 mod prompts;
 mod resources;
 mod schema;
+mod sessions;
 mod tools;
 
 use std::sync::Arc;
@@ -74,26 +75,34 @@ impl McpState {
 /// Host and Origin checks (the SDK's DNS-rebinding guard for unauthenticated local
 /// servers) are off: every request here carries a token, and operators put the server
 /// behind names the SDK cannot know.
-pub fn router(state: McpState, max_body_bytes: usize) -> Router {
+///
+/// An agent holds at most `sessions_per_agent` sessions (`--ws-max-per-agent`, as for
+/// live connections); a session idle for 5 minutes ends (the SDK's keep-alive).
+pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize) -> Router {
     let handler = state.clone();
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(max_body_bytes);
-    let service = StreamableHttpService::new(
-        move || Ok(handler.for_session()),
-        LocalSessionManager::default().into(),
-        config,
-    );
+    let manager = Arc::new(LocalSessionManager::default());
+    let limit = Arc::new(sessions::SessionLimit::new(
+        manager.clone(),
+        sessions_per_agent,
+    ));
+    let service = StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(state.core, authenticated))
+        .layer(middleware::from_fn_with_state(
+            (state.core, limit),
+            authenticated,
+        ))
 }
 
-/// Refuses a request without a valid token with the REST error body (401); otherwise
-/// hands the caller to the tools in the request's extensions.
+/// Refuses a request without a valid token with the REST error body (401), and a new
+/// session beyond the agent's bound (429); otherwise hands the caller to the tools in
+/// the request's extensions.
 async fn authenticated(
-    State(core): State<Core>,
+    State((core, limit)): State<(Core, Arc<sessions::SessionLimit>)>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
@@ -103,7 +112,24 @@ async fn authenticated(
         .map(|v| v.to_str().unwrap_or(""));
     let caller = authenticate(&core, header)?.by(Via::Mcp);
     request.extensions_mut().insert(caller);
-    Ok(next.run(request).await)
+    let agent = match caller {
+        Caller::Agent { agent, .. } => Some(agent),
+        _ => None,
+    };
+    // A POST without a session id opens one (an initialize of the handshake revisions).
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens && let Some(agent) = agent {
+        limit.admit(agent).await?;
+    }
+    let response = next.run(request).await;
+    if opens
+        && let (Some(agent), Some(id)) = (agent, response.headers().get("mcp-session-id"))
+        && let Ok(id) = id.to_str()
+    {
+        limit.opened(id, agent);
+    }
+    Ok(response)
 }
 
 /// The caller the bearer check put on this request.
