@@ -13,6 +13,7 @@ mod fanout;
 mod harness;
 mod hot;
 mod live;
+mod mcp;
 mod publish;
 mod scenarios;
 mod slow;

@@ -29,6 +29,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
+    ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {
         Box::pin(crate::slow::slow_readers(o))
