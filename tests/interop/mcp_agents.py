@@ -286,8 +286,26 @@ async def stdio(base, token_a, token_b, binary):
         }
 
 
+async def isolation(base, token_a, token_x, task_of_x):
+    """An agent of one team reaches nothing of another: not its agents, not its tasks,
+    not as a resource."""
+    async with agent(base, token_a) as a:
+        to_x = await a.call("send_message", recipient_agent_ids=["x"],
+                            message_type="information", content={"text": "hello, other team"})
+        task = await a.call("get_task", task_id=task_of_x)
+        found = await a.call("find_agents")
+        try:
+            await a.session.read_resource(f"switchboard://tasks/{task_of_x}")
+            resource = None
+        except Exception as e:
+            resource = str(e)
+        return {"to_x": to_x["data"], "task": task["data"],
+                "found": [x["agent_id"] for x in found["data"]["agents"]],
+                "resource": resource}
+
+
 SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup,
-             "resources": resources, "stdio": stdio}
+             "resources": resources, "stdio": stdio, "isolation": isolation}
 
 
 def main():

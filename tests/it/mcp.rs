@@ -227,6 +227,41 @@ async fn the_same_client_over_stdio_through_switchboard_mcp() {
     assert_eq!(inbox.body["messages"][0]["content"]["text"], "over stdio");
 }
 
+#[tokio::test]
+async fn nothing_of_another_team_is_reachable_over_mcp() {
+    let app = TestApp::start().await;
+    let (_, a, _) = team(&app).await;
+    let other = app.team("other").await;
+    let x = app.agent(&other, "x", &[]).await;
+    // The task's assignee.
+    app.agent(&other, "y", &[]).await;
+    let task = app
+        .post("/v1/tasks")
+        .token(&x.token)
+        .json(json!({"originating_agent_id": "x", "description": "theirs", "target_agent_id": "y"}))
+        .send()
+        .await
+        .expect_status(201);
+    let task_id = task.body["task"]["task_id"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    let out = python::run(
+        "mcp_agents.py",
+        &["isolation", &app.base, &a.token, &x.token, &task_id],
+    )
+    .await;
+    assert_eq!(out["to_x"]["error_code"], "INVALID_RECIPIENT", "{out:#}");
+    assert_eq!(out["task"]["error_code"], "TASK_NOT_FOUND", "{out:#}");
+    assert_eq!(out["found"], json!(["a", "b"]));
+    assert!(
+        out["resource"]
+            .as_str()
+            .is_some_and(|r| r.contains("TASK_NOT_FOUND")),
+        "{out:#}"
+    );
+}
+
 /// An `initialize` of the handshake revisions, as a host sends it first.
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
