@@ -201,7 +201,7 @@ async def resources(base, token_a, token_b):
 
     async def until(uri):
         async with changed:
-            await asyncio.wait_for(changed.wait_for(lambda: uri in updates), 10)
+            await asyncio.wait_for(changed.wait_for(lambda: uri in updates), 30)
 
     async with agent(base, token_a, on_message) as a, \
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token_b}"}) as http:

@@ -1,6 +1,7 @@
 //! Integration tests: the real server on an ephemeral port, real HTTP and WebSocket
 //! clients, a fresh SQLite file per test. One binary, one module per area.
 
+mod inspector;
 mod process;
 mod python;
 mod support;

@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use crate::python;
 use crate::support::{Agent, Team, TestApp};
+use crate::{inspector, python};
 
 /// A team with two agents: `a`, and `b` who can review.
 async fn team(app: &TestApp) -> (Team, Agent, Agent) {
@@ -260,6 +260,30 @@ async fn nothing_of_another_team_is_reachable_over_mcp() {
             .is_some_and(|r| r.contains("TASK_NOT_FOUND")),
         "{out:#}"
     );
+}
+
+#[tokio::test]
+async fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
+    let app = TestApp::start().await;
+    let (_, a, _) = team(&app).await;
+    let url = format!("{}/mcp", app.base);
+    let (code, out, err) =
+        inspector::cli(&url, &a.token, &["--method", "tools/list", "--strict"]).await;
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).expect("JSON");
+    let tools = listed["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|t| t["name"] == "wait_for_messages"));
+    // Portable schemas: nullable fields as anyOf, never a list of types.
+    assert!(!err.contains("`type` is an array"), "{err}");
+    let (code, out, err) = inspector::cli(
+        &url,
+        &a.token,
+        &["--method", "tools/call", "--tool-name", "whoami"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let called: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(called["structuredContent"]["agent_id"], "a", "{out}");
 }
 
 /// An `initialize` of the handshake revisions, as a host sends it first.

@@ -111,7 +111,8 @@ impl Subscriptions {
         peer: Peer<RoleServer>,
     ) -> Result<(), McpError> {
         let named = parse(&uri)?;
-        let mut last = current(core, &caller, &named).await?;
+        // Readable by the caller now, or refused.
+        current(core, &caller, &named).await?;
         let changes = core
             .inbox_changes(&caller)
             .map_err(|e| McpError::invalid_params(e.into_body().error_message, None))?;
@@ -122,17 +123,19 @@ impl Subscriptions {
         let core = core.clone();
         let key = uri.clone();
         let task = tokio::spawn(async move {
+            let mut woken = Box::pin(changes.notified());
+            woken.as_mut().enable();
+            // Read after arming: a change from here on wakes the loop.
+            let mut last = current(&core, &caller, &named).await.ok();
             loop {
-                let woken = changes.notified();
-                tokio::pin!(woken);
+                woken.as_mut().await;
+                // Armed before acting on this change, so a commit meanwhile is not missed.
+                woken = Box::pin(changes.notified());
                 woken.as_mut().enable();
-                woken.await;
                 if let Named::Task(_) = named {
                     // Only a change of this task is news for its subscribers.
-                    let Ok(now) = current(&core, &caller, &named).await else {
-                        continue;
-                    };
-                    if now == last {
+                    let now = current(&core, &caller, &named).await.ok();
+                    if now.is_none() || now == last {
                         continue;
                     }
                     last = now;

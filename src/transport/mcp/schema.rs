@@ -103,9 +103,46 @@ fn object_schema(
         schema["$defs"] = Value::Object(defs);
     }
     rewrite_refs(&mut schema);
+    portable_nullables(&mut schema);
     match schema {
         Value::Object(object) => object,
         _ => JsonObject::new(),
+    }
+}
+
+/// `"type": ["string", "null"]` → `"anyOf": [{"type": "string", …}, {"type": "null"}]`:
+/// the same contract, in the form hosts that map tool schemas onto a one-type dialect
+/// (function declarations of some model providers) accept; the MCP Inspector's
+/// `--strict` check asks for it.
+fn portable_nullables(schema: &mut Value) {
+    match schema {
+        Value::Object(fields) => {
+            for value in fields.values_mut() {
+                portable_nullables(value);
+            }
+            let Some(Value::Array(types)) = fields.get("type") else {
+                return;
+            };
+            let others: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            if others.len() != 1 || others.len() == types.len() {
+                return;
+            }
+            let mut branch = std::mem::take(fields);
+            let mut outer = Map::new();
+            for key in ["description", "default", "example", "examples"] {
+                if let Some(value) = branch.remove(key) {
+                    outer.insert(key.to_owned(), value);
+                }
+            }
+            branch.insert("type".into(), others[0].clone());
+            outer.insert(
+                "anyOf".into(),
+                json!([Value::Object(branch), {"type": "null"}]),
+            );
+            *fields = outer;
+        }
+        Value::Array(items) => items.iter_mut().for_each(portable_nullables),
+        _ => {}
     }
 }
 

@@ -365,7 +365,9 @@ impl Decoder for StompCodec {
             .transpose()?;
         let body_len = match length {
             Some(len) => {
-                if head_len + len + 1 > self.limits.max_frame_bytes {
+                // Checked: a content-length near usize::MAX must not wrap past the limit.
+                let whole = head_len.checked_add(len).and_then(|n| n.checked_add(1));
+                if whole.is_none_or(|n| n > self.limits.max_frame_bytes) {
                     return Err(FrameError::TooLarge {
                         max: self.limits.max_frame_bytes,
                     });

@@ -174,6 +174,16 @@ fn limits_say_which() {
         decode_all(&mut codec, declared),
         Err(FrameError::TooLarge { max: 64 })
     );
+    // Found by the fuzzer: a length that would wrap the sum past the limit.
+    let wrapping = b"SEND\ncontent-length:18446744073709551606\n\nhello\0";
+    let mut roomy = StompCodec::new(Limits {
+        max_header_bytes: 64,
+        ..limits
+    });
+    assert_eq!(
+        decode_all(&mut roomy, wrapping),
+        Err(FrameError::TooLarge { max: 64 })
+    );
     assert_eq!(
         decode_all(&mut codec, b"TELEPORT\n\n\0"),
         Err(FrameError::UnknownCommand("TELEPORT".into()))
