@@ -304,7 +304,54 @@ async def isolation(base, token_a, token_x, task_of_x):
                 "resource": resource}
 
 
-SCENARIOS = {"conversation": conversation, "waiting": waiting, "setup": setup,
+def find_key(value, key):
+    """The first value of `key` anywhere in a JSON value."""
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = find_key(item, key)
+            if found is not None:
+                return found
+    return None
+
+
+async def every_tool(base, token_a, token_b, token_c):
+    """The tools the conversation does not use, each once, as three agents: broadcast,
+    assistance, publish and watch, one message read, and a task asked about, answered,
+    handed off and failed, another cancelled."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b, agent(base, token_c) as c:
+        r = {}
+        r["broadcast"] = await a.call("broadcast", update_type="progress", urgency="info",
+                                      content={"summary": "halfway there"})
+        r["assistance"] = await a.call("request_assistance", assistance_type="review",
+                                       required_capabilities=["review"],
+                                       request_details={"description": "look at PR 10"})
+        r["set_watch"] = await b.call("set_watch", watch=["lint"])
+        r["publish"] = await a.call("publish", cause_by="lint", content={"text": "3 warnings"})
+        inbox = await b.call("get_messages", kinds="broadcast")
+        r["get_message"] = await b.call("get_message",
+                                        message_id=inbox["data"]["messages"][0]["message_id"])
+        task = await a.call("submit_task", description="Fix the build", target_agent_id="b")
+        task_id = task["data"]["task"]["task_id"]
+        r["ask"] = await b.call("ask_clarification", task_id=task_id, question="Which branch?")
+        r["answer"] = await a.call("answer_clarification", task_id=task_id,
+                                   clarification_id=find_key(r["ask"]["data"], "clarification_id"),
+                                   answer="main")
+        r["hand_off"] = await b.call("hand_off", task_id=task_id, new_agent_id="c",
+                                     reason="c owns the build")
+        r["fail"] = await c.call("fail_task", task_id=task_id, result_data={"why": "no access"})
+        other = await a.call("submit_task", description="Not needed after all",
+                             target_agent_id="b")
+        r["cancel"] = await a.call("cancel_task", task_id=other["data"]["task"]["task_id"],
+                                   reason="changed plans")
+        r["list"] = await a.call("list_tasks", role="originated")
+        return r
+
+
+SCENARIOS = {"every_tool": every_tool, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

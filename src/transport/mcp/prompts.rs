@@ -11,7 +11,7 @@ Work like a good colleague:\n\
 partial if more will follow, unable or delegated if you cannot do it); mark what you \
 handled with mark_read.\n\
 3. For a task assigned to you (get_messages with kinds=task, or list_tasks with \
-role=assignee): report_progress while you work, ask_clarification when the request is \
+role=assigned): report_progress while you work, ask_clarification when the request is \
 unclear, complete_task with the result or fail_task saying why; hand_off if another \
 agent fits better.\n\
 4. To get help, find_agents by capability, then send_message or submit_task.\n\

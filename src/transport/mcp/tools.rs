@@ -205,14 +205,18 @@ static TOOLS: [Spec; 20] = [
              target_agents. Returns the potential responders; their answers arrive as \
              responses in your inbox.",
     ),
-    spec("publish", Frame("publish"), (POST, "/v1/publish")).about(
-        "Publish the output of an action (cause_by = the action's name) to your team or to \
+    spec("publish", Frame("publish"), (POST, "/v1/publish"))
+        .caller(&["sender_agent_id"])
+        .about(
+            "Publish the output of an action (cause_by = the action's name) to your team or to \
          the addresses in send_to; agents that watch cause_by see it as news.",
-    ),
-    spec("set_watch", Frame("set_watch"), ("put", "/v1/watch")).about(
-        "Choose which actions' publishes are news for you (watch) and the addresses you \
+        ),
+    spec("set_watch", Frame("set_watch"), ("put", "/v1/watch"))
+        .caller(&["agent_id"])
+        .about(
+            "Choose which actions' publishes are news for you (watch) and the addresses you \
          answer to (addresses); each list replaces the previous one.",
-    ),
+        ),
     spec("submit_task", Frame("TaskRequest"), (POST, "/v1/tasks"))
         .caller(&["originating_agent_id"])
         .about(
@@ -226,7 +230,7 @@ static TOOLS: [Spec; 20] = [
     spec("list_tasks", Frame("list_tasks"), (GET, "/v1/tasks"))
         .reads()
         .about(
-            "Tasks you gave (role=originator) or work on (role=assignee), optionally by status; \
+            "Tasks you gave (role=originated) or work on (role=assigned), optionally by status; \
          page with cursor.",
         ),
     spec(
