@@ -13,6 +13,7 @@ import sys
 
 import httpx2
 import jsonschema
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -351,7 +352,40 @@ async def every_tool(base, token_a, token_b, token_c):
         return r
 
 
-SCENARIOS = {"every_tool": every_tool, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def listening(base, token_a, token_b):
+    """The 2026-07-28 revision's `subscriptions/listen` (the SDK's high-level Client,
+    stateless requests): the inbox and a task, updated by a REST send and by the task's
+    progress; an unknown URI is not honored."""
+    headers = {"Authorization": f"Bearer {token_a}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token_b}"}) as rest:
+        transport = streamable_http_client(base + "/mcp", http_client=http)
+        async with Client(transport, mode="auto") as client:
+            version = client.session.protocol_version
+            task = await client.call_tool("submit_task", {"description": "Tag the release",
+                                                          "target_agent_id": "b"})
+            task_id = task.structured_content["task"]["task_id"]
+            task_uri = f"switchboard://tasks/{task_id}"
+            wanted = ["switchboard://inbox", task_uri, "switchboard://bogus"]
+            seen = []
+            async with client.listen(resource_subscriptions=wanted) as sub:
+                honored = list(sub.honored.resource_subscriptions or [])
+                events = aiter(sub)
+                # The stream reports changes from when it serves, just after the ack.
+                await asyncio.sleep(0.3)
+                await rest.post(base + "/v1/messages", json={
+                    "sender_agent_id": "b", "recipient_agent_ids": ["a"],
+                    "message_type": "information", "content": {"text": "ping"}})
+                while "switchboard://inbox" not in seen:
+                    seen.append((await asyncio.wait_for(anext(events), 30)).uri)
+                await rest.post(base + f"/v1/tasks/{task_id}/result",
+                                json={"status": "success", "result_data": {"tag": "v1"}})
+                while task_uri not in seen:
+                    seen.append((await asyncio.wait_for(anext(events), 30)).uri)
+            return {"version": version, "honored": honored, "seen": seen, "task_uri": task_uri}
+
+
+SCENARIOS = {"every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

@@ -325,6 +325,27 @@ async fn every_other_tool_works_through_mcp() {
     assert_eq!(news.body["total_count"], 1, "{:#}", news.body);
 }
 
+#[tokio::test]
+async fn subscriptions_listen_of_the_2026_revision_hears_the_inbox_and_a_task() {
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let out = python::run(
+        "mcp_agents.py",
+        &["listening", &app.base, &a.token, &b.token],
+    )
+    .await;
+    assert_eq!(out["version"], "2026-07-28");
+    let task_uri = out["task_uri"].as_str().expect("uri");
+    assert_eq!(
+        out["honored"],
+        json!(["switchboard://inbox", task_uri]),
+        "{out:#}"
+    );
+    let seen = out["seen"].as_array().expect("seen");
+    assert!(seen.contains(&json!("switchboard://inbox")), "{out:#}");
+    assert!(seen.contains(&json!(task_uri)), "{out:#}");
+}
+
 /// An `initialize` of the handshake revisions, as a host sends it first.
 fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -31,10 +31,10 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool,
-    UnsubscribeRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use switchboard_types::routing::Via;
@@ -236,6 +236,29 @@ impl ServerHandler for McpState {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): the resource URIs this server serves; no
+    /// list ever changes, so no list-changed notifications.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let asked = requested
+            .resource_subscriptions
+            .as_deref()
+            .unwrap_or_default();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(resources::known(asked))
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let caller = caller_of(context.request_context())?;
+        resources::listen(&self.core, caller, context).await;
         Ok(())
     }
 

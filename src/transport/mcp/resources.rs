@@ -113,45 +113,28 @@ impl Subscriptions {
         let named = parse(&uri)?;
         // Readable by the caller now, or refused.
         current(core, &caller, &named).await?;
-        let changes = core
-            .inbox_changes(&caller)
-            .map_err(|e| McpError::invalid_params(e.into_body().error_message, None))?;
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if map.contains_key(&uri) {
-            return Ok(());
-        }
-        let core = core.clone();
-        let key = uri.clone();
-        let task = tokio::spawn(async move {
-            let mut woken = Box::pin(changes.notified());
-            woken.as_mut().enable();
-            // Read after arming: a change from here on wakes the loop.
-            let mut last = current(&core, &caller, &named).await.ok();
-            loop {
-                woken.as_mut().await;
-                // Armed before acting on this change, so a commit meanwhile is not missed.
-                woken = Box::pin(changes.notified());
-                woken.as_mut().enable();
-                if let Named::Task(_) = named {
-                    // Only a change of this task is news for its subscribers.
-                    let now = current(&core, &caller, &named).await.ok();
-                    if now.is_none() || now == last {
-                        continue;
-                    }
-                    last = now;
-                }
-                if peer
-                    .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
-                        uri.clone(),
-                    ))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
+        let ready = {
+            let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            if map.contains_key(&uri) {
+                return Ok(());
             }
-        });
-        map.insert(key, task.abort_handle());
+            let (armed, ready) = tokio::sync::oneshot::channel();
+            let key = uri.clone();
+            let task = tokio::spawn(follow(
+                core.clone(),
+                caller,
+                vec![uri],
+                Some(armed),
+                async move |uri| {
+                    let update = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+                    peer.notify_resource_updated(update).await.is_ok()
+                },
+            ));
+            map.insert(key, task.abort_handle());
+            ready
+        };
+        // Answered once listening: a change after the answer is never missed.
+        let _ = ready.await;
         Ok(())
     }
 
@@ -159,6 +142,83 @@ impl Subscriptions {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(task) = map.remove(uri) {
             task.abort();
+        }
+    }
+}
+
+/// The URIs of `requested` this server serves (for `subscriptions/listen`).
+pub fn known(requested: &[String]) -> Vec<String> {
+    requested
+        .iter()
+        .filter(|u| parse(u).is_ok())
+        .cloned()
+        .collect()
+}
+
+/// Serves one `subscriptions/listen` stream (the 2026-07-28 revision) until the client
+/// cancels it. The SDK acknowledges the stream before this runs, so a change in the
+/// moment between the two is not reported (the revision promises no replay: a client
+/// reads the resource after the acknowledgment).
+pub async fn listen(core: &Core, caller: Caller, context: rmcp::service::SubscriptionContext) {
+    let uris = context
+        .accepted()
+        .resource_subscriptions
+        .clone()
+        .unwrap_or_default();
+    let sink = context.sink().clone();
+    let sending = follow(core.clone(), caller, uris, None, async move |uri| {
+        sink.notify_resource_updated(uri).await.is_ok()
+    });
+    tokio::select! {
+        () = sending => {}
+        () = context.cancelled() => {}
+    }
+}
+
+/// Tells `send` about each change of `uris` as `caller` sees them, until `send` says the
+/// client is gone: woken by the hub for every commit to the caller's inbox; a task's URI
+/// only when the task itself changed.
+async fn follow(
+    core: Core,
+    caller: Caller,
+    uris: Vec<String>,
+    armed: Option<tokio::sync::oneshot::Sender<()>>,
+    mut send: impl AsyncFnMut(String) -> bool,
+) {
+    let Ok(changes) = core.inbox_changes(&caller) else {
+        return;
+    };
+    let named: Vec<(String, Named)> = uris
+        .into_iter()
+        .filter_map(|uri| parse(&uri).ok().map(|named| (uri, named)))
+        .collect();
+    let mut woken = Box::pin(changes.notified());
+    woken.as_mut().enable();
+    // Read after arming: a change from here on wakes the loop.
+    let mut last = Vec::with_capacity(named.len());
+    for (_, named) in &named {
+        last.push(current(&core, &caller, named).await.ok());
+    }
+    if let Some(armed) = armed {
+        let _ = armed.send(());
+    }
+    loop {
+        woken.as_mut().await;
+        // Armed before acting on this change, so a commit meanwhile is not missed.
+        woken = Box::pin(changes.notified());
+        woken.as_mut().enable();
+        for ((uri, named), last) in named.iter().zip(last.iter_mut()) {
+            if let Named::Task(_) = named {
+                // Only a change of this task is news for its subscribers.
+                let now = current(&core, &caller, named).await.ok();
+                if now.is_none() || now == *last {
+                    continue;
+                }
+                *last = now;
+            }
+            if !send(uri.clone()).await {
+                return;
+            }
         }
     }
 }
