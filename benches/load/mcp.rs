@@ -20,11 +20,15 @@ use crate::scenarios::post;
 const SLICES: u32 = 4;
 const WAITS: usize = 200;
 
+/// The JSON-RPC body of a `tools/call` of the stateless revision.
+fn call_body(tool: &str, arguments: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"bench","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+    )
+}
+
 /// A `tools/call` of the stateless revision, as one request.
 fn tool_call(host: &str, token: &str, tool: &str, arguments: &str) -> Request<Full<Bytes>> {
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"bench","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
-    );
     Request::post("/mcp")
         .header("host", host)
         .header("authorization", format!("Bearer {token}"))
@@ -33,7 +37,7 @@ fn tool_call(host: &str, token: &str, tool: &str, arguments: &str) -> Request<Fu
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(Bytes::from(call_body(tool, arguments))))
         .expect("request")
 }
 
@@ -110,24 +114,24 @@ pub async fn mcp(opts: Opts) -> Vec<Row> {
 
 /// One call answered without a tool error, so the load measures real sends.
 async fn check_tool_call(server: &ServerProcess, agent: &AgentCreds) {
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"bench","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let text = mcp_post(server, agent, "whoami", body.to_owned()).await;
+    let text = mcp_post(server.base(), agent.token.clone(), "whoami", "{}".into()).await;
     assert!(
         text.contains(r#""isError":false"#),
         "a tool call failed: {text}"
     );
 }
 
-async fn mcp_post(server: &ServerProcess, agent: &AgentCreds, tool: &str, body: String) -> String {
+/// One tool call through a client library (not the load generator): its answer's text.
+async fn mcp_post(base: String, token: String, tool: &'static str, arguments: String) -> String {
     reqwest::Client::new()
-        .post(format!("{}/mcp", server.base()))
-        .bearer_auth(&agent.token)
+        .post(format!("{base}/mcp"))
+        .bearer_auth(token)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", tool)
-        .body(body)
+        .body(call_body(tool, &arguments))
         .send()
         .await
         .expect("MCP answers")
@@ -144,29 +148,16 @@ async fn wait_release(server: &ServerProcess, agents: &[AgentCreds]) -> Row {
     let http = reqwest::Client::new();
     let mut release_us = Vec::with_capacity(WAITS);
     for i in 0..WAITS {
-        let cursor = i;
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"wait_for_messages","arguments":{{"after_seq":{cursor},"timeout_ms":10000}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{{"name":"bench","version":"1"}},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
-        );
+        let arguments = format!(r#"{{"after_seq":{i},"timeout_ms":10000}}"#);
         let wait = tokio::spawn({
-            let server_base = server.base();
-            let waiter = waiter.clone();
+            let waiting = mcp_post(
+                server.base(),
+                waiter.token.clone(),
+                "wait_for_messages",
+                arguments,
+            );
             async move {
-                let text = reqwest::Client::new()
-                    .post(format!("{server_base}/mcp"))
-                    .bearer_auth(&waiter.token)
-                    .header("accept", "application/json, text/event-stream")
-                    .header("content-type", "application/json")
-                    .header("mcp-protocol-version", "2026-07-28")
-                    .header("mcp-method", "tools/call")
-                    .header("mcp-name", "wait_for_messages")
-                    .body(body)
-                    .send()
-                    .await
-                    .expect("MCP answers")
-                    .text()
-                    .await
-                    .expect("body");
+                let text = waiting.await;
                 (Instant::now(), text)
             }
         });

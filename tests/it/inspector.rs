@@ -2,13 +2,11 @@
 //! into `target/inspector` so `cargo test` alone works on a fresh machine (`.ci/run`
 //! installs it first).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::OnceLock;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::python::root;
 
 /// The Inspector's command, installed (once per test run) if needed.
 pub fn inspector() -> PathBuf {

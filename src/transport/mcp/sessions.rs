@@ -3,7 +3,7 @@
 //! worker and its buffers until it idles out). Counted against the SDK's own session
 //! table, so sessions that ended by themselves (idle, closed) stop counting at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -30,7 +30,7 @@ impl SessionLimit {
 
     /// Refuses a new session for `agent` when it holds its maximum (`RATE_LIMITED`).
     pub async fn admit(&self, agent: AgentPk) -> Result<(), CoreError> {
-        let live: Vec<String> = {
+        let live: HashSet<String> = {
             let sessions = self.manager.sessions.read().await;
             sessions.keys().map(|id| id.to_string()).collect()
         };
