@@ -212,7 +212,34 @@ async fn the_background_pass_removes_what_is_past_retention() {
     })
     .await;
     assert!(exists(&app, &b, &unread).await, "unread stays");
-    app.stop().await;
+    let mut app = app;
+    app.pause().await;
+    kept_row_counts_match(&app.database()).await;
+}
+
+/// The counters `/metrics` reads for the task, callback and idempotency tables equal a
+/// plain count after the inserts and the retention deletes a test made.
+async fn kept_row_counts_match(database: &std::path::Path) {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(database)
+        .read_only(true)
+        .connect()
+        .await
+        .expect("open");
+    for family in ["tasks", "task_events", "callbacks", "idempotency_keys"] {
+        let kept: i64 = sqlx::query_scalar("SELECT n FROM row_counts WHERE family = ?")
+            .bind(family)
+            .fetch_one(&mut conn)
+            .await
+            .expect("kept count");
+        let sql = format!("SELECT COUNT(*) FROM {family}");
+        let counted: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&mut conn)
+            .await
+            .expect("count");
+        assert_eq!(kept, counted, "{family}");
+    }
 }
 
 /// A team cannot keep more than the server does, and a retention out of range is a
