@@ -7,28 +7,33 @@
 //!
 //! * a background task runs **passive** checkpoints every [`INTERVAL`], on a connection
 //!   of its own: they copy what they can into the database file without blocking anyone;
-//! * the **writer**, between two batches, restarts the WAL once the file has grown past
-//!   half of `--wal-max-bytes` ([`WalWatch::after_batch`]) and the passive checkpoints
-//!   (back to back by then) have left less than [`QUICK_RESTART_FRAMES`] uncopied: a
+//! * the **writer**, between two batches, restarts the log once it holds more than half
+//!   of `--wal-max-bytes` ([`WalWatch::after_batch`]) and the passive checkpoints (back
+//!   to back by then) have left less than [`QUICK_RESTART_FRAMES`] uncopied: a
 //!   `RESTART` checkpoint copies that rest and makes the next commit write from the
-//!   start of the file, which SQLite then cuts back to `journal_size_limit`. (Restarting
-//!   with a large backlog copied it on the writer's thread: p99 of a broadcast went from
-//!   65 ms to 280 ms in the benchmark.) Passive
-//!   checkpoints alone never get there under sustained writes: the WAL restarts only when
-//!   a commit finds it fully copied and unread, and a writer that never pauses never
-//!   finds that (measured before: 2.4 GiB after 30 s of 64 senders). A `RESTART` from
-//!   another connection could not do it either: it needs the writer's lock, which the
-//!   writer holds batch after batch. Between batches the writer holds nothing, so the
-//!   restart only waits for readers still reading old frames (queries of milliseconds);
-//! * when writes stop, the task truncates the WAL to nothing (`TRUNCATE`), so an idle
-//!   server keeps one tidy file.
+//!   start of the file. How full the log is and how much is uncopied are read from the
+//!   wal-index header in the `-shm` file ([`WalIndex`]), exact at that moment, one
+//!   `pread`. (Restarting with a large backlog copied it on the writer's thread: p99 of
+//!   a broadcast went from 65 ms to 280 ms in the benchmark.) Passive checkpoints alone
+//!   never get there under sustained writes: the WAL restarts only when a commit finds
+//!   it fully copied and unread, and a writer that never pauses never finds that
+//!   (measured before: 2.4 GiB after 30 s of 64 senders). A `RESTART` from another
+//!   connection could not do it either: it needs the writer's lock, which the writer
+//!   holds batch after batch. Between batches the writer holds nothing, so the restart
+//!   only waits for readers still reading old frames (queries of milliseconds);
+//! * a restart does **not** cut the file (`journal_size_limit` is the bound): under load
+//!   the log is rewritten in place. Cutting it back on every restart cost the commit
+//!   after it an `ftruncate` of 20–40 ms (measured with `strace` under the STOMP
+//!   benchmark), and the file grew back within a second. Instead the task cuts it when
+//!   the load has **eased** (less than the small limit written in [`EASED`]) and to
+//!   nothing when writes have stopped (`TRUNCATE`), so a quiet server keeps one tidy file.
 //!
-//! What it costs is measured by the benchmark (`send_message`, and `soak` for the WAL
-//! over time); see docs/architecture.md.
+//! What it costs is measured by the benchmark (`send_message`, `stomp`, and `soak` for
+//! the WAL over time); see docs/architecture.md.
 
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::{Row, SqliteConnection};
@@ -42,6 +47,11 @@ const USAGE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// How long writes must have stopped before the WAL is truncated.
 const IDLE: Duration = Duration::from_secs(1);
+
+/// The load has eased when less than the small limit went through the log in this
+/// long: at that pace the file's larger size is not needed, and the one `ftruncate` of
+/// cutting it back holds up few writes.
+const EASED: Duration = Duration::from_secs(5);
 
 /// How long a restart below the bound waits for a lock before it gives up (and is tried
 /// again after the next batch): not at all, since the writer's thread is every write's.
@@ -64,17 +74,16 @@ pub struct WalBound {
     pub database: PathBuf,
     /// The `-wal` file beside it.
     pub file: PathBuf,
+    /// The `-shm` file (the wal-index) beside it.
+    pub index: PathBuf,
     /// `--wal-max-bytes`.
     pub max_bytes: u64,
     /// The connections' usual busy timeout, restored after a restart.
     pub busy_timeout: Duration,
-    /// Frames the last passive checkpoint left uncopied (set by the background task,
-    /// read by the writer).
-    pub backlog: Arc<AtomicI64>,
 }
 
 impl WalBound {
-    /// What SQLite cuts the file back to after a restart (`journal_size_limit`).
+    /// What the file is cut back to once the load eases.
     pub fn small_limit(&self) -> u64 {
         (self.max_bytes / 8).max(64 * 1024)
     }
@@ -84,10 +93,65 @@ impl WalBound {
     }
 }
 
+/// The figures of the wal-index header (<https://sqlite.org/walformat.html>, "The
+/// wal-index header": native byte order; `iChange` at 8, `szPage` at 14, `mxFrame` at
+/// 16, and `nBackfill` at 96 in the checkpoint information after the header's two
+/// copies). The
+/// format is part of SQLite's file format, stable across versions. Read without a lock,
+/// a figure may be a moment old; it only decides when to restart, never what is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalIndex {
+    /// Bumped by every commit (`iChange`). The frame count cannot say whether anything
+    /// was written: a commit that finds the log fully copied starts it again from frame
+    /// 0, so under a light load the count stays the same from commit to commit.
+    pub changes: u32,
+    /// Frames in the log (`mxFrame`).
+    pub frames: u32,
+    /// Frames already copied into the database file (`nBackfill`).
+    pub copied: u32,
+    /// Bytes a frame takes in the log: its page and a 24-byte frame header.
+    pub frame_bytes: u64,
+}
+
+impl WalIndex {
+    /// Reads the header from the open `-shm` file; `None` before SQLite has written it.
+    pub fn read(shm: &File) -> Option<WalIndex> {
+        let mut header = [0u8; 100];
+        shm.read_exact_at(&mut header, 0).ok()?;
+        let u32_at = |at: usize| {
+            u32::from_ne_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+        };
+        let page = match u16::from_ne_bytes([header[14], header[15]]) {
+            0 => return None,
+            // 65,536 does not fit in 16 bits; the format stores it as 1.
+            1 => 65_536,
+            n => u64::from(n),
+        };
+        Some(WalIndex {
+            changes: u32_at(8),
+            frames: u32_at(16),
+            copied: u32_at(96),
+            frame_bytes: page + 24,
+        })
+    }
+
+    /// Bytes of the log in use.
+    pub fn log_bytes(&self) -> u64 {
+        u64::from(self.frames) * self.frame_bytes
+    }
+
+    /// Frames not yet copied into the database file.
+    pub fn backlog(&self) -> u32 {
+        self.frames.saturating_sub(self.copied)
+    }
+}
+
 /// The writer's side of the bound, with its metric handles looked up once (the writer
 /// thread is the one every write waits for).
 pub struct WalWatch {
     bound: WalBound,
+    /// The `-shm` file, opened once it exists.
+    index: Option<File>,
     bytes: metrics::Gauge,
     restarts: metrics::Counter,
 }
@@ -96,26 +160,37 @@ impl WalWatch {
     pub fn new(bound: WalBound) -> WalWatch {
         WalWatch {
             bound,
+            index: None,
             bytes: metrics::gauge!("switchboard_store_wal_bytes"),
             restarts: metrics::counter!("switchboard_store_wal_restarts_total"),
         }
     }
 
-    /// Run by the writer after each batch, with no transaction open: restarts the WAL
-    /// when it has grown past half its bound. Past the bound itself, writes wait until
-    /// the restart succeeds; below it, a restart that readers hold up is left for the
-    /// next batch.
-    pub async fn after_batch(&self, conn: &mut SqliteConnection) {
-        let size = self.bound.size();
-        self.bytes.set(size as f64);
+    fn wal_index(&mut self) -> Option<WalIndex> {
+        if self.index.is_none() {
+            self.index = File::open(&self.bound.index).ok();
+        }
+        WalIndex::read(self.index.as_ref()?)
+    }
+
+    /// Run by the writer after each batch, with no transaction open: restarts the log
+    /// when it holds more than half its bound. Past the bound itself (the file, which
+    /// grows only when the log outgrows it), writes wait until the restart succeeds;
+    /// below it, a restart that readers hold up is left for the next batch.
+    pub async fn after_batch(&mut self, conn: &mut SqliteConnection) {
+        let Some(index) = self.wal_index() else {
+            return;
+        };
         let max = self.bound.max_bytes;
-        if size < max / 2 {
+        if index.log_bytes() < max / 2 {
             return;
         }
+        let size = self.bound.size();
+        self.bytes.set(size as f64);
         let forced = size >= max;
         // Below the bound, restart only once the passive checkpoints have copied nearly
         // everything: the copy would otherwise run here, with every write waiting.
-        if !forced && self.bound.backlog.load(Ordering::Relaxed) > QUICK_RESTART_FRAMES {
+        if !forced && i64::from(index.backlog()) > QUICK_RESTART_FRAMES {
             return;
         }
         let wait = if forced {
@@ -129,10 +204,11 @@ impl WalWatch {
                 Ok(true) => {
                     self.restarts.increment(1);
                     let took = started.elapsed();
+                    let log = index.log_bytes();
                     if took > SLOW_RESTART {
-                        tracing::warn!(bytes = size, ?took, "WAL restart held writes up");
+                        tracing::warn!(bytes = log, ?took, "WAL restart held writes up");
                     } else {
-                        tracing::debug!(bytes = size, ?took, "WAL restarted");
+                        tracing::debug!(bytes = log, ?took, "WAL restarted");
                     }
                     return;
                 }
@@ -175,20 +251,26 @@ async fn restart(
     Ok(busy == 0)
 }
 
-/// The background task: passive checkpoints, and a truncate once writes have stopped.
-/// Runs until `stop` is cancelled.
+/// The background task: passive checkpoints, and cutting the file back once the load
+/// eases or writes stop. Runs until `stop` is cancelled.
 pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: CancellationToken) {
-    let mut last_frames = -1;
+    let mut shm: Option<File> = None;
+    let mut last: Option<WalIndex> = None;
     let mut quiet_since = Instant::now();
     let mut usage_read: Option<Instant> = None;
+    // Bytes that went through the log since `window_from`, summed from the growth of
+    // the frame count between two looks (a restart starts the count again).
+    let mut window_from = Instant::now();
+    let mut written: u64 = 0;
     loop {
         if usage_read.is_none_or(|at| at.elapsed() >= USAGE_INTERVAL) {
             super::usage::publish(&mut conn, &bound.database).await;
             usage_read = Some(Instant::now());
         }
-        // A WAL past half its bound is copied back to back, so the writer's restart
-        // finds little left to copy.
-        let pause = if bound.size() >= bound.max_bytes / 2 {
+        // A log past a quarter of its bound is copied back to back, so the writer's
+        // restart at half finds little left to copy.
+        let busy = last.is_some_and(|l| l.log_bytes() >= bound.max_bytes / 4);
+        let pause = if busy {
             Duration::from_millis(5)
         } else {
             INTERVAL
@@ -197,33 +279,45 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
             () = stop.cancelled() => break,
             () = tokio::time::sleep(pause) => {}
         }
-        let frames = match checkpoint(&mut conn, "PASSIVE").await {
-            Ok((frames, done)) => {
-                bound.backlog.store(frames - done, Ordering::Relaxed);
-                frames
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, "WAL checkpoint failed");
-                continue;
-            }
-        };
-        if frames != last_frames {
-            last_frames = frames;
-            quiet_since = Instant::now();
+        if let Err(err) = checkpoint(&mut conn, "PASSIVE").await {
+            tracing::warn!(error = %err, "WAL checkpoint failed");
             continue;
         }
-        if quiet_since.elapsed() >= IDLE && bound.size() > 0 {
+        if shm.is_none() {
+            shm = File::open(&bound.index).ok();
+        }
+        let Some(now) = shm.as_ref().and_then(WalIndex::read) else {
+            continue;
+        };
+        let grown = match last {
+            Some(l) if now.frames >= l.frames => now.frames - l.frames,
+            _ => now.frames,
+        };
+        written += u64::from(grown) * now.frame_bytes;
+        if last.is_none_or(|l| l.changes != now.changes) {
+            quiet_since = Instant::now();
+        }
+        last = Some(now);
+        let size = bound.size();
+        metrics::gauge!("switchboard_store_wal_bytes").set(size as f64);
+        let idle = quiet_since.elapsed() >= IDLE && size > 0;
+        let window_over = window_from.elapsed() >= EASED;
+        let eased = window_over && written < bound.small_limit() && size > bound.small_limit();
+        if window_over {
+            window_from = Instant::now();
+            written = 0;
+        }
+        if idle || eased {
             let started = Instant::now();
-            match checkpoint(&mut conn, "TRUNCATE").await {
-                Ok(_) => last_frames = 0,
-                Err(err) => tracing::debug!(error = %err, "WAL truncate when idle"),
+            if let Err(err) = checkpoint(&mut conn, "TRUNCATE").await {
+                tracing::debug!(error = %err, "WAL truncate");
             }
             let took = started.elapsed();
             if took > SLOW_RESTART {
-                tracing::warn!(?took, "WAL truncate held writes up");
+                tracing::warn!(?took, eased, "WAL truncate held writes up");
             }
+            metrics::gauge!("switchboard_store_wal_bytes").set(bound.size() as f64);
         }
-        metrics::gauge!("switchboard_store_wal_bytes").set(bound.size() as f64);
     }
 }
 
@@ -242,4 +336,47 @@ async fn checkpoint(
     metrics::gauge!("switchboard_store_wal_frames").set(log as f64);
     metrics::gauge!("switchboard_store_wal_backlog_frames").set((log - done).max(0) as f64);
     Ok((log, done))
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+    use sqlx::{ConnectOptions, Row};
+
+    use super::WalIndex;
+
+    /// The figures read from the `-shm` file are SQLite's own: the frames a checkpoint
+    /// reports in the log, and after a passive checkpoint the frames it copied.
+    #[tokio::test]
+    async fn the_wal_index_header_reads_as_sqlite_reports_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("index.db");
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&db)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .pragma("wal_autocheckpoint", "0")
+            .connect()
+            .await
+            .expect("open");
+        sqlx::raw_sql("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(50000));")
+            .execute(&mut conn)
+            .await
+            .expect("write");
+        let shm = std::fs::File::open(dir.path().join("index.db-shm")).expect("shm");
+        let before = WalIndex::read(&shm).expect("header");
+        assert_eq!(before.frame_bytes, 4096 + 24);
+        assert!(before.frames > 10, "{before:?}");
+        assert_eq!(before.copied, 0);
+        let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut conn)
+            .await
+            .expect("checkpoint");
+        let (log, copied): (i64, i64) = (row.get(1), row.get(2));
+        let after = WalIndex::read(&shm).expect("header");
+        assert_eq!(i64::from(after.frames), log);
+        assert_eq!(i64::from(after.copied), copied);
+        assert_eq!(after.backlog(), 0);
+        assert_eq!(after.log_bytes(), log as u64 * 4120);
+    }
 }

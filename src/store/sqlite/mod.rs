@@ -57,14 +57,17 @@ struct Checkpointer {
 
 /// The WAL bound of a database file.
 fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
-    let mut file = path.as_os_str().to_owned();
-    file.push("-wal");
+    let beside = |suffix: &str| {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        std::path::PathBuf::from(file)
+    };
     WalBound {
         database: path.to_path_buf(),
-        file: file.into(),
+        file: beside("-wal"),
+        index: beside("-shm"),
         max_bytes: opts.wal_max_bytes,
         busy_timeout: opts.busy_timeout,
-        backlog: Default::default(),
     }
 }
 
@@ -85,11 +88,9 @@ fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
         .pragma("temp_store", "memory")
         // Checkpoints are ours (see `checkpoint`), never SQLite's automatic ones.
         .pragma("wal_autocheckpoint", "0")
-        // After a restart, a WAL that grew under load is cut back to this size.
-        .pragma(
-            "journal_size_limit",
-            wal_bound(path, opts).small_limit().to_string(),
-        )
+        // A restart never cuts the file (that `ftruncate` held up the next commit);
+        // the checkpoint task cuts it once the load eases (see `checkpoint`).
+        .pragma("journal_size_limit", opts.wal_max_bytes.to_string())
         // Statements are not logged one by one (that is a hot path); slow ones are.
         .log_statements(log::LevelFilter::Off)
         .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))

@@ -274,7 +274,7 @@ async fn run<S: Staging>(
 ) {
     let mut batch: Vec<Job<S>> = Vec::with_capacity(MAX_BATCH);
     let metrics = BatchMetrics::new();
-    let wal = WalWatch::new(wal);
+    let mut wal = WalWatch::new(wal);
     loop {
         let first = tokio::select! {
             // Jobs already queued win over closing, so nothing accepted is dropped.
