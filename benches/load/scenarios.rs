@@ -28,6 +28,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_replay", |o| Box::pin(crate::live::replay(o))),
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
+    ("send_at_scale", |o| Box::pin(send_at_scale(o))),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
@@ -153,7 +154,7 @@ async fn send_message(opts: Opts) -> Vec<Row> {
 /// combinations; target p99 ≤ 10 ms.
 async fn get_messages(opts: Opts) -> Vec<Row> {
     const AGENTS: usize = 1000;
-    let (server, agents) = seeded_store(&opts, AGENTS, 1_000_000).await;
+    let (server, agents) = seeded_store(&opts, "get_messages", AGENTS, 1_000_000).await;
     let seeded_rss = server.rss_kib();
     let host = server.addr.to_string();
     let filters = [
@@ -204,14 +205,15 @@ async fn get_messages(opts: Opts) -> Vec<Row> {
 /// by an earlier run. Returns the server and the agents' `(id, token)`.
 async fn seeded_store(
     opts: &Opts,
+    name: &str,
     agents: usize,
     messages: u64,
 ) -> (ServerProcess, Arc<Vec<(String, String)>>) {
     // With --data-dir the seeded database and its tokens are kept and reused.
     let kept = opts.data_dir.as_ref().map(|d| {
         (
-            d.join("get_messages.db"),
-            d.join("get_messages.tokens.json"),
+            d.join(format!("{name}.db")),
+            d.join(format!("{name}.tokens.json")),
         )
     });
     let reuse = kept
@@ -269,6 +271,80 @@ fn seed_messages(host: String, agents: Arc<Vec<(String, String)>>) -> MakeReques
         );
         post(&host, "/v1/messages", token, body)
     })
+}
+
+/// Messages stored before `send_at_scale` measures.
+const AT_SCALE: u64 = 10_000_000;
+
+/// SEND_MESSAGE throughput on an empty database and on one holding [`AT_SCALE`] messages
+/// (1,000 agents, seeded through SEND_MESSAGE; keep it with `--data-dir`, seeding takes
+/// minutes), the same agents and requests, in alternating slices against the two servers
+/// running side by side; target: the large one ≥ 80 % of the empty one.
+async fn send_at_scale(opts: Opts) -> Vec<Row> {
+    const AGENTS: usize = 1000;
+    let (large, agents) = seeded_store(&opts, "send_at_scale", AGENTS, AT_SCALE).await;
+    let empty = ServerProcess::start(&[]);
+    let fresh = Setup::new(&empty).team("big", "a", AGENTS, &[]).await.1;
+    let fresh: Vec<(String, String)> = fresh.into_iter().map(|a| (a.id, a.token)).collect();
+    let sends = |server: &ServerProcess, agents: Vec<(String, String)>| -> MakeRequest {
+        let host = server.addr.to_string();
+        Arc::new(move |conn: usize, i: u64| {
+            // Senders 1..=64 (as many as connections) to agent 0, as `send_message` does.
+            let (id, token) = &agents[1 + conn % (agents.len() - 1)];
+            let sink = &agents[0].0;
+            let body = format!(
+                r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
+            );
+            post(&host, "/v1/messages", token, body)
+        })
+    };
+    let on_large = sends(&large, agents.to_vec());
+    let on_empty = sends(&empty, fresh);
+    let slice = opts.duration() / SLICES;
+    let (mut small_total, mut large_total) = (LoadResult::default(), LoadResult::default());
+    for n in 0..SLICES {
+        let warmup = if n == 0 {
+            opts.warmup()
+        } else {
+            std::time::Duration::from_millis(300)
+        };
+        for (server, make, total) in [
+            (&empty, &on_empty, &mut small_total),
+            (&large, &on_large, &mut large_total),
+        ] {
+            let part = http_load(
+                server.addr,
+                opts.connections,
+                warmup,
+                slice,
+                StatusCode::CREATED,
+                make.clone(),
+            )
+            .await;
+            total.merge(part);
+        }
+    }
+    let ratio = 100.0 * large_total.per_second() / small_total.per_second();
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    vec![
+        Row::from_load(
+            "send_at_scale",
+            format!("{} conns, empty database", opts.connections),
+            small_total,
+            empty.rss_kib(),
+            format!("database {:.0} MiB", mib(empty.database_bytes())),
+        ),
+        Row::from_load(
+            "send_at_scale",
+            format!("{} conns, {AT_SCALE} messages stored", opts.connections),
+            large_total,
+            large.rss_kib(),
+            format!(
+                "{ratio:.0}% of the empty database's rate (target ≥ 80%); database {:.0} MiB",
+                mib(large.database_bytes())
+            ),
+        ),
+    ]
 }
 
 /// BROADCAST_UPDATE to a 100-agent team (99 recipients each); target ≥ 2,000/s.
