@@ -33,6 +33,9 @@ pub fn init(format: LogFormat) {
     }
 }
 
+/// How often histogram samples are folded into their buckets.
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Renders the process's metrics. The recorder is process-wide (the `metrics` macros
 /// use a global one), so several servers in one process (tests) share it.
 #[derive(Clone)]
@@ -58,6 +61,22 @@ impl MetricsHandle {
             let handle = recorder.handle();
             if metrics::set_global_recorder(recorder).is_err() {
                 tracing::warn!("a metrics recorder was already installed; /metrics may be empty");
+            }
+            // Histogram samples are kept one by one until a scrape or an upkeep folds
+            // them into their buckets: a server nobody scrapes grew by every request's
+            // samples (about 8 MiB a minute at 5,500 operations/s in the soak). A thread,
+            // not a task: the recorder outlives any one runtime (tests start several).
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(UPKEEP_INTERVAL);
+                        upkeep.run_upkeep();
+                    }
+                });
+            if let Err(err) = spawned {
+                tracing::warn!(error = %err, "metrics upkeep thread did not start");
             }
             handle
         });
