@@ -174,9 +174,11 @@ impl WalWatch {
     }
 
     /// Run by the writer after each batch, with no transaction open: restarts the log
-    /// when it holds more than half its bound. Past the bound itself (the file, which
-    /// grows only when the log outgrows it), writes wait until the restart succeeds;
-    /// below it, a restart that readers hold up is left for the next batch.
+    /// when it holds more than half its bound. Once the log itself holds the bound,
+    /// writes wait until the restart succeeds; below it, a restart that readers hold up
+    /// is left for the next batch. (The log, not the file: a file that once reached the
+    /// bound keeps that size until the load eases, and judged by it every later restart
+    /// would copy its whole backlog with writes waiting.)
     pub async fn after_batch(&mut self, conn: &mut SqliteConnection) {
         let Some(index) = self.wal_index() else {
             return;
@@ -187,7 +189,7 @@ impl WalWatch {
         }
         let size = self.bound.size();
         self.bytes.set(size as f64);
-        let forced = size >= max;
+        let forced = index.log_bytes() >= max;
         // Below the bound, restart only once the passive checkpoints have copied nearly
         // everything: the copy would otherwise run here, with every write waiting.
         if !forced && i64::from(index.backlog()) > QUICK_RESTART_FRAMES {
@@ -213,7 +215,10 @@ impl WalWatch {
                     return;
                 }
                 Ok(false) if forced => {
-                    tracing::warn!(bytes = size, "WAL at its bound; writes wait for readers");
+                    tracing::warn!(
+                        bytes = index.log_bytes(),
+                        "WAL at its bound; writes wait for readers"
+                    );
                 }
                 Ok(false) => return,
                 Err(err) => {
