@@ -12,7 +12,7 @@ use hyper::{Request, StatusCode};
 
 use crate::Opts;
 use crate::harness::{
-    AgentCreds, LoadResult, MakeRequest, Row, ServerProcess, Setup, http_load, quantile_ms,
+    AgentCreds, MakeRequest, Row, ServerProcess, Setup, Side, interleaved, quantile_ms,
 };
 use crate::live::row;
 use crate::scenarios::post;
@@ -65,31 +65,19 @@ pub async fn mcp(opts: Opts) -> Vec<Row> {
         tool_call(&host, &a.token, "send_message", &arguments)
     });
     check_tool_call(&server, &agents[1]).await;
-    let slice = opts.duration() / SLICES;
-    let (mut rest, mut over_mcp) = (LoadResult::default(), LoadResult::default());
-    for n in 0..SLICES {
-        let warmup = if n == 0 {
-            opts.warmup()
-        } else {
-            Duration::from_millis(300)
-        };
-        let sides: [(StatusCode, &MakeRequest, &mut LoadResult); 2] = [
-            (StatusCode::CREATED, &make_rest, &mut rest),
-            (StatusCode::OK, &make_mcp, &mut over_mcp),
-        ];
-        for (expect, make, total) in sides {
-            let part = http_load(
-                server.addr,
-                opts.connections,
-                warmup,
-                slice,
-                expect,
-                make.clone(),
-            )
-            .await;
-            total.merge(part);
-        }
-    }
+    let sides = [
+        Side {
+            addr: server.addr,
+            expect: StatusCode::CREATED,
+            make: make_rest,
+        },
+        Side {
+            addr: server.addr,
+            expect: StatusCode::OK,
+            make: make_mcp,
+        },
+    ];
+    let [rest, over_mcp] = interleaved(&opts, SLICES, &sides).await;
     let ratio = 100.0 * over_mcp.per_second() / rest.per_second();
     let rss = server.rss_kib();
     let mut rows = vec![

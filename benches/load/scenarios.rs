@@ -9,7 +9,9 @@ use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 
 use crate::Opts;
-use crate::harness::{LoadResult, MakeRequest, Row, ServerProcess, Setup, http_count, http_load};
+use crate::harness::{
+    MakeRequest, Row, ServerProcess, Setup, Side, http_count, http_load, interleaved,
+};
 
 type Scenario = fn(Opts) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
 
@@ -77,16 +79,11 @@ async fn healthz(opts: Opts) -> Vec<Row> {
     )]
 }
 
-/// Slices the send_message comparison is measured in (see [`send_message`]).
+/// Slices the send_message comparisons are measured in (see [`interleaved`]).
 const SLICES: u32 = 5;
 
-/// SEND_MESSAGE to one recipient, every 2xx committed; compared with `/healthz`.
-///
-/// The two are measured in alternating slices (healthz, send, healthz, send, …) against
-/// two servers running side by side, and each rate is the sum over its slices. This
-/// machine's speed drifts by ±20% within a minute (shared cores); two back-to-back
-/// ten-second runs compared a fast moment with a slow one, and the ratio swung between
-/// 33% and 50% for the same binary. Interleaving gives both the same moments.
+/// SEND_MESSAGE to one recipient, every 2xx committed; compared with `/healthz`, the two
+/// in alternating slices against two servers running side by side ([`interleaved`]).
 async fn send_message(opts: Opts) -> Vec<Row> {
     let ceiling = ServerProcess::start(&[]);
     let ceiling_host = ceiling.addr.to_string();
@@ -95,46 +92,20 @@ async fn send_message(opts: Opts) -> Vec<Row> {
     let server = ServerProcess::start(&[]);
     let setup = Setup::new(&server);
     let (_, agents) = setup.team("bench", "a", opts.connections + 1, &[]).await;
-    let host = server.addr.to_string();
-    let senders: Vec<(String, String)> = agents[1..]
-        .iter()
-        .map(|a| (a.id.clone(), a.token.clone()))
-        .collect();
-    let sink = agents[0].id.clone();
-    // Bodies are formatted from a template: the generator shares the CPU with the
-    // server, so it must cost as little per request as it does for /healthz.
-    let make_send: MakeRequest = Arc::new(move |conn: usize, i: u64| {
-        let (id, token) = &senders[conn % senders.len()];
-        let body = format!(
-            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
-        );
-        post(&host, "/v1/messages", token, body)
-    });
-    let slice = opts.duration() / SLICES;
-    let mut ceiling_result = LoadResult::default();
-    let mut result = LoadResult::default();
-    for n in 0..SLICES {
-        // The full warm-up before the first slice; after that both servers are warm and
-        // a short one lets the new connections settle.
-        let warmup = if n == 0 {
-            opts.warmup()
-        } else {
-            std::time::Duration::from_millis(300)
-        };
-        let sides: [(_, _, &MakeRequest, &mut LoadResult); 2] = [
-            (
-                ceiling.addr,
-                StatusCode::OK,
-                &make_healthz,
-                &mut ceiling_result,
-            ),
-            (server.addr, StatusCode::CREATED, &make_send, &mut result),
-        ];
-        for (addr, expect, make, total) in sides {
-            let part = http_load(addr, opts.connections, warmup, slice, expect, make.clone()).await;
-            total.merge(part);
-        }
-    }
+    let agents: Vec<(String, String)> = agents.into_iter().map(|a| (a.id, a.token)).collect();
+    let sides = [
+        Side {
+            addr: ceiling.addr,
+            expect: StatusCode::OK,
+            make: make_healthz,
+        },
+        Side {
+            addr: server.addr,
+            expect: StatusCode::CREATED,
+            make: sends_to_first(&server, agents),
+        },
+    ];
+    let [ceiling_result, result] = interleaved(&opts, SLICES, &sides).await;
     let ratio = format!(
         "{:.0}% of /healthz interleaved with it ({:.0} req/s; target ≥ 50%)",
         100.0 * result.per_second() / ceiling_result.per_second(),
@@ -147,6 +118,21 @@ async fn send_message(opts: Opts) -> Vec<Row> {
         server.rss_kib(),
         ratio,
     )]
+}
+
+/// SEND_MESSAGE from agents `1..` (one per connection, in turn) to agent `0`. Bodies are
+/// formatted from a template: the generator shares the CPU with the server, so it must
+/// cost as little per request as it does for /healthz.
+fn sends_to_first(server: &ServerProcess, agents: Vec<(String, String)>) -> MakeRequest {
+    let host = server.addr.to_string();
+    Arc::new(move |conn: usize, i: u64| {
+        let (id, token) = &agents[1 + conn % (agents.len() - 1)];
+        let sink = &agents[0].0;
+        let body = format!(
+            r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
+        );
+        post(&host, "/v1/messages", token, body)
+    })
 }
 
 /// GET_MESSAGES with filters on a large store: 1,000,000 messages across 1,000 agents
@@ -286,44 +272,19 @@ async fn send_at_scale(opts: Opts) -> Vec<Row> {
     let empty = ServerProcess::start(&[]);
     let fresh = Setup::new(&empty).team("big", "a", AGENTS, &[]).await.1;
     let fresh: Vec<(String, String)> = fresh.into_iter().map(|a| (a.id, a.token)).collect();
-    let sends = |server: &ServerProcess, agents: Vec<(String, String)>| -> MakeRequest {
-        let host = server.addr.to_string();
-        Arc::new(move |conn: usize, i: u64| {
-            // Senders 1..=64 (as many as connections) to agent 0, as `send_message` does.
-            let (id, token) = &agents[1 + conn % (agents.len() - 1)];
-            let sink = &agents[0].0;
-            let body = format!(
-                r#"{{"sender_agent_id":"{id}","recipient_agent_ids":["{sink}"],"message_type":"information","content":{{"text":"message {i} from {id}"}}}}"#
-            );
-            post(&host, "/v1/messages", token, body)
-        })
-    };
-    let on_large = sends(&large, agents.to_vec());
-    let on_empty = sends(&empty, fresh);
-    let slice = opts.duration() / SLICES;
-    let (mut small_total, mut large_total) = (LoadResult::default(), LoadResult::default());
-    for n in 0..SLICES {
-        let warmup = if n == 0 {
-            opts.warmup()
-        } else {
-            std::time::Duration::from_millis(300)
-        };
-        for (server, make, total) in [
-            (&empty, &on_empty, &mut small_total),
-            (&large, &on_large, &mut large_total),
-        ] {
-            let part = http_load(
-                server.addr,
-                opts.connections,
-                warmup,
-                slice,
-                StatusCode::CREATED,
-                make.clone(),
-            )
-            .await;
-            total.merge(part);
-        }
-    }
+    let sides = [
+        Side {
+            addr: empty.addr,
+            expect: StatusCode::CREATED,
+            make: sends_to_first(&empty, fresh),
+        },
+        Side {
+            addr: large.addr,
+            expect: StatusCode::CREATED,
+            make: sends_to_first(&large, agents.to_vec()),
+        },
+    ];
+    let [small_total, large_total] = interleaved(&opts, SLICES, &sides).await;
     let ratio = 100.0 * large_total.per_second() / small_total.per_second();
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     vec![

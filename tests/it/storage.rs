@@ -41,7 +41,7 @@ async fn eventually(patience: Duration, check: impl Fn() -> bool) -> bool {
 }
 
 /// Sixteen senders write five times the bound through the log as fast as they can; the
-/// log never grows past the bound. Then one sender keeps writing a little, four times a
+/// log never grows past the bound. Then one sender keeps writing a little, twice a
 /// second (so writes never stop for the idle second): the load has eased, and the file
 /// is cut back to an eighth of the bound while it writes; once writes stop, to nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +91,10 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
             .await
             .expect_status(201);
             trickled.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(250)).await;
+            // Twice a second: each send commits about seven pages, some 60 KB of log a
+            // second in all, well under the eighth of the bound per 5 s that counts as
+            // eased; and often enough that writes never stop for the idle second.
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
     };
     let eased = async {

@@ -326,11 +326,8 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
     }
 }
 
-/// Returns (frames in the WAL, frames checkpointed).
-async fn checkpoint(
-    conn: &mut SqliteConnection,
-    mode: &'static str,
-) -> Result<(i64, i64), sqlx::Error> {
+/// A checkpoint in `mode`; publishes the log's frames and how many are uncopied.
+async fn checkpoint(conn: &mut SqliteConnection, mode: &'static str) -> Result<(), sqlx::Error> {
     let sql = match mode {
         "TRUNCATE" => "PRAGMA wal_checkpoint(TRUNCATE)",
         _ => "PRAGMA wal_checkpoint(PASSIVE)",
@@ -340,7 +337,7 @@ async fn checkpoint(
     let done: i64 = row.try_get(2)?;
     metrics::gauge!("switchboard_store_wal_frames").set(log as f64);
     metrics::gauge!("switchboard_store_wal_backlog_frames").set((log - done).max(0) as f64);
-    Ok((log, done))
+    Ok(())
 }
 
 #[cfg(test)]
