@@ -300,12 +300,21 @@ impl InboxFilter {
     /// Whether the filter keeps every entry (or every unread one): the cases the kept
     /// counters answer.
     pub fn is_everything(&self) -> bool {
+        self.thread_id.is_none() && self.only_read_state_besides_thread()
+    }
+
+    /// Whether the filter is one thread (or its unread part) and nothing else: the case
+    /// the thread index answers on its own.
+    pub fn is_one_thread(&self) -> bool {
+        self.thread_id.is_some() && self.only_read_state_besides_thread()
+    }
+
+    fn only_read_state_besides_thread(&self) -> bool {
         self.message_types.is_none()
             && self.sender_pks.is_none()
             && self.priority.is_none()
             && self.since.is_none()
             && self.kinds.is_none()
-            && self.thread_id.is_none()
             && !self.news_only
             && self.cause_by.is_none()
     }

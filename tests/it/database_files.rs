@@ -150,9 +150,10 @@ async fn legacy_rows(options: &sqlx::sqlite::SqliteConnectOptions) {
     conn.execute(
         r#"
         INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
-                              priority, content, requires_response, recipient_ids, created_at)
+                              priority, content, requires_response, recipient_ids, created_at,
+                              thread_id)
         VALUES (1, 'msg_legacy_1', 1, 'message', 1, 'worker', 'request', 'high',
-                '{"text":"written before the upgrade"}', 1, '["bob"]', 1000000);
+                '{"text":"written before the upgrade"}', 1, '["bob"]', 1000000, 'legacy-thread');
         INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority, created_at)
         VALUES (2, 1, 1, 1, 'message', 'request', 'high', 1000000);
         INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
@@ -188,6 +189,15 @@ async fn legacy_messages_are_served(app: &TestApp) {
         "written before the upgrade"
     );
     assert_eq!(inbox.body["messages"][0]["priority"], "high");
+    // Migration 0014 copied the thread into the entry: the thread is read from the inbox.
+    let thread = app
+        .get("/v1/messages?thread_id=legacy-thread")
+        .token(&token('b'))
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(thread.body["total_count"], 1, "{}", thread.body);
+    assert_eq!(thread.body["messages"][0]["message_id"], "msg_legacy_1");
     let original = app
         .get("/v1/messages/msg_legacy_1")
         .token(&token('a'))

@@ -1,4 +1,4 @@
-//! A large inbox (past the 10,000-entry windows of filtered pages and counts) read
+//! A large inbox (past the 2,000-entry windows of filtered pages and counts) read
 //! through GET_MESSAGES, compared with a straightforward query on the same database:
 //! following `next_cursor` yields exactly the entries the query finds, in its order, for
 //! every filter and sort order; exact counts equal the query's, and counts marked
@@ -10,11 +10,11 @@ use switchboard_types::time::Timestamp;
 
 use crate::support::{Agent, TestApp};
 
-const ENTRIES: usize = 12_000;
+const ENTRIES: usize = 5_000;
 
 /// Sends [`ENTRIES`] messages to `h` from `a`, `b` and `c` (types, priorities and
-/// threads rotating, some broadcasts), marks every third read; returns a timestamp taken
-/// halfway.
+/// threads rotating, some broadcasts, half of them in one long thread larger than the
+/// count window), marks every third read; returns a timestamp taken halfway.
 async fn seed(app: &TestApp, senders: &[Agent; 3], h: &Agent) -> String {
     let types = ["information", "request", "response", "coordination"];
     let priorities = ["low", "normal", "high", "urgent"];
@@ -38,6 +38,8 @@ async fn seed(app: &TestApp, senders: &[Agent; 3], h: &Agent) -> String {
                 "priority": priorities[(i / 4) % 4]});
             if i % 10 == 0 {
                 body["thread_id"] = json!(format!("t-{}", (i / 10) % 40));
+            } else if i % 2 == 1 {
+                body["thread_id"] = json!("t-long");
             }
             futures_util::future::Either::Right(app.send_with(from, body))
         });
@@ -130,6 +132,15 @@ async fn a_large_inbox_pages_and_counts_like_a_straightforward_query() {
         ("&senders=a,c".into(), "s.agent_id IN ('a', 'c')".into()),
         ("&kinds=broadcast".into(), "i.kind = 'broadcast'".into()),
         ("&thread_id=t-3".into(), "m.thread_id = 't-3'".into()),
+        (
+            "&thread_id=t-3&unread_only=true".into(),
+            "m.thread_id = 't-3' AND i.read_at IS NULL".into(),
+        ),
+        ("&thread_id=t-long".into(), "m.thread_id = 't-long'".into()),
+        (
+            "&thread_id=t-long&message_types=request".into(),
+            "m.thread_id = 't-long' AND i.message_type = 'request'".into(),
+        ),
         (format!("&since_timestamp={halfway}"), since_condition),
     ];
     let db = app.database();
@@ -143,6 +154,13 @@ async fn a_large_inbox_pages_and_counts_like_a_straightforward_query() {
             check_counts(&first, &expected, &query);
         }
     }
+    // A thread is counted from its index: exactly while it fits the count window, and
+    // over its newest 2,000 entries past it.
+    let short = app.inbox(&h, "?thread_id=t-3").await.expect_status(200);
+    assert_eq!(short.body["counts_exact"], true);
+    let long = app.inbox(&h, "?thread_id=t-long").await.expect_status(200);
+    assert_eq!(long.body["counts_exact"], false);
+    assert_eq!(long.body["total_count"], 2000);
     app.stop().await;
 }
 

@@ -14,7 +14,7 @@ use crate::store::records::{
     InboxSlice, ResponseLatency,
 };
 
-/// Appends the filter's conditions (on `inbox i`, and `messages m` for the thread).
+/// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
     fn push_in<T: ToString>(q: &mut QueryBuilder<Sqlite>, column: &str, values: &[T]) {
@@ -60,7 +60,7 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
         q.push(" AND i.created_at > ").push_bind(since.micros());
     }
     if let Some(thread) = &f.thread_id {
-        q.push(" AND m.thread_id = ").push_bind(thread.clone());
+        q.push(" AND i.thread_id = ").push_bind(thread.clone());
     }
     if f.news_only {
         q.push(" AND i.news = 1");
@@ -83,19 +83,38 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
 /// Most entries a filtered count looks at: past it, counting would cost as much as the
 /// inbox is large, so the newest this many are counted and the answer says it is a
 /// lower bound.
-pub const COUNT_WINDOW: i64 = 10_000;
+pub const COUNT_WINDOW: i64 = 2_000;
 
 /// How many entries match (ignoring paging) and how many of those are unread.
 ///
 /// The whole inbox, or only its unread part, is counted by the counters the triggers
-/// keep (one row); a thread, from the thread's messages. Any other filter is counted
-/// over the inbox if it holds at most [`COUNT_WINDOW`] entries, else over its newest
-/// [`COUNT_WINDOW`] (`exact: false`).
+/// keep (one row). A thread is counted from the thread index (no table row is read):
+/// exactly if it holds fewer than [`COUNT_WINDOW`] entries, else its newest
+/// [`COUNT_WINDOW`] (`exact: false`). Any other filter is counted over the inbox if it
+/// holds at most [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`]
+/// sequence numbers (`exact: false`).
 pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     ex: E,
     agent: AgentPk,
     f: &InboxFilter,
 ) -> Result<InboxCounts, StoreError> {
+    if f.is_one_thread() {
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
+             (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
+        );
+        push_filter(&mut q, agent, f);
+        q.push(" ORDER BY i.seq DESC LIMIT ")
+            .push_bind(COUNT_WINDOW)
+            .push(") i");
+        let row = q.build().fetch_one(ex).await?;
+        let total: i64 = row.try_get(0)?;
+        return Ok(InboxCounts {
+            total,
+            unread: row.try_get(1)?,
+            exact: total < COUNT_WINDOW,
+        });
+    }
     let kept = sqlx::query("SELECT total, unread FROM inbox_counts WHERE agent_pk = ?")
         .bind(agent.0)
         .fetch_optional(ex)
@@ -111,15 +130,11 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
             exact: true,
         });
     }
-    let mut q = QueryBuilder::<Sqlite>::new("SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0)");
-    q.push(if f.thread_id.is_some() {
-        " FROM messages m CROSS JOIN inbox i ON i.message_pk = m.pk"
-    } else {
-        " FROM inbox i"
-    });
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
+    );
     push_filter(&mut q, agent, f);
-    // A thread is counted from its own messages: exact at the thread's size.
-    let exact = total <= COUNT_WINDOW || f.thread_id.is_some();
+    let exact = total <= COUNT_WINDOW;
     if !exact {
         q.push(" AND i.seq > (SELECT MAX(seq) FROM inbox WHERE agent_pk = ")
             .push_bind(agent.0)
@@ -135,10 +150,10 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
 }
 
 /// Most sequence numbers one page of a filtered inbox walks. A filter other than
-/// `unread_only` (which has its index) or a thread (read from its messages) is checked
+/// `unread_only` (which has its index) or one thread (which has its own) is checked
 /// entry by entry; past this window the page ends early with a cursor to go on from,
 /// so every page costs the same however large the inbox and however rare the match.
-pub const PAGE_WINDOW: i64 = 10_000;
+pub const PAGE_WINDOW: i64 = 2_000;
 
 /// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
 pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
@@ -152,7 +167,7 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
         after,
         limit,
     } = page;
-    let windowed = !f.is_everything() && f.thread_id.is_none();
+    let windowed = !f.is_everything() && !f.is_one_thread();
     let window = if windowed {
         Some(page_window(ex, agent, order, after).await?)
     } else {
@@ -161,9 +176,9 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     let mut q = QueryBuilder::<Sqlite>::new(format!(
         "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news"
     ));
-    q.push(if f.thread_id.is_some() {
-        // The thread's messages first, then this agent's entry for each.
-        " FROM messages m CROSS JOIN inbox i ON i.message_pk = m.pk"
+    q.push(if f.is_one_thread() {
+        // The index holds the entry's columns a page returns, in page order.
+        " FROM inbox i INDEXED BY inbox_by_thread JOIN messages m ON m.pk = i.message_pk"
     } else if f.unread_only && !windowed {
         " FROM inbox i INDEXED BY inbox_unread JOIN messages m ON m.pk = i.message_pk"
     } else {

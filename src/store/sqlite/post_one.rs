@@ -20,10 +20,10 @@ const POST_MESSAGE: &str = "SAVEPOINT post;
 
 const POST_INBOX: &str = "
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
-                       created_at, cause_by, news)
+                       created_at, cause_by, thread_id, news)
     SELECT r.value,
            COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = r.value), 0) + 1,
-           (SELECT pk FROM messages WHERE message_id = ?), ?, ?, ?, ?, ?, ?,
+           (SELECT pk FROM messages WHERE message_id = ?), ?, ?, ?, ?, ?, ?, ?,
            r.value NOT IN (SELECT q.value FROM json_each(?) q)
     FROM json_each(?) r
     RETURNING agent_pk, seq;";
@@ -127,6 +127,7 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
             .bind(m.priority.as_str())
             .bind(at)
             .bind(publish.map(|p| p.cause_by.clone()))
+            .bind(&m.thread_id)
             .bind(to_json(quiet)?)
             .bind(to_json(&p.deliver_to)?);
     }

@@ -258,9 +258,9 @@ const FLUSH_POSTS: &str = "
            j.value->>17, j.value->>18, j.value->>19, j.value->>20, j.value->>21
     FROM jsonb_each(?) j;
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
-                       created_at, news, cause_by)
+                       created_at, news, cause_by, thread_id)
     SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority,
-           m.created_at, COALESCE(e.value->>2, 1), m.cause_by
+           m.created_at, COALESCE(e.value->>2, 1), m.cause_by, m.thread_id
     FROM jsonb_each(?) j CROSS JOIN messages m CROSS JOIN jsonb_each(j.value, '$[1]') e
     WHERE m.pk = j.value->>0;
     INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
