@@ -28,6 +28,8 @@ const QUERIES: &[&str] = &[
     "limit=50&kinds=broadcast",
     "limit=50&thread_id=t-7",
     "limit=50&since_timestamp={since}",
+    "limit=50&news_only=true",
+    "limit=50&cause_by=review*",
 ];
 
 pub async fn hot_inbox(opts: Opts) -> Vec<Row> {
