@@ -162,6 +162,11 @@ impl SqliteStore {
             .max_connections(4)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(5))
+            // No ping on acquire: a SQLite connection is a handle in this process, not a
+            // socket that can go away, and the ping is a round trip to the connection's
+            // thread. Under load each round trip is two thread switches; a GET_MESSAGES
+            // acquired twice, so half its hand-offs were pings.
+            .test_before_acquire(false)
             .connect_with(
                 options
                     .clone()
