@@ -52,13 +52,12 @@ impl Core {
             cause_by: query.cause_by,
         };
         let store = self.store();
-        let counts = store.count_inbox(me.pk, &filter).await?;
         let page = InboxPageSpec {
             order,
             after,
             limit: limit + 1,
         };
-        let slice = store.list_inbox(me.pk, &filter, page).await?;
+        let (counts, slice) = store.read_inbox(me.pk, &filter, page).await?;
         let mut items = slice.items;
         let next_cursor = if items.len() as i64 > limit {
             items.truncate(limit as usize);

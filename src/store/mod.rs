@@ -133,8 +133,9 @@ impl Store {
         /// Recipients that marked the message read, in the order they did.
         fn read_by(&self, message: MessagePk) -> Vec<AgentPk>;
         fn responses_to(&self, message: MessagePk) -> Vec<ResponseRow>;
-        /// How many entries match (ignoring paging) and how many of those are unread.
-        fn count_inbox(&self, agent: AgentPk, filter: &InboxFilter) -> InboxCounts;
+        /// How many entries match (ignoring paging), how many of those are unread, and
+        /// one page of them: a GET_MESSAGES.
+        fn read_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> (InboxCounts, InboxSlice);
         /// One page of the agent's inbox; a filtered page may end early at its window.
         fn list_inbox(&self, agent: AgentPk, filter: &InboxFilter, page: InboxPageSpec) -> InboxSlice;
         fn mark_read(&self, agent: AgentPk, message_ids: Vec<String>, now: Timestamp) -> MarkOutcome;

@@ -91,12 +91,14 @@ impl SqliteStore {
         messages::responses_to(&self.read, message).await
     }
 
-    pub async fn count_inbox(
+    pub async fn read_inbox(
         &self,
         agent: AgentPk,
         filter: &InboxFilter,
-    ) -> Result<InboxCounts, StoreError> {
-        inbox::count_inbox(&self.read, agent, filter).await
+        page: InboxPageSpec,
+    ) -> Result<(InboxCounts, InboxSlice), StoreError> {
+        let mut conn = self.read.acquire().await?;
+        inbox::read_inbox(&mut conn, agent, filter, page).await
     }
 
     pub async fn list_inbox(
@@ -105,7 +107,8 @@ impl SqliteStore {
         filter: &InboxFilter,
         page: InboxPageSpec,
     ) -> Result<InboxSlice, StoreError> {
-        inbox::list_inbox(&self.read, agent, filter, page).await
+        let mut conn = self.read.acquire().await?;
+        inbox::list_inbox(&mut conn, agent, filter, page).await
     }
 
     pub async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {

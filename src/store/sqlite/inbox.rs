@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteExecutor};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::messages::SortOrder;
 use switchboard_types::time::Timestamp;
@@ -85,7 +85,18 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
 /// lower bound.
 pub const COUNT_WINDOW: i64 = 2_000;
 
-/// How many entries match (ignoring paging) and how many of those are unread.
+/// Most sequence numbers one page of a filtered inbox walks. A filter other than
+/// `unread_only` (which has its index) or one thread (which has its own) is checked
+/// entry by entry; past this window the page ends early with a cursor to go on from,
+/// so every page costs the same however large the inbox and however rare the match.
+pub const PAGE_WINDOW: i64 = 2_000;
+
+/// A GET_MESSAGES: how many entries match and one page of them, on one connection.
+///
+/// One connection, not one per statement: the pool pings a connection on its way back
+/// (a round trip to its thread) and spawns a task to do it, so each statement on the
+/// pool cost two more thread switches than the statement itself; under a writer and 8
+/// readers those switches were what kept the slower filters above 10 ms at p99.
 ///
 /// The whole inbox, or only its unread part, is counted by the counters the triggers
 /// keep (one row). A thread is counted from the thread index (no table row is read):
@@ -93,55 +104,142 @@ pub const COUNT_WINDOW: i64 = 2_000;
 /// [`COUNT_WINDOW`] (`exact: false`). Any other filter is counted over the inbox if it
 /// holds at most [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`]
 /// sequence numbers (`exact: false`).
-pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
-    ex: E,
+pub(super) async fn read_inbox(
+    conn: &mut SqliteConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+) -> Result<(InboxCounts, InboxSlice), StoreError> {
+    if f.is_one_thread() {
+        let counts = count_thread(conn, agent, f).await?;
+        let slice = page_of(conn, agent, f, page, None).await?;
+        return Ok((counts, slice));
+    }
+    if f.is_everything() {
+        let ends = ends(conn, agent, false).await?;
+        let counts = InboxCounts {
+            total: if f.unread_only {
+                ends.unread
+            } else {
+                ends.total
+            },
+            unread: ends.unread,
+            exact: true,
+        };
+        let slice = page_of(conn, agent, f, page, None).await?;
+        return Ok((counts, slice));
+    }
+    let ends = ends(conn, agent, true).await?;
+    let counts = count_filtered(conn, agent, f, &ends).await?;
+    let window = Window::of(&ends, page.order, page.after);
+    let slice = page_of(conn, agent, f, page, Some(window)).await?;
+    Ok((counts, slice))
+}
+
+/// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
+pub(super) async fn list_inbox(
+    conn: &mut SqliteConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+) -> Result<InboxSlice, StoreError> {
+    let window = if f.is_everything() || f.is_one_thread() {
+        None
+    } else {
+        let ends = ends(conn, agent, true).await?;
+        Some(Window::of(&ends, page.order, page.after))
+    };
+    page_of(conn, agent, f, page, window).await
+}
+
+/// What the counters say about an inbox and, when asked, its oldest and newest
+/// sequence numbers: one statement.
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    total: i64,
+    unread: i64,
+    oldest: i64,
+    newest: i64,
+}
+
+async fn ends(
+    conn: &mut SqliteConnection,
+    agent: AgentPk,
+    with_seqs: bool,
+) -> Result<Ends, StoreError> {
+    // Scalar subqueries, one row whatever exists. MIN and MAX apart: SQLite finds a lone
+    // MIN or MAX at the end of the index, but walks every entry for both in one SELECT.
+    let sql = if with_seqs {
+        "SELECT (SELECT total FROM inbox_counts WHERE agent_pk = ?1),
+                (SELECT unread FROM inbox_counts WHERE agent_pk = ?1),
+                (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
+                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)"
+    } else {
+        "SELECT total, unread, 0, 0 FROM inbox_counts WHERE agent_pk = ?1"
+    };
+    let row = sqlx::query(sql)
+        .bind(agent.0)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
+        return Ok(Ends {
+            total: 0,
+            unread: 0,
+            oldest: 0,
+            newest: 0,
+        });
+    };
+    Ok(Ends {
+        total: row.try_get::<Option<i64>, _>(0)?.unwrap_or(0),
+        unread: row.try_get::<Option<i64>, _>(1)?.unwrap_or(0),
+        oldest: row.try_get::<Option<i64>, _>(2)?.unwrap_or(0),
+        newest: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+    })
+}
+
+/// One thread (or its unread part), counted from the thread index.
+async fn count_thread(
+    conn: &mut SqliteConnection,
     agent: AgentPk,
     f: &InboxFilter,
 ) -> Result<InboxCounts, StoreError> {
-    if f.is_one_thread() {
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
-             (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
-        );
-        push_filter(&mut q, agent, f);
-        q.push(" ORDER BY i.seq DESC LIMIT ")
-            .push_bind(COUNT_WINDOW)
-            .push(") i");
-        let row = q.build().fetch_one(ex).await?;
-        let total: i64 = row.try_get(0)?;
-        return Ok(InboxCounts {
-            total,
-            unread: row.try_get(1)?,
-            exact: total < COUNT_WINDOW,
-        });
-    }
-    let kept = sqlx::query("SELECT total, unread FROM inbox_counts WHERE agent_pk = ?")
-        .bind(agent.0)
-        .fetch_optional(ex)
-        .await?;
-    let (total, unread): (i64, i64) = match &kept {
-        Some(row) => (row.try_get(0)?, row.try_get(1)?),
-        None => (0, 0),
-    };
-    if f.is_everything() {
-        return Ok(InboxCounts {
-            total: if f.unread_only { unread } else { total },
-            unread,
-            exact: true,
-        });
-    }
+    let mut q = QueryBuilder::<Sqlite>::new(
+        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
+         (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
+    );
+    push_filter(&mut q, agent, f);
+    q.push(" ORDER BY i.seq DESC LIMIT ")
+        .push_bind(COUNT_WINDOW)
+        .push(") i");
+    let row = q.build().fetch_one(&mut *conn).await?;
+    let total: i64 = row.try_get(0)?;
+    Ok(InboxCounts {
+        total,
+        unread: row.try_get(1)?,
+        exact: total < COUNT_WINDOW,
+    })
+}
+
+/// Any other filter: over the whole inbox while it is small, else over its newest
+/// [`COUNT_WINDOW`] sequence numbers.
+async fn count_filtered(
+    conn: &mut SqliteConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    ends: &Ends,
+) -> Result<InboxCounts, StoreError> {
     let mut q = QueryBuilder::<Sqlite>::new(
         "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
     );
     push_filter(&mut q, agent, f);
-    let exact = total <= COUNT_WINDOW;
+    let exact = ends.total <= COUNT_WINDOW;
     if !exact {
-        q.push(" AND i.seq > (SELECT MAX(seq) FROM inbox WHERE agent_pk = ")
-            .push_bind(agent.0)
-            .push(") - ")
-            .push_bind(COUNT_WINDOW);
+        q.push(" AND i.seq BETWEEN ")
+            .push_bind(ends.newest - COUNT_WINDOW + 1)
+            .push(" AND ")
+            .push_bind(ends.newest);
     }
-    let row = q.build().fetch_one(ex).await?;
+    let row = q.build().fetch_one(&mut *conn).await?;
     Ok(InboxCounts {
         total: row.try_get(0)?,
         unread: row.try_get(1)?,
@@ -149,37 +247,26 @@ pub(super) async fn count_inbox<'e, E: SqliteExecutor<'e> + Copy>(
     })
 }
 
-/// Most sequence numbers one page of a filtered inbox walks. A filter other than
-/// `unread_only` (which has its index) or one thread (which has its own) is checked
-/// entry by entry; past this window the page ends early with a cursor to go on from,
-/// so every page costs the same however large the inbox and however rare the match.
-pub const PAGE_WINDOW: i64 = 2_000;
-
-/// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
-pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
-    ex: E,
+/// The page itself, within `window` when the filter is checked entry by entry.
+async fn page_of(
+    conn: &mut SqliteConnection,
     agent: AgentPk,
     f: &InboxFilter,
     page: InboxPageSpec,
+    window: Option<Window>,
 ) -> Result<InboxSlice, StoreError> {
     let InboxPageSpec {
         order,
         after,
         limit,
     } = page;
-    let windowed = !f.is_everything() && !f.is_one_thread();
-    let window = if windowed {
-        Some(page_window(ex, agent, order, after).await?)
-    } else {
-        None
-    };
     let mut q = QueryBuilder::<Sqlite>::new(format!(
         "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news"
     ));
     q.push(if f.is_one_thread() {
         // The index holds the entry's columns a page returns, in page order.
         " FROM inbox i INDEXED BY inbox_by_thread JOIN messages m ON m.pk = i.message_pk"
-    } else if f.unread_only && !windowed {
+    } else if f.unread_only && window.is_none() {
         " FROM inbox i INDEXED BY inbox_unread JOIN messages m ON m.pk = i.message_pk"
     } else {
         " FROM inbox i JOIN messages m ON m.pk = i.message_pk"
@@ -205,7 +292,7 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
         SortOrder::OldestFirst => " ORDER BY i.seq ASC",
     });
     q.push(" LIMIT ").push_bind(limit);
-    let rows = q.build().fetch_all(ex).await?;
+    let rows = q.build().fetch_all(&mut *conn).await?;
     let items = rows
         .iter()
         .map(|row| {
@@ -221,10 +308,9 @@ pub(super) async fn list_inbox<'e, E: SqliteExecutor<'e> + Copy>(
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    let resume_after = window.and_then(|w| w.resume_after);
     Ok(InboxSlice {
         items,
-        resume_after,
+        resume_after: window.and_then(|w| w.resume_after),
     })
 }
 
@@ -237,43 +323,30 @@ struct Window {
     resume_after: Option<i64>,
 }
 
-async fn page_window<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    agent: AgentPk,
-    order: SortOrder,
-    after: Option<i64>,
-) -> Result<Window, StoreError> {
-    // Two subqueries: SQLite finds a lone MIN or MAX at the end of the index, but walks
-    // every entry for both in one SELECT.
-    let row = sqlx::query(
-        "SELECT (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
-                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)",
-    )
-    .bind(agent.0)
-    .fetch_one(ex)
-    .await?;
-    let oldest: i64 = row.try_get::<Option<i64>, _>(0)?.unwrap_or(0);
-    let newest: i64 = row.try_get::<Option<i64>, _>(1)?.unwrap_or(0);
-    Ok(match order {
-        SortOrder::NewestFirst => {
-            let high = after.map_or(newest, |a| a.saturating_sub(1).min(newest));
-            let low = high.saturating_sub(PAGE_WINDOW - 1);
-            Window {
-                low,
-                high,
-                resume_after: (low > oldest).then_some(low),
+impl Window {
+    fn of(ends: &Ends, order: SortOrder, after: Option<i64>) -> Window {
+        let Ends { oldest, newest, .. } = *ends;
+        match order {
+            SortOrder::NewestFirst => {
+                let high = after.map_or(newest, |a| a.saturating_sub(1).min(newest));
+                let low = high.saturating_sub(PAGE_WINDOW - 1);
+                Window {
+                    low,
+                    high,
+                    resume_after: (low > oldest).then_some(low),
+                }
+            }
+            SortOrder::OldestFirst => {
+                let low = after.map_or(oldest, |a| a.saturating_add(1).max(oldest));
+                let high = low.saturating_add(PAGE_WINDOW - 1);
+                Window {
+                    low,
+                    high,
+                    resume_after: (high < newest).then_some(high),
+                }
             }
         }
-        SortOrder::OldestFirst => {
-            let low = after.map_or(oldest, |a| a.saturating_add(1).max(oldest));
-            let high = low.saturating_add(PAGE_WINDOW - 1);
-            Window {
-                low,
-                high,
-                resume_after: (high < newest).then_some(high),
-            }
-        }
-    })
+    }
 }
 
 /// Sent, received and unread counts of every agent of a team, by agent pk.
