@@ -13,7 +13,7 @@ use crate::support::{Agent, TestApp};
 const ENTRIES: usize = 5_000;
 
 /// Sends [`ENTRIES`] messages to `h` from `a`, `b` and `c` (types, priorities and
-/// threads rotating, some broadcasts, half of them in one long thread larger than the
+/// threads rotating, some broadcasts, some publishes that are not news for `h`, half of them in one long thread larger than the
 /// count window), marks every third read; returns a timestamp taken halfway.
 async fn seed(app: &TestApp, senders: &[Agent; 3], h: &Agent) -> String {
     let types = ["information", "request", "response", "coordination"];
@@ -31,6 +31,15 @@ async fn seed(app: &TestApp, senders: &[Agent; 3], h: &Agent) -> String {
                     app.post("/v1/broadcasts")
                         .token(&from.token)
                         .json(json!({"sender_agent_id": from.id, "update_type": "progress", "urgency": "info", "content": {"summary": "b"}}))
+                        .send(),
+                );
+            }
+            if i % 13 == 5 {
+                // A publish whose tag nobody watches: in h's inbox, but not news.
+                return futures_util::future::Either::Left(
+                    app.post("/v1/publish")
+                        .token(&from.token)
+                        .json(json!({"cause_by": "Unwatched", "content": {"text": "p"}}))
                         .send(),
                 );
             }
@@ -142,6 +151,15 @@ async fn a_large_inbox_pages_and_counts_like_a_straightforward_query() {
             "m.thread_id = 't-long' AND i.message_type = 'request'".into(),
         ),
         (format!("&since_timestamp={halfway}"), since_condition),
+        ("&news_only=true".into(), "i.news = 1".into()),
+        (
+            "&news_only=true&unread_only=true".into(),
+            "i.news = 1 AND i.read_at IS NULL".into(),
+        ),
+        (
+            "&news_only=true&priority=low".into(),
+            "i.news = 1 AND i.priority = 'low'".into(),
+        ),
     ];
     let db = app.database();
     for (query, condition) in &cases {
@@ -161,6 +179,11 @@ async fn a_large_inbox_pages_and_counts_like_a_straightforward_query() {
     let long = app.inbox(&h, "?thread_id=t-long").await.expect_status(200);
     assert_eq!(long.body["counts_exact"], false);
     assert_eq!(long.body["total_count"], 2000);
+    // News (alone or unread) is counted by the kept counters, exactly, at any size.
+    for query in ["?news_only=true", "?news_only=true&unread_only=true"] {
+        let news = app.inbox(&h, query).await.expect_status(200);
+        assert_eq!(news.body["counts_exact"], true, "{query}");
+    }
     app.stop().await;
 }
 

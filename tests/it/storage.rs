@@ -154,6 +154,8 @@ async fn counts_match(app: &TestApp, agent: &Agent, step: &str) {
         "&message_types=request",
         "&kinds=broadcast,task",
         "&priority=high&unread_only=true",
+        "&news_only=true",
+        "&news_only=true&unread_only=true",
     ] {
         let answer = app.inbox(agent, format!("?limit=1{query}")).await;
         let paged = counted_by_paging(app, agent, query).await;
@@ -212,10 +214,28 @@ async fn inbox_counts_stay_exact_through_every_kind_of_write() {
         .send()
         .await
         .expect_status(201);
-    counts_match(&app, &b, "broadcast, assistance, task").await;
+    // A publish b does not watch reaches b's inbox without being news for it.
+    let quiet = app
+        .post("/v1/publish")
+        .token(&a.token)
+        .json(json!({"cause_by": "Unwatched", "content": {"text": "p"}}))
+        .send()
+        .await
+        .expect_status(201)
+        .str("message_id");
+    ids.push(quiet);
+    counts_match(&app, &b, "broadcast, assistance, task, publish").await;
+    let news = app.inbox(&b, "?news_only=true").await;
+    let all = app.inbox(&b, "").await;
+    assert_eq!(
+        news.body["total_count"].as_u64().map(|n| n + 1),
+        all.body["total_count"].as_u64(),
+        "the publish is counted in the inbox but not in its news"
+    );
     for marked in [
         vec![ids[0].clone()],
         vec![ids[0].clone(), ids[1].clone(), "msg_nope".into()],
+        vec![ids[3].clone()],
     ] {
         app.post("/v1/messages/read")
             .token(&b.token)

@@ -98,8 +98,8 @@ pub const PAGE_WINDOW: i64 = 2_000;
 /// pool cost two more thread switches than the statement itself; under a writer and 8
 /// readers those switches were what kept the slower filters above 10 ms at p99.
 ///
-/// The whole inbox, or only its unread part, is counted by the counters the triggers
-/// keep (one row). A thread is counted from the thread index (no table row is read):
+/// The whole inbox or its news, each alone or with `unread_only`, is counted by the
+/// counters the triggers keep (one row). A thread is counted from the thread index (no table row is read):
 /// exactly if it holds fewer than [`COUNT_WINDOW`] entries, else its newest
 /// [`COUNT_WINDOW`] (`exact: false`). Any other filter is counted over the inbox if it
 /// holds at most [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`]
@@ -117,20 +117,15 @@ pub(super) async fn read_inbox(
     }
     if f.is_everything() {
         let ends = ends(conn, agent, false).await?;
-        let counts = InboxCounts {
-            total: if f.unread_only {
-                ends.unread
-            } else {
-                ends.total
-            },
-            unread: ends.unread,
-            exact: true,
-        };
         let slice = page_of(conn, agent, f, page, None).await?;
-        return Ok((counts, slice));
+        return Ok((ends.counts(f), slice));
     }
     let ends = ends(conn, agent, true).await?;
-    let counts = count_filtered(conn, agent, f, &ends).await?;
+    let counts = if f.is_news() {
+        ends.counts(f)
+    } else {
+        count_filtered(conn, agent, f, &ends).await?
+    };
     let window = Window::of(&ends, page.order, page.after);
     let slice = page_of(conn, agent, f, page, Some(window)).await?;
     Ok((counts, slice))
@@ -158,8 +153,31 @@ pub(super) async fn list_inbox(
 struct Ends {
     total: i64,
     unread: i64,
+    /// Entries, and unread entries, that are not news.
+    quiet_total: i64,
+    quiet_unread: i64,
     oldest: i64,
     newest: i64,
+}
+
+impl Ends {
+    /// The exact counts of a filter the counters answer: the whole inbox or its news,
+    /// each with or without `unread_only`.
+    fn counts(&self, f: &InboxFilter) -> InboxCounts {
+        let (total, unread) = if f.news_only {
+            (
+                self.total - self.quiet_total,
+                self.unread - self.quiet_unread,
+            )
+        } else {
+            (self.total, self.unread)
+        };
+        InboxCounts {
+            total: if f.unread_only { unread } else { total },
+            unread,
+            exact: true,
+        }
+    }
 }
 
 async fn ends(
@@ -170,12 +188,13 @@ async fn ends(
     // Scalar subqueries, one row whatever exists. MIN and MAX apart: SQLite finds a lone
     // MIN or MAX at the end of the index, but walks every entry for both in one SELECT.
     let sql = if with_seqs {
-        "SELECT (SELECT total FROM inbox_counts WHERE agent_pk = ?1),
-                (SELECT unread FROM inbox_counts WHERE agent_pk = ?1),
+        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
                 (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
-                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)"
+                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)
+         FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
     } else {
-        "SELECT total, unread, 0, 0 FROM inbox_counts WHERE agent_pk = ?1"
+        "SELECT total, unread, quiet_total, quiet_unread, 0, 0
+         FROM inbox_counts WHERE agent_pk = ?1"
     };
     let row = sqlx::query(sql)
         .bind(agent.0)
@@ -185,15 +204,22 @@ async fn ends(
         return Ok(Ends {
             total: 0,
             unread: 0,
+            quiet_total: 0,
+            quiet_unread: 0,
             oldest: 0,
             newest: 0,
         });
     };
+    let at = |i: usize| -> Result<i64, StoreError> {
+        Ok(row.try_get::<Option<i64>, _>(i)?.unwrap_or(0))
+    };
     Ok(Ends {
-        total: row.try_get::<Option<i64>, _>(0)?.unwrap_or(0),
-        unread: row.try_get::<Option<i64>, _>(1)?.unwrap_or(0),
-        oldest: row.try_get::<Option<i64>, _>(2)?.unwrap_or(0),
-        newest: row.try_get::<Option<i64>, _>(3)?.unwrap_or(0),
+        total: at(0)?,
+        unread: at(1)?,
+        quiet_total: at(2)?,
+        quiet_unread: at(3)?,
+        oldest: at(4)?,
+        newest: at(5)?,
     })
 }
 
