@@ -87,15 +87,17 @@ pub fn page_size(limit: Option<i64>) -> Result<i64, ErrorBody> {
 pub struct InboxPage {
     pub success: bool,
     pub messages: Vec<MessageView>,
-    /// Every entry matching the filters, ignoring `limit` and `cursor`. Exact for the
-    /// whole inbox and for `unread_only`, and for any filter on an inbox of at most
-    /// 10,000 entries; otherwise counted over the newest 10,000 (see `counts_exact`).
+    /// Every entry matching the filters, ignoring `limit` and `cursor`. Always exact
+    /// for the whole inbox and for `news_only`, each alone or with `unread_only` (kept
+    /// counters); for one thread while it holds fewer than 2,000 entries; for any other
+    /// filter on an inbox of at most 2,000 entries. Otherwise counted over the newest
+    /// 2,000 (see `counts_exact`).
     pub total_count: i64,
     /// The unread ones among them.
     pub unread_count: i64,
-    /// False when the counts are lower bounds: a filter other than `unread_only` on an
-    /// inbox of more than 10,000 entries is counted over the newest 10,000, so that the
-    /// answer costs the same whatever the inbox's size.
+    /// False when the counts are lower bounds: counted over the newest 2,000 entries
+    /// (of the inbox, or of the thread), so that the answer costs the same whatever
+    /// the inbox's size.
     pub counts_exact: bool,
     /// Pass as `cursor` to get the next page; null on the last page.
     pub next_cursor: Option<String>,
