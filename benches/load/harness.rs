@@ -99,10 +99,14 @@ impl ServerProcess {
         }
     }
 
-    /// Waits (up to 30 s) until the WAL is fully checkpointed, so a measurement after
-    /// seeding sees the steady state, not the checkpointer catching up.
+    /// Waits (up to 30 s each) until the WAL is fully checkpointed and then cut back by
+    /// the idle truncation, and has the kernel write back what seeding left dirty, so a
+    /// measurement after seeding sees the steady state, not the checkpointer catching up
+    /// (a seeded hot inbox leaves a ~1 GiB log; its truncation and writeback overlapped
+    /// the first queries and doubled their p99).
     pub async fn settle(&self) {
         let url = format!("{}/metrics", self.base());
+        let mut settled = false;
         for _ in 0..300 {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let Ok(res) = reqwest::get(&url).await else {
@@ -114,10 +118,21 @@ impl ServerProcess {
                 .find_map(|l| l.strip_prefix("switchboard_store_wal_backlog_frames "))
                 .and_then(|v| v.trim().parse::<f64>().ok());
             if backlog == Some(0.0) {
-                return;
+                settled = true;
+                break;
             }
         }
-        eprintln!("  (the WAL did not settle within 30 s)");
+        if !settled {
+            eprintln!("  (the WAL did not settle within 30 s)");
+            return;
+        }
+        for _ in 0..300 {
+            if self.wal_bytes() <= 64 * 1024 * 1024 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = tokio::process::Command::new("sync").status().await;
     }
 
     /// Bytes of the database file.
