@@ -185,11 +185,20 @@ async fn keep_writing(
     written: Arc<AtomicU64>,
 ) {
     let http = reqwest::Client::new();
+    // Types and priorities rotate like the seeded ones, so that a filtered page finds
+    // its matches among the newest entries and returns a full page, as it would for a
+    // real agent (with one type only, a type filter found nothing in its window and
+    // answered an empty page, cheaper than any real one).
+    let types = ["information", "request", "response", "coordination"];
+    let priorities = ["low", "normal", "high", "urgent"];
+    let mut i = 0usize;
     while writing.load(Ordering::Relaxed) {
         let body = serde_json::json!({
             "sender_agent_id": from.id, "recipient_agent_ids": [to],
-            "message_type": "information", "content": {"text": "while reading"}
+            "message_type": types[i % 4], "priority": priorities[(i / 4) % 4],
+            "content": {"text": "while reading"}
         });
+        i += 1;
         let sent = http
             .post(format!("{base}/v1/messages"))
             .bearer_auth(&from.token)
