@@ -6,7 +6,13 @@
 //! stored by Switchboard; on RabbitMQ, a persistent message to a durable queue, confirmed)
 //! before the next; each consumer holds an `auto` subscription to its own queue. The
 //! body carries the send time, so the consumer measures SEND → MESSAGE. Slices alternate
-//! between the brokers so both see the same moments of the machine. RabbitMQ is expected
+//! between the brokers so both see the same moments of the machine.
+//!
+//! Then both brokers again at the **same offered load**: every producer paced to send
+//! at a fixed rate (together 80 % of the slower broker's closed-loop throughput, in
+//! hundreds), so the latencies compare at equal work. Without pacing the faster broker
+//! carries more messages per second on the same two cores (shared with this load
+//! generator), and its p99 shows that queueing as much as the broker. RabbitMQ is expected
 //! on 127.0.0.1:61613 (`rabbitmq-plugins enable rabbitmq_stomp`); without it, only
 //! Switchboard's rows are printed.
 
@@ -112,7 +118,14 @@ struct Slice {
 }
 
 /// Runs every pair for `length`; `None` when the broker cannot be reached.
-async fn slice(broker: &Broker, length: Duration, epoch: Instant) -> Option<Slice> {
+/// `pace`: when set, each producer sends one message per `pace` (on a fixed schedule,
+/// producers staggered) instead of the next as soon as the last is confirmed.
+async fn slice(
+    broker: &Broker,
+    length: Duration,
+    epoch: Instant,
+    pace: Option<Duration>,
+) -> Option<Slice> {
     let mut consumers = Vec::new();
     for (i, (login, passcode)) in broker.consumers.iter().enumerate() {
         let mut conn = open(broker, login, passcode).await?;
@@ -139,6 +152,7 @@ async fn slice(broker: &Broker, length: Duration, epoch: Instant) -> Option<Slic
             queue: broker.queues[i].clone(),
             sender: broker.senders[i].clone(),
             persistent: broker.persistent,
+            pace: pace.map(|p| (p, p * i as u32 / PAIRS as u32)),
         };
         producers.push(tokio::spawn(send.run(conn, started, length, epoch)));
     }
@@ -190,6 +204,8 @@ struct Sender {
     queue: String,
     sender: String,
     persistent: bool,
+    /// One SEND per this long, starting this far into the slice; `None`: closed loop.
+    pace: Option<(Duration, Duration)>,
 }
 
 impl Sender {
@@ -204,6 +220,13 @@ impl Sender {
         let mut latencies = Vec::new();
         let mut n = 0u64;
         while started.elapsed() < length {
+            if let Some((every, offset)) = self.pace {
+                let due = started + offset + every * u32::try_from(n).unwrap_or(u32::MAX);
+                tokio::time::sleep_until(due.into()).await;
+                if started.elapsed() >= length {
+                    break;
+                }
+            }
             let at = Instant::now();
             let mut send = Frame::new(Command::Send)
                 .header("destination", self.queue.clone())
@@ -265,7 +288,7 @@ fn rabbit_broker() -> Broker {
     }
 }
 
-fn to_row(name: &str, mut total: Slice, rss: u64) -> Row {
+fn to_row(name: &str, how: &str, mut total: Slice, rss: u64) -> Row {
     let per_second = total.receipts as f64 / total.elapsed.as_secs_f64().max(0.001);
     let note = format!(
         "SEND→MESSAGE p50 {:.2} ms, p99 {:.2} ms ({} delivered)",
@@ -275,7 +298,7 @@ fn to_row(name: &str, mut total: Slice, rss: u64) -> Row {
     );
     row(
         "stomp",
-        format!("{name}, {PAIRS} pairs, receipt per SEND"),
+        format!("{name}, {PAIRS} pairs, {how}"),
         format!("{per_second:.0} SEND/s"),
         format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.50)),
         format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.99)),
@@ -303,14 +326,14 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
     let (mut sb, mut rb) = (Slice::default(), Slice::default());
     let mut rabbit_ok = true;
     // Warm-up, unmeasured.
-    let _ = slice(&ours, opts.warmup(), epoch).await;
+    let _ = slice(&ours, opts.warmup(), epoch, None).await;
     for _ in 0..SLICES {
-        let part = slice(&ours, length, epoch)
+        let part = slice(&ours, length, epoch, None)
             .await
             .expect("Switchboard's STOMP answers");
         add(&mut sb, part);
         if rabbit_ok {
-            match slice(&rabbit, length, epoch).await {
+            match slice(&rabbit, length, epoch, None).await {
                 Some(part) => add(&mut rb, part),
                 None => {
                     eprintln!("  RabbitMQ's STOMP plugin is not reachable on {RABBIT}");
@@ -323,9 +346,10 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
         sb.receipts as f64 / sb.elapsed.as_secs_f64().max(0.001),
         rb.receipts as f64 / rb.elapsed.as_secs_f64().max(0.001),
     );
-    let mut rows = vec![to_row("switchboard", sb, server.rss_kib())];
+    const CLOSED: &str = "receipt per SEND";
+    let mut rows = vec![to_row("switchboard", CLOSED, sb, server.rss_kib())];
     if rabbit_ok {
-        let mut rabbit_row = to_row("rabbitmq 3.10 (persistent, durable queue)", rb, 0);
+        let mut rabbit_row = to_row(RABBIT_NAME, CLOSED, rb, 0);
         rabbit_row.rss = "—".into();
         rows.push(rabbit_row);
         rows.push(row(
@@ -338,8 +362,38 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
             "Switchboard SEND/s ÷ RabbitMQ SEND/s, same run".into(),
         ));
     }
+    if rabbit_ok {
+        rows.extend(at_equal_load(&ours, &rabbit, sb_rate.min(rb_rate), length, epoch).await);
+    }
     rows.push(idle(&server, &agents).await);
     rows
+}
+
+const RABBIT_NAME: &str = "rabbitmq 3.10 (persistent, durable queue)";
+
+/// Both brokers at the same offered load: 80 % of the slower one's closed-loop rate.
+async fn at_equal_load(
+    ours: &Broker,
+    rabbit: &Broker,
+    slower: f64,
+    length: Duration,
+    epoch: Instant,
+) -> Vec<Row> {
+    let rate = ((slower * 0.8 / 100.0).floor() * 100.0).max(100.0);
+    let pace = Duration::from_secs_f64(PAIRS as f64 / rate);
+    let (mut sb, mut rb) = (Slice::default(), Slice::default());
+    for _ in 0..SLICES {
+        if let Some(part) = slice(ours, length, epoch, Some(pace)).await {
+            add(&mut sb, part);
+        }
+        if let Some(part) = slice(rabbit, length, epoch, Some(pace)).await {
+            add(&mut rb, part);
+        }
+    }
+    let how = format!("paced, {rate:.0} SEND/s offered to each");
+    let mut rabbit_row = to_row(RABBIT_NAME, &how, rb, 0);
+    rabbit_row.rss = "—".into();
+    vec![to_row("switchboard", &how, sb, 0), rabbit_row]
 }
 
 /// Idle STOMP connections, each subscribed to a queue: server memory per connection.
