@@ -296,36 +296,6 @@ pub struct InboxFilter {
     pub cause_by: Option<String>,
 }
 
-impl InboxFilter {
-    /// Whether the filter keeps every entry (or every unread one): the cases the kept
-    /// counters answer.
-    pub fn is_everything(&self) -> bool {
-        self.thread_id.is_none() && !self.news_only && self.only_read_state_besides()
-    }
-
-    /// Whether the filter is one thread (or its unread part) and nothing else: the case
-    /// the thread index answers on its own.
-    pub fn is_one_thread(&self) -> bool {
-        self.thread_id.is_some() && !self.news_only && self.only_read_state_besides()
-    }
-
-    /// Whether the filter is `news_only` (or its unread part) and nothing else: counted
-    /// by the kept counters too (entries that are not news are counted apart).
-    pub fn is_news(&self) -> bool {
-        self.thread_id.is_none() && self.news_only && self.only_read_state_besides()
-    }
-
-    /// Nothing but the read state, apart from a thread and `news_only`.
-    fn only_read_state_besides(&self) -> bool {
-        self.message_types.is_none()
-            && self.sender_pks.is_none()
-            && self.priority.is_none()
-            && self.since.is_none()
-            && self.kinds.is_none()
-            && self.cause_by.is_none()
-    }
-}
-
 /// A page of inbox entries as the store found them.
 #[derive(Debug, Clone, Default)]
 pub struct InboxSlice {

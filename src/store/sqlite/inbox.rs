@@ -14,6 +14,38 @@ use crate::store::records::{
     InboxSlice, ResponseLatency,
 };
 
+/// Which shapes of filter this schema answers from counters or its own index: the
+/// rest is counted and paged within windows.
+impl InboxFilter {
+    /// Whether the filter keeps every entry (or every unread one): the cases the kept
+    /// counters answer.
+    fn is_everything(&self) -> bool {
+        self.thread_id.is_none() && !self.news_only && self.only_read_state_besides()
+    }
+
+    /// Whether the filter is one thread (or its unread part) and nothing else: the case
+    /// the thread index answers on its own.
+    fn is_one_thread(&self) -> bool {
+        self.thread_id.is_some() && !self.news_only && self.only_read_state_besides()
+    }
+
+    /// Whether the filter is `news_only` (or its unread part) and nothing else: counted
+    /// by the kept counters too (entries that are not news are counted apart).
+    fn is_news(&self) -> bool {
+        self.thread_id.is_none() && self.news_only && self.only_read_state_besides()
+    }
+
+    /// Nothing but the read state, apart from a thread and `news_only`.
+    fn only_read_state_besides(&self) -> bool {
+        self.message_types.is_none()
+            && self.sender_pks.is_none()
+            && self.priority.is_none()
+            && self.since.is_none()
+            && self.kinds.is_none()
+            && self.cause_by.is_none()
+    }
+}
+
 /// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
