@@ -363,7 +363,12 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
         ));
     }
     if rabbit_ok {
+        let before = batch_buckets(&server).await;
         rows.extend(at_equal_load(&ours, &rabbit, sb_rate.min(rb_rate), length, epoch).await);
+        eprintln!(
+            "  Switchboard's writer while paced: {}",
+            batch_profile(&before, &batch_buckets(&server).await)
+        );
     }
     rows.push(idle(&server, &agents).await);
     rows
@@ -434,5 +439,42 @@ async fn idle(server: &ServerProcess, agents: &[AgentCreds]) -> Row {
         String::new(),
         after,
         format!("{per:.1} KiB per connection (target ≤ 20)"),
+    )
+}
+
+/// The cumulative buckets of the writer's batch durations, from `/metrics`.
+async fn batch_buckets(server: &ServerProcess) -> Vec<(String, f64)> {
+    let url = format!("{}/metrics", server.base());
+    let Ok(res) = reqwest::get(&url).await else {
+        return Vec::new();
+    };
+    let text = res.text().await.unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("switchboard_store_write_batch_seconds_bucket{le=\""))
+        .filter_map(|l| {
+            let (le, count) = l.split_once("\"} ")?;
+            Some((le.to_owned(), count.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// How the batches between two scrapes were spread over the bucket bounds: where a
+/// receipt's tail comes from when it is the writer.
+fn batch_profile(before: &[(String, f64)], after: &[(String, f64)]) -> String {
+    let count = |set: &[(String, f64)], le: &str| {
+        set.iter().find(|(l, _)| l == le).map_or(0.0, |(_, n)| *n)
+    };
+    let total = count(after, "+Inf") - count(before, "+Inf");
+    if total <= 0.0 {
+        return "no batches seen".into();
+    }
+    let share = |le: &str| 100.0 * (count(after, le) - count(before, le)) / total;
+    format!(
+        "{total:.0} batches; ≤ 0.5 ms {:.1} %, ≤ 1 ms {:.1} %, ≤ 2.5 ms {:.1} %, ≤ 5 ms {:.2} %, ≤ 10 ms {:.2} %",
+        share("0.0005"),
+        share("0.001"),
+        share("0.0025"),
+        share("0.005"),
+        share("0.01"),
     )
 }
