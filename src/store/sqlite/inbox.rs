@@ -131,8 +131,8 @@ pub const PAGE_WINDOW: i64 = 2_000;
 /// readers those switches were what kept the slower filters above 10 ms at p99.
 ///
 /// The whole inbox or its news, each alone or with `unread_only`, is counted by the
-/// counters the triggers keep (one row). A thread is counted from the thread index (no table row is read):
-/// exactly if it holds fewer than [`COUNT_WINDOW`] entries, else its newest
+/// counters the triggers keep (one row). A thread is counted from the thread index (no
+/// table row is read): exactly if it holds fewer than [`COUNT_WINDOW`] entries, else its newest
 /// [`COUNT_WINDOW`] (`exact: false`). Any other filter is counted over the inbox if it
 /// holds at most [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`]
 /// sequence numbers (`exact: false`).
@@ -217,31 +217,19 @@ async fn ends(
     agent: AgentPk,
     with_seqs: bool,
 ) -> Result<Ends, StoreError> {
-    // Scalar subqueries, one row whatever exists. MIN and MAX apart: SQLite finds a lone
-    // MIN or MAX at the end of the index, but walks every entry for both in one SELECT.
+    // One row whether or not the counters exist (LEFT JOIN). MIN and MAX as separate
+    // subqueries: SQLite finds a lone MIN or MAX at the end of the index, but walks
+    // every entry for both in one SELECT.
     let sql = if with_seqs {
         "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
                 (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
                 (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)
          FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
     } else {
-        "SELECT total, unread, quiet_total, quiet_unread, 0, 0
-         FROM inbox_counts WHERE agent_pk = ?1"
+        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread, 0, 0
+         FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
     };
-    let row = sqlx::query(sql)
-        .bind(agent.0)
-        .fetch_optional(&mut *conn)
-        .await?;
-    let Some(row) = row else {
-        return Ok(Ends {
-            total: 0,
-            unread: 0,
-            quiet_total: 0,
-            quiet_unread: 0,
-            oldest: 0,
-            newest: 0,
-        });
-    };
+    let row = sqlx::query(sql).bind(agent.0).fetch_one(&mut *conn).await?;
     let at = |i: usize| -> Result<i64, StoreError> {
         Ok(row.try_get::<Option<i64>, _>(i)?.unwrap_or(0))
     };
