@@ -25,7 +25,7 @@ use switchboard_types::messages::MessageView;
 use switchboard_types::routing::Route;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
-pub use watch::InboxWatch;
+pub use watch::{InboxWatch, Watch};
 
 mod watch;
 
@@ -235,8 +235,8 @@ pub struct Hub {
     settings: HubSettings,
     /// Live connections, for shutdown and metrics.
     open: AtomicU64,
-    /// Who waits for an agent's inbox to change (see `watch`), and how many in all.
-    signals: std::sync::Mutex<HashMap<AgentPk, Arc<Notify>>>,
+    /// Who waits for an inbox or a task to change (see `watch`), and how many in all.
+    signals: std::sync::Mutex<HashMap<watch::Watched, Arc<Notify>>>,
     waiting: AtomicU64,
 }
 

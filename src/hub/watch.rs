@@ -1,64 +1,93 @@
-//! Waiting for an agent's inbox to change without being one of its live connections
-//! (MCP's `wait_for_messages`, resource subscriptions): a [`Notify`] per agent that
-//! somebody waits for, woken after each commit that adds to that inbox.
+//! Waiting for something to change without being one of an agent's live connections:
+//! an agent's inbox (MCP's `wait_for_messages`, resource subscriptions) or one task (an
+//! A2A stream). A [`Notify`] per thing somebody waits for, woken after each commit that
+//! changed it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::{AgentPk, TaskPk};
 use tokio::sync::Notify;
 
 use super::Hub;
 
-/// A wait for an agent's inbox to change; dropping it ends the wait.
+/// What a wait is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Watched {
+    Inbox(AgentPk),
+    Task(TaskPk),
+}
+
+/// A wait for an inbox or a task to change; dropping it ends the wait.
 ///
 /// Arm it ([`Notify::notified`] and `enable`) *before* reading storage: a commit after
 /// the read then wakes it, and a commit before the read is in what was read.
-pub struct InboxWatch {
+pub struct Watch {
     hub: Arc<Hub>,
-    agent: AgentPk,
+    watched: Watched,
     notify: Arc<Notify>,
 }
 
-impl InboxWatch {
+/// The inbox wait keeps its old name where it is used.
+pub type InboxWatch = Watch;
+
+impl Watch {
     pub fn notify(&self) -> &Notify {
         &self.notify
     }
 }
 
-impl Drop for InboxWatch {
+impl Drop for Watch {
     fn drop(&mut self) {
         self.hub.waiting.fetch_sub(1, Ordering::SeqCst);
         let mut signals = self.hub.signals.lock().unwrap_or_else(|p| p.into_inner());
-        // The map's own reference and ours: nobody else waits for this agent.
+        // The map's own reference and ours: nobody else waits for this.
         if Arc::strong_count(&self.notify) <= 2 {
-            signals.remove(&self.agent);
+            signals.remove(&self.watched);
         }
     }
 }
 
 impl Hub {
-    /// Starts waiting for `agent_pk`'s inbox to change.
-    pub fn watch_inbox(self: &Arc<Self>, agent_pk: AgentPk) -> InboxWatch {
+    fn watch(self: &Arc<Self>, watched: Watched) -> Watch {
         let mut signals = self.signals.lock().unwrap_or_else(|p| p.into_inner());
-        let notify = signals.entry(agent_pk).or_default().clone();
+        let notify = signals.entry(watched).or_default().clone();
         drop(signals);
         self.waiting.fetch_add(1, Ordering::SeqCst);
-        InboxWatch {
+        Watch {
             hub: self.clone(),
-            agent: agent_pk,
+            watched,
             notify,
         }
     }
 
-    /// Wakes whoever waits for `agent_pk`'s inbox (called after a commit added to it).
-    pub fn inbox_changed(&self, agent_pk: AgentPk) {
+    fn wake(&self, watched: Watched) {
         if self.waiting.load(Ordering::SeqCst) == 0 {
             return;
         }
         let signals = self.signals.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(notify) = signals.get(&agent_pk) {
+        if let Some(notify) = signals.get(&watched) {
             notify.notify_waiters();
         }
+    }
+
+    /// Starts waiting for `agent_pk`'s inbox to change.
+    pub fn watch_inbox(self: &Arc<Self>, agent_pk: AgentPk) -> Watch {
+        self.watch(Watched::Inbox(agent_pk))
+    }
+
+    /// Wakes whoever waits for `agent_pk`'s inbox (called after a commit added to it).
+    pub fn inbox_changed(&self, agent_pk: AgentPk) {
+        self.wake(Watched::Inbox(agent_pk));
+    }
+
+    /// Starts waiting for a task to change.
+    pub fn watch_task(self: &Arc<Self>, task_pk: TaskPk) -> Watch {
+        self.watch(Watched::Task(task_pk))
+    }
+
+    /// Wakes whoever waits for the task (called after a commit changed it).
+    pub fn task_changed(&self, task_pk: TaskPk) {
+        self.wake(Watched::Task(task_pk));
     }
 }

@@ -26,6 +26,7 @@ use crate::core::{Core, CoreSettings};
 use crate::hub::HubSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 use crate::telemetry::MetricsHandle;
+use crate::transport::a2a;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::mcp::{self, McpState};
 use crate::transport::stomp::frame::Limits;
@@ -368,8 +369,9 @@ fn compose(
         max_body_bytes,
         mcp_sessions_per_agent,
     );
+    let a2a = a2a::router(core.clone());
     http::app(
-        rest.merge(live).merge(stomp_ws).merge(mcp),
+        rest.merge(live).merge(stomp_ws).merge(mcp).merge(a2a),
         openapi,
         &HttpSettings { max_body_bytes },
     )

@@ -9,9 +9,11 @@
 //! * [`ws`] — the WebSocket: live push, replay, operations as frames.
 //! * [`stomp`] — STOMP for Wise Agents and other STOMP clients.
 //! * [`mcp`] — MCP tools at `/mcp` for MCP-capable agents.
+//! * [`a2a`] — every member as an A2A agent at `/a2a/{team_id}/{agent_id}`.
 //!
 //! Transports never import each other; the server's wiring composes their routers.
 
+pub mod a2a;
 pub mod common;
 pub mod http;
 pub mod mcp;

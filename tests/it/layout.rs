@@ -24,6 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("transport::ws", &["transport::common", "core"]),
     ("transport::stomp", &["transport::common", "core"]),
     ("transport::mcp", &["transport::common", "core"]),
+    ("transport::a2a", &["transport::common", "core"]),
     ("transport", &[]),
     ("callbacks", &["core"]),
     ("cli", &[]),

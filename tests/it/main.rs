@@ -7,6 +7,7 @@ mod python;
 mod support;
 mod wsclient;
 
+mod a2a;
 mod access;
 mod agents;
 mod cli;

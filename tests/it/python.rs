@@ -25,7 +25,7 @@ pub fn python() -> PathBuf {
             let python = venv.join("bin").join("python");
             let has = |python: &Path| {
                 std::process::Command::new(python)
-                    .args(["-c", "import stomp, yaml, mcp, jsonschema"])
+                    .args(["-c", "import stomp, yaml, mcp, jsonschema, a2a, websockets"])
                     .stderr(Stdio::null())
                     .status()
                     .is_ok_and(|s| s.success())

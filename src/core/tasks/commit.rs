@@ -81,6 +81,8 @@ impl Core {
                 .collect()
         };
         let core = self.clone();
+        // A new task has no key yet, and nobody can be waiting for it.
+        let changed = expected_version.map(|_| task.pk);
         let after = move |pushes: Vec<Pushes>, written: Vec<Result<PostResult, StoreError>>| {
             for (pushes, written) in pushes.into_iter().zip(written) {
                 match written {
@@ -93,6 +95,9 @@ impl Core {
             }
             if queued {
                 core.inner.tasks.callbacks_queued.notify_one();
+            }
+            if let Some(task_pk) = changed {
+                core.hub().task_changed(task_pk);
             }
             Ok::<_, NotWritten>(())
         };

@@ -1,5 +1,7 @@
 //! Reading tasks, and the team's callback signing key.
 
+use std::time::Duration;
+
 use switchboard_types::inbox::page_size;
 use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
 use switchboard_types::time::Timestamp;
@@ -34,6 +36,36 @@ impl Core {
                 .collect(),
             callbacks,
         })
+    }
+
+    /// The task with its history once it has an event after `after_seq`, or once
+    /// `timeout` passed (then as it is): how a client follows a task without being one
+    /// of its party's live connections (an A2A stream). A finished task answers at once.
+    pub async fn wait_for_task(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        after_seq: i64,
+        timeout: Duration,
+    ) -> CoreResult<TaskDetail> {
+        let (team, me) = self.acting_agent(caller)?;
+        let task_pk = self.load_task(team, me, task_id).await?.task.pk;
+        let watch = self.hub().watch_task(task_pk);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let woken = watch.notify().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let detail = self.get_task(caller, task_id).await?;
+            let newest = detail.events.last().map_or(0, |e| e.seq);
+            if newest > after_seq || detail.task.status.is_final() {
+                return Ok(detail);
+            }
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep_until(deadline) => return Ok(detail),
+            }
+        }
     }
 
     /// The caller's tasks, newest first.

@@ -1,0 +1,195 @@
+//! Agent cards, built from the registry: one per member at
+//! `/a2a/{team_id}/{agent_id}/.well-known/agent-card.json`, and the team's directory of
+//! them at `/a2a/{team_id}/agents` (what A2A users ask for and the spec lacks).
+//!
+//! Cards need a credential of the team (an agent token or the team key): membership and
+//! capabilities are the team's business, and nothing is reachable across teams. They
+//! carry an `ETag` (a hash of the card) and are cacheable privately for a minute.
+
+use std::collections::HashMap;
+
+use a2a::{
+    AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill,
+    HttpAuthSecurityScheme, SecurityScheme, TRANSPORT_PROTOCOL_JSONRPC,
+};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use switchboard_types::agents::{AgentQuery, AgentView};
+use switchboard_types::{Operation, Reply};
+
+use super::A2aState;
+use crate::core::CoreError;
+use crate::transport::common::{ApiError, ApiResult};
+
+/// The A2A protocol version the interfaces speak.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// How long a client may keep a card without asking again.
+const CACHE_CONTROL: &str = "private, max-age=60";
+
+/// `GET /a2a/{team_id}/{agent_id}/.well-known/agent-card.json`
+pub async fn card(
+    State(state): State<A2aState>,
+    Path((team_id, agent_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let caller = state.authenticate(&headers)?;
+    let reply = state
+        .core
+        .dispatch(&caller, Operation::GetAgent { team_id, agent_id })
+        .await
+        .map_err(ApiError)?;
+    let Reply::Agent(found) = reply else {
+        return Err(ApiError(CoreError::internal(
+            "GetAgent answered something else",
+        )));
+    };
+    let card = build(&found.agent, &base_url(&headers));
+    Ok(cached(&headers, &json!(card)))
+}
+
+/// `GET /a2a/{team_id}/agents`: every member's card.
+pub async fn directory(
+    State(state): State<A2aState>,
+    Path(team_id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let caller = state.authenticate(&headers)?;
+    let reply = state
+        .core
+        .dispatch(
+            &caller,
+            Operation::ListAgents {
+                team_id,
+                query: AgentQuery::default(),
+            },
+        )
+        .await
+        .map_err(ApiError)?;
+    let Reply::Agents(list) = reply else {
+        return Err(ApiError(CoreError::internal(
+            "ListAgents answered something else",
+        )));
+    };
+    let base = base_url(&headers);
+    let cards: Vec<AgentCard> = list.agents.iter().map(|a| build(a, &base)).collect();
+    Ok(cached(&headers, &json!({ "agents": cards })))
+}
+
+/// The body with its `ETag`, or `304` when the client already has it.
+fn cached(headers: &HeaderMap, body: &serde_json::Value) -> Response {
+    let text = body.to_string();
+    let tag = format!(
+        "\"{}\"",
+        hex::encode(&Sha256::digest(text.as_bytes())[..12])
+    );
+    let known = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag));
+    let mut response = if known {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+    };
+    let headers = response.headers_mut();
+    if let Ok(tag) = HeaderValue::from_str(&tag) {
+        headers.insert(header::ETAG, tag);
+    }
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
+    response
+}
+
+/// Where this server is reached, as the client reached it (`Host`, and the scheme a
+/// proxy names in `X-Forwarded-Proto`).
+pub fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost");
+    let scheme = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .filter(|s| matches!(*s, "http" | "https"))
+        .unwrap_or("http");
+    format!("{scheme}://{host}")
+}
+
+/// The interface URL of a member.
+pub fn interface_url(base: &str, team_id: &str, agent_id: &str) -> String {
+    format!("{base}/a2a/{team_id}/{agent_id}")
+}
+
+/// A member's card: its role as the description, one skill per capability.
+fn build(agent: &AgentView, base: &str) -> AgentCard {
+    let url = interface_url(base, &agent.team_id, &agent.agent_id);
+    let mut interface = AgentInterface::new(url, TRANSPORT_PROTOCOL_JSONRPC);
+    interface.protocol_version = PROTOCOL_VERSION.to_owned();
+    let skills = if agent.capabilities.is_empty() {
+        vec![skill("tasks", &format!("Tasks for {}", agent.agent_id))]
+    } else {
+        agent
+            .capabilities
+            .iter()
+            .map(|c| skill(c, &format!("{} takes tasks that need {c}", agent.agent_id)))
+            .collect()
+    };
+    let description = if agent.role.trim().is_empty() {
+        format!(
+            "Switchboard agent {} of team {}",
+            agent.agent_id, agent.team_id
+        )
+    } else {
+        agent.role.clone()
+    };
+    AgentCard {
+        name: agent.agent_id.clone(),
+        description,
+        version: agent.updated_at.to_string(),
+        supported_interfaces: vec![interface],
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            extensions: None,
+            extended_agent_card: Some(false),
+        },
+        default_input_modes: vec!["text/plain".into(), "application/json".into()],
+        default_output_modes: vec!["text/plain".into(), "application/json".into()],
+        skills,
+        provider: Some(AgentProvider {
+            organization: "Switchboard".into(),
+            url: base.to_owned(),
+        }),
+        documentation_url: None,
+        icon_url: None,
+        security_schemes: Some(HashMap::from([(
+            "bearer".to_owned(),
+            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                scheme: "Bearer".into(),
+                description: Some("A Switchboard agent token of the same team".into()),
+                bearer_format: None,
+            }),
+        )])),
+        security_requirements: Some(vec![HashMap::from([("bearer".to_owned(), Vec::new())])]),
+        signatures: None,
+    }
+}
+
+fn skill(id: &str, description: &str) -> AgentSkill {
+    AgentSkill {
+        id: id.to_owned(),
+        name: id.to_owned(),
+        description: description.to_owned(),
+        tags: vec![id.to_owned()],
+        examples: None,
+        input_modes: None,
+        output_modes: None,
+        security_requirements: None,
+    }
+}

@@ -1,0 +1,56 @@
+//! A2A (the Agent2Agent protocol, v1.0): every member of a team is an A2A agent at
+//! `/a2a/{team_id}/{agent_id}`, so the stock A2A clients hand it work without knowing
+//! Switchboard. An A2A message becomes a task of the task protocol (targeted at that
+//! member, originated by the caller), its states and questions come back as A2A task
+//! states, its result as an artifact; the task is durable, so a stream that drops resumes
+//! from a sequence number and a retried send never makes a second task.
+//!
+//! * `card.rs` — agent cards and the team directory, from the registry.
+//! * `rpc.rs` — JSON-RPC 2.0: the envelope, the method table, errors in A2A's codes.
+//! * `send.rs` — `SendMessage`: a new task, or the answer to the open question.
+//! * `stream.rs` — SSE for `SendStreamingMessage` and `SubscribeToTask`.
+//! * `convert.rs` — tasks, messages and history events in A2A's shapes.
+//!
+//! Types are the official crate's (`a2a-lf`): ProtoJSON names and only spec fields.
+
+mod card;
+mod convert;
+mod rpc;
+mod send;
+mod stream;
+
+use axum::Router;
+use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
+use axum::routing::{get, post};
+use switchboard_types::routing::Via;
+
+use crate::core::{Caller, Core};
+use crate::transport::common::{ApiError, authenticate};
+
+/// What every A2A request needs: the core.
+#[derive(Clone)]
+pub struct A2aState {
+    core: Core,
+}
+
+impl A2aState {
+    /// The caller behind the request's bearer token (`401` with the contract's body if
+    /// nobody). A2A is request/response over HTTP: no live route back, as for REST.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+        let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+        Ok(authenticate(&self.core, header)?.by(Via::Rest))
+    }
+}
+
+/// The A2A routes: cards, the directory, and each member's JSON-RPC interface.
+pub fn router(core: Core) -> Router {
+    Router::new()
+        .route("/a2a/{team_id}/agents", get(card::directory))
+        .route(
+            "/a2a/{team_id}/{agent_id}/.well-known/agent-card.json",
+            get(card::card),
+        )
+        .route("/a2a/{team_id}/{agent_id}", post(rpc::call))
+        .with_state(A2aState { core })
+}

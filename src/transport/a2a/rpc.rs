@@ -1,0 +1,365 @@
+//! JSON-RPC 2.0 at an interface URL: the envelope, the method table, and errors in A2A's
+//! codes. Who calls and which member is called are settled first, over HTTP (`401`,
+//! `403`, `404` with the contract's body, as on REST); everything after is a JSON-RPC
+//! answer with status 200.
+
+use std::collections::HashMap;
+
+use a2a::{
+    A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcError, JsonRpcId, ListTasksRequest,
+    ListTasksResponse, TypedDetail, error_code,
+};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use switchboard_types::decode::CommaList;
+use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
+use switchboard_types::{ErrorCode, Operation, Reply};
+
+use super::{A2aState, convert, send, stream};
+use crate::core::{Caller, CoreError};
+use crate::transport::common::ApiError;
+
+/// The header a client names its protocol version in.
+const VERSION_HEADER: &str = "a2a-version";
+
+/// The longest page `ListTasks` gives.
+const MAX_PAGE: i32 = 100;
+
+/// One member's interface, as one caller reaches it.
+pub struct Interface {
+    pub state: A2aState,
+    pub caller: Caller,
+    /// The caller's agent id: the originator of what it sends.
+    pub me: String,
+    /// The member called: the target of what is sent.
+    pub agent: String,
+}
+
+impl Interface {
+    /// Authenticates the caller (an agent of the team) and finds the member.
+    async fn open(
+        state: A2aState,
+        team_id: String,
+        agent_id: String,
+        headers: &HeaderMap,
+    ) -> Result<Interface, ApiError> {
+        let caller = state.authenticate(headers)?;
+        if !matches!(caller, Caller::Agent { .. }) {
+            return Err(ApiError(CoreError::forbidden(
+                "A2A calls are made by agents: use an agent token of the team",
+            )));
+        }
+        let reply = state
+            .core
+            .dispatch(&caller, Operation::GetAgent { team_id, agent_id })
+            .await?;
+        let Reply::Agent(found) = reply else {
+            return Err(ApiError(CoreError::internal("GetAgent answered otherwise")));
+        };
+        let Reply::WhoAmI(whoami) = state.core.dispatch(&caller, Operation::WhoAmI).await? else {
+            return Err(ApiError(CoreError::internal("WhoAmI answered otherwise")));
+        };
+        let Some(me) = whoami.agent_id else {
+            return Err(ApiError(CoreError::internal(
+                "an agent token names no agent",
+            )));
+        };
+        Ok(Interface {
+            state,
+            caller,
+            me,
+            agent: found.agent.agent_id,
+        })
+    }
+
+    pub async fn dispatch(&self, operation: Operation) -> Result<Reply, A2AError> {
+        self.state
+            .core
+            .dispatch(&self.caller, operation)
+            .await
+            .map_err(to_a2a)
+    }
+
+    /// A task of the caller's that was given to this member (`TaskNotFound` otherwise:
+    /// another member's tasks are not reachable through this interface).
+    pub async fn task(&self, task_id: &str) -> Result<TaskDetail, A2AError> {
+        let task_id = task_id.to_owned();
+        match self.dispatch(Operation::GetTask { task_id }).await? {
+            Reply::Task(detail) if self.owns(&detail.task) => Ok(*detail),
+            Reply::Task(detail) => Err(A2AError::task_not_found(&detail.task.task_id)),
+            _ => Err(A2AError::internal("GetTask answered otherwise")),
+        }
+    }
+
+    /// Whether a task belongs to this interface: the caller gave it to this member.
+    pub fn owns(&self, task: &Task) -> bool {
+        task.originating_agent_id == self.me
+            && task.target_agent_id.as_deref() == Some(self.agent.as_str())
+    }
+}
+
+/// `POST /a2a/{team_id}/{agent_id}`: one JSON-RPC request.
+pub async fn call(
+    State(state): State<A2aState>,
+    Path((team_id, agent_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let interface = match Interface::open(state, team_id, agent_id, &headers).await {
+        Ok(interface) => interface,
+        Err(err) => return err.into_response(),
+    };
+    let (id, method, params) = match envelope(&body) {
+        Ok(parts) => parts,
+        Err((id, err)) => return answer(id, Err(err)),
+    };
+    if let Err(err) = check_version(&headers) {
+        return answer(id, Err(err));
+    }
+    match method.as_str() {
+        "SendStreamingMessage" => match decode(params) {
+            Ok(request) => stream::send(interface, id, request, &headers).await,
+            Err(err) => answer(id, Err(err)),
+        },
+        "SubscribeToTask" => stream::subscribe(interface, id, params, &headers).await,
+        _ => {
+            let result = unary(&interface, &method, params, &headers).await;
+            answer(id, result)
+        }
+    }
+}
+
+/// The methods answered with one response.
+async fn unary(
+    interface: &Interface,
+    method: &str,
+    params: Value,
+    headers: &HeaderMap,
+) -> Result<Value, A2AError> {
+    match method {
+        "SendMessage" => {
+            let task = send::blocking(interface, decode(params)?, headers).await?;
+            Ok(json!({ "task": task }))
+        }
+        "GetTask" => {
+            let request: GetTaskRequest = decode(params)?;
+            let detail = interface.task(&request.id).await?;
+            Ok(json!(convert::task(&detail.task, request.history_length)))
+        }
+        "ListTasks" => Ok(json!(list(interface, decode(params)?).await?)),
+        "CancelTask" => Ok(json!(cancel(interface, decode(params)?).await?)),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(A2AError::push_notification_not_supported()),
+        "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
+        "message/send" | "message/stream" | "tasks/get" | "tasks/cancel" | "tasks/resubscribe" => {
+            Err(A2AError::version_not_supported("0.3"))
+        }
+        other => Err(A2AError::method_not_found(other)),
+    }
+}
+
+/// Reads the JSON-RPC envelope: `(id, method, params)`, or the error to answer with
+/// (and the id, when one could be read).
+fn envelope(body: &[u8]) -> Result<(JsonRpcId, String, Value), (JsonRpcId, A2AError)> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| (JsonRpcId::Null, A2AError::parse_error(e.to_string())))?;
+    let Value::Object(mut fields) = value else {
+        return Err((
+            JsonRpcId::Null,
+            A2AError::invalid_request("a JSON-RPC request is an object"),
+        ));
+    };
+    let id = match fields.remove("id") {
+        None | Some(Value::Null) => JsonRpcId::Null,
+        Some(Value::String(s)) => JsonRpcId::String(s),
+        Some(Value::Number(n)) if n.is_i64() => JsonRpcId::Number(n.as_i64().unwrap_or(0)),
+        Some(_) => {
+            return Err((
+                JsonRpcId::Null,
+                A2AError::invalid_request("id is a string or an integer"),
+            ));
+        }
+    };
+    if fields.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((id, A2AError::invalid_request("jsonrpc must be \"2.0\"")));
+    }
+    let Some(Value::String(method)) = fields.remove("method") else {
+        return Err((id, A2AError::invalid_request("method is a string")));
+    };
+    let params = match fields.remove("params") {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(params @ Value::Object(_)) => params,
+        Some(_) => {
+            return Err((id, A2AError::invalid_params("params is an object")));
+        }
+    };
+    Ok((id, method, params))
+}
+
+/// The protocol versions served: 1.x, and a request that names none.
+fn check_version(headers: &HeaderMap) -> Result<(), A2AError> {
+    let version = headers
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .trim();
+    if version.is_empty() || version == "1" || version.starts_with("1.") {
+        Ok(())
+    } else {
+        Err(A2AError::version_not_supported(version))
+    }
+}
+
+/// A method's params, or `InvalidParams` saying what is wrong with them.
+pub fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        A2AError::invalid_params(format!("{path}: {}", e.into_inner()))
+    })
+}
+
+/// A JSON-RPC response, status 200.
+pub fn answer(id: JsonRpcId, result: Result<Value, A2AError>) -> Response {
+    Json(response(id, result)).into_response()
+}
+
+/// A JSON-RPC response object.
+pub fn response(id: JsonRpcId, result: Result<Value, A2AError>) -> Value {
+    match result {
+        Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        Err(err) => {
+            let error: JsonRpcError = err.to_jsonrpc_error();
+            json!({ "jsonrpc": "2.0", "id": id, "error": error })
+        }
+    }
+}
+
+/// A refusal of the core in A2A's codes; the contract's code and details travel in the
+/// `ErrorInfo` metadata (`error_code`, …), so nothing the REST body says is lost.
+pub fn to_a2a(err: CoreError) -> A2AError {
+    let body = err.into_body();
+    let code = match body.error_code {
+        ErrorCode::TaskNotFound => error_code::TASK_NOT_FOUND,
+        ErrorCode::InvalidTaskTransition => error_code::UNSUPPORTED_OPERATION,
+        ErrorCode::ValidationError
+        | ErrorCode::MessageTooLong
+        | ErrorCode::AgentNotFound
+        | ErrorCode::InvalidRecipient => error_code::INVALID_PARAMS,
+        _ => error_code::INTERNAL_ERROR,
+    };
+    let mut metadata: HashMap<String, String> = body
+        .details
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+            )
+        })
+        .collect();
+    metadata.insert("error_code".into(), body.error_code.as_str().to_owned());
+    A2AError::new(code, body.error_message).with_details(vec![TypedDetail::error_info(
+        body.error_code.as_str(),
+        "switchboard",
+        Some(metadata),
+    )])
+}
+
+/// `ListTasks`: the caller's tasks given to this member, newest first. A page is read
+/// from the caller's tasks and then narrowed to this member (and to `contextId` and
+/// `statusTimestampAfter`), so a page may hold fewer than `pageSize`; `totalSize`
+/// counts the page.
+async fn list(
+    interface: &Interface,
+    request: ListTasksRequest,
+) -> Result<ListTasksResponse, A2AError> {
+    let size = request.page_size.unwrap_or(50);
+    if !(1..=MAX_PAGE).contains(&size) {
+        return Err(A2AError::invalid_params(format!(
+            "pageSize is 1 to {MAX_PAGE}"
+        )));
+    }
+    let status = match &request.status {
+        None | Some(a2a::TaskState::Unspecified) => None,
+        Some(state) => match convert::statuses_of(state) {
+            Some(status) => Some(CommaList(vec![status])),
+            None => return Ok(empty_page(size)),
+        },
+    };
+    let query = TaskQuery {
+        role: Some(TaskRole::Originated),
+        status,
+        limit: Some(i64::from(size)),
+        cursor: request.page_token.filter(|t| !t.is_empty()),
+    };
+    let Reply::Tasks(list) = interface.dispatch(Operation::ListTasks(query)).await? else {
+        return Err(A2AError::internal("ListTasks answered otherwise"));
+    };
+    let after = request.status_timestamp_after.map(|t| t.timestamp_micros());
+    let history = request.history_length.or(Some(0));
+    let tasks: Vec<a2a::Task> = list
+        .tasks
+        .iter()
+        .filter(|t| interface.owns(t))
+        .filter(|t| {
+            request
+                .context_id
+                .as_ref()
+                .is_none_or(|c| *c == convert::context_of(t))
+        })
+        .filter(|t| after.is_none_or(|after| t.updated_at.micros() >= after))
+        .map(|t| {
+            let mut task = convert::task(t, history);
+            if request.include_artifacts != Some(true) {
+                task.artifacts = None;
+            }
+            task
+        })
+        .collect();
+    let count = i32::try_from(tasks.len()).unwrap_or(MAX_PAGE);
+    Ok(ListTasksResponse {
+        tasks,
+        next_page_token: list.next_cursor.unwrap_or_default(),
+        page_size: size,
+        total_size: count,
+    })
+}
+
+fn empty_page(size: i32) -> ListTasksResponse {
+    ListTasksResponse {
+        tasks: Vec::new(),
+        next_page_token: String::new(),
+        page_size: size,
+        total_size: 0,
+    }
+}
+
+/// `CancelTask`: a finished task is `TaskNotCancelable`.
+async fn cancel(interface: &Interface, request: CancelTaskRequest) -> Result<a2a::Task, A2AError> {
+    interface.task(&request.id).await?;
+    let reason = request
+        .metadata
+        .as_ref()
+        .and_then(|m| m.get("reason"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let operation = Operation::CancelTask {
+        task_id: request.id.clone(),
+        cancel: Cancel { reason },
+    };
+    match interface.dispatch(operation).await {
+        Ok(Reply::TaskUpdated(updated)) => Ok(convert::task(&updated.task, None)),
+        Ok(_) => Err(A2AError::internal("CancelTask answered otherwise")),
+        Err(err) if err.code == error_code::UNSUPPORTED_OPERATION => {
+            Err(A2AError::task_not_cancelable(&request.id))
+        }
+        Err(err) => Err(err),
+    }
+}

@@ -1,0 +1,265 @@
+"""An A2A client calling a Switchboard agent: the official A2A SDK (`a2a-sdk`, pinned in
+requirements.txt), unmodified, against a real server; the called agent is a worker over
+Switchboard's own WebSocket (Python `websockets`).
+
+Usage: a2a_agents.py SCENARIO BASE_URL TEAM_ID CLIENT_TOKEN WORKER_ID WORKER_TOKEN
+Prints one JSON object with what the client saw; exits non-zero when a check fails.
+The Rust test (tests/it/a2a.rs) runs it and checks the server side through REST.
+"""
+
+import asyncio
+import contextlib
+import json
+import sys
+import uuid
+
+import httpx
+import websockets
+from a2a.client import ClientConfig, ClientFactory
+from a2a.client.client import ClientCallContext
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from a2a.utils.errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from google.protobuf import json_format
+
+
+def state(name):
+    return TaskState.Name(name)
+
+
+def text_message(text, task_id=None, context_id=None):
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER,
+                      parts=[Part(text=text)])
+    if task_id:
+        message.task_id = task_id
+    if context_id:
+        message.context_id = context_id
+    return SendMessageRequest(message=message)
+
+
+@contextlib.asynccontextmanager
+async def client(base, team, agent, token, streaming=True, polling=False):
+    """A client made as the SDK's users make one: from the agent's card URL."""
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    config = ClientConfig(httpx_client=http, streaming=streaming, polling=polling)
+    factory = ClientFactory(config)
+    sdk = await factory.create_from_url(f"{base}/a2a/{team}/{agent}")
+    try:
+        yield sdk
+    finally:
+        await sdk.close()
+        await http.aclose()
+
+
+class Worker:
+    """The called agent: takes TaskRequests from its WebSocket and acts by frames. A task
+    whose description starts with "ask:" gets a question first; "slow:" waits for a
+    "go" before it works; everything else is done at once."""
+
+    def __init__(self, base, token):
+        self.url = base.replace("http://", "ws://") + "/v1/ws"
+        self.token = token
+        self.go = asyncio.Event()
+        self.seen = []
+        self.replies = {}
+
+    async def run(self):
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with websockets.connect(self.url, additional_headers=headers) as ws:
+            self.ws = ws
+            async for raw in ws:
+                frame = json.loads(raw)
+                kind = frame.get("type")
+                if "seq" in frame:
+                    await ws.send(json.dumps({"type": "ack", "seq": frame["seq"]}))
+                if kind == "reply":
+                    self.replies.pop(frame["request_id"]).set_result(frame)
+                elif kind == "TaskRequest":
+                    self.seen.append(frame["task_id"])
+                    asyncio.create_task(self.take(frame))
+                elif kind == "ClarificationResponse":
+                    asyncio.create_task(self.finish(frame["task_id"], frame["answer"]))
+
+    async def send(self, **frame):
+        """Sends an operation frame and waits for its reply (frames are handled
+        concurrently: a report sent before another is not done before it otherwise)."""
+        frame["request_id"] = str(uuid.uuid4())
+        reply = asyncio.get_running_loop().create_future()
+        self.replies[frame["request_id"]] = reply
+        await self.ws.send(json.dumps(frame))
+        answer = await reply
+        assert answer["ok"], answer
+
+    async def take(self, task):
+        description = task["description"]
+        if description.startswith("ask:"):
+            await self.send(type="ClarificationRequest", task_id=task["task_id"],
+                            question="Which region?")
+        elif description.startswith("slow:"):
+            await self.go.wait()
+            await self.finish(task["task_id"], "slow")
+        elif description.startswith("hold:"):
+            pass
+        else:
+            await self.finish(task["task_id"], description)
+
+    async def finish(self, task_id, said):
+        await self.send(type="TaskResponse", task_id=task_id, status="in-progress",
+                        result_data={"percent": 50})
+        await self.send(type="TaskResponse", task_id=task_id, status="success",
+                        result_data={"summary": f"done: {said}"})
+
+
+def seen(events):
+    """What a stream said, in order: task snapshots, status states, artifacts."""
+    out = []
+    for event in events:
+        which = event.WhichOneof("payload")
+        if which == "task":
+            out.append(["task", state(event.task.status.state)])
+        elif which == "status_update":
+            update = event.status_update
+            text = update.status.message.parts[0].text if update.status.message.parts else None
+            out.append(["status", state(update.status.state), text])
+        elif which == "artifact_update":
+            artifact = json_format.MessageToDict(event.artifact_update.artifact)
+            out.append(["artifact", artifact["parts"][0]])
+    return out
+
+
+async def conversation(base, team, token, worker_id, worker_token):
+    worker = Worker(base, worker_token)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)
+    out = {}
+    async with client(base, team, worker_id, token) as a2a:
+        card = await a2a.get_extended_agent_card(GetExtendedAgentCardRequest())
+        out["card"] = {"name": card.name, "streaming": card.capabilities.streaming,
+                       "skills": [s.id for s in card.skills],
+                       "url": card.supported_interfaces[0].url}
+
+        # Streaming: the worker asks, the stream stops at INPUT_REQUIRED; the answer on the
+        # same task opens a second stream that ends COMPLETED with the result artifact.
+        first = [e async for e in a2a.send_message(text_message("ask: summarise Q3"))]
+        task_id = first[0].task.id
+        context_id = first[0].task.context_id
+        out["asked"] = seen(first)
+        second = [e async for e in a2a.send_message(
+            text_message("EMEA", task_id=task_id, context_id=context_id))]
+        out["answered"] = seen(second)
+        task = await a2a.get_task(GetTaskRequest(id=task_id))
+        out["task"] = json_format.MessageToDict(task)
+
+        # A continuation with somebody else's context is refused.
+        try:
+            [e async for e in a2a.send_message(
+                text_message("more", task_id=task_id, context_id="other"))]
+            out["wrong_context"] = "accepted"
+        except InvalidParamsError as err:
+            out["wrong_context"] = str(err)
+
+        # Unknown tasks, push configs (not offered yet) and a finished task's subscription.
+        try:
+            await a2a.get_task(GetTaskRequest(id="no-such-task"))
+        except TaskNotFoundError:
+            out["unknown_task"] = "TaskNotFoundError"
+        try:
+            await a2a.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task_id, url="http://127.0.0.1:9/x"))
+        except PushNotificationNotSupportedError:
+            out["push"] = "PushNotificationNotSupportedError"
+        try:
+            [e async for e in a2a.subscribe(SubscribeToTaskRequest(id=task_id))]
+        except UnsupportedOperationError:
+            out["finished_subscribe"] = "UnsupportedOperationError"
+        listed = await a2a.list_tasks(ListTasksRequest(context_id=context_id))
+        out["listed"] = [t.id for t in listed.tasks]
+
+    # Blocking (not streaming): the answer is the finished task.
+    async with client(base, team, worker_id, token, streaming=False) as a2a:
+        [answer] = [e async for e in a2a.send_message(text_message("count the logs"))]
+        out["blocking"] = {"state": state(answer.task.status.state),
+                           "artifact": json_format.MessageToDict(answer.task.artifacts[0])}
+
+    # returnImmediately: the task as submitted; cancel it; cancel again is refused.
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        [answer] = [e async for e in a2a.send_message(text_message("hold: wait"))]
+        out["immediate"] = state(answer.task.status.state)
+        canceled = await a2a.cancel_task(CancelTaskRequest(id=answer.task.id))
+        out["canceled"] = state(canceled.status.state)
+        try:
+            await a2a.cancel_task(CancelTaskRequest(id=answer.task.id))
+        except TaskNotCancelableError:
+            out["cancel_again"] = "TaskNotCancelableError"
+
+    running.cancel()
+    return out
+
+
+async def resume(base, team, token, worker_id, worker_token):
+    """A subscriber drops its stream after the first event; the task goes on; it
+    subscribes again from the last event id it saw and misses nothing."""
+    worker = Worker(base, worker_token)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)
+    out = {}
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        [answer] = [e async for e in a2a.send_message(text_message("slow: report"))]
+        task_id = answer.task.id
+    async with client(base, team, worker_id, token) as a2a:
+        stream = a2a.subscribe(SubscribeToTaskRequest(id=task_id))
+        first = await stream.__anext__()
+        await stream.aclose()
+        out["first"] = seen([first])
+        # The task's history says where the stream was: the snapshot's newest entry.
+        last_seen = 1
+        worker.go.set()
+        for _ in range(100):
+            task = await a2a.get_task(GetTaskRequest(id=task_id))
+            if task.status.state == TaskState.TASK_STATE_COMPLETED:
+                break
+            await asyncio.sleep(0.05)
+        context = ClientCallContext(service_parameters={"Last-Event-ID": str(last_seen)})
+        rest = [e async for e in a2a.subscribe(SubscribeToTaskRequest(id=task_id),
+                                               context=context)]
+        out["resumed"] = seen(rest)
+    running.cancel()
+    return out
+
+
+async def idempotent(base, team, token, worker_id, worker_token):
+    """The same message sent twice (a client retrying) makes one task."""
+    out = {}
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        request = text_message("hold: once")
+        [one] = [e async for e in a2a.send_message(request)]
+        [two] = [e async for e in a2a.send_message(request)]
+        out["ids"] = [one.task.id, two.task.id]
+    return out
+
+
+def main():
+    scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
+    run = {"conversation": conversation, "resume": resume, "idempotent": idempotent}[scenario]
+    print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,453 @@
+//! A2A: the official Python A2A SDK (`tests/interop/a2a_agents.py`), unmodified, calls a
+//! Switchboard agent that works over our WebSocket; the tasks it made are then checked
+//! through REST. Every JSON-RPC and HTTP error path is checked with plain requests.
+
+use serde_json::{Value, json};
+
+use crate::python;
+use crate::support::{Agent, Res, Team, TestApp};
+
+/// A team with a client agent and a worker that does reviews.
+async fn team(app: &TestApp) -> (Team, Agent, Agent) {
+    let team = app.team("a2a").await;
+    let client = app.agent(&team, "client", &[]).await;
+    let worker = app.agent(&team, "worker", &["review", "summarise"]).await;
+    (team, client, worker)
+}
+
+async fn scenario(app: &TestApp, name: &str, team: &Team, client: &Agent, worker: &Agent) -> Value {
+    python::run(
+        "a2a_agents.py",
+        &[
+            name,
+            &app.base,
+            &team.id,
+            &client.token,
+            &worker.id,
+            &worker.token,
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_stock_client_streams_a_task_with_a_question_and_its_answer() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "conversation", &team, &client, &worker).await;
+    // The card came from the registry.
+    assert_eq!(out["card"]["name"], "worker");
+    assert_eq!(out["card"]["streaming"], true);
+    assert_eq!(out["card"]["skills"], json!(["review", "summarise"]));
+    assert_eq!(
+        out["card"]["url"],
+        format!("{}/a2a/a2a/worker", app.base).as_str()
+    );
+    // The first stream stops where the worker asked; the answer's stream ends completed.
+    assert_eq!(
+        out["asked"],
+        json!([
+            ["task", "TASK_STATE_SUBMITTED"],
+            ["status", "TASK_STATE_INPUT_REQUIRED", "Which region?"]
+        ])
+    );
+    assert_eq!(
+        out["answered"],
+        json!([
+            ["task", "TASK_STATE_WORKING"],
+            ["status", "TASK_STATE_WORKING", ""],
+            ["artifact", {"data": {"summary": "done: EMEA"}}],
+            ["status", "TASK_STATE_COMPLETED", null]
+        ])
+    );
+    let task = &out["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    let history: Vec<&str> = task["history"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .filter_map(|m| m["parts"][0]["text"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(history, ["ask: summarise Q3", "Which region?", "EMEA"]);
+    assert!(
+        out["wrong_context"]
+            .as_str()
+            .is_some_and(|e| e.contains("contextId 'other'"))
+    );
+    assert_eq!(out["unknown_task"], "TaskNotFoundError");
+    assert_eq!(out["push"], "PushNotificationNotSupportedError");
+    assert_eq!(out["finished_subscribe"], "UnsupportedOperationError");
+    assert_eq!(out["listed"], json!([task["id"]]));
+    assert_eq!(out["blocking"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out["blocking"]["artifact"]["parts"][0]["data"]["summary"],
+        "done: count the logs"
+    );
+    assert_eq!(out["immediate"], "TASK_STATE_SUBMITTED");
+    assert_eq!(out["canceled"], "TASK_STATE_CANCELED");
+    assert_eq!(out["cancel_again"], "TaskNotCancelableError");
+
+    // Through REST the same task is an ordinary task of the task protocol.
+    let id = task["id"].as_str().expect("a task id");
+    let rest = app
+        .get(&format!("/v1/tasks/{id}"))
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(rest.body["task"]["status"], "success");
+    assert_eq!(rest.body["task"]["originating_agent_id"], "client");
+    assert_eq!(rest.body["task"]["assignee_agent_id"], "worker");
+    assert_eq!(rest.body["task"]["description"], "ask: summarise Q3");
+    assert_eq!(rest.body["task"]["context"][0]["answer"], "EMEA");
+    assert_eq!(rest.body["task"]["result_data"]["summary"], "done: EMEA");
+}
+
+#[tokio::test]
+async fn a_dropped_subscription_resumes_from_its_last_event_without_a_gap() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "resume", &team, &client, &worker).await;
+    assert_eq!(out["first"], json!([["task", "TASK_STATE_SUBMITTED"]]));
+    assert_eq!(
+        out["resumed"],
+        json!([
+            ["status", "TASK_STATE_WORKING", ""],
+            ["artifact", {"data": {"summary": "done: slow"}}],
+            ["status", "TASK_STATE_COMPLETED", null]
+        ])
+    );
+}
+
+#[tokio::test]
+async fn the_same_send_twice_makes_one_task() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "idempotent", &team, &client, &worker).await;
+    assert_eq!(out["ids"][0], out["ids"][1]);
+    let listed = app
+        .get("/v1/tasks")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(listed.body["tasks"].as_array().map(Vec::len), Some(1));
+    // An Idempotency-Key does the same for sends with fresh message ids.
+    let keyed = |message_id: &str| {
+        rpc_body(
+            "SendMessage",
+            json!({"message": text(message_id, "hold: keyed"),
+                   "configuration": {"returnImmediately": true}}),
+        )
+    };
+    let one = call(
+        &app,
+        &client,
+        "worker",
+        keyed("k1"),
+        &[("Idempotency-Key", "job-7")],
+    )
+    .await;
+    let two = call(
+        &app,
+        &client,
+        "worker",
+        keyed("k2"),
+        &[("Idempotency-Key", "job-7")],
+    )
+    .await;
+    assert_eq!(one["result"]["task"]["id"], "a2a-job-7");
+    assert_eq!(two["result"]["task"]["id"], "a2a-job-7");
+}
+
+fn text(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+fn rpc_body(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+/// One JSON-RPC call to `agent`'s interface; asserts HTTP 200 and returns the response.
+async fn call(
+    app: &TestApp,
+    caller: &Agent,
+    agent: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> Value {
+    let mut req = app
+        .post(&format!("/a2a/a2a/{agent}"))
+        .token(&caller.token)
+        .raw(body.to_string());
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    req.send().await.expect_status(200).body
+}
+
+/// A raw body to the worker's interface; asserts HTTP 200.
+async fn raw(app: &TestApp, caller: &Agent, body: &str) -> Value {
+    app.post("/a2a/a2a/worker")
+        .token(&caller.token)
+        .raw(body.to_owned())
+        .send()
+        .await
+        .expect_status(200)
+        .body
+}
+
+/// Asserts a JSON-RPC error with `code`, and returns its message.
+#[track_caller]
+fn error_of(response: &Value, code: i64) -> String {
+    assert_eq!(response["error"]["code"], code, "{response:#}");
+    assert_eq!(response["jsonrpc"], "2.0");
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn json_rpc_errors_have_the_spec_codes() {
+    let app = TestApp::start().await;
+    let (_, client, _) = team(&app).await;
+    let parse = raw(&app, &client, "{not json").await;
+    error_of(&parse, -32700);
+    assert_eq!(parse["id"], Value::Null);
+    error_of(&raw(&app, &client, "[1, 2]").await, -32600);
+    error_of(
+        &raw(&app, &client, r#"{"id": 1, "method": "GetTask"}"#).await,
+        -32600,
+    );
+    error_of(
+        &raw(&app, &client, r#"{"jsonrpc": "2.0", "id": 1}"#).await,
+        -32600,
+    );
+    error_of(
+        &raw(
+            &app,
+            &client,
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": [1]}"#,
+        )
+        .await,
+        -32602,
+    );
+    let unknown = raw(
+        &app,
+        &client,
+        r#"{"jsonrpc": "2.0", "id": "x", "method": "Frobnicate"}"#,
+    )
+    .await;
+    error_of(&unknown, -32601);
+    assert_eq!(unknown["id"], "x");
+    // Params that are not the method's.
+    let bad = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("SendMessage", json!({"message": 5})),
+        &[],
+    )
+    .await;
+    assert!(error_of(&bad, -32602).contains("message"));
+    let page = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("ListTasks", json!({"pageSize": 0})),
+        &[],
+    )
+    .await;
+    error_of(&page, -32602);
+    // An unknown task; a version this server does not speak; the 0.3 names under it.
+    let missing = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("GetTask", json!({"id": "nope"})),
+        &[],
+    )
+    .await;
+    error_of(&missing, -32001);
+    let v2 = rpc_body("GetTask", json!({"id": "nope"}));
+    error_of(
+        &call(&app, &client, "worker", v2, &[("A2A-Version", "2.0")]).await,
+        -32009,
+    );
+    let old = rpc_body("tasks/get", json!({"id": "nope"}));
+    error_of(&call(&app, &client, "worker", old, &[]).await, -32009);
+    // Push configs are not offered (the card says so); no extended card either.
+    let push = rpc_body(
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": "t", "url": "http://x"}),
+    );
+    error_of(&call(&app, &client, "worker", push, &[]).await, -32003);
+    let card = rpc_body("GetExtendedAgentCard", json!({}));
+    error_of(&call(&app, &client, "worker", card, &[]).await, -32007);
+}
+
+#[tokio::test]
+async fn messages_on_a_task_follow_its_state() {
+    let app = TestApp::start().await;
+    let (_, client, worker) = team(&app).await;
+    let send = |id: &str, task_id: Option<&str>| {
+        let mut message = text(id, "hold: please");
+        if let Some(task_id) = task_id {
+            message["taskId"] = json!(task_id);
+        }
+        rpc_body(
+            "SendMessage",
+            json!({"message": message, "configuration": {"returnImmediately": true}}),
+        )
+    };
+    let made = call(&app, &client, "worker", send("m1", None), &[]).await;
+    let task_id = made["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    // Working, not asking: another message has nowhere to go.
+    let working = call(&app, &client, "worker", send("m2", Some(&task_id)), &[]).await;
+    assert!(error_of(&working, -32004).contains("working"));
+    // Asking: a message without text is no answer.
+    app.post(&format!("/v1/tasks/{task_id}/clarifications"))
+        .token(&worker.token)
+        .json(json!({"question": "Which one?"}))
+        .send()
+        .await
+        .expect_status(201);
+    let mut empty = send("m3", Some(&task_id));
+    empty["params"]["message"]["parts"] = json!([{"data": {"x": 1}}]);
+    error_of(&call(&app, &client, "worker", empty, &[]).await, -32602);
+    let answered = call(&app, &client, "worker", send("m4", Some(&task_id)), &[]).await;
+    assert_eq!(
+        answered["result"]["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    // Finished: canceled, then nothing more is taken and it cannot be canceled again.
+    let cancel = rpc_body(
+        "CancelTask",
+        json!({"id": task_id, "metadata": {"reason": "done"}}),
+    );
+    let canceled = call(&app, &client, "worker", cancel.clone(), &[]).await;
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    error_of(&call(&app, &client, "worker", cancel, &[]).await, -32002);
+    let after = call(&app, &client, "worker", send("m5", Some(&task_id)), &[]).await;
+    assert!(error_of(&after, -32004).contains("canceled"));
+    // The contract's code travels in the error's ErrorInfo.
+    let gone = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("GetTask", json!({"id": "x"})),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        gone["error"]["data"][0]["metadata"]["error_code"],
+        "TASK_NOT_FOUND"
+    );
+}
+
+#[tokio::test]
+async fn cards_and_interfaces_stay_inside_the_team() {
+    let app = TestApp::start().await;
+    let (team, client, _) = team(&app).await;
+    let other = app.team("elsewhere").await;
+    let stranger = app.agent(&other, "stranger", &[]).await;
+    let card = "/a2a/a2a/worker/.well-known/agent-card.json";
+    // No token; a token of another team; the team key may read cards but not call.
+    app.get(card).send().await.expect_error(401, "UNAUTHORIZED");
+    let foreign: Res = app.get(card).token(&stranger.token).send().await;
+    assert!(matches!(foreign.status, 403 | 404), "{foreign:?}");
+    let keyed = app
+        .get(card)
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(keyed.body["name"], "worker");
+    app.post("/a2a/a2a/worker")
+        .token(&team.key)
+        .raw(rpc_body("GetTask", json!({"id": "x"})).to_string())
+        .send()
+        .await
+        .expect_error(403, "FORBIDDEN");
+    let called = app
+        .post("/a2a/a2a/worker")
+        .token(&stranger.token)
+        .raw(rpc_body("GetTask", json!({"id": "x"})).to_string())
+        .send()
+        .await;
+    assert!(matches!(called.status, 403 | 404), "{called:?}");
+    app.get("/a2a/a2a/nobody/.well-known/agent-card.json")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_error(404, "AGENT_NOT_FOUND");
+    cards_are_cached_and_listed(&app, &client, card).await;
+    // A task sent through one member's interface is not reachable through another's.
+    let made = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body(
+            "SendMessage",
+            json!({"message": text("iso", "hold: mine"),
+                                      "configuration": {"returnImmediately": true}}),
+        ),
+        &[],
+    )
+    .await;
+    let id = made["result"]["task"]["id"].clone();
+    let elsewhere = call(
+        &app,
+        &client,
+        "client",
+        rpc_body("GetTask", json!({"id": id})),
+        &[],
+    )
+    .await;
+    error_of(&elsewhere, -32001);
+}
+
+/// A card carries an ETag (304 when the client has it); the directory lists every card.
+async fn cards_are_cached_and_listed(app: &TestApp, client: &Agent, card: &str) {
+    // The card is cacheable: the same ETag answers 304.
+    let first = app
+        .get(card)
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(first.headers["cache-control"], "private, max-age=60");
+    let etag = first.headers["etag"].to_str().expect("an etag").to_owned();
+    app.get(card)
+        .token(&client.token)
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .expect_status(304);
+    assert_eq!(
+        first.body["supportedInterfaces"][0]["protocolVersion"],
+        "1.0"
+    );
+    assert_eq!(
+        first.body["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    // The directory lists every member's card.
+    let listed = app
+        .get("/a2a/a2a/agents")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    let names: Vec<&str> = listed.body["agents"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["client", "worker"]);
+}
