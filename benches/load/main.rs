@@ -9,6 +9,7 @@
 //! figures are for "server and client on one box", and `/healthz` is the ceiling every
 //! other figure is compared with.
 
+mod a2a;
 mod fanout;
 mod harness;
 mod hot;

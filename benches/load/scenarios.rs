@@ -33,6 +33,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("send_at_scale", |o| Box::pin(send_at_scale(o))),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
+    ("a2a", |o| Box::pin(crate::a2a::a2a(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {
         Box::pin(crate::slow::slow_readers(o))

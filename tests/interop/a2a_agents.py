@@ -15,7 +15,7 @@ import uuid
 
 import httpx
 import websockets
-from a2a.client import ClientConfig, ClientFactory
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.client import ClientCallContext
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
@@ -255,9 +255,43 @@ async def idempotent(base, team, token, worker_id, worker_token):
     return out
 
 
+async def legacy(base, team, token, worker_id, worker_token):
+    """The SDK's 0.3 compat client (what it uses for agents that advertise 0.3): the
+    card's 0.3 interface only, then the same conversation in 0.3's methods and shapes."""
+    worker = Worker(base, worker_token)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)
+    out = {}
+    http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    card = await A2ACardResolver(http, f"{base}/a2a/{team}/{worker_id}").get_agent_card()
+    out["versions"] = [i.protocol_version for i in card.supported_interfaces]
+    legacy_only = [i for i in card.supported_interfaces if i.protocol_version == "0.3"]
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(legacy_only)
+    a2a = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+    out["transport"] = type(a2a._transport).__name__
+    first = [e async for e in a2a.send_message(text_message("ask: legacy report"))]
+    task_id = first[0].task.id
+    out["asked"] = seen(first)
+    second = [e async for e in a2a.send_message(
+        text_message("APAC", task_id=task_id, context_id=first[0].task.context_id))]
+    out["answered"] = seen(second)
+    task = await a2a.get_task(GetTaskRequest(id=task_id))
+    out["state"] = state(task.status.state)
+    out["history"] = [m.parts[0].text for m in task.history]
+    try:
+        await a2a.get_task(GetTaskRequest(id="no-such-task"))
+    except TaskNotFoundError:
+        out["unknown_task"] = "TaskNotFoundError"
+    await http.aclose()
+    running.cancel()
+    return out
+
+
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
-    run = {"conversation": conversation, "resume": resume, "idempotent": idempotent}[scenario]
+    run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
+           "legacy": legacy}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

@@ -277,8 +277,24 @@ async fn json_rpc_errors_have_the_spec_codes() {
         &call(&app, &client, "worker", v2, &[("A2A-Version", "2.0")]).await,
         -32009,
     );
+    // 0.3 names are served as 0.3 when no version (or 0.3) is named, not under 1.0.
     let old = rpc_body("tasks/get", json!({"id": "nope"}));
-    error_of(&call(&app, &client, "worker", old, &[]).await, -32009);
+    error_of(
+        &call(&app, &client, "worker", old.clone(), &[]).await,
+        -32001,
+    );
+    let under_v1 = call(&app, &client, "worker", old, &[("A2A-Version", "1.0")]).await;
+    error_of(&under_v1, -32601);
+    let v1_under_v03 = rpc_body("GetTask", json!({"id": "nope"}));
+    let v03 = call(
+        &app,
+        &client,
+        "worker",
+        v1_under_v03,
+        &[("A2A-Version", "0.3")],
+    )
+    .await;
+    error_of(&v03, -32601);
     // Push configs are not offered (the card says so); no extended card either.
     let push = rpc_body(
         "CreateTaskPushNotificationConfig",
@@ -450,4 +466,64 @@ async fn cards_are_cached_and_listed(app: &TestApp, client: &Agent, card: &str) 
         .map(|l| l.iter().filter_map(|c| c["name"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, ["client", "worker"]);
+}
+
+#[tokio::test]
+async fn the_sdks_0_3_client_runs_the_same_conversation() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "legacy", &team, &client, &worker).await;
+    assert_eq!(out["versions"], json!(["1.0", "0.3"]));
+    assert_eq!(out["transport"], "CompatJsonRpcTransport");
+    assert_eq!(
+        out["asked"],
+        json!([
+            ["task", "TASK_STATE_SUBMITTED"],
+            ["status", "TASK_STATE_INPUT_REQUIRED", "Which region?"]
+        ])
+    );
+    assert_eq!(
+        out["answered"][3],
+        json!(["status", "TASK_STATE_COMPLETED", null])
+    );
+    assert_eq!(out["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out["history"],
+        json!(["ask: legacy report", "Which region?", "APAC"])
+    );
+    assert_eq!(out["unknown_task"], "TaskNotFoundError");
+}
+
+#[tokio::test]
+async fn a_0_3_request_gets_0_3_shapes() {
+    let app = TestApp::start().await;
+    let (_, client, _) = team(&app).await;
+    let send = rpc_body(
+        "message/send",
+        json!({"message": {"kind": "message", "messageId": "old-1", "role": "user",
+                           "parts": [{"kind": "text", "text": "hold: legacy"},
+                                     {"kind": "file", "file": {"uri": "https://example.com/a.txt",
+                                                               "mimeType": "text/plain"}}]},
+               "configuration": {"blocking": false}}),
+    );
+    let task = call(&app, &client, "worker", send, &[]).await["result"].clone();
+    assert_eq!(task["kind"], "task", "{task:#}");
+    assert_eq!(task["id"], "a2a-old-1");
+    assert_eq!(task["status"]["state"], "submitted");
+    assert_eq!(task["history"][0]["role"], "user");
+    assert_eq!(
+        task["history"][0]["parts"][0],
+        json!({"kind": "text", "text": "hold: legacy"})
+    );
+    // The file part reached the task as an attachment.
+    let rest = app
+        .get("/v1/tasks/a2a-old-1")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        rest.body["task"]["data"]["attachments"][0]["url"],
+        "https://example.com/a.txt"
+    );
 }

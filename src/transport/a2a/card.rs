@@ -129,8 +129,12 @@ pub fn interface_url(base: &str, team_id: &str, agent_id: &str) -> String {
 /// A member's card: its role as the description, one skill per capability.
 fn build(agent: &AgentView, base: &str) -> AgentCard {
     let url = interface_url(base, &agent.team_id, &agent.agent_id);
-    let mut interface = AgentInterface::new(url, TRANSPORT_PROTOCOL_JSONRPC);
-    interface.protocol_version = PROTOCOL_VERSION.to_owned();
+    // The same URL answers both versions (`v03.rs`); 1.0 first, as clients prefer it.
+    let interfaces = [PROTOCOL_VERSION, "0.3"].map(|version| {
+        let mut interface = AgentInterface::new(url.clone(), TRANSPORT_PROTOCOL_JSONRPC);
+        interface.protocol_version = version.to_owned();
+        interface
+    });
     let skills = if agent.capabilities.is_empty() {
         vec![skill("tasks", &format!("Tasks for {}", agent.agent_id))]
     } else {
@@ -152,7 +156,7 @@ fn build(agent: &AgentView, base: &str) -> AgentCard {
         name: agent.agent_id.clone(),
         description,
         version: agent.updated_at.to_string(),
-        supported_interfaces: vec![interface],
+        supported_interfaces: interfaces.to_vec(),
         capabilities: AgentCapabilities {
             streaming: Some(true),
             push_notifications: Some(false),

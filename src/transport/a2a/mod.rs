@@ -10,6 +10,7 @@
 //! * `send.rs` — `SendMessage`: a new task, or the answer to the open question.
 //! * `stream.rs` — SSE for `SendStreamingMessage` and `SubscribeToTask`.
 //! * `convert.rs` — tasks, messages and history events in A2A's shapes.
+//! * `v03.rs` — A2A 0.3's method names and shapes, rewritten to and from 1.0.
 //!
 //! Types are the official crate's (`a2a-lf`): ProtoJSON names and only spec fields.
 
@@ -18,6 +19,7 @@ mod convert;
 mod rpc;
 mod send;
 mod stream;
+mod v03;
 
 use axum::Router;
 use axum::http::HeaderMap;

@@ -20,6 +20,7 @@ use switchboard_types::decode::CommaList;
 use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
 use switchboard_types::{ErrorCode, Operation, Reply};
 
+use super::v03::{self, Dialect};
 use super::{A2aState, convert, send, stream};
 use crate::core::{Caller, CoreError};
 use crate::transport::common::ApiError;
@@ -118,18 +119,26 @@ pub async fn call(
         Ok(parts) => parts,
         Err((id, err)) => return answer(id, Err(err)),
     };
-    if let Err(err) = check_version(&headers) {
-        return answer(id, Err(err));
-    }
+    let dialect = match dialect_of(&headers, &method) {
+        Ok(dialect) => dialect,
+        Err(err) => return answer(id, Err(err)),
+    };
+    let (method, params) = match dialect {
+        Dialect::V1 => (method, params),
+        Dialect::V03 => match v03::method(&method) {
+            Some(method) => (method.to_owned(), v03::params(params)),
+            None => return answer(id, Err(A2AError::method_not_found(&method))),
+        },
+    };
     match method.as_str() {
         "SendStreamingMessage" => match decode(params) {
-            Ok(request) => stream::send(interface, id, request, &headers).await,
+            Ok(request) => stream::send(interface, (id, dialect), request, &headers).await,
             Err(err) => answer(id, Err(err)),
         },
-        "SubscribeToTask" => stream::subscribe(interface, id, params, &headers).await,
+        "SubscribeToTask" => stream::subscribe(interface, (id, dialect), params, &headers).await,
         _ => {
             let result = unary(&interface, &method, params, &headers).await;
-            answer(id, result)
+            answer(id, result.map(|value| dialect.result(value)))
         }
     }
 }
@@ -158,9 +167,6 @@ async fn unary(
         | "ListTaskPushNotificationConfigs"
         | "DeleteTaskPushNotificationConfig" => Err(A2AError::push_notification_not_supported()),
         "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
-        "message/send" | "message/stream" | "tasks/get" | "tasks/cancel" | "tasks/resubscribe" => {
-            Err(A2AError::version_not_supported("0.3"))
-        }
         other => Err(A2AError::method_not_found(other)),
     }
 }
@@ -203,17 +209,21 @@ fn envelope(body: &[u8]) -> Result<(JsonRpcId, String, Value), (JsonRpcId, A2AEr
     Ok((id, method, params))
 }
 
-/// The protocol versions served: 1.x, and a request that names none.
-fn check_version(headers: &HeaderMap) -> Result<(), A2AError> {
+/// The dialect of a request: `A2A-Version` 1.x (or none) is 1.0, 0.3 is 0.3; a request
+/// that names no version and uses a 0.3 method name is 0.3 too (0.3 clients sent no
+/// header). Any other version is `VersionNotSupported`.
+fn dialect_of(headers: &HeaderMap, method: &str) -> Result<Dialect, A2AError> {
     let version = headers
         .get(VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .trim();
-    if version.is_empty() || version == "1" || version.starts_with("1.") {
-        Ok(())
-    } else {
-        Err(A2AError::version_not_supported(version))
+    match version {
+        "" if v03::method(method).is_some() => Ok(Dialect::V03),
+        "" | "1" => Ok(Dialect::V1),
+        "0.3" | "0.3.0" => Ok(Dialect::V03),
+        v if v.starts_with("1.") => Ok(Dialect::V1),
+        other => Err(A2AError::version_not_supported(other)),
     }
 }
 

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use super::convert;
 use super::rpc::{Interface, answer, decode, response, to_a2a};
 use super::send::{self, newest};
+use super::v03::Dialect;
 
 /// How long one wait for a change lasts before it is renewed (the SSE keep-alive
 /// comments keep the connection busy meanwhile).
@@ -56,7 +57,7 @@ impl Until {
 /// `SendStreamingMessage`.
 pub async fn send(
     interface: Interface,
-    id: JsonRpcId,
+    (id, dialect): (JsonRpcId, Dialect),
     request: SendMessageRequest,
     headers: &HeaderMap,
 ) -> Response {
@@ -68,14 +69,20 @@ pub async fn send(
         Ok(detail) => detail,
         Err(err) => return answer(id, Err(err)),
     };
-    open(interface, id, detail, Start::Snapshot, Until::Settled)
+    open(
+        interface,
+        (id, dialect),
+        detail,
+        Start::Snapshot,
+        Until::Settled,
+    )
 }
 
 /// `SubscribeToTask`. Without a cursor a finished task has nothing more to say
 /// (`UnsupportedOperation`, as the spec says); with one, what came after it is sent.
 pub async fn subscribe(
     interface: Interface,
-    id: JsonRpcId,
+    (id, dialect): (JsonRpcId, Dialect),
     params: Value,
     headers: &HeaderMap,
 ) -> Response {
@@ -89,7 +96,13 @@ pub async fn subscribe(
         Err(err) => return answer(id, Err(err)),
     };
     match cursor {
-        Some(after) => open(interface, id, detail, Start::After(after), Until::Finished),
+        Some(after) => open(
+            interface,
+            (id, dialect),
+            detail,
+            Start::After(after),
+            Until::Finished,
+        ),
         None if detail.task.status.is_final() => answer(
             id,
             Err(A2AError::unsupported_operation(format!(
@@ -99,7 +112,13 @@ pub async fn subscribe(
                 detail.task.status.as_str()
             ))),
         ),
-        None => open(interface, id, detail, Start::Snapshot, Until::Finished),
+        None => open(
+            interface,
+            (id, dialect),
+            detail,
+            Start::Snapshot,
+            Until::Finished,
+        ),
     }
 }
 
@@ -120,7 +139,7 @@ fn cursor(headers: &HeaderMap, params: &Value) -> Option<i64> {
 /// The SSE response; a task of its own follows the task and feeds it.
 fn open(
     interface: Interface,
-    id: JsonRpcId,
+    id: (JsonRpcId, Dialect),
     detail: TaskDetail,
     start: Start,
     until: Until,
@@ -137,7 +156,8 @@ fn open(
         .into_response()
 }
 
-fn event(id: &JsonRpcId, seq: i64, result: Result<Value, A2AError>) -> Event {
+fn event((id, dialect): &(JsonRpcId, Dialect), seq: i64, result: Result<Value, A2AError>) -> Event {
+    let result = result.map(|value| dialect.result(value));
     Event::default()
         .id(seq.to_string())
         .data(response(id.clone(), result).to_string())
@@ -146,7 +166,7 @@ fn event(id: &JsonRpcId, seq: i64, result: Result<Value, A2AError>) -> Event {
 /// Sends the task's changes as they commit, until `until` or the client left.
 async fn follow(
     interface: Interface,
-    id: JsonRpcId,
+    id: (JsonRpcId, Dialect),
     mut detail: TaskDetail,
     start: Start,
     until: Until,
