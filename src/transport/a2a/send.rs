@@ -8,7 +8,7 @@ use std::time::Duration;
 use a2a::{A2AError, Message, SendMessageRequest};
 use axum::http::HeaderMap;
 use switchboard_types::task_state::TaskStatus;
-use switchboard_types::tasks::{Answer, TaskDetail};
+use switchboard_types::tasks::{Answer, Task, TaskDetail};
 use switchboard_types::{ErrorCode, Operation, Reply};
 
 use super::convert;
@@ -25,6 +25,9 @@ const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 pub struct Sent {
     pub task_id: String,
     pub after_seq: i64,
+    /// The task as the send left it, when the send's answer said (a retried send's
+    /// does not).
+    pub task: Option<Task>,
 }
 
 /// The newest entry of a task's history.
@@ -73,21 +76,20 @@ async fn create(
         &interface.agent,
     );
     let core = &interface.state.core;
-    match core
+    let task = match core
         .dispatch(&interface.caller, Operation::SubmitTask(request))
         .await
     {
-        Ok(Reply::TaskSubmitted(_)) => {}
+        Ok(Reply::TaskSubmitted(submitted)) => submitted.task,
         // Sent before: the task this key made (if it is this member's).
-        Err(err) if err.code() == ErrorCode::Conflict => {
-            interface.task(&task_id).await?;
-        }
+        Err(err) if err.code() == ErrorCode::Conflict => Some(interface.task(&task_id).await?.task),
         Ok(_) => return Err(A2AError::internal("SubmitTask answered otherwise")),
         Err(err) => return Err(to_a2a(err)),
-    }
+    };
     Ok(Sent {
         task_id,
         after_seq: 0,
+        task,
     })
 }
 
@@ -123,7 +125,7 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
             "the answer to a question is text: the message has no text part",
         ));
     }
-    interface
+    let answered = interface
         .dispatch(Operation::AnswerClarification {
             task_id: task_id.to_owned(),
             clarification_id: open.clarification_id.clone(),
@@ -134,6 +136,10 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
     Ok(Sent {
         task_id: task_id.to_owned(),
         after_seq: newest(&detail),
+        task: match answered {
+            Reply::TaskUpdated(updated) => Some(updated.task),
+            _ => None,
+        },
     })
 }
 
@@ -153,17 +159,25 @@ pub async fn blocking(
     let sent = submit(interface, &request, headers).await?;
     let config = request.configuration.as_ref();
     let history = config.and_then(|c| c.history_length);
-    let immediately = config.and_then(|c| c.return_immediately) == Some(true);
-    let mut detail = interface.task(&sent.task_id).await?;
+    if config.and_then(|c| c.return_immediately) == Some(true)
+        && let Some(task) = &sent.task
+    {
+        return Ok(convert::task(task, history));
+    }
+    let core = &interface.state.core;
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
+    // The first wait answers at once: the send itself is an entry after `after_seq`.
+    let mut detail = core
+        .wait_for_task(&interface.caller, &sent.task_id, sent.after_seq, BLOCK_FOR)
+        .await
+        .map_err(to_a2a)?;
+    let immediately = config.and_then(|c| c.return_immediately) == Some(true);
     while !immediately && !settled(&detail, sent.after_seq) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             break;
         }
-        detail = interface
-            .state
-            .core
+        detail = core
             .wait_for_task(&interface.caller, &sent.task_id, newest(&detail), left)
             .await
             .map_err(to_a2a)?;
