@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::python;
 use crate::support::{Agent, Res, Team, TestApp};
+use crate::{python, readme};
 
 /// A team with a client agent and a worker that does reviews.
 async fn team(app: &TestApp) -> (Team, Agent, Agent) {
@@ -211,7 +211,7 @@ fn error_of(response: &Value, code: i64) -> String {
 }
 
 #[tokio::test]
-async fn json_rpc_errors_have_the_spec_codes() {
+async fn envelope_errors_have_the_spec_codes() {
     let app = TestApp::start().await;
     let (_, client, _) = team(&app).await;
     let parse = raw(&app, &client, "{not json").await;
@@ -243,6 +243,12 @@ async fn json_rpc_errors_have_the_spec_codes() {
     .await;
     error_of(&unknown, -32601);
     assert_eq!(unknown["id"], "x");
+}
+
+#[tokio::test]
+async fn method_errors_have_the_spec_codes() {
+    let app = TestApp::start().await;
+    let (_, client, _) = team(&app).await;
     // Params that are not the method's.
     let bad = call(
         &app,
@@ -526,4 +532,28 @@ async fn a_0_3_request_gets_0_3_shapes() {
         rest.body["task"]["data"]["attachments"][0]["url"],
         "https://example.com/a.txt"
     );
+}
+
+#[tokio::test]
+async fn the_a2a_walkthrough_works_as_written() {
+    let app =
+        TestApp::start_with(|c| c.admin_token = Some(readme::WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}",
+        readme::walkthrough("foundation"),
+        readme::walkthrough("a2a")
+    );
+    let out = readme::run(&app, &script).await;
+    let answers = readme::printed_json(&out);
+    assert_eq!(answers.len(), 10, "{out}");
+    assert_eq!(answers[6]["name"], "coder", "{out}");
+    assert_eq!(answers[6]["skills"][0]["id"], "python");
+    let task = &answers[7]["result"]["task"];
+    assert_eq!(task["id"], "a2a-review-42", "{out}");
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED");
+    let artifact = &answers[8]["result"]["artifactUpdate"]["artifact"];
+    assert_eq!(artifact["parts"][0]["data"]["verdict"], "approved", "{out}");
+    let status = &answers[9]["result"]["statusUpdate"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
+    app.stop().await;
 }

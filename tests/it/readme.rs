@@ -598,22 +598,3 @@ async fn the_publish_walkthrough_works_as_written() {
     }
     app.stop().await;
 }
-
-#[tokio::test]
-async fn the_a2a_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let script = format!("{}\n{}", walkthrough("foundation"), walkthrough("a2a"));
-    let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    assert_eq!(answers.len(), 10, "{out}");
-    assert_eq!(answers[6]["name"], "coder", "{out}");
-    assert_eq!(answers[6]["skills"][0]["id"], "python");
-    let task = &answers[7]["result"]["task"];
-    assert_eq!(task["id"], "a2a-review-42", "{out}");
-    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED");
-    let artifact = &answers[8]["result"]["artifactUpdate"]["artifact"];
-    assert_eq!(artifact["parts"][0]["data"]["verdict"], "approved", "{out}");
-    let status = &answers[9]["result"]["statusUpdate"]["status"];
-    assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
-    app.stop().await;
-}
