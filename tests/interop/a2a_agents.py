@@ -108,6 +108,9 @@ class Worker:
         assert answer["ok"], answer
 
     async def take(self, task):
+        # A worker takes a moment: the client has read what its send answered before the
+        # worker acts on it (otherwise the first event may already show the next state).
+        await asyncio.sleep(0.1)
         description = task["description"]
         if description.startswith("ask:"):
             await self.send(type="ClarificationRequest", task_id=task["task_id"],
@@ -121,6 +124,7 @@ class Worker:
             await self.finish(task["task_id"], description)
 
     async def finish(self, task_id, said):
+        await asyncio.sleep(0.1)
         await self.send(type="TaskResponse", task_id=task_id, status="in-progress",
                         result_data={"percent": 50})
         await self.send(type="TaskResponse", task_id=task_id, status="success",

@@ -223,7 +223,12 @@ fn question(task: &Task) -> Option<Message> {
 
 /// The task's result as its one artifact.
 fn result_artifact(task: &Task) -> Option<Artifact> {
-    let parts = parts_of(&task.result_data);
+    artifact_of(task, &task.result_data)
+}
+
+/// A result as the task's one artifact (`{task_id}-result`).
+fn artifact_of(task: &Task, result: &Value) -> Option<Artifact> {
+    let parts = parts_of(result);
     (!parts.is_empty()).then(|| Artifact {
         artifact_id: format!("{}-result", task.task_id),
         name: Some("result".into()),
@@ -285,7 +290,10 @@ pub fn events(task: &Task, event: &TaskEvent) -> Vec<StreamResponse> {
         )]))
     };
     let finished = matches!(event.kind, TaskEventKind::Succeeded | TaskEventKind::Failed);
-    if finished && let Some(artifact) = result_artifact(task) {
+    // The result the entry itself recorded: the task row may have been read before the
+    // entry committed (a task and its history are two reads).
+    let result = event.data.get("result_data").unwrap_or(&Value::Null);
+    if finished && let Some(artifact) = artifact_of(task, result) {
         out.push(StreamResponse::ArtifactUpdate(
             a2a::TaskArtifactUpdateEvent {
                 task_id: task.task_id.clone(),

@@ -42,6 +42,14 @@ pub async fn submit(
     headers: &HeaderMap,
 ) -> Result<Sent, A2AError> {
     let message = &request.message;
+    // Refused rather than ignored: a client that asked for pushes must not wait for them.
+    if request
+        .configuration
+        .as_ref()
+        .is_some_and(|c| c.task_push_notification_config.is_some())
+    {
+        return Err(A2AError::push_notification_not_supported());
+    }
     match message.task_id.as_deref().filter(|id| !id.is_empty()) {
         Some(task_id) => answer(interface, message, task_id).await,
         None => create(interface, message, headers).await,
