@@ -369,7 +369,7 @@ fn compose(
         max_body_bytes,
         mcp_sessions_per_agent,
     );
-    let a2a = a2a::router(core.clone());
+    let a2a = a2a::router(core.clone(), mcp_sessions_per_agent);
     http::app(
         rest.merge(live).merge(stomp_ws).merge(mcp).merge(a2a),
         openapi,

@@ -564,3 +564,51 @@ async fn the_a2a_walkthrough_works_as_written() {
     assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn an_agent_holds_a_bounded_number_of_streams() {
+    let app = TestApp::start_with(|c| c.ws_max_per_agent = 2).await;
+    let (_, client, _) = team(&app).await;
+    let made = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body(
+            "SendMessage",
+            json!({"message": text("s1", "hold: followed"),
+                   "configuration": {"returnImmediately": true}}),
+        ),
+        &[],
+    )
+    .await;
+    let id = made["result"]["task"]["id"].clone();
+    let http = reqwest::Client::new();
+    let subscribe = || {
+        http.post(app.url("/a2a/a2a/worker"))
+            .bearer_auth(&client.token)
+            .body(rpc_body("SubscribeToTask", json!({"id": id})).to_string())
+            .send()
+    };
+    let first = subscribe().await.expect("a stream");
+    let second = subscribe().await.expect("a stream");
+    assert_eq!(first.status(), 200);
+    assert_eq!(second.status(), 200);
+    let third = subscribe().await.expect("an answer");
+    assert_eq!(third.status(), 429);
+    let body: Value = third.json().await.expect("the contract's body");
+    assert_eq!(body["error_code"], "RATE_LIMITED");
+    assert_eq!(body["details"]["max"], 2);
+    // A stream the client closed frees its place.
+    drop(first);
+    let mut admitted = false;
+    for _ in 0..50 {
+        let again = subscribe().await.expect("an answer");
+        if again.status() == 200 {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(admitted, "a closed stream's place was never freed");
+    drop(second);
+}

@@ -21,6 +21,8 @@ mod send;
 mod stream;
 mod v03;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
@@ -30,10 +32,11 @@ use switchboard_types::routing::Via;
 use crate::core::{Caller, Core};
 use crate::transport::common::{ApiError, authenticate};
 
-/// What every A2A request needs: the core.
+/// What every A2A request needs: the core, and the bound on open streams.
 #[derive(Clone)]
 pub struct A2aState {
     core: Core,
+    streams: Arc<stream::StreamLimit>,
 }
 
 impl A2aState {
@@ -45,8 +48,10 @@ impl A2aState {
     }
 }
 
-/// The A2A routes: cards, the directory, and each member's JSON-RPC interface.
-pub fn router(core: Core) -> Router {
+/// The A2A routes: cards, the directory, and each member's JSON-RPC interface. An agent
+/// holds at most `streams_per_agent` SSE streams at once (`--ws-max-per-agent`, as for
+/// live connections and MCP sessions): each keeps a task following the task.
+pub fn router(core: Core, streams_per_agent: usize) -> Router {
     Router::new()
         .route("/a2a/{team_id}/agents", get(card::directory))
         .route(
@@ -54,5 +59,8 @@ pub fn router(core: Core) -> Router {
             get(card::card),
         )
         .route("/a2a/{team_id}/{agent_id}", post(rpc::call))
-        .with_state(A2aState { core })
+        .with_state(A2aState {
+            core,
+            streams: Arc::new(stream::StreamLimit::new(streams_per_agent)),
+        })
 }

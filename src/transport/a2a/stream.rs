@@ -7,7 +7,9 @@
 //! `params.metadata.lastEventId`) and gets every entry after it, live ones following:
 //! it misses nothing, even when the task finished in between.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use a2a::{A2AError, JsonRpcId, SendMessageRequest, SubscribeToTaskRequest};
@@ -15,6 +17,8 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use switchboard_types::ErrorCode;
+use switchboard_types::ids::AgentPk;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::TaskDetail;
 use tokio::sync::mpsc;
@@ -23,10 +27,68 @@ use super::convert;
 use super::rpc::{Interface, answer, decode, response, to_a2a};
 use super::send::{self, newest};
 use super::v03::Dialect;
+use crate::core::{Caller, CoreError};
+use crate::transport::common::ApiError;
 
 /// How long one wait for a change lasts before it is renewed (the SSE keep-alive
 /// comments keep the connection busy meanwhile).
 const WAIT: Duration = Duration::from_secs(15);
+
+/// How many streams each agent has open, and the bound.
+pub struct StreamLimit {
+    open: Mutex<HashMap<AgentPk, usize>>,
+    max_per_agent: usize,
+}
+
+/// One admitted stream; dropping it (the stream ended) frees its place.
+pub struct StreamPlace {
+    limit: Arc<StreamLimit>,
+    agent: AgentPk,
+}
+
+impl StreamLimit {
+    pub fn new(max_per_agent: usize) -> StreamLimit {
+        StreamLimit {
+            open: Mutex::new(HashMap::new()),
+            max_per_agent,
+        }
+    }
+
+    /// A place for one more stream of the caller's, or `RATE_LIMITED`.
+    fn admit(self: &Arc<Self>, caller: &Caller) -> Result<StreamPlace, ApiError> {
+        let Caller::Agent { agent, .. } = *caller else {
+            return Err(ApiError(CoreError::forbidden("A2A streams are an agent's")));
+        };
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let held = open.entry(agent).or_insert(0);
+        if *held >= self.max_per_agent {
+            return Err(ApiError(
+                CoreError::new(
+                    ErrorCode::RateLimited,
+                    format!("this agent already has {held} A2A streams open; close one first"),
+                )
+                .with("max", self.max_per_agent),
+            ));
+        }
+        *held += 1;
+        Ok(StreamPlace {
+            limit: self.clone(),
+            agent,
+        })
+    }
+}
+
+impl Drop for StreamPlace {
+    fn drop(&mut self) {
+        let mut open = self.limit.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = open.get_mut(&self.agent) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                open.remove(&self.agent);
+            }
+        }
+    }
+}
 
 /// Where a stream starts.
 enum Start {
@@ -61,6 +123,11 @@ pub async fn send(
     request: SendMessageRequest,
     headers: &HeaderMap,
 ) -> Response {
+    // Before the send: a refused stream must not leave a task behind.
+    let place = match interface.state.streams.admit(&interface.caller) {
+        Ok(place) => place,
+        Err(err) => return err.into_response(),
+    };
     let sent = match send::submit(&interface, &request, headers).await {
         Ok(sent) => sent,
         Err(err) => return answer(id, Err(err)),
@@ -72,7 +139,7 @@ pub async fn send(
     open(
         interface,
         (id, dialect),
-        detail,
+        (detail, place),
         Start::Snapshot,
         Until::Settled,
     )
@@ -86,6 +153,10 @@ pub async fn subscribe(
     params: Value,
     headers: &HeaderMap,
 ) -> Response {
+    let place = match interface.state.streams.admit(&interface.caller) {
+        Ok(place) => place,
+        Err(err) => return err.into_response(),
+    };
     let cursor = cursor(headers, &params);
     let request: SubscribeToTaskRequest = match decode(params) {
         Ok(request) => request,
@@ -99,7 +170,7 @@ pub async fn subscribe(
         Some(after) => open(
             interface,
             (id, dialect),
-            detail,
+            (detail, place),
             Start::After(after),
             Until::Finished,
         ),
@@ -115,7 +186,7 @@ pub async fn subscribe(
         None => open(
             interface,
             (id, dialect),
-            detail,
+            (detail, place),
             Start::Snapshot,
             Until::Finished,
         ),
@@ -140,12 +211,15 @@ fn cursor(headers: &HeaderMap, params: &Value) -> Option<i64> {
 fn open(
     interface: Interface,
     id: (JsonRpcId, Dialect),
-    detail: TaskDetail,
+    (detail, place): (TaskDetail, StreamPlace),
     start: Start,
     until: Until,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<Event>(32);
-    tokio::spawn(follow(interface, id, detail, start, until, tx));
+    tokio::spawn(async move {
+        follow(interface, id, detail, start, until, tx).await;
+        drop(place);
+    });
     let events = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
