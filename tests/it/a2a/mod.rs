@@ -1,0 +1,253 @@
+//! A2A: the official Python A2A SDK (`tests/interop/a2a_agents.py`), unmodified, calls a
+//! Switchboard agent that works over our WebSocket; the tasks it made are then checked
+//! through REST. Every JSON-RPC and HTTP error path is checked with plain requests
+//! (`rpc.rs`).
+
+mod rpc;
+
+use serde_json::{Value, json};
+
+use crate::support::{Agent, Team, TestApp};
+use crate::{python, readme};
+
+/// A team with a client agent and a worker that does reviews.
+pub(super) async fn team(app: &TestApp) -> (Team, Agent, Agent) {
+    let team = app.team("a2a").await;
+    let client = app.agent(&team, "client", &[]).await;
+    let worker = app.agent(&team, "worker", &["review", "summarise"]).await;
+    (team, client, worker)
+}
+
+async fn scenario(app: &TestApp, name: &str, team: &Team, client: &Agent, worker: &Agent) -> Value {
+    python::run(
+        "a2a_agents.py",
+        &[
+            name,
+            &app.base,
+            &team.id,
+            &client.token,
+            &worker.id,
+            &worker.token,
+        ],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn the_stock_client_streams_a_task_with_a_question_and_its_answer() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "conversation", &team, &client, &worker).await;
+    // The card came from the registry.
+    assert_eq!(out["card"]["name"], "worker");
+    assert_eq!(out["card"]["streaming"], true);
+    assert_eq!(out["card"]["skills"], json!(["review", "summarise"]));
+    assert_eq!(
+        out["card"]["url"],
+        format!("{}/a2a/a2a/worker", app.base).as_str()
+    );
+    // The first stream stops where the worker asked; the answer's stream ends completed.
+    assert_eq!(
+        out["asked"],
+        json!([
+            ["task", "TASK_STATE_SUBMITTED"],
+            ["status", "TASK_STATE_INPUT_REQUIRED", "Which region?"]
+        ])
+    );
+    assert_eq!(
+        out["answered"],
+        json!([
+            ["task", "TASK_STATE_WORKING"],
+            ["status", "TASK_STATE_WORKING", ""],
+            ["artifact", {"data": {"summary": "done: EMEA"}}],
+            ["status", "TASK_STATE_COMPLETED", null]
+        ])
+    );
+    let task = &out["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    let history: Vec<&str> = task["history"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .filter_map(|m| m["parts"][0]["text"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(history, ["ask: summarise Q3", "Which region?", "EMEA"]);
+    assert!(
+        out["wrong_context"]
+            .as_str()
+            .is_some_and(|e| e.contains("contextId 'other'"))
+    );
+    assert_eq!(out["unknown_task"], "TaskNotFoundError");
+    assert_eq!(out["push"], "PushNotificationNotSupportedError");
+    assert_eq!(out["finished_subscribe"], "UnsupportedOperationError");
+    assert_eq!(out["listed"], json!([task["id"]]));
+    assert_eq!(out["blocking"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out["blocking"]["artifact"]["parts"][0]["data"]["summary"],
+        "done: count the logs"
+    );
+    assert_eq!(out["immediate"], "TASK_STATE_SUBMITTED");
+    assert_eq!(out["canceled"], "TASK_STATE_CANCELED");
+    assert_eq!(out["cancel_again"], "TaskNotCancelableError");
+
+    // Through REST the same task is an ordinary task of the task protocol.
+    let id = task["id"].as_str().expect("a task id");
+    let rest = app
+        .get(&format!("/v1/tasks/{id}"))
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(rest.body["task"]["status"], "success");
+    assert_eq!(rest.body["task"]["originating_agent_id"], "client");
+    assert_eq!(rest.body["task"]["assignee_agent_id"], "worker");
+    assert_eq!(rest.body["task"]["description"], "ask: summarise Q3");
+    assert_eq!(rest.body["task"]["context"][0]["answer"], "EMEA");
+    assert_eq!(rest.body["task"]["result_data"]["summary"], "done: EMEA");
+}
+
+#[tokio::test]
+async fn a_dropped_subscription_resumes_from_its_last_event_without_a_gap() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "resume", &team, &client, &worker).await;
+    assert_eq!(out["first"], json!([["task", "TASK_STATE_SUBMITTED"]]));
+    assert_eq!(
+        out["resumed"],
+        json!([
+            ["status", "TASK_STATE_WORKING", ""],
+            ["artifact", {"data": {"summary": "done: slow"}}],
+            ["status", "TASK_STATE_COMPLETED", null]
+        ])
+    );
+}
+
+#[tokio::test]
+async fn the_same_send_twice_makes_one_task() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "idempotent", &team, &client, &worker).await;
+    assert_eq!(out["ids"][0], out["ids"][1]);
+    let listed = app
+        .get("/v1/tasks")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(listed.body["tasks"].as_array().map(Vec::len), Some(1));
+    // An Idempotency-Key does the same for sends with fresh message ids.
+    let keyed = |message_id: &str| {
+        rpc_body(
+            "SendMessage",
+            json!({"message": text(message_id, "hold: keyed"),
+                   "configuration": {"returnImmediately": true}}),
+        )
+    };
+    let one = call(
+        &app,
+        &client,
+        "worker",
+        keyed("k1"),
+        &[("Idempotency-Key", "job-7")],
+    )
+    .await;
+    let two = call(
+        &app,
+        &client,
+        "worker",
+        keyed("k2"),
+        &[("Idempotency-Key", "job-7")],
+    )
+    .await;
+    assert_eq!(one["result"]["task"]["id"], "a2a-job-7");
+    assert_eq!(two["result"]["task"]["id"], "a2a-job-7");
+}
+
+pub(super) fn text(message_id: &str, text: &str) -> Value {
+    json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+pub(super) fn rpc_body(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+}
+
+/// One JSON-RPC call to `agent`'s interface; asserts HTTP 200 and returns the response.
+pub(super) async fn call(
+    app: &TestApp,
+    caller: &Agent,
+    agent: &str,
+    body: Value,
+    headers: &[(&str, &str)],
+) -> Value {
+    let mut req = app
+        .post(&format!("/a2a/a2a/{agent}"))
+        .token(&caller.token)
+        .raw(body.to_string());
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    req.send().await.expect_status(200).body
+}
+
+/// Asserts a JSON-RPC error with `code`, and returns its message.
+#[track_caller]
+pub(super) fn error_of(response: &Value, code: i64) -> String {
+    assert_eq!(response["error"]["code"], code, "{response:#}");
+    assert_eq!(response["jsonrpc"], "2.0");
+    response["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn the_sdks_0_3_client_runs_the_same_conversation() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "legacy", &team, &client, &worker).await;
+    assert_eq!(out["versions"], json!(["1.0", "0.3"]));
+    assert_eq!(out["transport"], "CompatJsonRpcTransport");
+    assert_eq!(
+        out["asked"],
+        json!([
+            ["task", "TASK_STATE_SUBMITTED"],
+            ["status", "TASK_STATE_INPUT_REQUIRED", "Which region?"]
+        ])
+    );
+    assert_eq!(
+        out["answered"][3],
+        json!(["status", "TASK_STATE_COMPLETED", null])
+    );
+    assert_eq!(out["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        out["history"],
+        json!(["ask: legacy report", "Which region?", "APAC"])
+    );
+    assert_eq!(out["unknown_task"], "TaskNotFoundError");
+}
+
+#[tokio::test]
+async fn the_a2a_walkthrough_works_as_written() {
+    let app =
+        TestApp::start_with(|c| c.admin_token = Some(readme::WALKTHROUGH_ADMIN.to_owned())).await;
+    let script = format!(
+        "{}\n{}",
+        readme::walkthrough("foundation"),
+        readme::walkthrough("a2a")
+    );
+    let out = readme::run(&app, &script).await;
+    let answers = readme::printed_json(&out);
+    assert_eq!(answers.len(), 10, "{out}");
+    assert_eq!(answers[6]["name"], "coder", "{out}");
+    assert_eq!(answers[6]["skills"][0]["id"], "python");
+    let task = &answers[7]["result"]["task"];
+    assert_eq!(task["id"], "a2a-review-42", "{out}");
+    assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED");
+    let artifact = &answers[8]["result"]["artifactUpdate"]["artifact"];
+    assert_eq!(artifact["parts"][0]["data"]["verdict"], "approved", "{out}");
+    let status = &answers[9]["result"]["statusUpdate"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
+    app.stop().await;
+}
