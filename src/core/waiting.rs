@@ -93,7 +93,7 @@ impl Core {
 
 /// An agent's inbox changing, as a stream of wake-ups: what a subscription (MCP's
 /// resource subscriptions) listens to. Dropping it stops listening.
-pub struct InboxChanges(crate::hub::InboxWatch);
+pub struct InboxChanges(crate::hub::Watch);
 
 impl InboxChanges {
     /// Resolves at the next commit that adds to the inbox once enabled (`enable` the

@@ -25,7 +25,7 @@ use switchboard_types::messages::MessageView;
 use switchboard_types::routing::Route;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
-pub use watch::{InboxWatch, Watch};
+pub use watch::Watch;
 
 mod watch;
 

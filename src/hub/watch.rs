@@ -28,9 +28,6 @@ pub struct Watch {
     notify: Arc<Notify>,
 }
 
-/// The inbox wait keeps its old name where it is used.
-pub type InboxWatch = Watch;
-
 impl Watch {
     pub fn notify(&self) -> &Notify {
         &self.notify

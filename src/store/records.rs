@@ -521,6 +521,8 @@ pub struct TaskListSpec {
     pub statuses: Vec<TaskStatus>,
     /// Tasks older than this one (a cursor).
     pub before: Option<TaskPk>,
+    /// Only tasks submitted with this `target_agent_id`.
+    pub target: Option<String>,
     pub limit: i64,
 }
 

@@ -430,6 +430,10 @@ pub struct TaskQuery {
     pub limit: Option<i64>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
+    /// Only tasks submitted with this `target_agent_id` (what the caller gave one member;
+    /// an A2A interface lists its tasks this way).
+    #[cfg_attr(feature = "openapi", param(example = "coder"))]
+    pub target_agent_id: Option<String>,
 }
 
 /// Answer of `GET /v1/tasks`.

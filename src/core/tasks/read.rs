@@ -85,6 +85,7 @@ impl Core {
             role: query.role,
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
             before,
+            target: query.target_agent_id,
             limit: limit + 1,
         };
         let mut tasks = self.store().list_tasks(me.pk, &spec).await?;

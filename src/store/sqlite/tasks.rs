@@ -281,7 +281,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     let originated = |q: &mut QueryBuilder<Sqlite>| {
         q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
             .push_bind(agent.0);
-        push_page_filters(q, spec, "pk", "status");
+        push_page_filters(q, spec, "pk", ("status", "target_agent_id"));
     };
     let assigned = |q: &mut QueryBuilder<Sqlite>| {
         q.push(
@@ -289,7 +289,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
              CROSS JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
         )
         .push_bind(agent.0);
-        push_page_filters(q, spec, "a.task_pk", "x.status");
+        push_page_filters(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
     };
     match spec.role {
         Some(TaskRole::Originated) => originated(&mut q),
@@ -304,9 +304,18 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     q
 }
 
-/// The status filter, the cursor and the limit of one branch of [`list`], closing its
-/// subquery.
-fn push_page_filters(q: &mut QueryBuilder<Sqlite>, spec: &TaskListSpec, pk: &str, status: &str) {
+/// The status and target filters, the cursor and the limit of one branch of [`list`],
+/// closing its subquery.
+fn push_page_filters(
+    q: &mut QueryBuilder<Sqlite>,
+    spec: &TaskListSpec,
+    pk: &str,
+    (status, target): (&str, &str),
+) {
+    if let Some(agent_id) = &spec.target {
+        q.push(format_args!(" AND {target} = "))
+            .push_bind(agent_id.clone());
+    }
     if !spec.statuses.is_empty() {
         q.push(format_args!(" AND {status} IN ("));
         let mut list = q.separated(", ");
@@ -365,11 +374,16 @@ mod tests {
             .await
             .expect("migrations");
         for role in [None, Some(TaskRole::Originated), Some(TaskRole::Assigned)] {
-            for statuses in [vec![], vec![TaskStatus::Success]] {
+            for (statuses, target) in [
+                (vec![], None),
+                (vec![TaskStatus::Success], None),
+                (vec![], Some("coder".to_owned())),
+            ] {
                 let spec = TaskListSpec {
                     role,
                     statuses,
                     before: Some(TaskPk(100)),
+                    target,
                     limit: 21,
                 };
                 let rows = super::list_query("EXPLAIN QUERY PLAN ", AgentPk(1), &spec)

@@ -282,10 +282,10 @@ pub fn to_a2a(err: CoreError) -> A2AError {
     )])
 }
 
-/// `ListTasks`: the caller's tasks given to this member, newest first. A page is read
-/// from the caller's tasks and then narrowed to this member (and to `contextId` and
-/// `statusTimestampAfter`), so a page may hold fewer than `pageSize`; `totalSize`
-/// counts the page.
+/// `ListTasks`: the caller's tasks given to this member, newest first (the core's
+/// `target_agent_id` filter). `contextId` and `statusTimestampAfter` narrow the page
+/// afterwards, so with them a page may hold fewer than `pageSize`; `totalSize` counts
+/// the page.
 async fn list(
     interface: &Interface,
     request: ListTasksRequest,
@@ -308,6 +308,7 @@ async fn list(
         status,
         limit: Some(i64::from(size)),
         cursor: request.page_token.filter(|t| !t.is_empty()),
+        target_agent_id: Some(interface.agent.clone()),
     };
     let Reply::Tasks(list) = interface.dispatch(Operation::ListTasks(query)).await? else {
         return Err(A2AError::internal("ListTasks answered otherwise"));
@@ -317,7 +318,6 @@ async fn list(
     let tasks: Vec<a2a::Task> = list
         .tasks
         .iter()
-        .filter(|t| interface.owns(t))
         .filter(|t| {
             request
                 .context_id
@@ -364,12 +364,17 @@ async fn cancel(interface: &Interface, request: CancelTaskRequest) -> Result<a2a
         task_id: request.id.clone(),
         cancel: Cancel { reason },
     };
-    match interface.dispatch(operation).await {
+    match interface
+        .state
+        .core
+        .dispatch(&interface.caller, operation)
+        .await
+    {
         Ok(Reply::TaskUpdated(updated)) => Ok(convert::task(&updated.task, None)),
         Ok(_) => Err(A2AError::internal("CancelTask answered otherwise")),
-        Err(err) if err.code == error_code::UNSUPPORTED_OPERATION => {
+        Err(err) if err.code() == ErrorCode::InvalidTaskTransition => {
             Err(A2AError::task_not_cancelable(&request.id))
         }
-        Err(err) => Err(err),
+        Err(err) => Err(to_a2a(err)),
     }
 }

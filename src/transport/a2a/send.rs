@@ -25,9 +25,8 @@ const IDEMPOTENCY_HEADER: &str = "idempotency-key";
 pub struct Sent {
     pub task_id: String,
     pub after_seq: i64,
-    /// The task as the send left it, when the send's answer said (a retried send's
-    /// does not).
-    pub task: Option<Task>,
+    /// The task as the send left it.
+    pub task: Task,
 }
 
 /// The newest entry of a task's history.
@@ -88,9 +87,12 @@ async fn create(
         .dispatch(&interface.caller, Operation::SubmitTask(request))
         .await
     {
-        Ok(Reply::TaskSubmitted(submitted)) => submitted.task,
+        // A targeted TaskRequest always stores a task (assigned or failed at once).
+        Ok(Reply::TaskSubmitted(submitted)) => submitted
+            .task
+            .ok_or_else(|| A2AError::internal("a targeted task was not stored"))?,
         // Sent before: the task this key made (if it is this member's).
-        Err(err) if err.code() == ErrorCode::Conflict => Some(interface.task(&task_id).await?.task),
+        Err(err) if err.code() == ErrorCode::Conflict => interface.task(&task_id).await?.task,
         Ok(_) => return Err(A2AError::internal("SubmitTask answered otherwise")),
         Err(err) => return Err(to_a2a(err)),
     };
@@ -133,21 +135,21 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
             "the answer to a question is text: the message has no text part",
         ));
     }
-    let answered = interface
+    let Reply::TaskUpdated(answered) = interface
         .dispatch(Operation::AnswerClarification {
             task_id: task_id.to_owned(),
             clarification_id: open.clarification_id.clone(),
             answer: Answer { answer: text },
             response_provided_by: None,
         })
-        .await?;
+        .await?
+    else {
+        return Err(A2AError::internal("AnswerClarification answered otherwise"));
+    };
     Ok(Sent {
         task_id: task_id.to_owned(),
         after_seq: newest(&detail),
-        task: match answered {
-            Reply::TaskUpdated(updated) => Some(updated.task),
-            _ => None,
-        },
+        task: answered.task,
     })
 }
 
@@ -167,10 +169,8 @@ pub async fn blocking(
     let sent = submit(interface, &request, headers).await?;
     let config = request.configuration.as_ref();
     let history = config.and_then(|c| c.history_length);
-    if config.and_then(|c| c.return_immediately) == Some(true)
-        && let Some(task) = &sent.task
-    {
-        return Ok(convert::task(task, history));
+    if config.and_then(|c| c.return_immediately) == Some(true) {
+        return Ok(convert::task(&sent.task, history));
     }
     let core = &interface.state.core;
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
@@ -179,8 +179,7 @@ pub async fn blocking(
         .wait_for_task(&interface.caller, &sent.task_id, sent.after_seq, BLOCK_FOR)
         .await
         .map_err(to_a2a)?;
-    let immediately = config.and_then(|c| c.return_immediately) == Some(true);
-    while !immediately && !settled(&detail, sent.after_seq) {
+    while !settled(&detail, sent.after_seq) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             break;

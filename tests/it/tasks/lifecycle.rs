@@ -265,6 +265,10 @@ async fn tasks_are_listed_by_role_and_status_a_page_at_a_time() {
         ids(&list("?status=in-progress,input-required&role=assigned", &b).await),
         ["t4", "t3", "t2", "t0"]
     );
+    // By target: what was given to one member, in either role.
+    assert_eq!(ids(&list("?target_agent_id=B", &a).await).len(), 5);
+    assert_eq!(ids(&list("?target_agent_id=A", &a).await), ["back"]);
+    assert!(ids(&list("?target_agent_id=nobody", &a).await).is_empty());
     // Paging walks everything once.
     let mut seen = Vec::new();
     let mut query = "?role=originated&limit=2".to_owned();
