@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::addresses::is_public;
 use crate::core::callback_url;
-use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, RetryPolicy};
+use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, Outgoing, RetryPolicy};
 use crate::core::{Core, CoreResult};
 
 /// Settings of the callback sender.
@@ -166,9 +166,9 @@ async fn round(
     }
     let attempts = due
         .into_iter()
-        .map(|DueDelivery { callback, secret }| async move {
-            let outcome: AttemptResult = match &secret {
-                Ok(secret) => send(client, settings, &callback, secret).await,
+        .map(|DueDelivery { callback, request }| async move {
+            let outcome: AttemptResult = match &request {
+                Ok((outgoing, secret)) => send(client, settings, &callback, outgoing, secret).await,
                 Err(why) => Err((None, why.clone())),
             };
             (callback, outcome)
@@ -179,36 +179,40 @@ async fn round(
     Ok(true)
 }
 
-/// One attempt: the receiver's status on 2xx, or the status (if any) and what went
-/// wrong.
+/// One attempt: each body POSTed in order (a webhook's entry may render as several);
+/// the last receiver status on 2xx, or the status (if any) and what went wrong.
 async fn send(
     client: &reqwest::Client,
     settings: &CallbackSettings,
     callback: &DueCallback,
+    outgoing: &Outgoing,
     secret: &str,
 ) -> AttemptResult {
     // Checked again: the server may have been restarted without the private flag.
-    callback_url::check(&callback.url, settings.allow_private)
+    callback_url::check(&outgoing.url, settings.allow_private)
         .map_err(|e| (None, e.into_body().error_message))?;
-    let now = chrono::Utc::now().timestamp();
-    let response = client
-        .post(&callback.url)
-        .header("content-type", "application/json")
-        .header(
-            "switchboard-signature",
-            signature(secret, now, &callback.body),
-        )
-        .header("switchboard-delivery", callback.pk.to_string())
-        .body(callback.body.clone())
-        .send()
-        .await
-        .map_err(|e| (None, describe(&e)))?;
-    let status = i64::from(response.status().as_u16());
-    if response.status().is_success() {
-        Ok(status)
-    } else {
-        Err((Some(status), format!("the receiver answered HTTP {status}")))
+    let mut status = 204;
+    for body in &outgoing.bodies {
+        let now = chrono::Utc::now().timestamp();
+        let mut request = client
+            .post(&outgoing.url)
+            .header("content-type", "application/json")
+            .header("switchboard-signature", signature(secret, now, body))
+            .header("switchboard-delivery", callback.pk.to_string());
+        for (name, value) in &outgoing.headers {
+            request = request.header(*name, value);
+        }
+        let response = request
+            .body(body.clone())
+            .send()
+            .await
+            .map_err(|e| (None, describe(&e)))?;
+        status = i64::from(response.status().as_u16());
+        if !response.status().is_success() {
+            return Err((Some(status), format!("the receiver answered HTTP {status}")));
+        }
     }
+    Ok(status)
 }
 
 fn describe(err: &reqwest::Error) -> String {

@@ -11,6 +11,7 @@
 pub mod error;
 pub mod records;
 pub mod sqlite;
+pub mod webhooks;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -28,6 +29,7 @@ use records::{
     PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
+use webhooks::{NewWebhook, WebhookRecord};
 
 /// How hard a commit tries to survive a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +169,15 @@ impl Store {
         fn expire_idempotency_keys(&self, before: Timestamp, limit: i64) -> u64;
         /// Up to `limit` callback records finished before `before`, removed.
         fn expire_callbacks(&self, before: Timestamp, limit: i64) -> u64;
+        /// The task's webhooks, oldest first.
+        fn task_webhooks(&self, task: TaskPk) -> Vec<WebhookRecord>;
+        fn webhook(&self, pk: i64) -> Option<WebhookRecord>;
+        /// A task by its key, with its history.
+        fn task_with_events(&self, task: TaskPk) -> Option<(TaskRecord, Vec<TaskEventRecord>)>;
+        /// Adds a webhook to a task (or replaces the one of the same id).
+        fn put_webhook(&self, webhook: NewWebhook) -> ();
+        /// Removes a task's webhook; `false` when it had none of that id.
+        fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> bool;
     }
 
     /// Inserts a team; `after` runs right after the commit, in commit order.

@@ -534,8 +534,11 @@ pub struct DueCallback {
     pub team_pk: TeamPk,
     pub url: String,
     pub event_seq: i64,
+    /// Empty for a webhook's delivery: rendered when sent.
     pub body: String,
     pub attempts: i64,
+    /// The task webhook it is for; `None` for the task's `callback_url`.
+    pub webhook_pk: Option<i64>,
 }
 
 /// The outcome of one callback attempt; pending ones are tried again at

@@ -11,16 +11,22 @@ import asyncio
 import contextlib
 import json
 import sys
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import websockets
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.client.client import ClientCallContext
 from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     ListTasksRequest,
     Message,
     Part,
@@ -32,7 +38,6 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -179,16 +184,11 @@ async def conversation(base, team, token, worker_id, worker_token):
         except InvalidParamsError as err:
             out["wrong_context"] = str(err)
 
-        # Unknown tasks, push configs (not offered yet) and a finished task's subscription.
+        # Unknown tasks and a finished task's subscription.
         try:
             await a2a.get_task(GetTaskRequest(id="no-such-task"))
         except TaskNotFoundError:
             out["unknown_task"] = "TaskNotFoundError"
-        try:
-            await a2a.create_task_push_notification_config(
-                TaskPushNotificationConfig(task_id=task_id, url="http://127.0.0.1:9/x"))
-        except PushNotificationNotSupportedError:
-            out["push"] = "PushNotificationNotSupportedError"
         try:
             [e async for e in a2a.subscribe(SubscribeToTaskRequest(id=task_id))]
         except UnsupportedOperationError:
@@ -292,10 +292,105 @@ async def legacy(base, team, token, worker_id, worker_token):
     return out
 
 
+class PushReceiver:
+    """A push notification receiver as an A2A client runs one: it accepts a POST only
+    with the token it gave in the config (401 otherwise) and keeps what it accepted."""
+
+    def __init__(self, token, credentials):
+        self.token = token
+        self.authorization = f"Bearer {credentials}"
+        self.accepted = []
+        self.refused = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                if (self.headers.get("X-A2A-Notification-Token") != receiver.token
+                        or self.headers.get("Authorization") != receiver.authorization):
+                    receiver.refused += 1
+                    self.send_response(401)
+                else:
+                    receiver.accepted.append(json.loads(body))
+                    self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    async def until(self, done, seconds=10):
+        for _ in range(int(seconds / 0.05)):
+            if done(self.accepted):
+                return
+            await asyncio.sleep(0.05)
+
+
+def pushed(notes):
+    """What a receiver was told: status states and artifacts, in order."""
+    out = []
+    for note in notes:
+        if "statusUpdate" in note:
+            out.append(["status", note["statusUpdate"]["status"]["state"]])
+        elif "artifactUpdate" in note:
+            out.append(["artifact", note["artifactUpdate"]["artifact"]["parts"][0]])
+    return out
+
+
+async def push(base, team, token, worker_id, worker_token):
+    """Push configs with the stock client: create, get, list, delete; the receiver checks
+    the token and credentials of every notification it gets."""
+    worker = Worker(base, worker_token)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)
+    receiver = PushReceiver("tok-42", "receiver-secret")
+    out = {}
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        [answer] = [e async for e in a2a.send_message(text_message("slow: pushed"))]
+        task_id = answer.task.id
+        config = TaskPushNotificationConfig(
+            task_id=task_id, id="hook-1", url=receiver.url, token="tok-42",
+            authentication=AuthenticationInfo(scheme="Bearer",
+                                              credentials="receiver-secret"))
+        made = await a2a.create_task_push_notification_config(config)
+        out["created"] = json_format.MessageToDict(made)
+        spare = TaskPushNotificationConfig(task_id=task_id, id="hook-2",
+                                           url=receiver.url + "/spare")
+        await a2a.create_task_push_notification_config(spare)
+        got = await a2a.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id="hook-1"))
+        out["got"] = json_format.MessageToDict(got)
+        listed = await a2a.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id))
+        out["listed"] = [c.id for c in listed.configs]
+        await a2a.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="hook-2"))
+        listed = await a2a.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id))
+        out["after_delete"] = [c.id for c in listed.configs]
+        try:
+            await a2a.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task_id, id="hook-2"))
+        except TaskNotFoundError:
+            out["deleted_get"] = "TaskNotFoundError"
+        worker.go.set()
+        await receiver.until(lambda notes: any(
+            n.get("statusUpdate", {}).get("status", {}).get("state") == "TASK_STATE_COMPLETED"
+            for n in notes))
+        out["pushed"] = pushed(receiver.accepted)
+        out["refused"] = receiver.refused
+    receiver.server.shutdown()
+    running.cancel()
+    return out
+
+
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
     run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
-           "legacy": legacy}[scenario]
+           "legacy": legacy, "push": push}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

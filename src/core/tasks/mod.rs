@@ -22,9 +22,10 @@ mod outbox;
 mod read;
 mod registry_requests;
 mod submit;
+mod webhooks;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -35,6 +36,7 @@ use switchboard_types::tasks::{CallbackStatus, TaskFrame};
 
 pub use crate::store::records::DueCallback;
 pub use outbox::{AttemptResult, DueDelivery, RetryPolicy};
+pub use webhooks::{MAX_WEBHOOKS_PER_TASK, Outgoing, TaskWebhook, WebhookFormat, WebhookSpec};
 
 use super::CoreError;
 use crate::store::records::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
@@ -55,6 +57,8 @@ pub struct TaskRuntime {
     open: Mutex<HashMap<AgentPk, i64>>,
     /// Woken when a callback was queued, so the sender does not wait for its next poll.
     callbacks_queued: tokio::sync::Notify,
+    /// How each transport renders its webhooks' bodies, by the transport's name.
+    formats: RwLock<HashMap<String, Arc<dyn WebhookFormat>>>,
 }
 
 impl TaskRuntime {
@@ -63,6 +67,7 @@ impl TaskRuntime {
             settings,
             open: Mutex::new(open.into_iter().map(|o| (o.agent, o.open)).collect()),
             callbacks_queued: tokio::sync::Notify::new(),
+            formats: RwLock::default(),
         }
     }
 

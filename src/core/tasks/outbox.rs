@@ -12,14 +12,16 @@ use std::time::Duration;
 use switchboard_types::tasks::{CallbackDelivery, DeliveryState};
 use switchboard_types::time::Timestamp;
 
+use super::Outgoing;
 use crate::core::{Core, CoreResult};
 use crate::store::records::{Attempt, DueCallback};
 
-/// A callback to POST now, with its team's signing key (or why there is none).
+/// A callback to POST now: what goes out, signed with its team's key (or why it
+/// cannot go out).
 #[derive(Debug, Clone)]
 pub struct DueDelivery {
     pub callback: DueCallback,
-    pub secret: Result<String, String>,
+    pub request: Result<(Outgoing, String), String>,
 }
 
 /// How failed callbacks are retried.
@@ -39,8 +41,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(600);
 pub type AttemptResult = Result<i64, (Option<i64>, String)>;
 
 impl Core {
-    /// The oldest pending callback of each task, if due, at most `limit`: a task's
-    /// callbacks go out in order, one at a time.
+    /// The oldest pending callback of each task and receiver, if due, at most `limit`:
+    /// a receiver gets a task's changes in order, one at a time. A webhook's body is
+    /// rendered here, from the stored entry.
     pub async fn due_callbacks(&self, limit: i64) -> CoreResult<Vec<DueDelivery>> {
         let due = self.store().due_callbacks(Timestamp::now(), limit).await?;
         // One read per team of the round, not per callback.
@@ -54,16 +57,26 @@ impl Core {
                 });
             }
         }
-        Ok(due
-            .into_iter()
-            .map(|callback| DueDelivery {
-                secret: secrets
-                    .get(&callback.team_pk)
-                    .cloned()
-                    .unwrap_or_else(|| Err("no secret was read".to_owned())),
+        let mut deliveries = Vec::with_capacity(due.len());
+        for callback in due {
+            let secret = secrets
+                .get(&callback.team_pk)
+                .cloned()
+                .unwrap_or_else(|| Err("no secret was read".to_owned()));
+            let outgoing = match callback.webhook_pk {
+                Some(_) => self.webhook_request(&callback).await,
+                None => Ok(Outgoing {
+                    url: callback.url.clone(),
+                    bodies: vec![callback.body.clone()],
+                    headers: Vec::new(),
+                }),
+            };
+            deliveries.push(DueDelivery {
+                request: outgoing.and_then(|o| secret.map(|s| (o, s))),
                 callback,
-            })
-            .collect())
+            });
+        }
+        Ok(deliveries)
     }
 
     /// When the next pending callback is due, if any is.

@@ -7,7 +7,7 @@ use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, 
 use switchboard_types::time::Timestamp;
 
 use crate::core::{Caller, Core, CoreError, CoreResult, Need, cursor};
-use crate::store::records::TaskListSpec;
+use crate::store::records::{TaskEventRecord, TaskListSpec};
 
 impl Core {
     /// A task with its history, for its originator and anyone ever assigned it.
@@ -23,19 +23,21 @@ impl Core {
         Ok(TaskDetail {
             success: true,
             task: self.task_view(&l.task),
-            events: events
-                .into_iter()
-                .map(|e| TaskEvent {
-                    seq: e.seq,
-                    kind: e.kind,
-                    agent_id: e.actor_pk.map(|pk| self.agent_name(pk)),
-                    status: e.status,
-                    data: e.data,
-                    timestamp: e.created_at,
-                })
-                .collect(),
+            events: events.into_iter().map(|e| self.event_view(e)).collect(),
             callbacks,
         })
+    }
+
+    /// A history entry as clients see it.
+    pub(super) fn event_view(&self, e: TaskEventRecord) -> TaskEvent {
+        TaskEvent {
+            seq: e.seq,
+            kind: e.kind,
+            agent_id: e.actor_pk.map(|pk| self.agent_name(pk)),
+            status: e.status,
+            data: e.data,
+            timestamp: e.created_at,
+        }
     }
 
     /// The task with its history once it has an event after `after_seq`, or once

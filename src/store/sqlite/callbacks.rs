@@ -26,14 +26,15 @@ fn delivery_from_row(row: &SqliteRow) -> Result<CallbackDelivery, StoreError> {
     })
 }
 
-/// Every callback of the task, oldest first.
+/// Every callback of the task to its `callback_url`, oldest first (its webhooks'
+/// deliveries are the business of whoever set them).
 pub(super) async fn callbacks_of<'e, E: SqliteExecutor<'e>>(
     ex: E,
     task: TaskPk,
 ) -> Result<Vec<CallbackDelivery>, StoreError> {
     let rows = sqlx::query(
         "SELECT pk, event_seq, state, attempts, last_status, last_error, finished_at
-         FROM callbacks WHERE task_pk = ? ORDER BY pk",
+         FROM callbacks WHERE task_pk = ? AND webhook_pk IS NULL ORDER BY pk",
     )
     .bind(task.0)
     .fetch_all(ex)
@@ -41,19 +42,20 @@ pub(super) async fn callbacks_of<'e, E: SqliteExecutor<'e>>(
     rows.iter().map(delivery_from_row).collect()
 }
 
-/// Callbacks to try now: the oldest pending callback of each task (a task's callbacks
-/// go out in order, one at a time), if its next attempt is due.
+/// Callbacks to try now: the oldest pending callback of each task and receiver (a
+/// receiver gets a task's changes in order, one at a time), if its next attempt is due.
 pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
     ex: E,
     now: Timestamp,
     limit: i64,
 ) -> Result<Vec<DueCallback>, StoreError> {
     let rows = sqlx::query(
-        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts
+        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk
          FROM callbacks c
          WHERE c.state = 'pending' AND c.next_attempt_at <= ?
            AND NOT EXISTS (SELECT 1 FROM callbacks e
-                           WHERE e.task_pk = c.task_pk AND e.state = 'pending' AND e.pk < c.pk)
+                           WHERE e.task_pk = c.task_pk AND e.webhook_pk IS c.webhook_pk
+                             AND e.state = 'pending' AND e.pk < c.pk)
          ORDER BY c.next_attempt_at LIMIT ?",
     )
     .bind(now.micros())
@@ -70,6 +72,7 @@ pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
                 event_seq: row.try_get(4)?,
                 body: row.try_get(5)?,
                 attempts: row.try_get(6)?,
+                webhook_pk: row.try_get(7)?,
             })
         })
         .collect()
@@ -86,7 +89,8 @@ pub(super) async fn next_due<'e, E: SqliteExecutor<'e>>(
     Ok(at.map(Timestamp::from_micros))
 }
 
-/// Records an attempt on the callback and, as the task's latest delivery, on the task.
+/// Records an attempt on the callback and, when it is the latest to the task's
+/// `callback_url`, on the task.
 pub(super) async fn record_attempt(
     conn: &mut SqliteConnection,
     a: &Attempt,
@@ -107,10 +111,14 @@ pub(super) async fn record_attempt(
     .await?;
     sqlx::query(
         "UPDATE tasks SET callback_delivery = ?
-         WHERE pk = ? AND NOT EXISTS (SELECT 1 FROM callbacks WHERE task_pk = ? AND pk > ?)",
+         WHERE pk = ?
+           AND (SELECT webhook_pk FROM callbacks WHERE pk = ?) IS NULL
+           AND NOT EXISTS (SELECT 1 FROM callbacks
+                           WHERE task_pk = ? AND pk > ? AND webhook_pk IS NULL)",
     )
     .bind(json(&a.delivery)?)
     .bind(a.task_pk.0)
+    .bind(a.callback_pk)
     .bind(a.task_pk.0)
     .bind(a.callback_pk)
     .execute(conn)

@@ -21,6 +21,7 @@ mod settings;
 mod tasks;
 mod teams;
 mod usage;
+mod webhooks;
 mod writer;
 
 use std::path::Path;

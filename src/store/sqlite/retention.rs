@@ -111,7 +111,7 @@ async fn delete_keyed(
 }
 
 /// Removes up to `limit` of the team's finished tasks last changed before `before`
-/// (with their history, assignees and callbacks); a task with a callback still to send
+/// (with their history, assignees, callbacks and webhooks); a task with a callback still to send
 /// stays until it is sent or given up.
 pub(super) async fn expire_tasks(
     conn: &mut SqliteConnection,
@@ -134,6 +134,7 @@ pub(super) async fn expire_tasks(
         ("task_events", "task_pk"),
         ("task_assignees", "task_pk"),
         ("callbacks", "task_pk"),
+        ("task_webhooks", "task_pk"),
         ("tasks", "pk"),
     ];
     delete_keyed(conn, &tables, &pks).await?;

@@ -233,6 +233,21 @@ pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     row.as_ref().map(from_row).transpose()
 }
 
+/// The task with this key (for work queued about it, such as a webhook delivery).
+pub(super) async fn by_pk<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    task: TaskPk,
+) -> Result<Option<TaskRecord>, StoreError> {
+    // Built from constants only.
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM tasks t WHERE t.pk = ?"
+    )))
+    .bind(task.0)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
 /// The task's history, oldest first.
 pub(super) async fn events<'e, E: SqliteExecutor<'e>>(
     ex: E,

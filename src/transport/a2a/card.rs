@@ -159,7 +159,7 @@ fn build(agent: &AgentView, base: &str) -> AgentCard {
         supported_interfaces: interfaces.to_vec(),
         capabilities: AgentCapabilities {
             streaming: Some(true),
-            push_notifications: Some(false),
+            push_notifications: Some(true),
             extensions: None,
             extended_agent_card: Some(false),
         },

@@ -9,6 +9,7 @@
 //! * `rpc.rs` — JSON-RPC 2.0: the envelope, the method table, errors in A2A's codes.
 //! * `send.rs` — `SendMessage`: a new task, or the answer to the open question.
 //! * `stream.rs` — SSE for `SendStreamingMessage` and `SubscribeToTask`.
+//! * `push.rs` — push notification configs, as the core's task webhooks.
 //! * `convert.rs` — tasks, messages and history events in A2A's shapes.
 //! * `v03.rs` — A2A 0.3's method names and shapes, rewritten to and from 1.0.
 //!
@@ -16,6 +17,7 @@
 
 mod card;
 mod convert;
+mod push;
 mod rpc;
 mod send;
 mod stream;
@@ -52,6 +54,7 @@ impl A2aState {
 /// holds at most `streams_per_agent` SSE streams at once (`--ws-max-per-agent`, as for
 /// live connections and MCP sessions): each keeps a task following the task.
 pub fn router(core: Core, streams_per_agent: usize) -> Router {
+    push::register(&core);
     Router::new()
         .route("/a2a/{team_id}/agents", get(card::directory))
         .route(

@@ -21,7 +21,7 @@ use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
 use switchboard_types::{ErrorCode, Operation, Reply};
 
 use super::v03::{self, Dialect};
-use super::{A2aState, convert, send, stream};
+use super::{A2aState, convert, push, send, stream};
 use crate::core::{Caller, CoreError};
 use crate::transport::common::ApiError;
 
@@ -39,6 +39,8 @@ pub struct Interface {
     pub me: String,
     /// The member called: the target of what is sent.
     pub agent: String,
+    /// The protocol version of the request.
+    pub dialect: Dialect,
 }
 
 impl Interface {
@@ -75,6 +77,7 @@ impl Interface {
             caller,
             me,
             agent: found.agent.agent_id,
+            dialect: Dialect::V1,
         })
     }
 
@@ -111,7 +114,7 @@ pub async fn call(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let interface = match Interface::open(state, team_id, agent_id, &headers).await {
+    let mut interface = match Interface::open(state, team_id, agent_id, &headers).await {
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
@@ -126,10 +129,11 @@ pub async fn call(
     let (method, params) = match dialect {
         Dialect::V1 => (method, params),
         Dialect::V03 => match v03::method(&method) {
-            Some(method) => (method.to_owned(), v03::params(params)),
+            Some(method) => (method.to_owned(), v03::params(method, params)),
             None => return answer(id, Err(A2AError::method_not_found(&method))),
         },
     };
+    interface.dialect = dialect;
     match method.as_str() {
         "SendStreamingMessage" => match decode(params) {
             Ok(request) => stream::send(interface, (id, dialect), request, &headers).await,
@@ -165,7 +169,7 @@ async fn unary(
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(A2AError::push_notification_not_supported()),
+        | "DeleteTaskPushNotificationConfig" => push::call(interface, method, params).await,
         "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
         other => Err(A2AError::method_not_found(other)),
     }

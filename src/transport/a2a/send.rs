@@ -1,5 +1,6 @@
 //! `SendMessage`: a message without `taskId` starts a task for the member; a message on a
-//! task that asked a question answers it. Blocking by default, as the spec says: the
+//! task that asked a question answers it. A push config in the send's configuration is
+//! set on the task with everything after the send queued to it. Blocking by default, as the spec says: the
 //! answer comes when the task finished or asks for input (or after [`BLOCK_FOR`], as it
 //! is then); `returnImmediately` answers with the task as submitted.
 
@@ -11,8 +12,8 @@ use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{Answer, Task, TaskDetail};
 use switchboard_types::{ErrorCode, Operation, Reply};
 
-use super::convert;
 use super::rpc::{Interface, to_a2a};
+use super::{convert, push};
 
 /// The longest a blocking send waits before answering with the task still working.
 pub const BLOCK_FOR: Duration = Duration::from_secs(60);
@@ -41,18 +42,21 @@ pub async fn submit(
     headers: &HeaderMap,
 ) -> Result<Sent, A2AError> {
     let message = &request.message;
-    // Refused rather than ignored: a client that asked for pushes must not wait for them.
-    if request
+    let push = request
         .configuration
         .as_ref()
-        .is_some_and(|c| c.task_push_notification_config.is_some())
-    {
-        return Err(A2AError::push_notification_not_supported());
+        .and_then(|c| c.task_push_notification_config.clone());
+    if let Some(config) = &push {
+        push::check(interface, config)?;
     }
-    match message.task_id.as_deref().filter(|id| !id.is_empty()) {
-        Some(task_id) => answer(interface, message, task_id).await,
-        None => create(interface, message, headers).await,
+    let sent = match message.task_id.as_deref().filter(|id| !id.is_empty()) {
+        Some(task_id) => answer(interface, message, task_id).await?,
+        None => create(interface, message, headers).await?,
+    };
+    if let Some(config) = push {
+        push::on_send(interface, &sent.task_id, config, sent.after_seq).await?;
     }
+    Ok(sent)
 }
 
 /// A new task. Its id comes from the `Idempotency-Key` or the `messageId`: the same send

@@ -43,8 +43,15 @@ pub fn method(name: &str) -> Option<&'static str> {
     })
 }
 
-/// 0.3 params as the 1.0 method's params.
-pub fn params(mut params: Value) -> Value {
+/// 0.3 params as the params of `method`, the 1.0 method they became.
+pub fn params(method: &str, mut params: Value) -> Value {
+    match method {
+        "CreateTaskPushNotificationConfig" => return push_config_in(params),
+        "GetTaskPushNotificationConfig"
+        | "DeleteTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs" => return push_ids_in(params),
+        _ => {}
+    }
     if let Some(message) = params.get_mut("message") {
         *message = message_in(message.take());
     }
@@ -53,9 +60,70 @@ pub fn params(mut params: Value) -> Value {
         if let Some(blocking) = config.remove("blocking").and_then(|b| b.as_bool()) {
             config.insert("returnImmediately".into(), json!(!blocking));
         }
-        config.remove("pushNotificationConfig");
+        if let Some(push) = config.remove("pushNotificationConfig") {
+            config.insert("taskPushNotificationConfig".into(), push_fields_in(push));
+        }
     }
     params
+}
+
+/// `{taskId, pushNotificationConfig: {id, url, token, authentication: {schemes,
+/// credentials}}}` as a 1.0 config (without an id: the task's, as 0.3 did).
+fn push_config_in(params: Value) -> Value {
+    let task_id = params["taskId"].clone();
+    let mut config = push_fields_in(params["pushNotificationConfig"].clone());
+    if let Value::Object(fields) = &mut config {
+        // 0.3 gave a config without an id the task's.
+        if fields
+            .get("id")
+            .is_none_or(|id| id.as_str().is_none_or(str::is_empty))
+        {
+            fields.insert("id".into(), task_id.clone());
+        }
+        fields.insert("taskId".into(), task_id);
+    }
+    config
+}
+
+/// A 0.3 `PushNotificationConfig` in 1.0's fields (one scheme: 1.0 has no list).
+fn push_fields_in(config: Value) -> Value {
+    let Value::Object(mut fields) = config else {
+        return config;
+    };
+    if let Some(Value::Object(mut auth)) = fields.remove("authentication") {
+        let scheme = match auth.remove("schemes") {
+            Some(Value::Array(schemes)) => schemes.into_iter().next().unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+        auth.insert("scheme".into(), scheme);
+        fields.insert("authentication".into(), Value::Object(auth));
+    }
+    Value::Object(fields)
+}
+
+/// `{id, pushNotificationConfigId}` (0.3 names the task `id`) as 1.0's `{taskId, id}`.
+/// A 0.3 config without an id was given the task's id, so that is the default.
+fn push_ids_in(params: Value) -> Value {
+    let task_id = params["id"].clone();
+    let config_id = match &params["pushNotificationConfigId"] {
+        Value::Null => task_id.clone(),
+        id => id.clone(),
+    };
+    json!({ "taskId": task_id, "id": config_id })
+}
+
+/// A 1.0 config in 0.3's shape.
+pub fn push_config_out(config: Value) -> Value {
+    let Value::Object(mut fields) = config else {
+        return config;
+    };
+    let task_id = fields.remove("taskId").unwrap_or(Value::Null);
+    if let Some(Value::Object(mut auth)) = fields.remove("authentication") {
+        let scheme = auth.remove("scheme").unwrap_or(Value::Null);
+        auth.insert("schemes".into(), json!([scheme]));
+        fields.insert("authentication".into(), Value::Object(auth));
+    }
+    json!({ "taskId": task_id, "pushNotificationConfig": fields })
 }
 
 fn message_in(message: Value) -> Value {
@@ -254,13 +322,16 @@ mod tests {
 
     #[test]
     fn a_03_send_becomes_a_10_send() {
-        let params = params(json!({
-            "message": {"kind": "message", "messageId": "m", "role": "user",
-                        "parts": [{"kind": "text", "text": "hi"},
-                                  {"kind": "data", "data": {"a": 1}},
-                                  {"kind": "file", "file": {"uri": "http://x/f", "mimeType": "text/plain", "name": "f"}}]},
-            "configuration": {"blocking": false}
-        }));
+        let params = params(
+            "SendMessage",
+            json!({
+                "message": {"kind": "message", "messageId": "m", "role": "user",
+                            "parts": [{"kind": "text", "text": "hi"},
+                                      {"kind": "data", "data": {"a": 1}},
+                                      {"kind": "file", "file": {"uri": "http://x/f", "mimeType": "text/plain", "name": "f"}}]},
+                "configuration": {"blocking": false}
+            }),
+        );
         assert_eq!(
             params,
             json!({

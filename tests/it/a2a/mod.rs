@@ -3,6 +3,7 @@
 //! through REST. Every JSON-RPC and HTTP error path is checked with plain requests
 //! (`rpc.rs`).
 
+mod push;
 mod rpc;
 
 use serde_json::{Value, json};
@@ -80,7 +81,6 @@ async fn the_stock_client_streams_a_task_with_a_question_and_its_answer() {
             .is_some_and(|e| e.contains("contextId 'other'"))
     );
     assert_eq!(out["unknown_task"], "TaskNotFoundError");
-    assert_eq!(out["push"], "PushNotificationNotSupportedError");
     assert_eq!(out["finished_subscribe"], "UnsupportedOperationError");
     assert_eq!(out["listed"], json!([task["id"]]));
     assert_eq!(out["blocking"]["state"], "TASK_STATE_COMPLETED");
@@ -163,6 +163,32 @@ async fn the_same_send_twice_makes_one_task() {
     .await;
     assert_eq!(one["result"]["task"]["id"], "a2a-job-7");
     assert_eq!(two["result"]["task"]["id"], "a2a-job-7");
+}
+
+#[tokio::test]
+async fn the_stock_client_manages_push_configs_and_the_receiver_gets_each_change() {
+    let app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "push", &team, &client, &worker).await;
+    let created = &out["created"];
+    assert_eq!(created["id"], "hook-1");
+    assert_eq!(created["token"], "tok-42");
+    // The credentials went in and are never shown back.
+    assert_eq!(created["authentication"], json!({"scheme": "Bearer"}));
+    assert_eq!(out["got"], *created);
+    assert_eq!(out["listed"], json!(["hook-1", "hook-2"]));
+    assert_eq!(out["after_delete"], json!(["hook-1"]));
+    assert_eq!(out["deleted_get"], "TaskNotFoundError");
+    // Every change after the config, with the token and credentials the receiver checks.
+    assert_eq!(
+        out["pushed"],
+        json!([
+            ["status", "TASK_STATE_WORKING"],
+            ["artifact", {"data": {"summary": "done: slow"}}],
+            ["status", "TASK_STATE_COMPLETED"]
+        ])
+    );
+    assert_eq!(out["refused"], 0);
 }
 
 pub(super) fn text(message_id: &str, text: &str) -> Value {

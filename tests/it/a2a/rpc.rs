@@ -108,19 +108,7 @@ async fn method_errors_have_the_spec_codes() {
     )
     .await;
     error_of(&v03, -32601);
-    // Push configs are not offered (the card says so); no extended card either.
-    let push = rpc_body(
-        "CreateTaskPushNotificationConfig",
-        json!({"taskId": "t", "url": "http://x"}),
-    );
-    error_of(&call(&app, &client, "worker", push, &[]).await, -32003);
-    // A send that asks for pushes is refused, not silently left without them.
-    let with_push = rpc_body(
-        "SendMessage",
-        json!({"message": text("p1", "hold: push"),
-               "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}}),
-    );
-    error_of(&call(&app, &client, "worker", with_push, &[]).await, -32003);
+    // No extended card.
     let card = rpc_body("GetExtendedAgentCard", json!({}));
     error_of(&call(&app, &client, "worker", card, &[]).await, -32007);
 }

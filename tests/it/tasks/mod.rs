@@ -16,14 +16,14 @@ use crate::support::{Agent, Res, Team, TestApp};
 /// A callback receiver: records every POST; answers 503 while `failures` is above zero
 /// (counting down), 200 afterwards.
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     calls: Arc<Mutex<Vec<(HeaderMap, String, u16)>>>,
     failures: Arc<Mutex<u32>>,
 }
 
 impl Receiver {
     /// Starts it on an ephemeral port; returns its URL.
-    async fn start(&self) -> String {
+    pub(crate) async fn start(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -35,12 +35,12 @@ impl Receiver {
         format!("http://{addr}/hook")
     }
 
-    fn fail_next(&self, n: u32) {
+    pub(crate) fn fail_next(&self, n: u32) {
         *self.failures.lock().expect("lock") = n;
     }
 
     /// Bodies of the accepted (200) calls.
-    fn delivered(&self) -> Vec<Value> {
+    pub(crate) fn delivered(&self) -> Vec<Value> {
         self.calls
             .lock()
             .expect("lock")
@@ -50,12 +50,12 @@ impl Receiver {
             .collect()
     }
 
-    fn calls(&self) -> Vec<(HeaderMap, String, u16)> {
+    pub(crate) fn calls(&self) -> Vec<(HeaderMap, String, u16)> {
         self.calls.lock().expect("lock").clone()
     }
 
     /// Waits until `n` callbacks were accepted.
-    async fn wait_for(&self, n: usize) -> Vec<Value> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Value> {
         for _ in 0..400 {
             let delivered = self.delivered();
             if delivered.len() >= n {
@@ -82,7 +82,7 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) ->
 }
 
 /// Verifies `Switchboard-Signature: t=…,v1=…` the way the README tells receivers to.
-fn verify(secret: &str, headers: &HeaderMap, body: &str) -> bool {
+pub(crate) fn verify(secret: &str, headers: &HeaderMap, body: &str) -> bool {
     let Some(header) = headers
         .get("switchboard-signature")
         .and_then(|v| v.to_str().ok())
@@ -129,7 +129,13 @@ impl TestApp {
             .await
     }
 
-    async fn task_action(&self, who: &Agent, task_id: &str, action: &str, body: Value) -> Res {
+    pub(crate) async fn task_action(
+        &self,
+        who: &Agent,
+        task_id: &str,
+        action: &str,
+        body: Value,
+    ) -> Res {
         self.post(&format!("/v1/tasks/{task_id}/{action}"))
             .token(&who.token)
             .json(body)
@@ -137,14 +143,14 @@ impl TestApp {
             .await
     }
 
-    async fn task(&self, who: &Agent, task_id: &str) -> Res {
+    pub(crate) async fn task(&self, who: &Agent, task_id: &str) -> Res {
         self.get(&format!("/v1/tasks/{task_id}"))
             .token(&who.token)
             .send()
             .await
     }
 
-    async fn secret(&self, team: &Team) -> String {
+    pub(crate) async fn secret(&self, team: &Team) -> String {
         self.get(&format!("/v1/teams/{}/callback-secret", team.id))
             .token(&team.key)
             .send()

@@ -1,0 +1,167 @@
+//! A task's webhooks. Their outbox rows are written by the `task_events_to_webhooks`
+//! trigger (migration 0016) with each history entry, in the entry's transaction.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqliteConnection, SqliteExecutor};
+use switchboard_types::ids::{TaskPk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+use super::SqliteStore;
+use crate::store::StoreError;
+use crate::store::records::{TaskEventRecord, TaskRecord};
+use crate::store::webhooks::{NewWebhook, WebhookRecord};
+
+const COLUMNS: &str = "pk, task_pk, team_pk, webhook_id, format, url, token, auth_scheme, \
+                       auth_credentials, created_at";
+
+fn from_row(row: &SqliteRow) -> Result<WebhookRecord, StoreError> {
+    let scheme: Option<String> = row.try_get("auth_scheme")?;
+    let credentials: Option<String> = row.try_get("auth_credentials")?;
+    Ok(WebhookRecord {
+        pk: row.try_get("pk")?,
+        task_pk: TaskPk(row.try_get("task_pk")?),
+        team_pk: TeamPk(row.try_get("team_pk")?),
+        webhook_id: row.try_get("webhook_id")?,
+        format: row.try_get("format")?,
+        url: row.try_get("url")?,
+        token: row.try_get("token")?,
+        auth: scheme.map(|scheme| (scheme, credentials)),
+        created_at: Timestamp::from_micros(row.try_get("created_at")?),
+    })
+}
+
+async fn of_task<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    task: TaskPk,
+) -> Result<Vec<WebhookRecord>, StoreError> {
+    // Built from constants only.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM task_webhooks WHERE task_pk = ? ORDER BY pk"
+    )))
+    .bind(task.0)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+async fn by_pk<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    pk: i64,
+) -> Result<Option<WebhookRecord>, StoreError> {
+    // Built from constants only.
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM task_webhooks WHERE pk = ?"
+    )))
+    .bind(pk)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Adds the webhook, or replaces the one of the same id (its pending deliveries go to
+/// the new address); queues the entries after `replay_after` in the same transaction.
+async fn put(conn: &mut SqliteConnection, w: &NewWebhook) -> Result<(), StoreError> {
+    let (scheme, credentials) = w.auth.clone().unzip();
+    sqlx::query(
+        "INSERT INTO task_webhooks (task_pk, team_pk, webhook_id, format, url, token,
+                                    auth_scheme, auth_credentials, created_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (task_pk, webhook_id) DO UPDATE SET
+             format = excluded.format, url = excluded.url, token = excluded.token,
+             auth_scheme = excluded.auth_scheme, auth_credentials = excluded.auth_credentials;
+         UPDATE callbacks SET url = ?
+         WHERE state = 'pending'
+           AND webhook_pk = (SELECT pk FROM task_webhooks WHERE task_pk = ? AND webhook_id = ?);
+         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                next_attempt_at, created_at, webhook_pk)
+         SELECT e.task_pk, w.team_pk, w.url, e.seq, '', 'pending', 0, ?, ?, w.pk
+         FROM task_events e JOIN task_webhooks w ON w.task_pk = e.task_pk
+         WHERE w.task_pk = ? AND w.webhook_id = ? AND ? IS NOT NULL AND e.seq > ?
+           AND NOT EXISTS (SELECT 1 FROM callbacks c
+                           WHERE c.webhook_pk = w.pk AND c.event_seq = e.seq);",
+    )
+    .bind(w.task_pk.0)
+    .bind(w.team_pk.0)
+    .bind(&w.webhook_id)
+    .bind(&w.format)
+    .bind(&w.url)
+    .bind(&w.token)
+    .bind(scheme)
+    .bind(credentials.flatten())
+    .bind(w.created_at.micros())
+    .bind(&w.url)
+    .bind(w.task_pk.0)
+    .bind(&w.webhook_id)
+    .bind(w.created_at.micros())
+    .bind(w.created_at.micros())
+    .bind(w.task_pk.0)
+    .bind(&w.webhook_id)
+    .bind(w.replay_after)
+    .bind(w.replay_after)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Removes the webhook with what it still had to send; `false` when there was none.
+async fn delete(
+    conn: &mut SqliteConnection,
+    task: TaskPk,
+    webhook_id: &str,
+) -> Result<bool, StoreError> {
+    let removed = sqlx::query(
+        "DELETE FROM callbacks
+         WHERE webhook_pk = (SELECT pk FROM task_webhooks WHERE task_pk = ? AND webhook_id = ?);
+         DELETE FROM task_webhooks WHERE task_pk = ? AND webhook_id = ?;",
+    )
+    .bind(task.0)
+    .bind(webhook_id)
+    .bind(task.0)
+    .bind(webhook_id)
+    .execute(conn)
+    .await?;
+    // Counted over both statements: nothing at all when there was no such webhook.
+    Ok(removed.rows_affected() > 0)
+}
+
+impl SqliteStore {
+    pub async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
+        of_task(&self.read, task).await
+    }
+
+    /// A task by its key, with its history: what a webhook delivery reports.
+    pub async fn task_with_events(
+        &self,
+        task: TaskPk,
+    ) -> Result<Option<(TaskRecord, Vec<TaskEventRecord>)>, StoreError> {
+        let Some(record) = super::tasks::by_pk(&self.read, task).await? else {
+            return Ok(None);
+        };
+        let events = super::tasks::events(&self.read, task).await?;
+        Ok(Some((record, events)))
+    }
+
+    pub async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {
+        by_pk(&self.read, pk).await
+    }
+
+    pub async fn put_webhook(&self, webhook: NewWebhook) -> Result<(), StoreError> {
+        self.write_self_contained(
+            move |tx| Box::pin(async move { put(tx.conn().await?, &webhook).await }),
+            Ok,
+        )
+        .await
+    }
+
+    pub async fn delete_webhook(
+        &self,
+        task: TaskPk,
+        webhook_id: String,
+    ) -> Result<bool, StoreError> {
+        self.write_self_contained(
+            move |tx| Box::pin(async move { delete(tx.conn().await?, task, &webhook_id).await }),
+            Ok,
+        )
+        .await
+    }
+}

@@ -1,0 +1,37 @@
+//! A task's webhooks as stored: further HTTP receivers of its changes, set by its
+//! originator through a transport (A2A push notification configs).
+
+use switchboard_types::ids::{TaskPk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+/// A webhook as stored. The credentials are kept to be sent, never shown back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookRecord {
+    pub pk: i64,
+    pub task_pk: TaskPk,
+    pub team_pk: TeamPk,
+    pub webhook_id: String,
+    /// Who renders its bodies (a transport's name, e.g. `a2a`).
+    pub format: String,
+    pub url: String,
+    pub token: Option<String>,
+    /// `(scheme, credentials)` of its `Authorization` header.
+    pub auth: Option<(String, Option<String>)>,
+    pub created_at: Timestamp,
+}
+
+/// A webhook to add (or to replace the task's webhook of the same id).
+#[derive(Debug, Clone)]
+pub struct NewWebhook {
+    pub task_pk: TaskPk,
+    pub team_pk: TeamPk,
+    pub webhook_id: String,
+    pub format: String,
+    pub url: String,
+    pub token: Option<String>,
+    pub auth: Option<(String, Option<String>)>,
+    pub created_at: Timestamp,
+    /// Also queue the task's history entries after this sequence number (written before
+    /// the webhook was): a webhook set right after the task was made misses nothing.
+    pub replay_after: Option<i64>,
+}
