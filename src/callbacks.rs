@@ -13,8 +13,6 @@
 //! receiver recomputes the HMAC over the timestamp, a dot and the raw body, compares in
 //! constant time, and rejects old timestamps to stop replays.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -23,10 +21,9 @@ use sha2::Sha256;
 use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::addresses::is_public;
-use crate::core::callback_url;
 use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, Outgoing, RetryPolicy};
 use crate::core::{Core, CoreResult};
+use crate::core::{callback_url, outbound};
 
 /// Settings of the callback sender.
 #[derive(Debug, Clone, Copy)]
@@ -80,41 +77,9 @@ pub fn signature(secret: &str, unix_seconds: i64, body: &str) -> String {
     )
 }
 
-/// Resolves host names to public addresses only (unless private ones are allowed), so
-/// a name cannot lead a callback into the server's own network.
-struct PublicResolver {
-    allow_private: bool,
-}
-
-impl reqwest::dns::Resolve for PublicResolver {
-    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_owned();
-        let allow_private = self.allow_private;
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .filter(|a| allow_private || is_public(a.ip()))
-                .collect();
-            if addrs.is_empty() {
-                return Err(format!("{host} has no public address").into());
-            }
-            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
-        })
-    }
-}
-
 /// Runs the sender until `stop` is cancelled.
 pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken) {
-    switchboard_client::ensure_tls_provider();
-    let client = match reqwest::Client::builder()
-        .timeout(settings.timeout)
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("switchboard/", env!("CARGO_PKG_VERSION")))
-        .dns_resolver(Arc::new(PublicResolver {
-            allow_private: settings.allow_private,
-        }))
-        .build()
-    {
+    let client = match outbound::http_client(settings.timeout, settings.allow_private) {
         Ok(client) => client,
         Err(err) => {
             tracing::error!(error = %err, "cannot build the callback HTTP client; callbacks stay queued");
@@ -206,24 +171,13 @@ async fn send(
             .body(body.clone())
             .send()
             .await
-            .map_err(|e| (None, describe(&e)))?;
+            .map_err(|e| (None, outbound::describe(&e)))?;
         status = i64::from(response.status().as_u16());
         if !response.status().is_success() {
             return Err((Some(status), format!("the receiver answered HTTP {status}")));
         }
     }
     Ok(status)
-}
-
-fn describe(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -24,10 +24,14 @@ pub fn looks_like_url(text: &str) -> bool {
 
 /// Parses and checks a callback URL.
 pub fn check(text: &str, allow_private: bool) -> CoreResult<Url> {
-    let invalid = |why: &str| {
-        CoreError::validation("callback_url", format!("callback_url {why}"))
-            .with("callback_url", text)
-    };
+    check_named(text, allow_private, "callback_url")
+}
+
+/// Parses and checks a URL the server will call, given in the field `field` (a webhook's
+/// `url`, an outside agent's `card_url`): the same rule as for callbacks.
+pub fn check_named(text: &str, allow_private: bool, field: &str) -> CoreResult<Url> {
+    let invalid =
+        |why: &str| CoreError::validation(field, format!("{field} {why}")).with(field, text);
     if text.len() > MAX_CALLBACK_URL {
         return Err(invalid(&format!(
             "must be at most {MAX_CALLBACK_URL} characters"

@@ -150,6 +150,8 @@ pub enum StartError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot make the HTTP client for outside A2A agents: {0}")]
+    Outbound(String),
 }
 
 /// A running server.
@@ -184,13 +186,17 @@ impl Server {
         };
         let stomp = stomp_state(&config, &core, &ws);
         let stomp_addr = start_stomp(&config, &stomp).await?;
+        let stop = CancellationToken::new();
+        let delegation =
+            a2a::Delegation::new(core.clone(), config.callbacks.allow_private, stop.clone())
+                .map_err(StartError::Outbound)?;
         let app = compose(
             &core,
             metrics,
-            (&ws, &stomp),
+            (&ws, &stomp, &delegation),
             (config.max_body_bytes, config.ws_max_per_agent),
         );
-        let stop = CancellationToken::new();
+        tokio::spawn(delegation.resume());
         let workers = Workers {
             saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
             sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
@@ -314,16 +320,23 @@ fn routes() -> (
     OpenApiRouter<HttpState>,
     OpenApiRouter<WsState>,
     OpenApiRouter<StompState>,
+    OpenApiRouter<a2a::Delegation>,
 ) {
-    (http::routes(), ws::routes(), stomp::websocket::routes())
+    (
+        http::routes(),
+        ws::routes(),
+        stomp::websocket::routes(),
+        a2a::Delegation::routes(),
+    )
 }
 
 /// The OpenAPI document, as served at `/openapi.json` and committed in `openapi/`.
 pub fn openapi_document() -> utoipa::openapi::OpenApi {
-    let (rest, live, stomp) = routes();
+    let (rest, live, stomp, outside) = routes();
     let mut doc = rest.into_openapi();
     doc.merge(live.into_openapi());
     doc.merge(stomp.into_openapi());
+    doc.merge(outside.into_openapi());
     let _unmatched = finish_document(&mut doc);
     doc
 }
@@ -350,10 +363,10 @@ pub fn finish_document(doc: &mut utoipa::openapi::OpenApi) -> Vec<String> {
 fn compose(
     core: &Core,
     metrics: MetricsHandle,
-    (ws, stomp): (&WsState, &StompState),
+    (ws, stomp, delegation): (&WsState, &StompState, &a2a::Delegation),
     (max_body_bytes, mcp_sessions_per_agent): (usize, usize),
 ) -> Router {
-    let (rest, live, stomp_ws) = routes();
+    let (rest, live, stomp_ws, outside) = routes();
     let (rest, mut openapi) = rest
         .with_state::<()>(HttpState::new(core.clone(), metrics))
         .split_for_parts();
@@ -361,6 +374,10 @@ fn compose(
     openapi.merge(live_doc);
     let (stomp_ws, stomp_doc) = stomp_ws.with_state::<()>(stomp.clone()).split_for_parts();
     openapi.merge(stomp_doc);
+    let (outside, outside_doc) = outside
+        .with_state::<()>(delegation.clone())
+        .split_for_parts();
+    openapi.merge(outside_doc);
     for problem in finish_document(&mut openapi) {
         tracing::warn!(%problem, "an OpenAPI limit found no field to describe");
     }
@@ -371,7 +388,11 @@ fn compose(
     );
     let a2a = a2a::router(core.clone(), mcp_sessions_per_agent);
     http::app(
-        rest.merge(live).merge(stomp_ws).merge(mcp).merge(a2a),
+        rest.merge(live)
+            .merge(stomp_ws)
+            .merge(mcp)
+            .merge(a2a)
+            .merge(outside),
         openapi,
         &HttpSettings { max_body_bytes },
     )

@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod records;
+pub mod remotes;
 pub mod sqlite;
 pub mod webhooks;
 
@@ -29,6 +30,7 @@ use records::{
     PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
+use remotes::RemoteAgentRecord;
 use webhooks::{NewWebhook, WebhookRecord};
 
 /// How hard a commit tries to survive a crash.
@@ -178,6 +180,10 @@ impl Store {
         fn put_webhook(&self, webhook: NewWebhook) -> ();
         /// Removes a task's webhook; `false` when it had none of that id.
         fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> bool;
+        /// Every outside A2A agent that is still a member.
+        fn remote_agents(&self) -> Vec<RemoteAgentRecord>;
+        /// Adds an outside A2A agent, or records its refreshed card.
+        fn put_remote_agent(&self, remote: RemoteAgentRecord) -> ();
     }
 
     /// Inserts a team; `after` runs right after the commit, in commit order.

@@ -240,3 +240,39 @@ fn check_address(address: &Option<String>) -> Result<(), ErrorBody> {
         _ => Ok(()),
     }
 }
+
+/// Body of `POST /v1/teams/{team_id}/a2a-agents`: an outside A2A agent to register.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RegisterRemoteAgent {
+    /// The agent's card (`…/.well-known/agent-card.json`) or its base URL (the card is
+    /// looked for there). http or https; private addresses only when the server allows
+    /// private callbacks.
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "https://agents.example.com/translator")
+    )]
+    pub card_url: String,
+    /// Its id in the team; default: the card's name, made an id (`A-Z a-z 0-9 . _ -`).
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// Sent as the `Authorization` header of every call to the agent (card and
+    /// interface), for agents that need it; never shown back.
+    #[serde(default)]
+    pub authorization: Option<String>,
+}
+
+/// Answer of `POST /v1/teams/{team_id}/a2a-agents`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RemoteAgentRegistered {
+    pub success: bool,
+    /// The member that stands for it: role from the card's description, capabilities
+    /// from its skills. Tasks given to it are forwarded.
+    pub agent: AgentView,
+    /// Where the card was read (it is read again every 10 minutes).
+    pub card_url: String,
+    /// The card's JSON-RPC interface, where its tasks go.
+    pub interface_url: String,
+}

@@ -71,6 +71,11 @@ impl TaskRuntime {
         }
     }
 
+    /// Whether URLs the server calls may be private (callbacks, webhooks, outside agents).
+    pub fn allow_private_callbacks(&self) -> bool {
+        self.settings.allow_private_callbacks
+    }
+
     fn open_tasks(&self, agent: AgentPk) -> i64 {
         self.open
             .lock()

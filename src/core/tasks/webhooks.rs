@@ -119,7 +119,11 @@ impl Core {
     /// The webhook as it would be set, or why it cannot be: a transport checks before it
     /// makes the task a webhook is for, so a refused webhook leaves nothing behind.
     pub fn check_webhook(&self, spec: WebhookSpec) -> CoreResult<WebhookSpec> {
-        callback_url::check(&spec.url, self.inner.tasks.settings.allow_private_callbacks)?;
+        callback_url::check_named(
+            &spec.url,
+            self.inner.tasks.settings.allow_private_callbacks,
+            "url",
+        )?;
         let id = match spec.id.filter(|id| !id.is_empty()) {
             Some(id) => Some(checked("id", id, MAX_ID)?),
             None => None,

@@ -15,6 +15,7 @@ mod inbox;
 mod messages;
 mod post_one;
 mod posts;
+mod remotes;
 mod retention;
 mod rows;
 mod settings;

@@ -17,6 +17,7 @@
 
 mod card;
 mod convert;
+mod outbound;
 mod push;
 mod rpc;
 mod send;
@@ -24,6 +25,8 @@ mod stream;
 mod v03;
 
 use std::sync::Arc;
+
+pub use outbound::Delegation;
 
 use axum::Router;
 use axum::http::HeaderMap;

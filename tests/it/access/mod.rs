@@ -82,6 +82,12 @@ const MATRIX: &[(&str, Row)] = &[
         "register_agent",
         [201, 201, 403, 403, 403, 403, 401, 401, 401],
     ),
+    // Past the access check the card URL (not http) is refused: nothing is fetched for
+    // a caller that may not register.
+    (
+        "register_remote_agent",
+        [400, 400, 403, 403, 403, 403, 401, 401, 401],
+    ),
     ("get_agent", TEAM_READ),
     // An agent may change itself (not its communication switch); the key anyone.
     (
@@ -258,6 +264,11 @@ impl Fixture {
             "register_agent" => post(
                 format!("/v1/teams/{t}/agents"),
                 json!({"agent_id": "new", "role": "r", "capabilities": []}),
+                s,
+            ),
+            "register_remote_agent" => post(
+                format!("/v1/teams/{t}/a2a-agents"),
+                json!({"card_url": "ftp://example.com/card.json"}),
                 s,
             ),
             "get_agent" => get(format!("/v1/teams/{t}/agents/r"), r),

@@ -1,0 +1,102 @@
+"""An outside A2A agent built with the official A2A SDK's server side (`a2a-sdk`, pinned
+in requirements.txt), as its users build one: an AgentExecutor behind the SDK's
+JSON-RPC and agent-card routes, served by uvicorn. Switchboard registers it by its card
+and forwards tasks to it.
+
+Usage: a2a_remote.py
+Prints {"port": <port>} once it serves on 127.0.0.1:<port>; runs until killed.
+
+What it does with a message: "ask: …" asks "Which language?" (input required) and
+completes with {"translated": <answer>} once answered; "fail: …" fails with the rest of
+the text; anything else reports "working" and completes with {"echo": <text>}.
+"""
+
+import asyncio
+import json
+import socket
+import sys
+
+import uvicorn
+from starlette.applications import Starlette
+
+from a2a.helpers.proto_helpers import (
+    new_data_part,
+    new_task_from_user_message,
+    new_text_message,
+)
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes.agent_card_routes import create_agent_card_routes
+from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    TaskState,
+)
+
+
+class Translator(AgentExecutor):
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is None:
+            task = new_task_from_user_message(context.message)
+            await event_queue.enqueue_event(task)
+        updater = TaskUpdater(event_queue, task.id, task.context_id)
+        text = context.get_user_input()
+        if task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
+            await updater.add_artifact([new_data_part({"translated": text})])
+            await updater.complete()
+        elif text.startswith("ask:"):
+            await updater.requires_input(new_text_message(
+                "Which language?", context_id=task.context_id, task_id=task.id))
+        elif text.startswith("fail:"):
+            await updater.failed(new_text_message(
+                text[len("fail:"):].strip(), context_id=task.context_id, task_id=task.id))
+        else:
+            await updater.start_work(new_text_message(
+                "working", context_id=task.context_id, task_id=task.id))
+            await asyncio.sleep(0.2)
+            await updater.add_artifact([new_data_part({"echo": text})])
+            await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task = context.current_task
+        if task is not None:
+            await TaskUpdater(event_queue, task.id, task.context_id).cancel()
+
+
+def main():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    # Listening before it says so: a connection made right after waits in the backlog.
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    card = AgentCard(
+        name="Translator Bot",
+        description="Translates text into another language",
+        version="1.0.0",
+        supported_interfaces=[AgentInterface(url=f"{base}/", protocol_binding="JSONRPC",
+                                             protocol_version="1.0")],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["application/json"],
+        skills=[AgentSkill(id="translate", name="Translate", description="Translates text",
+                           tags=["language"]),
+                AgentSkill(id="echo", name="Echo", description="Says it back", tags=["echo"])],
+    )
+    handler = DefaultRequestHandler(agent_executor=Translator(),
+                                    task_store=InMemoryTaskStore(), agent_card=card)
+    app = Starlette(routes=create_agent_card_routes(card)
+                    + create_jsonrpc_routes(handler, rpc_url="/"))
+    print(json.dumps({"port": port}), flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
