@@ -175,6 +175,11 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,
 
+    /// Seconds between readings of an outside A2A agent's card (its skills and
+    /// interface are taken from the card read last).
+    #[arg(long, env = "SWITCHBOARD_A2A_CARD_REFRESH", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub a2a_card_refresh: u64,
+
     /// Log format; the level comes from RUST_LOG (default `info`).
     #[arg(long, env = "SWITCHBOARD_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

@@ -66,6 +66,8 @@ pub struct ServerConfig {
     pub stomp_heart_beat: Duration,
     /// STOMP clients without credentials act as this team's bridge.
     pub stomp_anonymous_team: Option<String>,
+    /// How often an outside A2A agent's card is read again.
+    pub a2a_card_refresh: Duration,
 }
 
 impl ServerConfig {
@@ -90,6 +92,7 @@ impl ServerConfig {
             stomp_listen: None,
             stomp_heart_beat: Duration::ZERO,
             stomp_anonymous_team: None,
+            a2a_card_refresh: Duration::from_secs(600),
         }
     }
 }
@@ -112,6 +115,7 @@ impl From<&ServeArgs> for ServerConfig {
                 per_second,
                 burst: args.rate_limit_burst.unwrap_or(per_second).max(1.0),
             }),
+            a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),
             ws_max_per_agent: usize::try_from(args.ws_max_per_agent).unwrap_or(usize::MAX),
@@ -187,9 +191,12 @@ impl Server {
         let stomp = stomp_state(&config, &core, &ws);
         let stomp_addr = start_stomp(&config, &stomp).await?;
         let stop = CancellationToken::new();
-        let delegation =
-            a2a::Delegation::new(core.clone(), config.callbacks.allow_private, stop.clone())
-                .map_err(StartError::Outbound)?;
+        let delegation = a2a::Delegation::new(
+            core.clone(),
+            (config.callbacks.allow_private, config.a2a_card_refresh),
+            stop.clone(),
+        )
+        .map_err(StartError::Outbound)?;
         let app = compose(
             &core,
             metrics,

@@ -3,12 +3,13 @@ in requirements.txt), as its users build one: an AgentExecutor behind the SDK's
 JSON-RPC and agent-card routes, served by uvicorn. Switchboard registers it by its card
 and forwards tasks to it.
 
-Usage: a2a_remote.py
+Usage: a2a_remote.py [--grows]
 Prints {"port": <port>} once it serves on 127.0.0.1:<port>; runs until killed.
 
 What it does with a message: "ask: …" asks "Which language?" (input required) and
 completes with {"translated": <answer>} once answered; "fail: …" fails with the rest of
-the text; anything else reports "working" and completes with {"echo": <text>}.
+the text; anything else reports "working" and completes with {"echo": <text>}. With
+--grows, its card gains a skill ("summarise") after it was first read.
 """
 
 import asyncio
@@ -91,7 +92,18 @@ def main():
     )
     handler = DefaultRequestHandler(agent_executor=Translator(),
                                     task_store=InMemoryTaskStore(), agent_card=card)
-    app = Starlette(routes=create_agent_card_routes(card)
+    reads = []
+
+    async def grown(served):
+        reads.append(1)
+        if "--grows" in sys.argv and len(reads) > 1:
+            served = AgentCard()
+            served.CopyFrom(card)
+            served.skills.append(AgentSkill(id="summarise", name="Summarise",
+                                            description="Shortens text", tags=["language"]))
+        return served
+
+    app = Starlette(routes=create_agent_card_routes(card, card_modifier=grown)
                     + create_jsonrpc_routes(handler, rpc_url="/"))
     print(json.dumps({"port": port}), flush=True)
     config = uvicorn.Config(app, log_level="warning")

@@ -287,3 +287,36 @@ async fn the_delegation_walkthrough_works_as_written() {
     assert_eq!(answers.last(), Some(&json!({"echo": "bonjour"})), "{out}");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_changed_card_changes_the_member() {
+    let app = TestApp::start_with(|c| {
+        c.callbacks.allow_private = true;
+        c.a2a_card_refresh = Duration::from_millis(200);
+    })
+    .await;
+    let team = app.team("outside").await;
+    let (_remote, ready) = python::start("a2a_remote.py", &["--grows"]).await;
+    let base = format!("http://127.0.0.1:{}", ready["port"]);
+    let made = register(&app, &team, json!({"card_url": base, "agent_id": "bot"})).await;
+    assert_eq!(
+        made.expect_status(201).body["agent"]["capabilities"],
+        json!(["translate", "echo"])
+    );
+    // The next reading of the card has a new skill: the member gets it as a capability.
+    let mut capabilities = Value::Null;
+    for _ in 0..100 {
+        let agent = app
+            .get(&format!("/v1/teams/{}/agents/bot", team.id))
+            .token(&team.key)
+            .send()
+            .await
+            .expect_status(200);
+        capabilities = agent.body["agent"]["capabilities"].clone();
+        if capabilities == json!(["translate", "echo", "summarise"]) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the refreshed card's skills never arrived: {capabilities}");
+}

@@ -6,7 +6,7 @@
 //! assigned like any other. The server acts for that member: a [`Delegate`] per outside
 //! agent takes each task given to it (from its inbox, and after a restart from its open
 //! tasks) and [`follow::follow`]s it over the agent's JSON-RPC interface; the card is read
-//! again every [`REFRESH`]. Outgoing URLs follow the callback rule (no private addresses
+//! again every `--a2a-card-refresh` seconds. Outgoing URLs follow the callback rule (no private addresses
 //! unless `--allow-private-callbacks`).
 
 mod client;
@@ -35,8 +35,6 @@ use crate::core::remotes::{RemoteAgentRecord, RemoteBinding};
 use crate::core::{Caller, Core, CoreError, CoreResult};
 use crate::transport::common::{ApiError, Auth, HasCore, JsonBody, PathParams};
 
-/// How often an outside agent's card is read again.
-pub const REFRESH: Duration = Duration::from_secs(600);
 /// Time allowed for one call to an outside agent.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Longest a delegate waits on its inbox before looking again.
@@ -56,6 +54,8 @@ pub struct Delegation {
     http: reqwest::Client,
     running: Arc<Mutex<HashSet<AgentPk>>>,
     stop: CancellationToken,
+    /// How often each card is read again.
+    refresh: Duration,
 }
 
 impl HasCore for Delegation {
@@ -65,10 +65,11 @@ impl HasCore for Delegation {
 }
 
 impl Delegation {
-    /// `allow_private`: outside agents on private addresses may be called.
+    /// `allow_private`: outside agents on private addresses may be called; `refresh`:
+    /// how often their cards are read again.
     pub fn new(
         core: Core,
-        allow_private: bool,
+        (allow_private, refresh): (bool, Duration),
         stop: CancellationToken,
     ) -> Result<Delegation, String> {
         Ok(Delegation {
@@ -76,6 +77,7 @@ impl Delegation {
             core,
             running: Arc::default(),
             stop,
+            refresh,
         })
     }
 
@@ -116,6 +118,7 @@ impl Delegation {
             }),
             record: Mutex::new(record),
             following: Mutex::default(),
+            refresh: self.refresh,
         });
         let (running, stop) = (self.running.clone(), self.stop.clone());
         tokio::spawn(async move {
@@ -145,6 +148,7 @@ pub struct Delegate {
     record: Mutex<RemoteAgentRecord>,
     /// Tasks being followed now.
     following: Mutex<HashSet<String>>,
+    refresh: Duration,
 }
 
 impl Delegate {
@@ -178,16 +182,18 @@ impl Delegate {
         for task_id in self.open_tasks(&caller).await {
             self.clone().take(task_id);
         }
-        let mut refreshed = tokio::time::Instant::now();
+        let mut next_refresh = tokio::time::Instant::now() + self.refresh;
         loop {
-            if refreshed.elapsed() >= REFRESH {
+            let now = tokio::time::Instant::now();
+            if now >= next_refresh {
                 self.refresh().await;
-                refreshed = tokio::time::Instant::now();
+                next_refresh = tokio::time::Instant::now() + self.refresh;
             }
             let Ok(caller) = self.caller() else { return };
+            let wait = INBOX_WAIT.min(next_refresh.saturating_duration_since(now));
             let wait = self
                 .core
-                .wait_for_inbox(&caller, Some(cursor), Some(100), INBOX_WAIT, |_| {})
+                .wait_for_inbox(&caller, Some(cursor), Some(100), wait, |_| {})
                 .await;
             match wait {
                 Ok(wait) => {
