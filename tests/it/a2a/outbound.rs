@@ -150,6 +150,15 @@ async fn an_outside_failure_or_absence_fails_the_task_with_a_reason() {
         .unwrap_or_default();
     assert!(reason.contains("could not be reached"), "{reason}");
     assert!(reason.contains(&base), "{reason}");
+    // Counted (the recorder is the process's: other tests add to it too).
+    let metrics = app.get("/metrics").send().await.expect_status(200);
+    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    let failed: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("switchboard_a2a_outside_tasks_total{outcome=\"failed\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_default();
+    assert!(failed >= 2.0, "{text}");
 }
 
 #[tokio::test]

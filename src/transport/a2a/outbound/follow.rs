@@ -52,6 +52,13 @@ pub async fn follow(delegate: &Delegate, task_id: &str) {
         Ok(caller) => caller,
         Err(_) => return,
     };
+    let label = match &outcome {
+        Ok(()) => "finished",
+        Err(Stop::Done) => "left",
+        Err(Stop::Fail(_)) => "failed",
+        Err(Stop::Core(_)) => "stopped",
+    };
+    metrics::counter!("switchboard_a2a_outside_tasks_total", "outcome" => label).increment(1);
     match outcome {
         Ok(()) | Err(Stop::Done) => {}
         Err(Stop::Fail(reason)) => {

@@ -121,6 +121,7 @@ impl Delegation {
             refresh: self.refresh,
         });
         let (running, stop) = (self.running.clone(), self.stop.clone());
+        metrics::gauge!("switchboard_a2a_outside_agents").increment(1.0);
         tokio::spawn(async move {
             tokio::select! {
                 () = delegate.clone().run() => {}
@@ -129,6 +130,7 @@ impl Delegation {
             if let Ok(mut running) = running.lock() {
                 running.remove(&delegate.agent_pk);
             }
+            metrics::gauge!("switchboard_a2a_outside_agents").decrement(1.0);
         });
     }
 
