@@ -266,3 +266,32 @@ async fn the_03_methods_speak_03_shapes_and_push_the_task() {
         json!([])
     );
 }
+
+#[tokio::test]
+async fn pushes_not_yet_delivered_survive_a_restart() {
+    let mut app = TestApp::start_with(|c| {
+        c.callbacks.allow_private = true;
+        c.callbacks.retry_base = Duration::from_millis(300);
+    })
+    .await;
+    let (_, client, worker) = team(&app).await;
+    let receiver = Receiver::default();
+    let url = receiver.start().await;
+    // The receiver is down for a while: every attempt before the restart fails.
+    receiver.fail_next(1_000);
+    let push = json!({"taskPushNotificationConfig": {"url": url}});
+    let task_id = held(&app, &client, "m1", push).await;
+    report(&app, &worker, &task_id, "success", json!({"n": 1})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(receiver.delivered().is_empty());
+    app.restart().await;
+    receiver.fail_next(0);
+    // Queued in the database with the changes, so sent after the restart, in order.
+    let pushes = receiver.wait_for(3).await;
+    let states: Vec<&str> = pushes.iter().map(state_of).collect();
+    assert_eq!(
+        states,
+        ["TASK_STATE_SUBMITTED", "", "TASK_STATE_COMPLETED"],
+        "{pushes:#?}"
+    );
+}
