@@ -8,7 +8,8 @@ Prints {"port": <port>} once it serves on 127.0.0.1:<port>; runs until killed.
 
 What it does with a message: "ask: …" asks "Which language?" (input required) and
 completes with {"translated": <answer>} once answered; "fail: …" fails with the rest of
-the text; anything else reports "working" and completes with {"echo": <text>}. With
+the text; "slow: …" works 7 s and completes with {"done_at": <unix time>}; anything
+else reports "working" and completes with {"echo": <text>}. With
 --grows, its card gains a skill ("summarise") after it was first read.
 """
 
@@ -16,6 +17,7 @@ import asyncio
 import json
 import socket
 import sys
+import time
 
 import uvicorn
 from starlette.applications import Starlette
@@ -54,6 +56,12 @@ class Translator(AgentExecutor):
         elif text.startswith("ask:"):
             await updater.requires_input(new_text_message(
                 "Which language?", context_id=task.context_id, task_id=task.id))
+        elif text.startswith("slow:"):
+            await updater.start_work(new_text_message(
+                "working", context_id=task.context_id, task_id=task.id))
+            await asyncio.sleep(7)
+            await updater.add_artifact([new_data_part({"done_at": time.time()})])
+            await updater.complete()
         elif text.startswith("fail:"):
             await updater.failed(new_text_message(
                 text[len("fail:"):].strip(), context_id=task.context_id, task_id=task.id))

@@ -329,3 +329,35 @@ async fn a_changed_card_changes_the_member() {
     }
     panic!("the refreshed card's skills never arrived: {capabilities}");
 }
+
+#[tokio::test]
+async fn a_streaming_agent_is_heard_at_once() {
+    let app = app().await;
+    let team = app.team("outside").await;
+    let planner = app.agent(&team, "planner", &[]).await;
+    let (_remote, ready) = python::start("a2a_remote.py", &[]).await;
+    let base = format!("http://127.0.0.1:{}", ready["port"]);
+    let body = json!({"card_url": base, "agent_id": "bot"});
+    register(&app, &team, body).await.expect_status(201);
+    // Seven seconds of work: polling alone would be 3 s apart by then (and see the end
+    // 2 s late); the agent's stream says when it ends.
+    let task_id = submit(&app, &planner, "slow: a long one", "bot").await;
+    let mut seen_late = None;
+    for _ in 0..300 {
+        let detail = app.task(&planner, &task_id).await.expect_status(200);
+        if detail.body["task"]["status"] == "success" {
+            let done_at = detail.body["task"]["result_data"]["done_at"]
+                .as_f64()
+                .expect("done_at");
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_secs_f64();
+            seen_late = Some(now - done_at);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let late = seen_late.expect("the task finished");
+    assert!(late < 1.0, "the end was seen {late:.2} s late");
+}

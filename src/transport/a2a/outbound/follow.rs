@@ -1,7 +1,8 @@
 //! One task given to an outside agent, followed to its end: sent to the agent
 //! (`SendMessage`), its remote task polled (`GetTask`), and what happens there done here
 //! as the outside agent — progress reports, a question to the originator (whose answer
-//! is sent on), the result or the failure. A cancel here cancels there.
+//! is sent on), the result or the failure. A cancel here cancels there. An agent that
+//! streams wakes the follower at each change (`watch.rs`); polling is the fallback.
 //!
 //! What the follower knows is in the task's own history: the remote task's id is the
 //! first progress report (`result_data.a2a_remote_task_id`), so after a restart the
@@ -19,6 +20,7 @@ use switchboard_types::{Operation, Reply};
 
 use super::Delegate;
 use super::client::{CallError, Remote};
+use super::watch::Watch;
 use crate::core::{Caller, CoreError};
 
 /// Attempts at the first send before the task fails.
@@ -91,6 +93,7 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
         Some(found) => found,
         None => start(&caller, d, &detail).await?,
     };
+    let watch = Watch::start(&d.http, &d.binding(), &remote_id);
     let mut forwarded_answer = answered_seq(&detail);
     let mut last_report: Option<Value> = None;
     let mut asked_at: Option<String> = None;
@@ -148,7 +151,11 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
                 .wait_for_task(&caller, task_id, newest, Duration::from_secs(15))
                 .await?;
         } else {
-            tokio::time::sleep(wait).await;
+            // The next poll, or sooner when the agent's stream says something changed.
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = watch.changed() => wait = POLL_MIN,
+            }
         }
     }
 }

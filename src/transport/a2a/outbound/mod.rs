@@ -11,6 +11,7 @@
 
 mod client;
 mod follow;
+mod watch;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -45,6 +46,8 @@ const INBOX_WAIT: Duration = Duration::from_secs(25);
 pub struct Binding {
     pub interface_url: String,
     pub authorization: Option<String>,
+    /// The card says the agent streams (`SubscribeToTask`).
+    pub streaming: bool,
 }
 
 /// Every outside agent the server acts for. Cheap to clone.
@@ -115,6 +118,7 @@ impl Delegation {
             binding: RwLock::new(Binding {
                 interface_url: record.interface_url.clone(),
                 authorization: record.authorization.clone(),
+                streaming: streams(&record.card),
             }),
             record: Mutex::new(record),
             following: Mutex::default(),
@@ -310,6 +314,7 @@ impl Delegate {
             Ok(()) => {
                 if let Ok(mut binding) = self.binding.write() {
                     binding.interface_url = updated.interface_url.clone();
+                    binding.streaming = streams(&updated.card);
                 }
                 if let Ok(mut record) = self.record.lock() {
                     *record = updated;
@@ -380,6 +385,14 @@ async fn register_remote_agent(
             interface_url: card.interface_url,
         }),
     ))
+}
+
+/// Whether a stored card says the agent streams.
+fn streams(card: &str) -> bool {
+    serde_json::from_str::<a2a::AgentCard>(card)
+        .ok()
+        .and_then(|card| card.capabilities.streaming)
+        .unwrap_or(false)
 }
 
 /// The member a card makes: role from its description (or name), capabilities from
