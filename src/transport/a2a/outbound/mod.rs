@@ -98,7 +98,8 @@ impl Delegation {
 
     /// Starts acting for one outside agent (once).
     fn start(&self, record: RemoteAgentRecord) {
-        let Ok(agent) = self.core.acting_for(record.agent_pk) else {
+        // A removed agent is acted for no more.
+        let Some(agent_id) = self.core.agent_id_of(record.agent_pk) else {
             return;
         };
         if let Ok(mut running) = self.running.lock()
@@ -106,10 +107,6 @@ impl Delegation {
         {
             return;
         }
-        let Caller::Agent { .. } = agent else {
-            return;
-        };
-        let agent_id = self.core.agent_id_of(record.agent_pk).unwrap_or_default();
         let delegate = Arc::new(Delegate {
             core: self.core.clone(),
             http: self.http.clone(),
