@@ -31,6 +31,9 @@ pub struct Sample {
     pub ops_per_s: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// The slowest request of the sample: a stall of every connection at once is too
+    /// few requests to move the p99, but not the max.
+    pub max_ms: f64,
     pub errors: u64,
     pub pushed_per_s: f64,
     pub rss_mib: f64,
@@ -116,6 +119,7 @@ async fn sample(server: &ServerProcess, tally: &Tally, length: Duration) -> Vec<
             ops_per_s: tally.ops.swap(0, Ordering::Relaxed) as f64 / took,
             p50_ms: quantile_ms(&mut latencies, 0.50),
             p99_ms: quantile_ms(&mut latencies, 0.99),
+            max_ms: quantile_ms(&mut latencies, 1.0),
             errors: tally.errors.swap(0, Ordering::Relaxed),
             pushed_per_s: tally.pushed.swap(0, Ordering::Relaxed) as f64 / took,
             rss_mib: server.rss_kib() as f64 / 1024.0,
@@ -123,8 +127,16 @@ async fn sample(server: &ServerProcess, tally: &Tally, length: Duration) -> Vec<
             db_mib: mib(server.database_bytes()),
         };
         eprintln!(
-            "  {:>5.0} s  {:>6.0} ops/s  p50 {:>6.2} ms  p99 {:>7.2} ms  {} errors  RSS {:>5.1} MiB  WAL {:>6.1} MiB  DB {:>7.1} MiB",
-            s.seconds, s.ops_per_s, s.p50_ms, s.p99_ms, s.errors, s.rss_mib, s.wal_mib, s.db_mib
+            "  {:>5.0} s  {:>6.0} ops/s  p50 {:>6.2} ms  p99 {:>7.2} ms  max {:>7.1} ms  {} errors  RSS {:>5.1} MiB  WAL {:>6.1} MiB  DB {:>7.1} MiB",
+            s.seconds,
+            s.ops_per_s,
+            s.p50_ms,
+            s.p99_ms,
+            s.max_ms,
+            s.errors,
+            s.rss_mib,
+            s.wal_mib,
+            s.db_mib
         );
         let kinds: Vec<String> = KINDS
             .iter()
@@ -139,15 +151,16 @@ async fn sample(server: &ServerProcess, tally: &Tally, length: Duration) -> Vec<
 
 fn csv(samples: &[Sample]) -> String {
     let mut out = String::from(
-        "seconds,ops_per_s,p50_ms,p99_ms,errors,pushed_per_s,rss_mib,wal_mib,db_mib\n",
+        "seconds,ops_per_s,p50_ms,p99_ms,max_ms,errors,pushed_per_s,rss_mib,wal_mib,db_mib\n",
     );
     for s in samples {
         out.push_str(&format!(
-            "{:.1},{:.1},{:.3},{:.3},{},{:.1},{:.1},{:.2},{:.2}\n",
+            "{:.1},{:.1},{:.3},{:.3},{:.3},{},{:.1},{:.1},{:.2},{:.2}\n",
             s.seconds,
             s.ops_per_s,
             s.p50_ms,
             s.p99_ms,
+            s.max_ms,
             s.errors,
             s.pushed_per_s,
             s.rss_mib,
@@ -189,7 +202,11 @@ fn summary(samples: &[Sample]) -> Vec<Row> {
         p50: String::new(),
         p99: format!("{:.2} ms", peak(|s| s.p99_ms)),
         rss: format!("{:.1} MiB", peak(|s| s.rss_mib)),
-        note: format!("WAL peak {:.1} MiB", peak(|s| s.wal_mib)),
+        note: format!(
+            "WAL peak {:.1} MiB, slowest request {:.1} ms",
+            peak(|s| s.wal_mib),
+            peak(|s| s.max_ms)
+        ),
     });
     rows
 }
