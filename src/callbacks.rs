@@ -132,9 +132,11 @@ async fn round(
     let attempts = due
         .into_iter()
         .map(|DueDelivery { callback, request }| async move {
-            let outcome: AttemptResult = match &request {
-                Ok((outgoing, secret)) => send(client, settings, &callback, outgoing, secret).await,
-                Err(why) => Err((None, why.clone())),
+            let outcome: AttemptResult = match request {
+                Ok((outgoing, secret)) => {
+                    send(client, settings, &callback, outgoing, &secret).await
+                }
+                Err(why) => Err((None, why)),
             };
             (callback, outcome)
         });
@@ -150,25 +152,25 @@ async fn send(
     client: &reqwest::Client,
     settings: &CallbackSettings,
     callback: &DueCallback,
-    outgoing: &Outgoing,
+    outgoing: Outgoing,
     secret: &str,
 ) -> AttemptResult {
     // Checked again: the server may have been restarted without the private flag.
     callback_url::check(&outgoing.url, settings.allow_private)
         .map_err(|e| (None, e.into_body().error_message))?;
     let mut status = 204;
-    for body in &outgoing.bodies {
+    for body in outgoing.bodies {
         let now = chrono::Utc::now().timestamp();
         let mut request = client
             .post(&outgoing.url)
             .header("content-type", "application/json")
-            .header("switchboard-signature", signature(secret, now, body))
+            .header("switchboard-signature", signature(secret, now, &body))
             .header("switchboard-delivery", callback.pk.to_string());
         for (name, value) in &outgoing.headers {
             request = request.header(*name, value);
         }
         let response = request
-            .body(body.clone())
+            .body(body)
             .send()
             .await
             .map_err(|e| (None, outbound::describe(&e)))?;

@@ -31,7 +31,7 @@ use records::{
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 use remotes::RemoteAgentRecord;
-use webhooks::{NewWebhook, WebhookRecord};
+use webhooks::WebhookRecord;
 
 /// How hard a commit tries to survive a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,8 +176,9 @@ impl Store {
         fn webhook(&self, pk: i64) -> Option<WebhookRecord>;
         /// A task by its key, with its history.
         fn task_with_events(&self, task: TaskPk) -> Option<(TaskRecord, Vec<TaskEventRecord>)>;
-        /// Adds a webhook to a task (or replaces the one of the same id).
-        fn put_webhook(&self, webhook: NewWebhook) -> ();
+        /// Adds a webhook to a task (or replaces the one of the same id), with the
+        /// task's entries after `replay_after` queued to it.
+        fn put_webhook(&self, webhook: WebhookRecord, replay_after: Option<i64>) -> ();
         /// Removes a task's webhook; `false` when it had none of that id.
         fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> bool;
         /// Every outside A2A agent that is still a member.

@@ -4,7 +4,8 @@
 use switchboard_types::ids::{TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
-/// A webhook as stored. The credentials are kept to be sent, never shown back.
+/// A webhook as stored (`pk` is ignored when one is added). The credentials are kept to
+/// be sent, never shown back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookRecord {
     pub pk: i64,
@@ -18,20 +19,4 @@ pub struct WebhookRecord {
     /// `(scheme, credentials)` of its `Authorization` header.
     pub auth: Option<(String, Option<String>)>,
     pub created_at: Timestamp,
-}
-
-/// A webhook to add (or to replace the task's webhook of the same id).
-#[derive(Debug, Clone)]
-pub struct NewWebhook {
-    pub task_pk: TaskPk,
-    pub team_pk: TeamPk,
-    pub webhook_id: String,
-    pub format: String,
-    pub url: String,
-    pub token: Option<String>,
-    pub auth: Option<(String, Option<String>)>,
-    pub created_at: Timestamp,
-    /// Also queue the task's history entries after this sequence number (written before
-    /// the webhook was): a webhook set right after the task was made misses nothing.
-    pub replay_after: Option<i64>,
 }

@@ -58,16 +58,17 @@ impl Core {
             }
         }
         let mut deliveries = Vec::with_capacity(due.len());
-        for callback in due {
+        for mut callback in due {
             let secret = secrets
                 .get(&callback.team_pk)
                 .cloned()
                 .unwrap_or_else(|| Err("no secret was read".to_owned()));
             let outgoing = match callback.webhook_pk {
                 Some(_) => self.webhook_request(&callback).await,
+                // The body goes out once; the attempt's record needs no copy of it.
                 None => Ok(Outgoing {
                     url: callback.url.clone(),
-                    bodies: vec![callback.body.clone()],
+                    bodies: vec![std::mem::take(&mut callback.body)],
                     headers: Vec::new(),
                 }),
             };

@@ -16,7 +16,7 @@ use switchboard_types::time::Timestamp;
 
 use crate::core::{Caller, Core, CoreError, CoreResult, callback_url};
 use crate::store::records::DueCallback;
-use crate::store::webhooks::{NewWebhook, WebhookRecord};
+use crate::store::webhooks::WebhookRecord;
 
 /// How a transport renders what its webhooks receive.
 pub trait WebhookFormat: Send + Sync {
@@ -93,27 +93,22 @@ impl Core {
                 format!("a task has at most {MAX_WEBHOOKS_PER_TASK} webhooks"),
             ));
         }
-        let record = NewWebhook {
+        let record = WebhookRecord {
+            pk: 0,
             task_pk: task.pk,
             team_pk: task.team_pk,
-            webhook_id: webhook_id.clone(),
+            webhook_id,
             format: format.to_owned(),
-            url: spec.url.clone(),
-            token: token.clone(),
-            auth: auth.clone(),
-            created_at: Timestamp::now(),
-            replay_after,
-        };
-        self.store().put_webhook(record).await?;
-        self.inner.tasks.callbacks_queued.notify_one();
-        Ok(TaskWebhook {
-            id: webhook_id,
-            task_id: task.task_id,
             url: spec.url,
             token,
-            auth_scheme: auth.map(|(scheme, _)| scheme),
+            auth,
             created_at: Timestamp::now(),
-        })
+        };
+        self.store()
+            .put_webhook(record.clone(), replay_after)
+            .await?;
+        self.inner.tasks.callbacks_queued.notify_one();
+        Ok(view(&task.task_id, record))
     }
 
     /// The webhook as it would be set, or why it cannot be: a transport checks before it
@@ -158,6 +153,21 @@ impl Core {
         let task = self.owned_task(caller, task_id).await?;
         let stored = self.store().task_webhooks(task.pk).await?;
         Ok(stored.into_iter().map(|w| view(&task.task_id, w)).collect())
+    }
+
+    /// One webhook of a task the caller originated; `NOT_FOUND` when it has none of
+    /// that id.
+    pub async fn task_webhook(
+        &self,
+        caller: &Caller,
+        task_id: &str,
+        webhook_id: &str,
+    ) -> CoreResult<TaskWebhook> {
+        self.task_webhooks(caller, task_id)
+            .await?
+            .into_iter()
+            .find(|w| w.id == webhook_id)
+            .ok_or_else(|| no_webhook(task_id, webhook_id))
     }
 
     /// Removes a webhook (and what it still had to send) from a task the caller

@@ -9,7 +9,7 @@ use switchboard_types::time::Timestamp;
 use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::records::{TaskEventRecord, TaskRecord};
-use crate::store::webhooks::{NewWebhook, WebhookRecord};
+use crate::store::webhooks::WebhookRecord;
 
 const COLUMNS: &str = "pk, task_pk, team_pk, webhook_id, format, url, token, auth_scheme, \
                        auth_credentials, created_at";
@@ -59,8 +59,13 @@ async fn by_pk<'e, E: SqliteExecutor<'e>>(
 }
 
 /// Adds the webhook, or replaces the one of the same id (its pending deliveries go to
-/// the new address); queues the entries after `replay_after` in the same transaction.
-async fn put(conn: &mut SqliteConnection, w: &NewWebhook) -> Result<(), StoreError> {
+/// the new address); queues the entries after `replay_after` in the same transaction
+/// (written before the webhook was: a webhook set right after its task misses nothing).
+async fn put(
+    conn: &mut SqliteConnection,
+    w: &WebhookRecord,
+    replay_after: Option<i64>,
+) -> Result<(), StoreError> {
     let (scheme, credentials) = w.auth.clone().unzip();
     sqlx::query(
         "INSERT INTO task_webhooks (task_pk, team_pk, webhook_id, format, url, token,
@@ -96,8 +101,8 @@ async fn put(conn: &mut SqliteConnection, w: &NewWebhook) -> Result<(), StoreErr
     .bind(w.created_at.micros())
     .bind(w.task_pk.0)
     .bind(&w.webhook_id)
-    .bind(w.replay_after)
-    .bind(w.replay_after)
+    .bind(replay_after)
+    .bind(replay_after)
     .execute(conn)
     .await?;
     Ok(())
@@ -145,9 +150,13 @@ impl SqliteStore {
         by_pk(&self.read, pk).await
     }
 
-    pub async fn put_webhook(&self, webhook: NewWebhook) -> Result<(), StoreError> {
+    pub async fn put_webhook(
+        &self,
+        webhook: WebhookRecord,
+        replay_after: Option<i64>,
+    ) -> Result<(), StoreError> {
         self.write_self_contained(
-            move |tx| Box::pin(async move { put(tx.conn().await?, &webhook).await }),
+            move |tx| Box::pin(async move { put(tx.conn().await?, &webhook, replay_after).await }),
             Ok,
         )
         .await

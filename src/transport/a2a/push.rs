@@ -82,14 +82,10 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
         "GetTaskPushNotificationConfig" => {
             let request: GetTaskPushNotificationConfigRequest = decode(params)?;
             interface.task(&request.task_id).await?;
-            let webhooks = core
-                .task_webhooks(caller, &request.task_id)
+            core.task_webhook(caller, &request.task_id, &request.id)
                 .await
-                .map_err(to_a2a)?;
-            match webhooks.into_iter().find(|w| w.id == request.id) {
-                Some(webhook) => Ok(shown(webhook)),
-                None => Err(no_config(&request.task_id, &request.id)),
-            }
+                .map(shown)
+                .map_err(|err| config_error(err, &request.task_id, &request.id))
         }
         "ListTaskPushNotificationConfigs" => {
             let request: ListTaskPushNotificationConfigsRequest = decode(params)?;
@@ -109,19 +105,13 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
         "DeleteTaskPushNotificationConfig" => {
             let request: DeleteTaskPushNotificationConfigRequest = decode(params)?;
             interface.task(&request.task_id).await?;
-            match core
-                .remove_task_webhook(caller, &request.task_id, &request.id)
+            core.remove_task_webhook(caller, &request.task_id, &request.id)
                 .await
-            {
-                Ok(()) => Ok(match dialect {
-                    Dialect::V1 => json!({}),
-                    Dialect::V03 => Value::Null,
-                }),
-                Err(err) if err.code() == ErrorCode::NotFound => {
-                    Err(no_config(&request.task_id, &request.id))
-                }
-                Err(err) => Err(to_a2a(err)),
-            }
+                .map_err(|err| config_error(err, &request.task_id, &request.id))?;
+            Ok(match dialect {
+                Dialect::V1 => json!({}),
+                Dialect::V03 => Value::Null,
+            })
         }
         other => Err(A2AError::method_not_found(other)),
     }
@@ -197,7 +187,12 @@ fn config_of(webhook: TaskWebhook) -> TaskPushNotificationConfig {
     }
 }
 
-fn no_config(task_id: &str, id: &str) -> A2AError {
+/// A missing config is A2A's TaskNotFound (as the SDK's own server answers); the
+/// contract's `NOT_FOUND` stays in the error's metadata.
+fn config_error(err: CoreError, task_id: &str, id: &str) -> A2AError {
+    if err.code() != ErrorCode::NotFound {
+        return to_a2a(err);
+    }
     to_a2a(
         CoreError::new(
             ErrorCode::TaskNotFound,

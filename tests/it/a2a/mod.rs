@@ -192,6 +192,27 @@ async fn the_stock_client_manages_push_configs_and_the_receiver_gets_each_change
     assert_eq!(out["refused"], 0);
 }
 
+/// A task for the worker, sent by `client` with `returnImmediately` (and the rest of
+/// `configuration`), that waits for the worker; its id.
+pub(super) async fn held(
+    app: &TestApp,
+    client: &Agent,
+    message_id: &str,
+    configuration: Value,
+) -> String {
+    let mut configuration = configuration;
+    configuration["returnImmediately"] = json!(true);
+    let body = rpc_body(
+        "SendMessage",
+        json!({"message": text(message_id, "hold: push"), "configuration": configuration}),
+    );
+    let made = call(app, client, "worker", body, &[]).await;
+    made["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {made:#}"))
+        .to_owned()
+}
+
 pub(super) fn text(message_id: &str, text: &str) -> Value {
     json!({"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]})
 }

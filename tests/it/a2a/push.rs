@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{call, error_of, rpc_body, team, text};
+use super::{call, error_of, held, rpc_body, team, text};
 use crate::support::{Agent, TestApp};
 use crate::tasks::{Receiver, verify};
 
@@ -18,21 +18,6 @@ async fn app() -> TestApp {
         c.callbacks.retry_base = Duration::from_millis(20);
     })
     .await
-}
-
-/// A task for the worker, sent by `client`, that waits for the worker; its id.
-async fn held(app: &TestApp, client: &Agent, message_id: &str, configuration: Value) -> String {
-    let mut configuration = configuration;
-    configuration["returnImmediately"] = json!(true);
-    let body = rpc_body(
-        "SendMessage",
-        json!({"message": text(message_id, "hold: push"), "configuration": configuration}),
-    );
-    let made = call(app, client, "worker", body, &[]).await;
-    made["result"]["task"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {made:#}"))
-        .to_owned()
 }
 
 async fn report(app: &TestApp, worker: &Agent, task_id: &str, status: &str, data: Value) {

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{call, error_of, rpc_body, team, text};
+use super::{call, error_of, held, rpc_body, team, text};
 use crate::support::{Agent, Res, TestApp};
 
 /// A raw body to the worker's interface; asserts HTTP 200.
@@ -213,19 +213,7 @@ async fn cards_and_interfaces_stay_inside_the_team() {
         .expect_error(404, "AGENT_NOT_FOUND");
     cards_are_cached_and_listed(&app, &client, card).await;
     // A task sent through one member's interface is not reachable through another's.
-    let made = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body(
-            "SendMessage",
-            json!({"message": text("iso", "hold: mine"),
-                                      "configuration": {"returnImmediately": true}}),
-        ),
-        &[],
-    )
-    .await;
-    let id = made["result"]["task"]["id"].clone();
+    let id = json!(held(&app, &client, "iso", json!({})).await);
     let elsewhere = call(
         &app,
         &client,
@@ -275,19 +263,7 @@ async fn a_0_3_request_gets_0_3_shapes() {
 async fn an_agent_holds_a_bounded_number_of_streams() {
     let app = TestApp::start_with(|c| c.ws_max_per_agent = 2).await;
     let (_, client, _) = team(&app).await;
-    let made = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body(
-            "SendMessage",
-            json!({"message": text("s1", "hold: followed"),
-                   "configuration": {"returnImmediately": true}}),
-        ),
-        &[],
-    )
-    .await;
-    let id = made["result"]["task"]["id"].clone();
+    let id = json!(held(&app, &client, "s1", json!({})).await);
     let http = reqwest::Client::new();
     let subscribe = || {
         http.post(app.url("/a2a/a2a/worker"))

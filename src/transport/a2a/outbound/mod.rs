@@ -20,10 +20,12 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use switchboard_types::agents::{RegisterAgent, RegisterRemoteAgent, RemoteAgentRegistered};
+use switchboard_types::agents::{
+    AGENT_CAPABILITY_LIMITS, MAX_ROLE, RegisterAgent, RegisterRemoteAgent, RemoteAgentRegistered,
+};
 use switchboard_types::decode::CommaList;
 use switchboard_types::error::ErrorBody;
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::{AgentPk, MAX_ID_LEN};
 use switchboard_types::messages::{MarkRead, MessageView};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{TaskQuery, TaskRole};
@@ -400,18 +402,19 @@ fn member_of_card(card: &a2a::AgentCard) -> (String, Vec<String>) {
     } else {
         card.description.trim()
     };
-    let role: String = described.chars().take(100).collect();
+    let role: String = described.chars().take(MAX_ROLE).collect();
+    let limits = AGENT_CAPABILITY_LIMITS;
     let mut capabilities: Vec<String> = Vec::new();
     for skill in &card.skills {
-        let id: String = skill.id.trim().chars().take(100).collect();
-        if !id.is_empty() && !capabilities.contains(&id) && capabilities.len() < 64 {
+        let id: String = skill.id.trim().chars().take(limits.max_len).collect();
+        if !id.is_empty() && !capabilities.contains(&id) && capabilities.len() < limits.max_count {
             capabilities.push(id);
         }
     }
     (role, capabilities)
 }
 
-/// A card's name as an agent id: `A-Z a-z 0-9 . _ -`, at most 64.
+/// A card's name as an agent id: `A-Z a-z 0-9 . _ -`, at most [`MAX_ID_LEN`].
 fn id_of(name: &str) -> String {
     let id: String = name
         .trim()
@@ -423,7 +426,7 @@ fn id_of(name: &str) -> String {
                 '-'
             }
         })
-        .take(64)
+        .take(MAX_ID_LEN)
         .collect();
     let id = id.trim_matches('-').to_owned();
     if id.is_empty() {
