@@ -32,6 +32,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
     ("send_at_scale", |o| Box::pin(send_at_scale(o))),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
+    ("stomp_idle", |o| Box::pin(crate::stomp::idle(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
     ("a2a", |o| Box::pin(crate::a2a::a2a(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
