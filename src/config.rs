@@ -47,6 +47,23 @@ pub enum Command {
     /// running server's /mcp with an agent token (--url and --token, or SWITCHBOARD_URL
     /// and SWITCHBOARD_TOKEN).
     Mcp(crate::cli::McpArgs),
+    /// Copy a SQLite deployment into an empty PostgreSQL database (teams, agents and
+    /// their token digests, messages, inboxes with their sequence numbers, tasks,
+    /// callbacks, settings) and verify every table's row count. Stop the server first:
+    /// the copy is of the moment it starts.
+    MigrateDb(MigrateDbArgs),
+}
+
+/// Settings of `switchboard migrate-db`.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateDbArgs {
+    /// The SQLite database file to copy (what `serve --database` used).
+    #[arg(long, value_name = "FILE")]
+    pub from: PathBuf,
+    /// The PostgreSQL database to copy into (`postgres://user@host:port/db`); migrated
+    /// first, and it must hold no deployment yet.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
 }
 
 /// Settings of `switchboard healthcheck`.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use switchboard::config::{Cli, Command};
+use switchboard::config::{Cli, Command, MigrateDbArgs};
 use switchboard::server::{Server, ServerConfig};
 
 /// mimalloc rather than the system allocator: requests allocate on one thread and free
@@ -52,6 +52,7 @@ async fn main() -> ExitCode {
         Command::Agent(args) => switchboard::cli::run_agent(args).await,
         Command::Admin(args) => switchboard::cli::run_admin(args).await,
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
+        Command::MigrateDb(args) => migrate_db(args).await,
         Command::Serve(args) => {
             switchboard::telemetry::init(args.log_format);
             let server = match Server::start(ServerConfig::from(&args)).await {
@@ -75,6 +76,36 @@ async fn main() -> ExitCode {
             });
             server.wait().await;
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// Runs the copy; exit code 0 when every table was copied and verified, 1 otherwise
+/// (the target is then left as it was).
+async fn migrate_db(args: MigrateDbArgs) -> ExitCode {
+    if !switchboard::store::postgres::is_url(&args.to) {
+        eprintln!(
+            "error: --to must be a PostgreSQL URL (postgres://user@host:port/database), not {:?}",
+            args.to
+        );
+        return ExitCode::from(2);
+    }
+    match switchboard::store::postgres::copy::sqlite_to_postgres(&args.from, &args.to).await {
+        Ok(copied) => {
+            let width = copied.iter().map(|c| c.table.len()).max().unwrap_or(0);
+            for entry in &copied {
+                println!("{:<width$}  {:>10} rows", entry.table, entry.rows);
+            }
+            let total: u64 = copied.iter().map(|c| c.rows).sum();
+            println!(
+                "copied {total} rows from {} into PostgreSQL; every table's count verified",
+                args.from.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -32,6 +32,16 @@ pub enum StoreError {
          --database a new file (or the right one)"
     )]
     NotOurs { path: PathBuf, reason: String },
+    /// The database was migrated by a newer binary; it was left untouched.
+    #[error(
+        "the database holds migration {database}, newer than this binary's newest \
+         ({binary}); run the newer binary (it was left untouched)"
+    )]
+    Newer { database: i64, binary: i64 },
+    /// A copy between engines (`switchboard migrate-db`) could not be made; the target
+    /// was left as it was.
+    #[error("the copy was not made: {0}")]
+    Copy(String),
     #[error("the transaction this write belonged to failed and was rolled back")]
     BatchFailed,
     #[error("storage is closed")]

@@ -9,6 +9,7 @@
 //! closure over records, and after-commit hooks run in commit order.
 
 pub mod error;
+pub mod postgres;
 pub mod records;
 pub mod remotes;
 pub mod sqlite;

@@ -2,6 +2,7 @@
 //! clients, a fresh SQLite file per test. One binary, one module per area.
 
 mod inspector;
+mod pg;
 mod process;
 mod python;
 mod support;
@@ -23,6 +24,7 @@ mod large_inbox;
 mod layout;
 mod live;
 mod mcp;
+mod migrate_db;
 mod persistence;
 mod publish;
 mod readme;

@@ -136,6 +136,9 @@ async fn refuse_foreign(path: &Path) -> Result<(), StoreError> {
     })
 }
 
+/// The migrations of this engine (`migrations/`), embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file, applies migrations and starts the
     /// writer.
@@ -158,7 +161,7 @@ impl SqliteStore {
             .pragma("cache_size", "-32768")
             .connect()
             .await?;
-        sqlx::migrate!("./migrations").run(&mut write_conn).await?;
+        MIGRATOR.run(&mut write_conn).await?;
 
         let read = SqlitePoolOptions::new()
             .max_connections(4)
