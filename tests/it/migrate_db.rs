@@ -142,8 +142,8 @@ const SAME: &[(&str, &str, &str)] = &[
     ),
     (
         "inbox_counts",
-        "SELECT agent_pk || ':' || total || ':' || unread || ':' || sent || ':' || responded || ':' || quiet_unread || ':' || quiet_total FROM inbox_counts ORDER BY agent_pk",
-        "SELECT agent_pk || ':' || total || ':' || unread || ':' || sent || ':' || responded || ':' || quiet_unread || ':' || quiet_total FROM inbox_counts ORDER BY agent_pk",
+        "SELECT agent_pk || ':' || total || ':' || unread || ':' || sent || ':' || responded || ':' || quiet_unread || ':' || quiet_total || ':' || last_seq FROM inbox_counts ORDER BY agent_pk",
+        "SELECT agent_pk || ':' || total || ':' || unread || ':' || sent || ':' || responded || ':' || quiet_unread || ':' || quiet_total || ':' || last_seq FROM inbox_counts ORDER BY agent_pk",
     ),
     (
         "agents",

@@ -131,6 +131,63 @@ async fn read_messages_go_exactly_at_their_retention_and_unread_ones_stay() {
     app.stop().await;
 }
 
+/// An inbox that retention emptied goes on numbering after its last seq: a client that
+/// remembers seq 3 and reconnects with `since=3` gets what was sent after the pass
+/// (numbering from 1 again told it that it had seen it), also across a restart.
+#[tokio::test]
+async fn an_emptied_inbox_numbers_on_after_its_last_seq() {
+    let mut app = TestApp::start().await;
+    let team = app.team("renumber").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let mut sent = Vec::new();
+    for text in ["one", "two", "three"] {
+        sent.push(app.send(&a, &[&b], text).await);
+    }
+    app.post("/v1/messages/read")
+        .token(&b.token)
+        .json(json!({"agent_id": "b", "message_ids": sent}))
+        .send()
+        .await
+        .expect_status(200);
+    app.patch(&format!("/v1/teams/{}", team.id))
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 60}}))
+        .send()
+        .await
+        .expect_status(200);
+    let last = sent_at(&app, &b, &sent[2]).await.micros();
+    app.pause().await;
+    pass_at(&app, Timestamp::from_micros(last + 61_000_000)).await;
+    app.restart().await;
+    let inbox = app.inbox(&b, "").await.expect_status(200);
+    assert_eq!(inbox.body["total_count"], 0, "{}", inbox.body);
+
+    let four = app.send(&a, &[&b], "four").await;
+    let (ws, replayed, caught_up) = app.ws_caught_up(&b, "?since=3").await;
+    let ids: Vec<&str> = replayed
+        .iter()
+        .filter_map(|f| f["message"]["message_id"].as_str())
+        .collect();
+    assert_eq!(ids, [four.as_str()], "{replayed:?}");
+    assert_eq!((replayed[0]["seq"].as_i64(), caught_up), (Some(4), 4));
+    drop(ws);
+    app.restart().await;
+    app.send(&a, &[&b], "five").await;
+    let inbox = app
+        .inbox(&b, "?sort_order=oldest_first")
+        .await
+        .expect_status(200);
+    let seqs: Vec<i64> = inbox.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["seq"].as_i64())
+        .collect();
+    assert_eq!(seqs, [4, 5], "{}", inbox.body);
+    app.stop().await;
+}
+
 /// Polls `check` every 100 ms for up to 15 s.
 async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     for _ in 0..150 {

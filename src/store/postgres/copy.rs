@@ -107,6 +107,7 @@ const TABLES: &[Table] = &[
             ("responded", Int),
             ("quiet_unread", Int),
             ("quiet_total", Int),
+            ("last_seq", Int),
         ],
     },
     Table {
@@ -494,7 +495,7 @@ async fn insert_rows(
 }
 
 /// What the copy cannot carry as rows: identities moved past the copied keys, and each
-/// recipient's seq counter set past every seq it has held or acknowledged.
+/// recipient's seq counter past every seq it has held or acknowledged.
 async fn settle(dst: &mut sqlx::PgConnection) -> Result<(), StoreError> {
     for table in TABLES.iter().filter(|t| t.identity) {
         let sql = format!(
@@ -506,11 +507,12 @@ async fn settle(dst: &mut sqlx::PgConnection) -> Result<(), StoreError> {
             .execute(&mut *dst)
             .await?;
     }
-    // Never behind a cursor a client holds: an inbox emptied by retention must not
-    // hand out numbers its agent already acknowledged.
+    // The source's counter, and never behind a cursor a client holds: an inbox that
+    // retention emptied must not hand out numbers its agent already acknowledged.
     sqlx::query(
         "UPDATE inbox_counts c
          SET last_seq = GREATEST(
+             c.last_seq,
              a.acked_seq,
              COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = c.agent_pk), 0),
              COALESCE((SELECT MAX(q.acked_seq) FROM queue_cursors q

@@ -22,7 +22,7 @@ const POST_INBOX: &str = "
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
                        created_at, cause_by, thread_id, news)
     SELECT r.value,
-           COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = r.value), 0) + 1,
+           COALESCE((SELECT c.last_seq FROM inbox_counts c WHERE c.agent_pk = r.value), 0) + 1,
            (SELECT pk FROM messages WHERE message_id = ?), ?, ?, ?, ?, ?, ?, ?,
            r.value NOT IN (SELECT q.value FROM json_each(?) q)
     FROM json_each(?) r

@@ -145,9 +145,11 @@ impl PostSlot {
 /// Message pks and per-agent inbox sequence numbers, handed out by the writer.
 ///
 /// The writer is the only writer, so it can number rows itself instead of asking SQL
-/// (`MAX(seq) + 1` per entry, `RETURNING` per row): that made the shared insert several
-/// times cheaper. Counters are loaded lazily from the database and dropped after any
-/// rollback, so they can never run ahead of what is committed.
+/// (a counter read per entry, `RETURNING` per row): that made the shared insert several
+/// times cheaper. Counters are loaded lazily from the database (a recipient's from
+/// `inbox_counts.last_seq`, which never goes back: an inbox that retention emptied
+/// goes on after its last number) and dropped after any rollback, so they can never run
+/// ahead of what is committed.
 #[derive(Default)]
 struct IdCounters {
     last_message_pk: Option<i64>,
@@ -181,7 +183,8 @@ impl IdCounters {
             missing.sort_unstable();
             missing.dedup();
             let rows = sqlx::query(
-                "SELECT j.value, COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = j.value), 0)
+                "SELECT j.value,
+                        COALESCE((SELECT c.last_seq FROM inbox_counts c WHERE c.agent_pk = j.value), 0)
                  FROM json_each(?) j",
             )
             .bind(to_json(&missing)?)
