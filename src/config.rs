@@ -85,7 +85,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
-    /// SQLite database file; it and its folder are created if missing.
+    /// SQLite database file (a path, or `sqlite://path`); it and its folder are created
+    /// if missing. PostgreSQL URLs are refused until serving from PostgreSQL lands.
     #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]
     pub database: PathBuf,
 

@@ -303,7 +303,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
         busy_timeout: config.busy_timeout,
         wal_max_bytes: config.wal_max_bytes,
     };
-    let store = Store::open_sqlite(&config.database, options).await?;
+    let store = Store::open(&config.database, options).await?;
     let settings = CoreSettings {
         admin_token: config.admin_token.clone(),
         rate_limit: config.rate_limit,

@@ -38,6 +38,9 @@ pub enum StoreError {
          ({binary}); run the newer binary (it was left untouched)"
     )]
     Newer { database: i64, binary: i64 },
+    /// The database named is of a kind this binary cannot serve from.
+    #[error("{0}")]
+    Unsupported(String),
     /// A copy between engines (`switchboard migrate-db`) could not be made; the target
     /// was left as it was.
     #[error("the copy was not made: {0}")]

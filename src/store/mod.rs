@@ -94,6 +94,23 @@ macro_rules! delegate {
 }
 
 impl Store {
+    /// Opens the database `--database` names: a SQLite file, given as a path or as
+    /// `sqlite://path`. A PostgreSQL URL is refused with what exists today, rather than
+    /// being taken for a file name (which made a folder called `postgres:`).
+    pub async fn open(location: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let text = location.to_string_lossy();
+        if postgres::is_url(&text) {
+            return Err(StoreError::Unsupported(
+                "serving from PostgreSQL is not built yet (issue #16); give --database a                  SQLite file. `switchboard migrate-db --from FILE --to URL` already copies a                  deployment into PostgreSQL"
+                    .into(),
+            ));
+        }
+        match text.strip_prefix("sqlite://") {
+            Some(path) => Store::open_sqlite(Path::new(path), opts).await,
+            None => Store::open_sqlite(location, opts).await,
+        }
+    }
+
     /// Opens a SQLite database file (creating it and its folder if needed) and applies
     /// the migrations.
     pub async fn open_sqlite(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
