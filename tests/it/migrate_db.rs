@@ -1,8 +1,8 @@
 //! `switchboard migrate-db`: a deployment made through the API on SQLite, copied into a
 //! PostgreSQL database of its own by the real binary, then compared table by table with
 //! plain queries on both sides; and every refusal (a target that holds a deployment, a
-//! database newer or older than the binary, a target that is not PostgreSQL) leaves the
-//! target as it was.
+//! database newer or older than the binary, a column the copy does not carry, a target
+//! that is not PostgreSQL) leaves the target as it was.
 
 use std::path::Path;
 
@@ -289,11 +289,23 @@ async fn migrate_db_refuses_a_target_in_use_and_a_schema_it_does_not_know() {
     assert!(err.contains("newer than this binary"), "{err}");
     drop(pg);
     target.remove().await;
+}
 
-    // A SQLite file an older binary left (its newest migration not applied yet).
-    let Some(empty) = pg::database("migrate_older").await else {
+/// Source files the copy cannot carry whole are refused before the target is touched:
+/// one an older binary left (its newest migration not applied yet), and one with a
+/// column the copy does not know (a migration that forgot the copy), which would be
+/// left behind without a word.
+#[tokio::test]
+async fn migrate_db_refuses_a_source_it_cannot_carry_whole() {
+    let Some(empty) = pg::database("migrate_source").await else {
         return;
     };
+    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
+    seed(&app).await;
+    app.pause().await;
+    let file = app.database();
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
+    // A SQLite file an older binary left (its newest migration not applied yet).
     let older = file.with_file_name("older.db");
     std::fs::copy(&file, &older).expect("copy the file");
     let mut lite = SqliteConnection::connect(&format!("sqlite://{}", older.display()))
@@ -308,6 +320,21 @@ async fn migrate_db_refuses_a_target_in_use_and_a_schema_it_does_not_know() {
     let (code, _, err) = migrate_db(&older, &empty.url).await;
     assert_eq!(code, 1);
     assert!(err.contains("older than this binary"), "{err}");
+
+    // A column the copy does not know (a migration that forgot the copy) would be left
+    // behind without a word: refused, naming it.
+    let wider = file.with_file_name("wider.db");
+    std::fs::copy(&file, &wider).expect("copy the file");
+    let mut lite = SqliteConnection::connect(&format!("sqlite://{}", wider.display()))
+        .await
+        .expect("open the copy");
+    lite.execute("ALTER TABLE teams ADD COLUMN motto TEXT")
+        .await
+        .expect("add a column");
+    lite.close().await.expect("close");
+    let (code, _, err) = migrate_db(&wider, &empty.url).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("does not carry teams.motto"), "{err}");
     let mut pg = empty.connect().await;
     let tables =
         count("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'")

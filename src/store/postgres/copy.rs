@@ -15,287 +15,8 @@ use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteRow};
 use sqlx::{ConnectOptions, Connection, Postgres, QueryBuilder, Row, SqliteConnection};
 
+use super::tables::{Kind, TABLES, Table};
 use crate::store::StoreError;
-
-/// How a column is read from SQLite and written to PostgreSQL.
-#[derive(Clone, Copy)]
-enum Kind {
-    Int,
-    Text,
-    Bytes,
-    /// INTEGER 0/1 in SQLite, BOOLEAN here.
-    Flag,
-}
-
-use Kind::{Bytes, Flag, Int, Text};
-
-/// One table to copy: its columns, the order rows are read in, whether its `pk` is an
-/// identity (moved past the copied keys afterwards).
-struct Table {
-    name: &'static str,
-    order: &'static str,
-    identity: bool,
-    columns: &'static [(&'static str, Kind)],
-}
-
-/// Every table, parents before children (the foreign keys stay checked).
-const TABLES: &[Table] = &[
-    Table {
-        name: "settings",
-        order: "key",
-        identity: false,
-        columns: &[("key", Text), ("value", Bytes)],
-    },
-    Table {
-        name: "teams",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("team_id", Text),
-            ("name", Text),
-            ("key_id", Text),
-            ("key_hash", Bytes),
-            ("communication_enabled", Flag),
-            ("created_at", Int),
-            ("updated_at", Int),
-            ("retain_read_s", Int),
-            ("retain_unread_s", Int),
-            ("retain_tasks_s", Int),
-            ("stomp_auto_register", Flag),
-        ],
-    },
-    Table {
-        name: "team_secrets",
-        order: "team_pk",
-        identity: false,
-        columns: &[("team_pk", Int), ("secret", Text), ("rotated_at", Int)],
-    },
-    Table {
-        name: "agents",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("team_pk", Int),
-            ("agent_id", Text),
-            ("role", Text),
-            ("capabilities", Text),
-            ("address", Text),
-            ("status", Text),
-            ("communication_enabled", Flag),
-            ("token_id", Text),
-            ("token_hash", Bytes),
-            ("registered_at", Int),
-            ("updated_at", Int),
-            ("removed_at", Int),
-            ("acked_seq", Int),
-            ("last_seen_at", Int),
-            ("addresses", Text),
-            ("watch", Text),
-        ],
-    },
-    Table {
-        name: "inbox_counts",
-        order: "agent_pk",
-        identity: false,
-        columns: &[
-            ("agent_pk", Int),
-            ("total", Int),
-            ("unread", Int),
-            ("sent", Int),
-            ("responded", Int),
-            ("quiet_unread", Int),
-            ("quiet_total", Int),
-            ("last_seq", Int),
-        ],
-    },
-    Table {
-        name: "queue_cursors",
-        order: "agent_pk, queue",
-        identity: false,
-        columns: &[("agent_pk", Int), ("queue", Text), ("acked_seq", Int)],
-    },
-    Table {
-        name: "a2a_remotes",
-        order: "agent_pk",
-        identity: false,
-        columns: &[
-            ("agent_pk", Int),
-            ("team_pk", Int),
-            ("card_url", Text),
-            ("interface_url", Text),
-            ("authorization", Text),
-            ("card", Text),
-            ("refreshed_at", Int),
-            ("created_at", Int),
-        ],
-    },
-    Table {
-        name: "messages",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("message_id", Text),
-            ("team_pk", Int),
-            ("kind", Text),
-            ("sender_pk", Int),
-            ("sender_role", Text),
-            ("message_type", Text),
-            ("priority", Text),
-            ("content", Text),
-            ("requires_response", Flag),
-            ("response_deadline", Int),
-            ("context_reference", Text),
-            ("thread_id", Text),
-            ("in_reply_to", Text),
-            ("response_status", Text),
-            ("recipient_ids", Text),
-            ("created_at", Int),
-            ("cause_by", Text),
-            ("send_to", Text),
-            ("instruct_content", Text),
-            ("via", Text),
-            ("route", Text),
-        ],
-    },
-    Table {
-        name: "inbox",
-        order: "agent_pk, seq",
-        identity: false,
-        columns: &[
-            ("agent_pk", Int),
-            ("seq", Int),
-            ("message_pk", Int),
-            ("sender_pk", Int),
-            ("kind", Text),
-            ("message_type", Text),
-            ("priority", Text),
-            ("created_at", Int),
-            ("read_at", Int),
-            ("news", Flag),
-            ("cause_by", Text),
-            ("thread_id", Text),
-        ],
-    },
-    Table {
-        name: "responses",
-        order: "original_pk, response_pk",
-        identity: false,
-        columns: &[
-            ("original_pk", Int),
-            ("response_pk", Int),
-            ("responder_pk", Int),
-            ("status", Text),
-            ("created_at", Int),
-        ],
-    },
-    Table {
-        name: "idempotency_keys",
-        order: "agent_pk, key",
-        identity: false,
-        columns: &[
-            ("agent_pk", Int),
-            ("key", Text),
-            ("operation", Text),
-            ("request_hash", Bytes),
-            ("answer", Text),
-            ("created_at", Int),
-        ],
-    },
-    Table {
-        name: "tasks",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("team_pk", Int),
-            ("task_id", Text),
-            ("description", Text),
-            ("data", Text),
-            ("originator_pk", Int),
-            ("assignee_pk", Int),
-            ("callback_url", Text),
-            ("priority", Text),
-            ("required_capabilities", Text),
-            ("target_agent_id", Text),
-            ("status", Text),
-            ("clarification_id", Text),
-            ("question", Text),
-            ("context", Text),
-            ("result_data", Text),
-            ("callback_delivery", Text),
-            ("version", Int),
-            ("created_at", Int),
-            ("updated_at", Int),
-        ],
-    },
-    Table {
-        name: "task_assignees",
-        order: "agent_pk, task_pk",
-        identity: false,
-        columns: &[("task_pk", Int), ("agent_pk", Int)],
-    },
-    Table {
-        name: "task_events",
-        order: "task_pk, seq",
-        identity: false,
-        columns: &[
-            ("task_pk", Int),
-            ("seq", Int),
-            ("kind", Text),
-            ("actor_pk", Int),
-            ("status", Text),
-            ("data", Text),
-            ("created_at", Int),
-        ],
-    },
-    Table {
-        name: "task_webhooks",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("task_pk", Int),
-            ("team_pk", Int),
-            ("webhook_id", Text),
-            ("format", Text),
-            ("url", Text),
-            ("token", Text),
-            ("auth_scheme", Text),
-            ("auth_credentials", Text),
-            ("created_at", Int),
-        ],
-    },
-    Table {
-        name: "callbacks",
-        order: "pk",
-        identity: true,
-        columns: &[
-            ("pk", Int),
-            ("task_pk", Int),
-            ("team_pk", Int),
-            ("url", Text),
-            ("event_seq", Int),
-            ("body", Text),
-            ("state", Text),
-            ("attempts", Int),
-            ("next_attempt_at", Int),
-            ("last_error", Text),
-            ("last_status", Int),
-            ("created_at", Int),
-            ("finished_at", Int),
-            ("webhook_pk", Int),
-        ],
-    },
-    Table {
-        name: "row_counts",
-        order: "family",
-        identity: false,
-        columns: &[("family", Text), ("n", Int)],
-    },
-];
 
 /// PostgreSQL takes at most 65,535 bind parameters per statement.
 const MAX_PARAMS: usize = 60_000;
@@ -322,6 +43,7 @@ pub struct Copied {
 /// on both sides.
 pub async fn sqlite_to_postgres(from: &Path, to: &str) -> Result<Vec<Copied>, StoreError> {
     let mut source = open_source(from).await?;
+    carries_every_column(&mut source).await?;
     let pool = super::open(to).await?;
     let mut src = source.begin().await?;
     let mut dst = pool.begin().await?;
@@ -417,6 +139,37 @@ async fn open_source(from: &Path) -> Result<SqliteConnection, StoreError> {
     }
 }
 
+/// Refuses a source with a table or column [`TABLES`] does not name: it would be left
+/// behind without a word. The source is at this binary's schema, so a refusal here is a
+/// migration that forgot the copy (the migrate-db test catches it first).
+async fn carries_every_column(source: &mut SqliteConnection) -> Result<(), StoreError> {
+    let rows = sqlx::query(
+        "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'
+         ORDER BY m.name, p.cid",
+    )
+    .fetch_all(&mut *source)
+    .await?;
+    let mut missing = Vec::new();
+    for row in rows {
+        let (table, column): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+        let known = TABLES
+            .iter()
+            .find(|t| t.name == table)
+            .is_some_and(|t| t.columns.iter().any(|(name, _)| *name == column));
+        if !known {
+            missing.push(format!("{table}.{column}"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Copy(format!(
+        "this binary's copy does not carry {} of the SQLite schema; nothing was copied",
+        missing.join(", ")
+    )))
+}
+
 /// Streams one table across in multi-row INSERTs; returns how many rows went.
 async fn copy_table(
     table: &Table,
@@ -461,10 +214,10 @@ fn values(table: &Table, row: &SqliteRow) -> Result<Vec<Value>, StoreError> {
         .enumerate()
         .map(|(i, (_, kind))| {
             Ok(match kind {
-                Int => Value::Int(row.try_get(i)?),
-                Text => Value::Text(row.try_get(i)?),
-                Bytes => Value::Bytes(row.try_get(i)?),
-                Flag => Value::Flag(row.try_get::<Option<i64>, _>(i)?.map(|v| v != 0)),
+                Kind::Int => Value::Int(row.try_get(i)?),
+                Kind::Text => Value::Text(row.try_get(i)?),
+                Kind::Bytes => Value::Bytes(row.try_get(i)?),
+                Kind::Flag => Value::Flag(row.try_get::<Option<i64>, _>(i)?.map(|v| v != 0)),
             })
         })
         .collect()

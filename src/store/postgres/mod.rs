@@ -7,6 +7,7 @@
 //! will number inbox entries gap-free and in commit order (see the migration).
 
 pub mod copy;
+mod tables;
 
 use std::time::Duration;
 
