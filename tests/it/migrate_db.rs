@@ -345,3 +345,32 @@ async fn migrate_db_refuses_a_source_it_cannot_carry_whole() {
     drop(pg);
     empty.remove().await;
 }
+
+/// Two copies into the same empty database at once: one copies, the other waits for it
+/// and is refused, and the rows are there once.
+#[tokio::test]
+async fn two_copies_at_once_make_one() {
+    let Some(target) = pg::database("migrate_twice").await else {
+        return;
+    };
+    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
+    seed(&app).await;
+    app.pause().await;
+    let file = app.database();
+    let (first, second) = tokio::join!(
+        migrate_db(&file, &target.url),
+        migrate_db(&file, &target.url)
+    );
+    let mut codes = [first.0, second.0];
+    codes.sort_unstable();
+    assert_eq!(codes, [0, 1], "{first:?} {second:?}");
+    let refused = if first.0 == 1 { &first.2 } else { &second.2 };
+    assert!(refused.contains("already holds a deployment"), "{refused}");
+    let mut pg = target.connect().await;
+    let mut lite = sqlite(&file).await;
+    let on_sqlite = rows_sqlite(&mut lite, "SELECT CAST(COUNT(*) AS TEXT) FROM inbox").await;
+    let on_pg = rows_pg(&mut pg, "SELECT COUNT(*)::text FROM inbox").await;
+    assert_eq!(on_sqlite, on_pg);
+    drop(pg);
+    target.remove().await;
+}

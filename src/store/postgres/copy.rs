@@ -47,6 +47,14 @@ pub async fn sqlite_to_postgres(from: &Path, to: &str) -> Result<Vec<Copied>, St
     let pool = super::open(to).await?;
     let mut src = source.begin().await?;
     let mut dst = pool.begin().await?;
+    for table in TABLES {
+        let sql = format!("ALTER TABLE {} DISABLE TRIGGER USER", table.name);
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut *dst)
+            .await?;
+    }
+    // Checked once the tables are locked (the ALTERs above take them): a second copy
+    // running at the same time waits here, then finds the first one's rows.
     let held: i64 = sqlx::query_scalar(
         "SELECT (SELECT COUNT(*) FROM teams) + (SELECT COUNT(*) FROM settings)
               + (SELECT COUNT(*) FROM agents)",
@@ -59,12 +67,6 @@ pub async fn sqlite_to_postgres(from: &Path, to: &str) -> Result<Vec<Copied>, St
              copy into an empty database"
                 .into(),
         ));
-    }
-    for table in TABLES {
-        let sql = format!("ALTER TABLE {} DISABLE TRIGGER USER", table.name);
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&mut *dst)
-            .await?;
     }
     // The migration seeded the counted families with zeros; the source's counts replace them.
     sqlx::query("DELETE FROM row_counts")
