@@ -1,5 +1,5 @@
 -- The whole schema on PostgreSQL (14 or newer), as the SQLite migrations in the folder
--- above have built it up to 0017: the same tables, columns, rules and kept counters, so
+-- above have built it up to 0018: the same tables, columns, rules and kept counters, so
 -- a deployment copies across table for table (`switchboard migrate-db`).
 --
 -- The conventions of the SQLite schema hold here too: timestamps are BIGINT
@@ -289,8 +289,9 @@ CREATE TABLE a2a_remotes (
 -- Per-agent counters, kept by the triggers below in the statement that changes what
 -- they count, so a counter and its rows commit together.
 --
--- `last_seq` is the agent's newest inbox seq, and the reason this row exists on
--- several nodes: a writer takes the recipient's next seqs with
+-- `last_seq` is the agent's newest inbox seq (on SQLite the insert trigger raises it
+-- behind the single writer; here the writers take it): a writer takes the recipient's
+-- next seqs with
 -- `UPDATE inbox_counts SET last_seq = last_seq + n … RETURNING last_seq`, which locks
 -- the row until its transaction ends. A second writer to the same recipient waits for
 -- that commit (or rollback, which hands the same numbers out again), so each

@@ -4,7 +4,7 @@
 //! database newer or older than the binary, a column the copy does not carry, a target
 //! that is not PostgreSQL) leaves the target as it was.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::json;
 use sqlx::postgres::PgConnection;
@@ -30,6 +30,15 @@ async fn migrate_db(from: &Path, to: &str) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// A seeded deployment's SQLite file, its server stopped (the app keeps the folder).
+async fn seeded_file() -> (TestApp, PathBuf) {
+    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
+    seed(&app).await;
+    app.pause().await;
+    let file = app.database();
+    (app, file)
 }
 
 /// A team with messages (one read, a response, a broadcast), a task with a history and
@@ -187,10 +196,7 @@ async fn migrate_db_copies_a_deployment_and_verifies_every_table() {
     let Some(target) = pg::database("migrate_copy").await else {
         return;
     };
-    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
-    seed(&app).await;
-    app.pause().await;
-    let file = app.database();
+    let (_app, file) = seeded_file().await;
 
     let (code, out, err) = migrate_db(&file, &target.url).await;
     assert_eq!(code, 0, "migrate-db failed: {out}{err}");
@@ -250,10 +256,7 @@ async fn migrate_db_refuses_a_target_in_use_and_a_schema_it_does_not_know() {
     let Some(target) = pg::database("migrate_refusals").await else {
         return;
     };
-    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
-    seed(&app).await;
-    app.pause().await;
-    let file = app.database();
+    let (_app, file) = seeded_file().await;
 
     let (code, _, err) = migrate_db(&file, "/tmp/not-a-url.db").await;
     assert_eq!(code, 2, "{err}");
@@ -300,10 +303,7 @@ async fn migrate_db_refuses_a_source_it_cannot_carry_whole() {
     let Some(empty) = pg::database("migrate_source").await else {
         return;
     };
-    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
-    seed(&app).await;
-    app.pause().await;
-    let file = app.database();
+    let (_app, file) = seeded_file().await;
     let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql);
     // A SQLite file an older binary left (its newest migration not applied yet).
     let older = file.with_file_name("older.db");
@@ -353,10 +353,7 @@ async fn two_copies_at_once_make_one() {
     let Some(target) = pg::database("migrate_twice").await else {
         return;
     };
-    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
-    seed(&app).await;
-    app.pause().await;
-    let file = app.database();
+    let (_app, file) = seeded_file().await;
     let (first, second) = tokio::join!(
         migrate_db(&file, &target.url),
         migrate_db(&file, &target.url)

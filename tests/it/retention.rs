@@ -13,7 +13,7 @@ use switchboard::store::{Store, StoreOptions};
 use switchboard_types::teams::Retention;
 use switchboard_types::time::Timestamp;
 
-use crate::support::{ADMIN, Agent, TestApp};
+use crate::support::{ADMIN, Agent, Team, TestApp};
 
 /// The message's commit time, as its recipient sees it.
 async fn sent_at(app: &TestApp, reader: &Agent, id: &str) -> Timestamp {
@@ -65,6 +65,27 @@ async fn pass_at(app: &TestApp, now: Timestamp) {
     store.close().await;
 }
 
+/// `reader` marks `ids` read, and the team keeps read messages for 60 s.
+async fn read_and_keep_read_for_a_minute(
+    app: &TestApp,
+    team: &Team,
+    reader: &Agent,
+    ids: &[String],
+) {
+    app.post("/v1/messages/read")
+        .token(&reader.token)
+        .json(json!({"agent_id": reader.id, "message_ids": ids}))
+        .send()
+        .await
+        .expect_status(200);
+    app.patch(&format!("/v1/teams/{}", team.id))
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 60}}))
+        .send()
+        .await
+        .expect_status(200);
+}
+
 /// With a read retention of 60 s, a pass at `young + 60 s` keeps the message sent at
 /// `young` (exactly on the boundary) and removes the older read one; a message someone
 /// has not read stays; one microsecond later the boundary message goes too. Counters
@@ -79,18 +100,7 @@ async fn read_messages_go_exactly_at_their_retention_and_unread_ones_stay() {
     let unread = app.send(&a, &[&b], "unread").await;
     tokio::time::sleep(Duration::from_millis(5)).await;
     let young = app.send(&a, &[&b], "young").await;
-    app.post("/v1/messages/read")
-        .token(&b.token)
-        .json(json!({"agent_id": "b", "message_ids": [old, young]}))
-        .send()
-        .await
-        .expect_status(200);
-    app.patch(&format!("/v1/teams/{}", team.id))
-        .token(&team.key)
-        .json(json!({"retention": {"read_messages_seconds": 60}}))
-        .send()
-        .await
-        .expect_status(200);
+    read_and_keep_read_for_a_minute(&app, &team, &b, &[old.clone(), young.clone()]).await;
     let boundary = sent_at(&app, &b, &young).await.micros() + 60_000_000;
     app.pause().await;
     pass_at(&app, Timestamp::from_micros(boundary)).await;
@@ -144,18 +154,7 @@ async fn an_emptied_inbox_numbers_on_after_its_last_seq() {
     for text in ["one", "two", "three"] {
         sent.push(app.send(&a, &[&b], text).await);
     }
-    app.post("/v1/messages/read")
-        .token(&b.token)
-        .json(json!({"agent_id": "b", "message_ids": sent}))
-        .send()
-        .await
-        .expect_status(200);
-    app.patch(&format!("/v1/teams/{}", team.id))
-        .token(&team.key)
-        .json(json!({"retention": {"read_messages_seconds": 60}}))
-        .send()
-        .await
-        .expect_status(200);
+    read_and_keep_read_for_a_minute(&app, &team, &b, &sent).await;
     let last = sent_at(&app, &b, &sent[2]).await.micros();
     app.pause().await;
     pass_at(&app, Timestamp::from_micros(last + 61_000_000)).await;

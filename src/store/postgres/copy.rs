@@ -249,8 +249,9 @@ async fn insert_rows(
     Ok(done.rows_affected())
 }
 
-/// What the copy cannot carry as rows: identities moved past the copied keys, and each
-/// recipient's seq counter past every seq it has held or acknowledged.
+/// What the copy cannot carry as rows: identities moved past the copied keys. (Each
+/// recipient's seq counter is a row: SQLite keeps it past every seq held or
+/// acknowledged since migration 0018, so it is copied as it is.)
 async fn settle(dst: &mut sqlx::PgConnection) -> Result<(), StoreError> {
     for table in TABLES.iter().filter(|t| t.identity) {
         let sql = format!(
@@ -262,20 +263,6 @@ async fn settle(dst: &mut sqlx::PgConnection) -> Result<(), StoreError> {
             .execute(&mut *dst)
             .await?;
     }
-    // The source's counter, and never behind a cursor a client holds: an inbox that
-    // retention emptied must not hand out numbers its agent already acknowledged.
-    sqlx::query(
-        "UPDATE inbox_counts c
-         SET last_seq = GREATEST(
-             c.last_seq,
-             a.acked_seq,
-             COALESCE((SELECT MAX(i.seq) FROM inbox i WHERE i.agent_pk = c.agent_pk), 0),
-             COALESCE((SELECT MAX(q.acked_seq) FROM queue_cursors q
-                       WHERE q.agent_pk = c.agent_pk), 0))
-         FROM agents a WHERE a.pk = c.agent_pk",
-    )
-    .execute(&mut *dst)
-    .await?;
     Ok(())
 }
 
