@@ -85,6 +85,14 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
+    /// This process's name, in the log, in `/metrics` (`switchboard_node_info`) and in
+    /// `/healthz` and `/readyz`: which node of several said what. 1 to 64 letters,
+    /// digits, `.`, `_` or `-`; without it, a new `node-xxxxxxxx` at every start.
+    /// (Checked by the core's `NodeId` when the server is configured: the rule lives
+    /// there, with the name's other uses.)
+    #[arg(long, env = "SWITCHBOARD_NODE_ID")]
+    pub node_id: Option<String>,
+
     /// SQLite database file (a path, or `sqlite://path`); it and its folder are created
     /// if missing. PostgreSQL URLs are refused until serving from PostgreSQL lands.
     #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]

@@ -54,8 +54,16 @@ async fn main() -> ExitCode {
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
         Command::MigrateDb(args) => migrate_db(args).await,
         Command::Serve(args) => {
+            let config = match ServerConfig::try_from(&args) {
+                Ok(config) => config,
+                Err(err) => {
+                    // As clap says a flag's value is wrong: before anything starts.
+                    eprintln!("error: invalid value for '--node-id': {err}");
+                    return ExitCode::from(2);
+                }
+            };
             switchboard::telemetry::init(args.log_format);
-            let server = match Server::start(ServerConfig::from(&args)).await {
+            let server = match Server::start(config).await {
                 Ok(server) => server,
                 Err(err) => {
                     eprintln!("error: {err}");

@@ -22,6 +22,7 @@ mod inbox;
 pub mod live;
 mod messages;
 mod metrics;
+pub mod node;
 pub mod outbound;
 mod publish;
 pub mod queues;
@@ -60,6 +61,7 @@ struct Inner {
     retention: retention::RetentionSettings,
     activity: activity::ActivityWatch,
     queue_cursors: queues::QueueCursors,
+    node_id: node::NodeId,
 }
 
 /// Settings of the core.
@@ -72,6 +74,8 @@ pub struct CoreSettings {
     pub hub: HubSettings,
     pub tasks: tasks::TaskSettings,
     pub retention: retention::RetentionSettings,
+    /// This process's name among the nodes (`--node-id`).
+    pub node_id: node::NodeId,
 }
 
 /// What the caller needs on a team for an operation.
@@ -142,6 +146,7 @@ impl Core {
                 retention: settings.retention,
                 activity: activity::ActivityWatch::default(),
                 queue_cursors: queues::QueueCursors::default(),
+                node_id: settings.node_id,
             }),
         };
         Ok((core, generated))
@@ -173,6 +178,11 @@ impl Core {
             .registry
             .authenticate(token)
             .ok_or_else(auth::invalid_token)
+    }
+
+    /// This process's name among the nodes that may share its database.
+    pub fn node_id(&self) -> &node::NodeId {
+        &self.inner.node_id
     }
 
     /// Whether storage answers (readiness).

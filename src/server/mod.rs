@@ -19,6 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::callbacks::{self, CallbackSettings};
 use crate::config::{DurabilityArg, ServeArgs};
+use crate::core::node::{InvalidNodeId, NodeId};
 use crate::core::ratelimit::RateLimit;
 use crate::core::retention::{self, RetentionSettings};
 use crate::core::tasks::TaskSettings;
@@ -37,6 +38,8 @@ use crate::transport::ws::{self, WsSettings, WsState};
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// This process's name among the nodes (`--node-id`; generated when not given).
+    pub node_id: NodeId,
     pub database: PathBuf,
     pub admin_token: Option<String>,
     pub durability: Durability,
@@ -75,6 +78,7 @@ impl ServerConfig {
     pub fn new(listen: SocketAddr, database: PathBuf) -> Self {
         ServerConfig {
             listen,
+            node_id: NodeId::generate(),
             database,
             admin_token: None,
             durability: Durability::Normal,
@@ -97,10 +101,18 @@ impl ServerConfig {
     }
 }
 
-impl From<&ServeArgs> for ServerConfig {
-    fn from(args: &ServeArgs) -> Self {
-        ServerConfig {
+/// The command line's settings; fails only on a `--node-id` the core refuses.
+impl TryFrom<&ServeArgs> for ServerConfig {
+    type Error = InvalidNodeId;
+
+    fn try_from(args: &ServeArgs) -> Result<Self, InvalidNodeId> {
+        let node_id = match &args.node_id {
+            Some(name) => NodeId::parse(name)?,
+            None => NodeId::generate(),
+        };
+        Ok(ServerConfig {
             listen: args.listen,
+            node_id,
             database: args.database.clone(),
             admin_token: args.admin_token.as_ref().map(|s| s.0.clone()),
             durability: match args.durability {
@@ -139,7 +151,7 @@ impl From<&ServeArgs> for ServerConfig {
             stomp_listen: args.stomp_listen,
             stomp_heart_beat: Duration::from_millis(args.stomp_heart_beat_ms),
             stomp_anonymous_team: args.stomp_anonymous_team.clone(),
-        }
+        })
     }
 }
 
@@ -218,7 +230,14 @@ impl Server {
             workers,
             (core, store),
         ));
-        tracing::info!(%addr, database = %config.database.display(), "switchboard listening");
+        // An info metric: the label carries the name, the value is always 1.
+        metrics::gauge!("switchboard_node_info", "node_id" => config.node_id.to_string()).set(1.0);
+        tracing::info!(
+            %addr,
+            node_id = %config.node_id,
+            database = %config.database.display(),
+            "switchboard listening"
+        );
         Ok(Server {
             addr,
             stomp_addr,
@@ -316,6 +335,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>
             allow_private_callbacks: config.callbacks.allow_private,
         },
         retention: config.retention,
+        node_id: config.node_id.clone(),
     };
     let (core, generated) = Core::open(store.clone(), settings).await?;
     Ok((store, core, generated))
@@ -454,7 +474,7 @@ async fn serve(
         tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
     }
     store.close().await;
-    tracing::info!("server stopped");
+    tracing::info!(node_id = %core.node_id(), "server stopped");
 }
 
 /// Acks and last activity are kept in memory by the hub and written once a second.

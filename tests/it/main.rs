@@ -25,6 +25,7 @@ mod layout;
 mod live;
 mod mcp;
 mod migrate_db;
+mod node;
 mod persistence;
 mod publish;
 mod readme;

@@ -13,11 +13,22 @@ use crate::support::ADMIN;
 pub struct Process {
     pub child: Child,
     pub base: String,
+    /// The line the server announced its address with.
+    pub listening: Value,
 }
 
 impl Process {
     pub fn start(database: &Path) -> Process {
-        Process::spawn(Command::new(env!("CARGO_BIN_EXE_switchboard")), database)
+        Process::start_with(database, &[])
+    }
+
+    /// The server with `extra` arguments after `serve`'s usual ones.
+    pub fn start_with(database: &Path, extra: &[&str]) -> Process {
+        Process::spawn(
+            Command::new(env!("CARGO_BIN_EXE_switchboard")),
+            database,
+            extra,
+        )
     }
 
     /// The server with its database on a disk of `size` (`3m`): a tmpfs mounted at
@@ -31,7 +42,7 @@ impl Process {
             .args(["sh", size])
             .arg(dir)
             .arg(env!("CARGO_BIN_EXE_switchboard"));
-        Process::spawn(command, &dir.join("small.db"))
+        Process::spawn(command, &dir.join("small.db"), &[])
     }
 
     /// `path` as the server sees it (inside its mount namespace).
@@ -40,7 +51,7 @@ impl Process {
     }
 
     /// Runs `command` with `serve` and its arguments appended; waits for the address.
-    fn spawn(mut command: Command, database: &Path) -> Process {
+    fn spawn(mut command: Command, database: &Path, extra: &[&str]) -> Process {
         crate::support::init();
         let mut child = command
             .args([
@@ -54,6 +65,7 @@ impl Process {
             ])
             .arg("--database")
             .arg(database)
+            .args(extra)
             .env("RUST_LOG", "info")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -61,7 +73,7 @@ impl Process {
             .expect("server binary starts");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
+        let (addr, listening) = loop {
             let line = lines
                 .next()
                 .expect("server printed its address")
@@ -69,7 +81,7 @@ impl Process {
             if let Ok(entry) = serde_json::from_str::<Value>(&line)
                 && let Some(addr) = entry["addr"].as_str()
             {
-                break addr.to_owned();
+                break (addr.to_owned(), entry.clone());
             }
         };
         // Keep draining the log so the child never blocks on a full pipe.
@@ -77,6 +89,7 @@ impl Process {
         Process {
             child,
             base: format!("http://{addr}"),
+            listening,
         }
     }
 

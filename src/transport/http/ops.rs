@@ -23,14 +23,19 @@ pub fn router() -> OpenApiRouter<HttpState> {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Health {
     pub status: String,
+    /// The node that answered (`--node-id`): behind a load balancer, which process
+    /// this was.
+    #[schema(example = "node-3f9a1c2e")]
+    pub node_id: String,
 }
 
 /// Liveness: the process answers HTTP.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "The server is alive", body = Health)))]
-async fn healthz() -> Json<Health> {
+async fn healthz(State(state): State<HttpState>) -> Json<Health> {
     Json(Health {
         status: "ok".to_owned(),
+        node_id: state.core().node_id().to_string(),
     })
 }
 
@@ -44,6 +49,7 @@ async fn readyz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
     state.core().ready().await?;
     Ok(Json(Health {
         status: "ready".to_owned(),
+        node_id: state.core().node_id().to_string(),
     }))
 }
 
