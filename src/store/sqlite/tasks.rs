@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sqlx::sqlite::SqliteRow;
+use sqlx::query::Query;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::messages::Priority;
@@ -66,84 +67,151 @@ fn from_row(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
     })
 }
 
+/// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
+/// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
+/// `INSERT … SELECT` into a table with triggers through a temporary table, which it opens
+/// (a b-tree, a pager and its page cache, allocated) and drops again every time the
+/// statement runs, even for one row or none. Three of them per task change were about a
+/// tenth of the write connection's thread under the `tasks` benchmark (`perf`:
+/// `pcache1Truncate`, `malloc` and `free` under `sqlite3BtreeClose`).
+const INSERT_TASK: &str = "
+    INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
+                       callback_url, priority, required_capabilities, target_agent_id,
+                       status, clarification_id, question, context, result_data,
+                       callback_delivery, version, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
+    INSERT INTO task_assignees (task_pk, agent_pk)
+    SELECT pk, assignee_pk FROM tasks
+    WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
+    INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+    VALUES ((SELECT pk FROM tasks WHERE team_pk = ? AND originator_pk = ? AND task_id = ?),
+            ?, ?, ?, ?, ?, ?);";
+
+/// [`INSERT_TASK`] and the first event's CallbackNotification.
+const INSERT_TASK_AND_CALLBACK: &str = concat!(
+    "
+    INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
+                       callback_url, priority, required_capabilities, target_agent_id,
+                       status, clarification_id, question, context, result_data,
+                       callback_delivery, version, created_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
+    INSERT INTO task_assignees (task_pk, agent_pk)
+    SELECT pk, assignee_pk FROM tasks
+    WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
+    INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+    VALUES ((SELECT pk FROM tasks WHERE team_pk = ? AND originator_pk = ? AND task_id = ?),
+            ?, ?, ?, ?, ?, ?);",
+    "
+    INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                           next_attempt_at, created_at)
+    VALUES ((SELECT pk FROM tasks WHERE team_pk = ? AND originator_pk = ? AND task_id = ?),
+            ?, ?, ?, ?, 'pending', 0, ?, ?);"
+);
+
 /// Inserts a new task with its first event (and its assignee, if it has one), in one
-/// round trip; [`StoreError::Conflict`] when the team already has a task with this id.
+/// round trip; [`StoreError::Conflict`] when the team already has a task with this id
+/// (the first statement fails then, so nothing is written).
 ///
 /// With `callback` (`url`, `body`), the CallbackNotification of the event is queued in
-/// the same statement. Atomic: on any error nothing is written.
+/// the same round trip.
 pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result<(), StoreError> {
     let (t, event) = (&w.task, &w.event);
-    let (url, body) = w
-        .callback
-        .as_ref()
-        .map(|(u, b)| (u.as_str(), b.as_str()))
-        .unzip();
     let (clarification_id, question) = t.clarification.clone().unzip();
-    sqlx::query(
-        "INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
-                            callback_url, priority, required_capabilities, target_agent_id,
-                            status, clarification_id, question, context, result_data,
-                            callback_delivery, version, created_at, updated_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
-         INSERT INTO task_assignees (task_pk, agent_pk)
-         SELECT pk, assignee_pk FROM tasks
-         WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
-         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-         SELECT pk, ?, ?, ?, ?, ?, ? FROM tasks
-         WHERE team_pk = ? AND originator_pk = ? AND task_id = ?;
-         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
-                                next_attempt_at, created_at)
-         SELECT pk, team_pk, ?, ?, ?, 'pending', 0, created_at, created_at FROM tasks
-         WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND ? IS NOT NULL;",
-    )
-    .bind(t.team_pk.0)
-    .bind(&t.task_id)
-    .bind(&t.description)
-    .bind(json(&t.data)?)
-    .bind(t.originator_pk.0)
-    .bind(t.assignee_pk.map(|a| a.0))
-    .bind(&t.callback_url)
-    .bind(t.priority.as_str())
-    .bind(json(&t.required_capabilities)?)
-    .bind(&t.target_agent_id)
-    .bind(t.status.as_str())
-    .bind(clarification_id)
-    .bind(question)
-    .bind(json(&t.context)?)
-    .bind(json(&t.result_data)?)
-    .bind(t.version)
-    .bind(t.created_at.micros())
-    .bind(t.updated_at.micros())
-    .bind(t.team_pk.0)
-    .bind(t.originator_pk.0)
-    .bind(&t.task_id)
-    .bind(event.seq)
-    .bind(event.kind.as_str())
-    .bind(event.actor_pk.map(|a| a.0))
-    .bind(event.status.as_str())
-    .bind(json(&event.data)?)
-    .bind(event.created_at.micros())
-    .bind(t.team_pk.0)
-    .bind(t.originator_pk.0)
-    .bind(&t.task_id)
-    .bind(url)
-    .bind(event.seq)
-    .bind(body)
-    .bind(t.team_pk.0)
-    .bind(t.originator_pk.0)
-    .bind(&t.task_id)
-    .bind(url)
-    .execute(conn)
-    .await?;
+    let sql = match w.callback {
+        Some(_) => INSERT_TASK_AND_CALLBACK,
+        None => INSERT_TASK,
+    };
+    let mut query = sqlx::query(sql)
+        .bind(t.team_pk.0)
+        .bind(&t.task_id)
+        .bind(&t.description)
+        .bind(json(&t.data)?)
+        .bind(t.originator_pk.0)
+        .bind(t.assignee_pk.map(|a| a.0))
+        .bind(&t.callback_url)
+        .bind(t.priority.as_str())
+        .bind(json(&t.required_capabilities)?)
+        .bind(&t.target_agent_id)
+        .bind(t.status.as_str())
+        .bind(clarification_id)
+        .bind(question)
+        .bind(json(&t.context)?)
+        .bind(json(&t.result_data)?)
+        .bind(t.version)
+        .bind(t.created_at.micros())
+        .bind(t.updated_at.micros());
+    query = by_key(query, t);
+    query = by_key(query, t)
+        .bind(event.seq)
+        .bind(event.kind.as_str())
+        .bind(event.actor_pk.map(|a| a.0))
+        .bind(event.status.as_str())
+        .bind(json(&event.data)?)
+        .bind(event.created_at.micros());
+    if let Some((url, body)) = &w.callback {
+        query = by_key(query, t)
+            .bind(t.team_pk.0)
+            .bind(url.as_str())
+            .bind(event.seq)
+            .bind(body.as_str())
+            .bind(t.created_at.micros())
+            .bind(t.created_at.micros());
+    }
+    query.execute(conn).await?;
     Ok(())
 }
+
+/// Binds the task's key (team, originator, id): how the statements after the first
+/// find the row the first inserted.
+fn by_key<'q>(
+    query: Query<'q, Sqlite, SqliteArguments>,
+    t: &'q TaskRecord,
+) -> Query<'q, Sqlite, SqliteArguments> {
+    query
+        .bind(t.team_pk.0)
+        .bind(t.originator_pk.0)
+        .bind(t.task_id.as_str())
+}
+
+/// [`update`]'s statements without a CallbackNotification. Each statement after the
+/// `UPDATE` writes only if the one before it did (`changes()` counts the statement
+/// before; the assignee row is REPLACEd so it always counts one), so nothing at all
+/// changes exactly when the version check failed. The event row is inserted with
+/// `VALUES` (see [`INSERT_TASK`]): `OR IGNORE` with a `task_pk` of NULL when the
+/// `UPDATE` changed nothing skips it (the column is NOT NULL), and [`update`] checks
+/// that an applied `UPDATE` wrote its event.
+const UPDATE_TASK: &str = "
+    UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
+                     context = ?, result_data = ?, version = ?, updated_at = ?
+    WHERE pk = ? AND version = ?;
+    INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);
+    INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
+    SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;";
+
+/// [`UPDATE_TASK`] and the event's CallbackNotification (written only if the event
+/// was, and, like it, with `VALUES`).
+const UPDATE_TASK_AND_CALLBACK: &str = concat!(
+    "
+    UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
+                     context = ?, result_data = ?, version = ?, updated_at = ?
+    WHERE pk = ? AND version = ?;
+    INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);",
+    "
+    INSERT OR IGNORE INTO callbacks (task_pk, team_pk, url, event_seq, body, state,
+                                     attempts, next_attempt_at, created_at)
+    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, 'pending', 0, ?, ?);
+    INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
+    SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;"
+);
 
 /// Writes the task's changeable state and its new event (recording a new assignee as
 /// one that may read the task) if its version is still `expected_version`, in one
 /// round trip; `false` when someone changed it first (nothing is written then).
 ///
 /// With `callback` (`url`, `body`), the event's CallbackNotification is queued in the
-/// same statement.
+/// same round trip.
 pub(super) async fn update(
     conn: &mut SqliteConnection,
     w: &TaskWrite,
@@ -151,58 +219,54 @@ pub(super) async fn update(
 ) -> Result<bool, StoreError> {
     let (t, event) = (&w.task, &w.event);
     let (clarification_id, question) = t.clarification.clone().unzip();
-    let (url, body) = w
-        .callback
-        .as_ref()
-        .map(|(u, b)| (u.as_str(), b.as_str()))
-        .unzip();
-    // Each statement after the UPDATE writes only if the one before it did
-    // (`changes()` counts the statement before; the assignee row is REPLACEd so it
-    // always counts one), so nothing at all changed exactly when the version check
-    // failed.
-    let done = sqlx::query(
-        "UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
-                          context = ?, result_data = ?, version = ?, updated_at = ?
-         WHERE pk = ? AND version = ?;
-         INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-         SELECT ?, ?, ?, ?, ?, ?, ? WHERE changes() = 1;
-         INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
-         SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;
-         INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
-                                next_attempt_at, created_at)
-         SELECT ?, ?, ?, ?, ?, 'pending', 0, ?, ? WHERE changes() = 1 AND ? IS NOT NULL;",
-    )
-    .bind(t.assignee_pk.map(|a| a.0))
-    .bind(t.status.as_str())
-    .bind(clarification_id)
-    .bind(question)
-    .bind(json(&t.context)?)
-    .bind(json(&t.result_data)?)
-    .bind(t.version)
-    .bind(t.updated_at.micros())
-    .bind(t.pk.0)
-    .bind(expected_version)
-    .bind(t.pk.0)
-    .bind(event.seq)
-    .bind(event.kind.as_str())
-    .bind(event.actor_pk.map(|a| a.0))
-    .bind(event.status.as_str())
-    .bind(json(&event.data)?)
-    .bind(event.created_at.micros())
-    .bind(t.pk.0)
-    .bind(t.assignee_pk.map(|a| a.0))
-    .bind(t.assignee_pk.map(|a| a.0))
-    .bind(t.pk.0)
-    .bind(t.team_pk.0)
-    .bind(url)
-    .bind(event.seq)
-    .bind(body)
-    .bind(t.updated_at.micros())
-    .bind(t.updated_at.micros())
-    .bind(url)
-    .execute(conn)
-    .await?;
-    Ok(done.rows_affected() > 0)
+    let sql = match w.callback {
+        Some(_) => UPDATE_TASK_AND_CALLBACK,
+        None => UPDATE_TASK,
+    };
+    let mut query = sqlx::query(sql)
+        .bind(t.assignee_pk.map(|a| a.0))
+        .bind(t.status.as_str())
+        .bind(clarification_id)
+        .bind(question)
+        .bind(json(&t.context)?)
+        .bind(json(&t.result_data)?)
+        .bind(t.version)
+        .bind(t.updated_at.micros())
+        .bind(t.pk.0)
+        .bind(expected_version)
+        .bind(t.pk.0)
+        .bind(event.seq)
+        .bind(event.kind.as_str())
+        .bind(event.actor_pk.map(|a| a.0))
+        .bind(event.status.as_str())
+        .bind(json(&event.data)?)
+        .bind(event.created_at.micros());
+    if let Some((url, body)) = &w.callback {
+        query = query
+            .bind(t.pk.0)
+            .bind(t.team_pk.0)
+            .bind(url.as_str())
+            .bind(event.seq)
+            .bind(body.as_str())
+            .bind(t.updated_at.micros())
+            .bind(t.updated_at.micros());
+    }
+    let done = query
+        .bind(t.pk.0)
+        .bind(t.assignee_pk.map(|a| a.0))
+        .bind(t.assignee_pk.map(|a| a.0))
+        .execute(conn)
+        .await?;
+    // The UPDATE, the event, the CallbackNotification if any, the assignee if any.
+    let applied = 2 + u64::from(w.callback.is_some()) + u64::from(t.assignee_pk.is_some());
+    match done.rows_affected() {
+        0 => Ok(false),
+        n if n == applied => Ok(true),
+        n => Err(StoreError::Corrupt(format!(
+            "task {} changed with {n} of its {applied} rows: its event was not written",
+            t.task_id
+        ))),
+    }
 }
 
 /// The task with this id that `viewer` may see: one it originated or is or was assigned.
