@@ -435,11 +435,102 @@ pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
 #[cfg(test)]
 mod tests {
     use sqlx::{Connection, Row, SqliteConnection};
-    use switchboard_types::ids::{AgentPk, TaskPk};
+    use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
     use switchboard_types::task_state::TaskStatus;
-    use switchboard_types::tasks::TaskRole;
+    use switchboard_types::tasks::{TaskEventKind, TaskRole};
+    use switchboard_types::time::Timestamp;
 
-    use crate::store::records::TaskListSpec;
+    use crate::store::records::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+
+    /// A change of task 1 to `version`, by the task's originator, perhaps to a new
+    /// assignee and with a CallbackNotification.
+    fn change(version: i64, assignee: Option<i64>, callback: bool) -> TaskWrite {
+        let now = Timestamp::now();
+        TaskWrite {
+            task: TaskRecord {
+                pk: TaskPk(1),
+                team_pk: TeamPk(1),
+                task_id: "t".into(),
+                description: "d".into(),
+                data: Default::default(),
+                originator_pk: AgentPk(1),
+                assignee_pk: assignee.map(AgentPk),
+                callback_url: None,
+                priority: Default::default(),
+                required_capabilities: Vec::new(),
+                target_agent_id: None,
+                status: TaskStatus::InProgress,
+                clarification: None,
+                context: Vec::new(),
+                result_data: serde_json::Value::Null,
+                callback_delivery: None,
+                version,
+                created_at: now,
+                updated_at: now,
+            },
+            expected_version: (version > 1).then_some(version - 1),
+            event: TaskEventRecord {
+                seq: version,
+                kind: TaskEventKind::Progress,
+                actor_pk: Some(AgentPk(1)),
+                status: TaskStatus::InProgress,
+                data: Default::default(),
+                created_at: now,
+            },
+            callback: callback.then(|| ("http://hook".to_owned(), "{}".to_owned())),
+        }
+    }
+
+    /// Rows of the task's history, assignees and callbacks, and its version.
+    async fn written(conn: &mut SqliteConnection) -> [i64; 4] {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM task_events), (SELECT COUNT(*) FROM task_assignees),
+                    (SELECT COUNT(*) FROM callbacks), (SELECT version FROM tasks WHERE pk = 1)",
+        )
+        .fetch_one(conn)
+        .await
+        .expect("counts");
+        [row.get(0), row.get(1), row.get(2), row.get(3)]
+    }
+
+    /// The event and the callback are written with `VALUES` and `OR IGNORE`: an applied
+    /// change writes every row it carries, a stale one (its version taken) writes none.
+    #[tokio::test]
+    async fn a_task_change_writes_all_of_its_rows_or_none() {
+        let mut conn = SqliteConnection::connect("sqlite::memory:")
+            .await
+            .expect("memory database");
+        sqlx::migrate!("./migrations")
+            .run(&mut conn)
+            .await
+            .expect("migrations");
+        // No team or agent rows: the keys are what is under test, not the references.
+        sqlx::raw_sql("PRAGMA foreign_keys = OFF")
+            .execute(&mut conn)
+            .await
+            .expect("pragma");
+        super::insert(&mut conn, &change(1, Some(2), true))
+            .await
+            .expect("insert");
+        assert_eq!(written(&mut conn).await, [1, 1, 1, 1]);
+        let steps = [
+            // (change, expected_version's outcome, rows after it)
+            (change(2, Some(3), true), true, [2, 2, 2, 2]),
+            (change(2, Some(4), true), false, [2, 2, 2, 2]),
+            (change(3, None, false), true, [3, 2, 2, 3]),
+            (change(3, None, true), false, [3, 2, 2, 3]),
+            (change(4, Some(3), false), true, [4, 2, 2, 4]),
+            (change(4, Some(5), false), false, [4, 2, 2, 4]),
+        ];
+        for (i, (write, applied, rows)) in steps.into_iter().enumerate() {
+            let version = write.expected_version.expect("a change");
+            let outcome = super::update(&mut conn, &write, version)
+                .await
+                .expect("update");
+            assert_eq!(outcome, applied, "step {i}");
+            assert_eq!(written(&mut conn).await, rows, "step {i}");
+        }
+    }
 
     /// Every role and filter walks its index in order and stops at the limit: no plan
     /// sorts the agent's tasks or gathers them with a multi-index OR.
