@@ -510,29 +510,47 @@ impl SqliteStore {
         self.write_self_contained(
             move |tx| {
                 Box::pin(async move {
-                    // The task tables are disjoint from what posts touch: written beside
-                    // the staged posts, not after flushing them (one round trip saved).
-                    let conn = tx.conn_beside_posts().await?;
-                    match write.expected_version {
-                        None => tasks::insert(conn, &write).await?,
+                    let now = write.task.updated_at;
+                    // A new task is staged and written by the flush with the batch's
+                    // other new tasks (`task_staging`); a change runs its statement now,
+                    // beside the staged posts: the task tables are disjoint from what
+                    // posts touch, and a change cannot concern a task staged in this
+                    // batch (the change was decided on the task as committed).
+                    let task = match write.expected_version {
+                        None => Some(tx.staging().stage_task(write)),
                         Some(version) => {
+                            let conn = tx.conn_beside_posts().await?;
                             if !tasks::update(conn, &write, version).await? {
                                 return Err(StoreError::Stale.into());
                             }
+                            None
                         }
-                    }
+                    };
                     let messages: Vec<&NewMessage> =
                         rendered.iter().map(|(r, _)| &r.message).collect();
                     let value = decide(&messages);
-                    let now = write.task.updated_at;
                     let slots: Vec<PostSlot> = rendered
                         .into_iter()
-                        .map(|(r, to)| tx.staging().stage(StagedPost::new(r, to, now, None, None)))
+                        .map(|(r, to)| {
+                            let post = StagedPost::new(r, to, now, None, None);
+                            let post = match &task {
+                                Some(task) => post.about(task),
+                                None => post,
+                            };
+                            tx.staging().stage(post)
+                        })
                         .collect();
-                    Ok((value, slots))
+                    Ok((value, slots, task))
                 })
             },
-            move |(value, slots)| after(value, slots.iter().map(PostSlot::outcome).collect()),
+            move |(value, slots, task)| {
+                // A new task whose insert failed (its id was taken) wrote nothing, not
+                // even its notices.
+                if let Some(task) = task {
+                    task.outcome()?;
+                }
+                after(value, slots.iter().map(PostSlot::outcome).collect())
+            },
         )
         .await
     }

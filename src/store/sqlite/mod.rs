@@ -19,6 +19,7 @@ mod remotes;
 mod retention;
 mod rows;
 mod settings;
+mod task_staging;
 mod tasks;
 mod teams;
 mod usage;

@@ -14,6 +14,7 @@ use switchboard_types::time::Timestamp;
 
 use super::post_one::post_one;
 use super::rows::{JsonRows, MessageColumns, StoredContent, to_json};
+use super::task_staging::{StagedTask, TaskSlot, flush_tasks};
 use super::writer::Staging;
 use crate::store::StoreError;
 use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
@@ -101,6 +102,8 @@ pub(super) struct StagedPost {
     pub(super) response: Option<ResponseLink>,
     pub(super) idempotency: Option<IdempotencyRow>,
     slot: PostSlot,
+    /// The staged task this post tells about: it is written only if the task is.
+    task: Option<TaskSlot>,
 }
 
 impl StagedPost {
@@ -118,7 +121,15 @@ impl StagedPost {
             response,
             idempotency,
             slot: PostSlot::default(),
+            task: None,
         }
+    }
+
+    /// Makes the post depend on a staged task: a notice of a task that could not be
+    /// written must not be written either.
+    pub(super) fn about(mut self, task: &TaskSlot) -> StagedPost {
+        self.task = Some(task.clone());
+        self
     }
 }
 
@@ -199,10 +210,12 @@ impl IdCounters {
     }
 }
 
-/// Everything staged in the current batch, and the numbering of its rows.
+/// Everything staged in the current batch (posts, and new tasks written before them),
+/// and the numbering of its rows.
 #[derive(Default)]
 pub(crate) struct PostStaging {
     posts: Vec<StagedPost>,
+    tasks: Vec<StagedTask>,
     ids: IdCounters,
 }
 
@@ -213,24 +226,49 @@ impl PostStaging {
         self.posts.push(post);
         slot
     }
+
+    /// Queues a new task; the slot tells, after the flush, whether it was written.
+    pub(super) fn stage_task(&mut self, write: crate::store::records::TaskWrite) -> TaskSlot {
+        let (task, slot) = StagedTask::new(write);
+        self.tasks.push(task);
+        slot
+    }
+
+    /// Writes the staged tasks, then drops the posts about any that failed: before
+    /// the posts are numbered, so their sequence numbers stay gap-free.
+    async fn write_tasks(&mut self, conn: &mut SqliteConnection) {
+        let tasks = std::mem::take(&mut self.tasks);
+        if tasks.is_empty() {
+            return;
+        }
+        flush_tasks(conn, tasks).await;
+        self.posts
+            .retain(|p| !p.task.as_ref().is_some_and(TaskSlot::failed));
+    }
 }
 
 impl Staging for PostStaging {
+    type Mark = (usize, usize);
+
     fn is_empty(&self) -> bool {
-        self.posts.is_empty()
+        self.posts.is_empty() && self.tasks.is_empty()
     }
 
-    fn len(&self) -> usize {
-        self.posts.len()
+    fn mark(&self) -> (usize, usize) {
+        (self.posts.len(), self.tasks.len())
     }
 
-    fn truncate(&mut self, len: usize) {
-        self.posts.truncate(len);
+    fn truncate(&mut self, (posts, tasks): (usize, usize)) {
+        self.posts.truncate(posts);
+        self.tasks.truncate(tasks);
     }
 
     async fn flush(&mut self, conn: &mut SqliteConnection) {
+        self.write_tasks(conn).await;
         let posts = std::mem::take(&mut self.posts);
-        flush_posts(conn, &mut self.ids, posts).await;
+        if !posts.is_empty() {
+            flush_posts(conn, &mut self.ids, posts).await;
+        }
     }
 
     async fn flush_and_commit(
@@ -238,12 +276,25 @@ impl Staging for PostStaging {
         conn: &mut SqliteConnection,
         begin: bool,
     ) -> Result<(), StoreError> {
+        let mut begin = begin;
+        if !self.tasks.is_empty() {
+            if begin {
+                sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+                begin = false;
+            }
+            self.write_tasks(conn).await;
+        }
         let posts = std::mem::take(&mut self.posts);
+        if posts.is_empty() {
+            sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+            return Ok(());
+        }
         flush_posts_and_commit(conn, &mut self.ids, posts, begin).await
     }
 
     fn reset(&mut self) {
         self.posts.clear();
+        self.tasks.clear();
         self.ids.forget();
     }
 }

@@ -40,12 +40,14 @@ use crate::store::StoreError;
 /// What jobs queue for the batch's shared insert, and how it is written: the writer
 /// only knows when to flush, not what (the posts module implements it for messages).
 pub(crate) trait Staging: Default + Send + 'static {
+    /// Where the staging stood before a job (to undo what a failed job staged).
+    type Mark: Copy + Send;
     /// Whether anything waits to be written.
     fn is_empty(&self) -> bool;
-    /// How many items wait (to undo what a failed job staged).
-    fn len(&self) -> usize;
-    /// Drops what was staged after the first `len` items.
-    fn truncate(&mut self, len: usize);
+    /// Where the staging stands now.
+    fn mark(&self) -> Self::Mark;
+    /// Drops what was staged after `mark`.
+    fn truncate(&mut self, mark: Self::Mark);
     /// Writes everything staged inside the open transaction.
     fn flush(&mut self, conn: &mut SqliteConnection) -> impl Future<Output = ()> + Send;
     /// Writes everything staged and commits, opening the transaction first when
@@ -230,7 +232,7 @@ impl<S: Staging> Writer<S> {
         let (tx, rx) = oneshot::channel::<Result<R, E>>();
         let run: RunJob<S> = Box::new(move |wtx| {
             Box::pin(async move {
-                let staged_before = wtx.staged.len();
+                let staged_before = wtx.staged.mark();
                 match job(&mut *wtx).await {
                     Ok(value) => JobDone {
                         keep: true,

@@ -333,3 +333,52 @@ async fn a_task_id_reveals_nothing_about_tasks_the_caller_cannot_see() {
     app.submit(&a, mine).await.expect_error(409, "CONFLICT");
     app.stop().await;
 }
+
+/// New tasks are written together by the batch's flush; one whose id its originator
+/// already used must fail alone, write nothing (not even its notice), and leave every
+/// other task of the batch and the assignee's sequence numbers whole.
+#[tokio::test]
+async fn a_reused_task_id_in_a_busy_batch_fails_alone_and_writes_nothing() {
+    let app = app().await;
+    let team = app.team("dup").await;
+    let a = app.agent(&team, "A", &[]).await;
+    let b = app.agent(&team, "B", &[]).await;
+    let submissions = (0..24).map(|i| {
+        let id = if i % 2 == 0 {
+            "same".to_owned()
+        } else {
+            format!("u{i}")
+        };
+        app.submit(&a, json!({"task_id": id, "target_agent_id": "B"}))
+    });
+    let answers = futures_util::future::join_all(submissions).await;
+    let created = answers.iter().filter(|r| r.status == 201).count();
+    let conflicts: Vec<&Res> = answers.iter().filter(|r| r.status == 409).collect();
+    assert_eq!(
+        (created, conflicts.len()),
+        (13, 11),
+        "one 'same' and twelve others"
+    );
+    for res in conflicts {
+        assert_eq!(res.body["error_code"], "CONFLICT", "{}", res.body);
+    }
+    // B was told about exactly the thirteen tasks that exist, numbered 1..=13.
+    let inbox = app.inbox(&b, "?limit=100&sort_order=oldest_first").await;
+    let seqs: Vec<i64> = inbox.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["seq"].as_i64().expect("seq"))
+        .collect();
+    assert_eq!(seqs, (1..=13).collect::<Vec<i64>>());
+    let listed = app
+        .get("/v1/tasks?role=assigned&limit=100")
+        .token(&b.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(listed.body["tasks"].as_array().expect("tasks").len(), 13);
+    let same = app.task(&a, "same").await.expect_status(200);
+    assert_eq!(kinds(&same.body), ["submitted"], "{}", same.body);
+    app.stop().await;
+}
