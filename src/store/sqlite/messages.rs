@@ -181,7 +181,7 @@ pub(super) async fn mark_read(
 
 #[cfg(test)]
 mod tests {
-    use sqlx::{Connection, SqliteConnection};
+    use sqlx::SqliteConnection;
 
     /// The plan of `sql` (parameters bound as NULL), one line per step.
     async fn plan(conn: &mut SqliteConnection, sql: &str) -> String {
@@ -198,13 +198,7 @@ mod tests {
 
     #[tokio::test]
     async fn marking_read_never_walks_an_inbox() {
-        let mut conn = SqliteConnection::connect("sqlite::memory:")
-            .await
-            .expect("memory database");
-        sqlx::migrate!("./migrations")
-            .run(&mut conn)
-            .await
-            .expect("migrations");
+        let mut conn = super::super::memory_database().await;
         for sql in [super::MARK_FIND, super::MARK_UPDATE] {
             let plan = plan(&mut conn, sql).await;
             assert!(

@@ -140,6 +140,18 @@ async fn refuse_foreign(path: &Path) -> Result<(), StoreError> {
 /// The migrations of this engine (`migrations/`), embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
+/// A fresh in-memory database at this binary's schema, for the store's own tests of
+/// statements and plans.
+#[cfg(test)]
+async fn memory_database() -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+        .await
+        .expect("memory database");
+    MIGRATOR.run(&mut conn).await.expect("migrations");
+    conn
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the database file, applies migrations and starts the
     /// writer.

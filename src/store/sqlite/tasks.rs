@@ -73,8 +73,11 @@ fn from_row(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
 /// (a b-tree, a pager and its page cache, allocated) and drops again every time the
 /// statement runs, even for one row or none. Three of them per task change were about a
 /// tenth of the write connection's thread under the `tasks` benchmark (`perf`:
-/// `pcache1Truncate`, `malloc` and `free` under `sqlite3BtreeClose`).
-const INSERT_TASK: &str = "
+/// `pcache1Truncate`, `malloc` and `free` under `sqlite3BtreeClose`). (A macro, not a
+/// `const`, so that the variant with a callback can extend the text with `concat!`.)
+macro_rules! insert_task_sql {
+    () => {
+        "
     INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
@@ -85,22 +88,16 @@ const INSERT_TASK: &str = "
     WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
     INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
     VALUES ((SELECT pk FROM tasks WHERE team_pk = ? AND originator_pk = ? AND task_id = ?),
-            ?, ?, ?, ?, ?, ?);";
+            ?, ?, ?, ?, ?, ?);"
+    };
+}
+
+/// A new task, its assignee and its first event.
+const INSERT_TASK: &str = insert_task_sql!();
 
 /// [`INSERT_TASK`] and the first event's CallbackNotification.
 const INSERT_TASK_AND_CALLBACK: &str = concat!(
-    "
-    INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
-                       callback_url, priority, required_capabilities, target_agent_id,
-                       status, clarification_id, question, context, result_data,
-                       callback_delivery, version, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
-    INSERT INTO task_assignees (task_pk, agent_pk)
-    SELECT pk, assignee_pk FROM tasks
-    WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
-    INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-    VALUES ((SELECT pk FROM tasks WHERE team_pk = ? AND originator_pk = ? AND task_id = ?),
-            ?, ?, ?, ?, ?, ?);",
+    insert_task_sql!(),
     "
     INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
                            next_attempt_at, created_at)
@@ -173,37 +170,45 @@ fn by_key<'q>(
         .bind(t.task_id.as_str())
 }
 
-/// [`update`]'s statements without a CallbackNotification. Each statement after the
-/// `UPDATE` writes only if the one before it did (`changes()` counts the statement
-/// before; the assignee row is REPLACEd so it always counts one), so nothing at all
-/// changes exactly when the version check failed. The event row is inserted with
-/// `VALUES` (see [`INSERT_TASK`]): `OR IGNORE` with a `task_pk` of NULL when the
-/// `UPDATE` changed nothing skips it (the column is NOT NULL), and [`update`] checks
-/// that an applied `UPDATE` wrote its event.
-const UPDATE_TASK: &str = "
+/// The head of [`update`]'s statements: the version-checked `UPDATE` and its event. Each
+/// statement after the `UPDATE` writes only if the one before it did (`changes()` counts
+/// the statement before; the assignee row is REPLACEd so it always counts one), so
+/// nothing at all changes exactly when the version check failed. The event row is
+/// inserted with `VALUES` (see [`insert_task_sql`]): `OR IGNORE` with a `task_pk` of NULL
+/// when the `UPDATE` changed nothing skips it (the column is NOT NULL), and [`update`]
+/// checks that an applied `UPDATE` wrote its event.
+macro_rules! update_task_sql {
+    () => {
+        "
     UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
                      context = ?, result_data = ?, version = ?, updated_at = ?
     WHERE pk = ? AND version = ?;
     INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);
-    INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
-    SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;";
+    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);"
+    };
+}
 
-/// [`UPDATE_TASK`] and the event's CallbackNotification (written only if the event
-/// was, and, like it, with `VALUES`).
+/// The tail of [`update`]'s statements: a new assignee may read the task from now on.
+macro_rules! record_assignee_sql {
+    () => {
+        "
+    INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
+    SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;"
+    };
+}
+
+/// A change without a CallbackNotification.
+const UPDATE_TASK: &str = concat!(update_task_sql!(), record_assignee_sql!());
+
+/// A change and its event's CallbackNotification (written only if the event was, and,
+/// like it, with `VALUES`).
 const UPDATE_TASK_AND_CALLBACK: &str = concat!(
-    "
-    UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
-                     context = ?, result_data = ?, version = ?, updated_at = ?
-    WHERE pk = ? AND version = ?;
-    INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
-    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);",
+    update_task_sql!(),
     "
     INSERT OR IGNORE INTO callbacks (task_pk, team_pk, url, event_seq, body, state,
                                      attempts, next_attempt_at, created_at)
-    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, 'pending', 0, ?, ?);
-    INSERT OR REPLACE INTO task_assignees (task_pk, agent_pk)
-    SELECT ?, ? WHERE changes() = 1 AND ? IS NOT NULL;"
+    VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, 'pending', 0, ?, ?);",
+    record_assignee_sql!()
 );
 
 /// Writes the task's changeable state and its new event (recording a new assignee as
@@ -434,7 +439,7 @@ pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
 
 #[cfg(test)]
 mod tests {
-    use sqlx::{Connection, Row, SqliteConnection};
+    use sqlx::{Row, SqliteConnection};
     use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
     use switchboard_types::task_state::TaskStatus;
     use switchboard_types::tasks::{TaskEventKind, TaskRole};
@@ -497,13 +502,7 @@ mod tests {
     /// change writes every row it carries, a stale one (its version taken) writes none.
     #[tokio::test]
     async fn a_task_change_writes_all_of_its_rows_or_none() {
-        let mut conn = SqliteConnection::connect("sqlite::memory:")
-            .await
-            .expect("memory database");
-        sqlx::migrate!("./migrations")
-            .run(&mut conn)
-            .await
-            .expect("migrations");
+        let mut conn = super::super::memory_database().await;
         // No team or agent rows: the keys are what is under test, not the references.
         sqlx::raw_sql("PRAGMA foreign_keys = OFF")
             .execute(&mut conn)
@@ -536,13 +535,7 @@ mod tests {
     /// sorts the agent's tasks or gathers them with a multi-index OR.
     #[tokio::test]
     async fn a_page_of_tasks_never_sorts_all_of_them() {
-        let mut conn = SqliteConnection::connect("sqlite::memory:")
-            .await
-            .expect("memory database");
-        sqlx::migrate!("./migrations")
-            .run(&mut conn)
-            .await
-            .expect("migrations");
+        let mut conn = super::super::memory_database().await;
         for role in [None, Some(TaskRole::Originated), Some(TaskRole::Assigned)] {
             for (statuses, target) in [
                 (vec![], None),
