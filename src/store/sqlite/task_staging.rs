@@ -69,7 +69,7 @@ impl StagedTask {
 /// its assignee, its first event and, when it has one, that event's CallbackNotification.
 /// The later statements find the task's row by its unique key (team, originator, id).
 /// `INSERT … SELECT` through a temporary table is paid once per flush here, not once
-/// per task as a statement per task would (see `tasks::INSERT_TASK`).
+/// per task as a statement per task would (see `tasks::insert_task_sql`).
 const FLUSH_TASKS: &str = "
     SAVEPOINT tasks;
     INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,

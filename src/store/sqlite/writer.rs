@@ -121,9 +121,10 @@ impl<S: Staging> WriteTx<S> {
     }
 
     /// The connection inside the batch's transaction *without* writing what is staged
-    /// first, for statements on tables a staged post never touches (the task tables):
-    /// their order relative to the staged posts cannot matter, and the posts of the
-    /// whole batch still go out in one flush. Saves a round trip per job.
+    /// first, for changes of committed tasks: a staged post never touches the task
+    /// tables, and a staged new task cannot be the one changed (a change is decided on
+    /// the task as committed), so their order cannot matter, and the batch's staged
+    /// rows still go out in one flush. Saves a round trip per job.
     pub async fn conn_beside_posts(&mut self) -> Result<&mut SqliteConnection, StoreError> {
         if !self.open {
             exec(&mut self.conn, "BEGIN IMMEDIATE").await?;
