@@ -1,54 +1,13 @@
 //! Agents.
 
-use sqlx::{Row, SqliteConnection, SqlitePool, sqlite::SqliteRow};
-use switchboard_types::ids::{AgentPk, TeamPk};
+use sqlx::{Row, SqliteConnection, SqlitePool};
+use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 
-use super::rows::{flag, to_json};
-use super::teams::hash_from;
+use super::rows::to_json;
 use crate::store::StoreError;
+use crate::store::columns::{AGENT_COLUMNS as COLUMNS, agent as from_row};
 use crate::store::records::{AgentRecord, PresenceRow, QueueCursorRow};
-
-const COLUMNS: &str = "pk, team_pk, agent_id, role, capabilities, address, status, \
-     communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at, \
-     addresses, watch";
-
-fn from_row(row: &SqliteRow) -> Result<AgentRecord, StoreError> {
-    let capabilities: String = row.try_get("capabilities")?;
-    let capabilities: Vec<String> = serde_json::from_str(&capabilities)
-        .map_err(|e| StoreError::Corrupt(format!("agent capabilities: {e}")))?;
-    let status: String = row.try_get("status")?;
-    let token_hash: Option<Vec<u8>> = row.try_get("token_hash")?;
-    let addresses: Option<String> = row.try_get("addresses")?;
-    let addresses: Option<Vec<String>> = addresses
-        .map(|a| serde_json::from_str(&a))
-        .transpose()
-        .map_err(|e| StoreError::Corrupt(format!("agent addresses: {e}")))?;
-    let watch: String = row.try_get("watch")?;
-    let watch: Vec<String> = serde_json::from_str(&watch)
-        .map_err(|e| StoreError::Corrupt(format!("agent watch: {e}")))?;
-    Ok(AgentRecord {
-        pk: AgentPk(row.try_get("pk")?),
-        team_pk: TeamPk(row.try_get("team_pk")?),
-        agent_id: row.try_get("agent_id")?,
-        role: row.try_get("role")?,
-        capabilities,
-        address: row.try_get("address")?,
-        status: status
-            .parse()
-            .map_err(|_| StoreError::Corrupt(format!("agent status '{status}'")))?,
-        communication_enabled: flag(row.try_get("communication_enabled")?),
-        token_id: row.try_get("token_id")?,
-        token_hash: token_hash.map(hash_from).transpose()?,
-        registered_at: Timestamp::from_micros(row.try_get("registered_at")?),
-        updated_at: Timestamp::from_micros(row.try_get("updated_at")?),
-        removed_at: row
-            .try_get::<Option<i64>, _>("removed_at")?
-            .map(Timestamp::from_micros),
-        addresses,
-        watch,
-    })
-}
 
 fn capabilities_json(agent: &AgentRecord) -> Result<String, StoreError> {
     to_json(&agent.capabilities)

@@ -26,7 +26,7 @@ use crate::store::records::{
 impl SqliteStore {
     pub async fn admin_hash(&self) -> Result<Option<SecretHash>, StoreError> {
         match settings::get(&self.read, settings::ADMIN_TOKEN_HASH).await? {
-            Some(bytes) => teams::hash_from(bytes).map(Some),
+            Some(bytes) => crate::store::columns::hash_from(bytes).map(Some),
             None => Ok(None),
         }
     }

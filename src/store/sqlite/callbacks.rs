@@ -1,30 +1,15 @@
 //! The callback outbox (a row per `CallbackNotification` to POST) and the teams'
 //! callback secrets.
 
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{TaskPk, TeamPk};
 use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
-use super::rows::parse;
 use super::tasks::json;
 use crate::store::StoreError;
+use crate::store::columns::{DELIVERY_COLUMNS, delivery};
 use crate::store::records::{Attempt, DueCallback, TeamSecret};
-
-fn delivery_from_row(row: &SqliteRow) -> Result<CallbackDelivery, StoreError> {
-    Ok(CallbackDelivery {
-        delivery_id: row.try_get("pk")?,
-        event_seq: row.try_get("event_seq")?,
-        state: parse(row, "state")?,
-        attempts: row.try_get("attempts")?,
-        last_status: row.try_get("last_status")?,
-        last_error: row.try_get("last_error")?,
-        finished_at: row
-            .try_get::<Option<i64>, _>("finished_at")?
-            .map(Timestamp::from_micros),
-    })
-}
 
 /// Every callback of the task to its `callback_url`, oldest first (its webhooks'
 /// deliveries are the business of whoever set them).
@@ -32,14 +17,14 @@ pub(super) async fn callbacks_of<'e, E: SqliteExecutor<'e>>(
     ex: E,
     task: TaskPk,
 ) -> Result<Vec<CallbackDelivery>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT pk, event_seq, state, attempts, last_status, last_error, finished_at
-         FROM callbacks WHERE task_pk = ? AND webhook_pk IS NULL ORDER BY pk",
-    )
+    // Built from constants only.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {DELIVERY_COLUMNS} FROM callbacks WHERE task_pk = ? AND webhook_pk IS NULL ORDER BY pk"
+    )))
     .bind(task.0)
     .fetch_all(ex)
     .await?;
-    rows.iter().map(delivery_from_row).collect()
+    rows.iter().map(delivery).collect()
 }
 
 /// Callbacks to try now: the oldest pending callback of each task and receiver (a

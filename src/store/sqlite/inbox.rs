@@ -7,44 +7,13 @@ use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::messages::SortOrder;
 use switchboard_types::time::Timestamp;
 
-use super::rows::{MESSAGE_COLUMNS, message_from_row};
 use crate::store::StoreError;
+use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
+use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
 use crate::store::records::{
     ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec,
     InboxSlice, ResponseLatency,
 };
-
-/// Which shapes of filter this schema answers from counters or its own index: the
-/// rest is counted and paged within windows.
-impl InboxFilter {
-    /// Whether the filter keeps every entry (or every unread one): the cases the kept
-    /// counters answer.
-    fn is_everything(&self) -> bool {
-        self.thread_id.is_none() && !self.news_only && self.only_read_state_besides()
-    }
-
-    /// Whether the filter is one thread (or its unread part) and nothing else: the case
-    /// the thread index answers on its own.
-    fn is_one_thread(&self) -> bool {
-        self.thread_id.is_some() && !self.news_only && self.only_read_state_besides()
-    }
-
-    /// Whether the filter is `news_only` (or its unread part) and nothing else: counted
-    /// by the kept counters too (entries that are not news are counted apart).
-    fn is_news(&self) -> bool {
-        self.thread_id.is_none() && self.news_only && self.only_read_state_besides()
-    }
-
-    /// Nothing but the read state, apart from a thread and `news_only`.
-    fn only_read_state_besides(&self) -> bool {
-        self.message_types.is_none()
-            && self.sender_pks.is_none()
-            && self.priority.is_none()
-            && self.since.is_none()
-            && self.kinds.is_none()
-            && self.cause_by.is_none()
-    }
-}
 
 /// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
@@ -112,17 +81,6 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     }
 }
 
-/// Most entries a filtered count looks at: past it, counting would cost as much as the
-/// inbox is large, so the newest this many are counted and the answer says it is a
-/// lower bound.
-pub const COUNT_WINDOW: i64 = 2_000;
-
-/// Most sequence numbers one page of a filtered inbox walks. A filter other than
-/// `unread_only` (which has its index) or one thread (which has its own) is checked
-/// entry by entry; past this window the page ends early with a cursor to go on from,
-/// so every page costs the same however large the inbox and however rare the match.
-pub const PAGE_WINDOW: i64 = 2_000;
-
 /// A GET_MESSAGES: how many entries match and one page of them, on one connection.
 ///
 /// One connection, not one per statement: the pool pings a connection on its way back
@@ -177,39 +135,6 @@ pub(super) async fn list_inbox(
         Some(Window::of(&ends, page.order, page.after))
     };
     page_of(conn, agent, f, page, window).await
-}
-
-/// What the counters say about an inbox and, when asked, its oldest and newest
-/// sequence numbers: one statement.
-#[derive(Debug, Clone, Copy)]
-struct Ends {
-    total: i64,
-    unread: i64,
-    /// Entries, and unread entries, that are not news.
-    quiet_total: i64,
-    quiet_unread: i64,
-    oldest: i64,
-    newest: i64,
-}
-
-impl Ends {
-    /// The exact counts of a filter the counters answer: the whole inbox or its news,
-    /// each with or without `unread_only`.
-    fn counts(&self, f: &InboxFilter) -> InboxCounts {
-        let (total, unread) = if f.news_only {
-            (
-                self.total - self.quiet_total,
-                self.unread - self.quiet_unread,
-            )
-        } else {
-            (self.total, self.unread)
-        };
-        InboxCounts {
-            total: if f.unread_only { unread } else { total },
-            unread,
-            exact: true,
-        }
-    }
 }
 
 async fn ends(
@@ -360,41 +285,6 @@ async fn page_of(
     })
 }
 
-/// The sequence numbers a windowed page may look at, and where the next page starts
-/// when the window ends before the inbox does.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    low: i64,
-    high: i64,
-    resume_after: Option<i64>,
-}
-
-impl Window {
-    fn of(ends: &Ends, order: SortOrder, after: Option<i64>) -> Window {
-        let Ends { oldest, newest, .. } = *ends;
-        match order {
-            SortOrder::NewestFirst => {
-                let high = after.map_or(newest, |a| a.saturating_sub(1).min(newest));
-                let low = high.saturating_sub(PAGE_WINDOW - 1);
-                Window {
-                    low,
-                    high,
-                    resume_after: (low > oldest).then_some(low),
-                }
-            }
-            SortOrder::OldestFirst => {
-                let low = after.map_or(oldest, |a| a.saturating_add(1).max(oldest));
-                let high = low.saturating_add(PAGE_WINDOW - 1);
-                Window {
-                    low,
-                    high,
-                    resume_after: (high < newest).then_some(high),
-                }
-            }
-        }
-    }
-}
-
 /// Sent, received and unread counts of every agent of a team, by agent pk.
 pub(super) async fn team_counts<'e, E: SqliteExecutor<'e> + Copy>(
     ex: E,
@@ -453,9 +343,6 @@ pub(super) async fn team_activity<'e, E: SqliteExecutor<'e> + Copy>(
     }
     Ok(counts)
 }
-
-/// Most responses the team metrics' response times are taken over (the newest).
-pub const LATENCY_WINDOW: i64 = 10_000;
 
 /// `(responder pk, microseconds from original to response)` for the team's newest
 /// [`LATENCY_WINDOW`] responses.

@@ -7,8 +7,9 @@ use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
-use super::rows::{MESSAGE_COLUMNS, flag, message_from_row, parse, to_json};
+use super::rows::to_json;
 use crate::store::StoreError;
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, message as message_from_row};
 use crate::store::records::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
 
 /// A message of a team by id.
@@ -48,7 +49,7 @@ pub(super) async fn inbox_entry<'e, E: SqliteExecutor<'e>>(
             read_at: r
                 .try_get::<Option<i64>, _>("read_at")?
                 .map(Timestamp::from_micros),
-            news: flag(r.try_get("news")?),
+            news: r.flag("news")?,
         })
     })
     .transpose()
@@ -98,7 +99,7 @@ pub(super) async fn responses_to<'e, E: SqliteExecutor<'e>>(
             Ok(ResponseRow {
                 response_message_id: r.try_get("message_id")?,
                 responder: AgentPk(r.try_get("responder_pk")?),
-                status: parse(r, "status")?,
+                status: r.parse("status")?,
                 created_at: Timestamp::from_micros(r.try_get("created_at")?),
             })
         })
@@ -118,7 +119,7 @@ pub(super) async fn final_response_given(
             .fetch_all(conn)
             .await?;
     for row in &rows {
-        if parse::<ResponseStatus>(row, "status")?.is_final() {
+        if row.parse::<ResponseStatus>("status")?.is_final() {
             return Ok(true);
         }
     }

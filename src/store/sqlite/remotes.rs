@@ -1,26 +1,11 @@
 //! Outside A2A agents (migration 0017).
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection};
-use switchboard_types::ids::{AgentPk, TeamPk};
-use switchboard_types::time::Timestamp;
+use sqlx::SqliteConnection;
 
 use super::SqliteStore;
 use crate::store::StoreError;
+use crate::store::columns::{REMOTE_COLUMNS, remote};
 use crate::store::remotes::RemoteAgentRecord;
-
-fn from_row(row: &SqliteRow) -> Result<RemoteAgentRecord, StoreError> {
-    Ok(RemoteAgentRecord {
-        agent_pk: AgentPk(row.try_get("agent_pk")?),
-        team_pk: TeamPk(row.try_get("team_pk")?),
-        card_url: row.try_get("card_url")?,
-        interface_url: row.try_get("interface_url")?,
-        authorization: row.try_get("authorization")?,
-        card: row.try_get("card")?,
-        refreshed_at: Timestamp::from_micros(row.try_get("refreshed_at")?),
-        created_at: Timestamp::from_micros(row.try_get("created_at")?),
-    })
-}
 
 /// Adds or replaces (a refreshed card) the agent's row.
 async fn put(conn: &mut SqliteConnection, r: &RemoteAgentRecord) -> Result<(), StoreError> {
@@ -49,13 +34,14 @@ async fn put(conn: &mut SqliteConnection, r: &RemoteAgentRecord) -> Result<(), S
 impl SqliteStore {
     /// Every outside agent whose registry agent is still a member.
     pub async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.* FROM a2a_remotes r JOIN agents a ON a.pk = r.agent_pk
-             WHERE a.removed_at IS NULL ORDER BY r.agent_pk",
-        )
+        // Built from constants only.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {REMOTE_COLUMNS} FROM a2a_remotes r JOIN agents a ON a.pk = r.agent_pk
+             WHERE a.removed_at IS NULL ORDER BY r.agent_pk"
+        )))
         .fetch_all(&self.read)
         .await?;
-        rows.iter().map(from_row).collect()
+        rows.iter().map(remote).collect()
     }
 
     pub async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError> {

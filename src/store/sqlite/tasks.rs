@@ -1,70 +1,20 @@
 //! Tasks, their history and who was ever assigned them.
 
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use sqlx::query::Query;
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::sqlite::SqliteArguments;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
-use switchboard_types::messages::Priority;
-use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::TaskRole;
-use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
+use crate::store::columns::{
+    TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event,
+};
 use crate::store::records::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
-
-const COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
-     callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
-     question, context, result_data, callback_delivery, version, created_at, updated_at";
 
 pub(super) fn json<T: Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding JSON: {e}")))
-}
-
-pub(super) fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("task {what}: {e}")))
-}
-
-pub(super) fn parsed<T: std::str::FromStr>(text: String, what: &str) -> Result<T, StoreError> {
-    text.parse()
-        .map_err(|_| StoreError::Corrupt(format!("task {what} '{text}'")))
-}
-
-fn from_row(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
-    let clarification_id: Option<String> = row.try_get("clarification_id")?;
-    let question: Option<String> = row.try_get("question")?;
-    let result_data: Option<String> = row.try_get("result_data")?;
-    let delivery: Option<String> = row.try_get("callback_delivery")?;
-    Ok(TaskRecord {
-        pk: TaskPk(row.try_get("pk")?),
-        team_pk: TeamPk(row.try_get("team_pk")?),
-        task_id: row.try_get("task_id")?,
-        description: row.try_get("description")?,
-        data: from_json(&row.try_get::<String, _>("data")?, "data")?,
-        originator_pk: AgentPk(row.try_get("originator_pk")?),
-        assignee_pk: row.try_get::<Option<i64>, _>("assignee_pk")?.map(AgentPk),
-        callback_url: row.try_get("callback_url")?,
-        priority: parsed::<Priority>(row.try_get("priority")?, "priority")?,
-        required_capabilities: from_json(
-            &row.try_get::<String, _>("required_capabilities")?,
-            "capabilities",
-        )?,
-        target_agent_id: row.try_get("target_agent_id")?,
-        status: parsed::<TaskStatus>(row.try_get("status")?, "status")?,
-        clarification: clarification_id.zip(question),
-        context: from_json(&row.try_get::<String, _>("context")?, "context")?,
-        result_data: match result_data {
-            Some(text) => from_json(&text, "result_data")?,
-            None => serde_json::Value::Null,
-        },
-        callback_delivery: delivery
-            .map(|text| from_json(&text, "callback_delivery"))
-            .transpose()?,
-        version: row.try_get("version")?,
-        created_at: Timestamp::from_micros(row.try_get("created_at")?),
-        updated_at: Timestamp::from_micros(row.try_get("updated_at")?),
-    })
 }
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
@@ -322,25 +272,14 @@ pub(super) async fn events<'e, E: SqliteExecutor<'e>>(
     ex: E,
     task: TaskPk,
 ) -> Result<Vec<TaskEventRecord>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT seq, kind, actor_pk, status, data, created_at FROM task_events
-         WHERE task_pk = ? ORDER BY seq",
-    )
+    // Built from constants only.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {TASK_EVENT_COLUMNS} FROM task_events WHERE task_pk = ? ORDER BY seq"
+    )))
     .bind(task.0)
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(TaskEventRecord {
-                seq: row.try_get("seq")?,
-                kind: parsed(row.try_get("kind")?, "event kind")?,
-                actor_pk: row.try_get::<Option<i64>, _>("actor_pk")?.map(AgentPk),
-                status: parsed(row.try_get("status")?, "event status")?,
-                data: from_json(&row.try_get::<String, _>("data")?, "event data")?,
-                created_at: Timestamp::from_micros(row.try_get("created_at")?),
-            })
-        })
-        .collect()
+    rows.iter().map(task_event).collect()
 }
 
 /// One page of the agent's tasks, newest first, before the task `before` (a pk).

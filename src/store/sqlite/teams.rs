@@ -1,52 +1,15 @@
 //! Teams.
 
-use sqlx::{Row, SqliteConnection, SqlitePool, sqlite::SqliteRow};
+use sqlx::{SqliteConnection, SqlitePool};
 use switchboard_types::ids::TeamPk;
-use switchboard_types::teams::Retention;
-use switchboard_types::time::Timestamp;
 
-use super::rows::flag;
 use crate::store::StoreError;
-use crate::store::records::{SecretHash, TeamRecord};
-
-const COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
-    retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at";
-
-/// A stored retention column: positive seconds or NULL.
-fn seconds(row: &SqliteRow, column: &str) -> Result<Option<u64>, StoreError> {
-    row.try_get::<Option<i64>, _>(column)?
-        .map(|s| u64::try_from(s).map_err(|_| StoreError::Corrupt(format!("{column} = {s}"))))
-        .transpose()
-}
+use crate::store::columns::{TEAM_COLUMNS as COLUMNS, team as from_row};
+use crate::store::records::TeamRecord;
 
 /// A retention for its column (the type caps it far below `i64::MAX`).
-fn column(seconds: Option<u64>) -> Option<i64> {
+fn retention(seconds: Option<u64>) -> Option<i64> {
     seconds.map(|s| i64::try_from(s).unwrap_or(i64::MAX))
-}
-
-fn from_row(row: &SqliteRow) -> Result<TeamRecord, StoreError> {
-    let key_hash: Vec<u8> = row.try_get("key_hash")?;
-    Ok(TeamRecord {
-        pk: TeamPk(row.try_get("pk")?),
-        team_id: row.try_get("team_id")?,
-        name: row.try_get("name")?,
-        key_id: row.try_get("key_id")?,
-        key_hash: hash_from(key_hash)?,
-        communication_enabled: flag(row.try_get("communication_enabled")?),
-        stomp_auto_register: flag(row.try_get("stomp_auto_register")?),
-        retention: Retention {
-            read_messages_seconds: seconds(row, "retain_read_s")?,
-            unread_messages_seconds: seconds(row, "retain_unread_s")?,
-            finished_tasks_seconds: seconds(row, "retain_tasks_s")?,
-        },
-        created_at: Timestamp::from_micros(row.try_get("created_at")?),
-        updated_at: Timestamp::from_micros(row.try_get("updated_at")?),
-    })
-}
-
-pub(super) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
-    SecretHash::try_from(bytes.as_slice())
-        .map_err(|_| StoreError::Corrupt(format!("a stored digest has {} bytes", bytes.len())))
 }
 
 /// Inserts a new team and returns its `pk`; [`StoreError::Conflict`] when the id is taken.
@@ -93,9 +56,9 @@ pub(super) async fn update(
     .bind(&team.name)
     .bind(team.communication_enabled)
     .bind(team.stomp_auto_register)
-    .bind(column(team.retention.read_messages_seconds))
-    .bind(column(team.retention.unread_messages_seconds))
-    .bind(column(team.retention.finished_tasks_seconds))
+    .bind(retention(team.retention.read_messages_seconds))
+    .bind(retention(team.retention.unread_messages_seconds))
+    .bind(retention(team.retention.finished_tasks_seconds))
     .bind(team.updated_at.micros())
     .bind(team.pk.0)
     .execute(conn)

@@ -1,34 +1,14 @@
 //! A task's webhooks. Their outbox rows are written by the `task_events_to_webhooks`
 //! trigger (migration 0016) with each history entry, in the entry's transaction.
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, SqliteConnection, SqliteExecutor};
-use switchboard_types::ids::{TaskPk, TeamPk};
-use switchboard_types::time::Timestamp;
+use sqlx::{SqliteConnection, SqliteExecutor};
+use switchboard_types::ids::TaskPk;
 
 use super::SqliteStore;
 use crate::store::StoreError;
+use crate::store::columns::{WEBHOOK_COLUMNS as COLUMNS, webhook as from_row};
 use crate::store::records::{TaskEventRecord, TaskRecord};
 use crate::store::webhooks::WebhookRecord;
-
-const COLUMNS: &str = "pk, task_pk, team_pk, webhook_id, format, url, token, auth_scheme, \
-                       auth_credentials, created_at";
-
-fn from_row(row: &SqliteRow) -> Result<WebhookRecord, StoreError> {
-    let scheme: Option<String> = row.try_get("auth_scheme")?;
-    let credentials: Option<String> = row.try_get("auth_credentials")?;
-    Ok(WebhookRecord {
-        pk: row.try_get("pk")?,
-        task_pk: TaskPk(row.try_get("task_pk")?),
-        team_pk: TeamPk(row.try_get("team_pk")?),
-        webhook_id: row.try_get("webhook_id")?,
-        format: row.try_get("format")?,
-        url: row.try_get("url")?,
-        token: row.try_get("token")?,
-        auth: scheme.map(|scheme| (scheme, credentials)),
-        created_at: Timestamp::from_micros(row.try_get("created_at")?),
-    })
-}
 
 async fn of_task<'e, E: SqliteExecutor<'e>>(
     ex: E,

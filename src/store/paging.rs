@@ -1,0 +1,121 @@
+//! How an inbox is counted and paged without costing as much as it is large, the same
+//! on every engine: which filters the kept counters answer, the windows of sequence
+//! numbers the others are counted and paged in, and the window of the team metrics.
+
+use switchboard_types::messages::SortOrder;
+
+use super::records::{InboxCounts, InboxFilter};
+
+/// Which shapes of filter this schema answers from counters or its own index: the
+/// rest is counted and paged within windows.
+impl InboxFilter {
+    /// Whether the filter keeps every entry (or every unread one): the cases the kept
+    /// counters answer.
+    pub(crate) fn is_everything(&self) -> bool {
+        self.thread_id.is_none() && !self.news_only && self.only_read_state_besides()
+    }
+
+    /// Whether the filter is one thread (or its unread part) and nothing else: the case
+    /// the thread index answers on its own.
+    pub(crate) fn is_one_thread(&self) -> bool {
+        self.thread_id.is_some() && !self.news_only && self.only_read_state_besides()
+    }
+
+    /// Whether the filter is `news_only` (or its unread part) and nothing else: counted
+    /// by the kept counters too (entries that are not news are counted apart).
+    pub(crate) fn is_news(&self) -> bool {
+        self.thread_id.is_none() && self.news_only && self.only_read_state_besides()
+    }
+
+    /// Nothing but the read state, apart from a thread and `news_only`.
+    fn only_read_state_besides(&self) -> bool {
+        self.message_types.is_none()
+            && self.sender_pks.is_none()
+            && self.priority.is_none()
+            && self.since.is_none()
+            && self.kinds.is_none()
+            && self.cause_by.is_none()
+    }
+}
+
+/// Most entries a filtered count looks at: past it, counting would cost as much as the
+/// inbox is large, so the newest this many are counted and the answer says it is a
+/// lower bound.
+pub const COUNT_WINDOW: i64 = 2_000;
+
+/// Most sequence numbers one page of a filtered inbox walks. A filter other than
+/// `unread_only` (which has its index) or one thread (which has its own) is checked
+/// entry by entry; past this window the page ends early with a cursor to go on from,
+/// so every page costs the same however large the inbox and however rare the match.
+pub const PAGE_WINDOW: i64 = 2_000;
+
+/// What the counters say about an inbox and, when asked, its oldest and newest
+/// sequence numbers: one statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ends {
+    pub(crate) total: i64,
+    pub(crate) unread: i64,
+    /// Entries, and unread entries, that are not news.
+    pub(crate) quiet_total: i64,
+    pub(crate) quiet_unread: i64,
+    pub(crate) oldest: i64,
+    pub(crate) newest: i64,
+}
+
+impl Ends {
+    /// The exact counts of a filter the counters answer: the whole inbox or its news,
+    /// each with or without `unread_only`.
+    pub(crate) fn counts(&self, f: &InboxFilter) -> InboxCounts {
+        let (total, unread) = if f.news_only {
+            (
+                self.total - self.quiet_total,
+                self.unread - self.quiet_unread,
+            )
+        } else {
+            (self.total, self.unread)
+        };
+        InboxCounts {
+            total: if f.unread_only { unread } else { total },
+            unread,
+            exact: true,
+        }
+    }
+}
+
+/// The sequence numbers a windowed page may look at, and where the next page starts
+/// when the window ends before the inbox does.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    pub(crate) low: i64,
+    pub(crate) high: i64,
+    pub(crate) resume_after: Option<i64>,
+}
+
+impl Window {
+    pub(crate) fn of(ends: &Ends, order: SortOrder, after: Option<i64>) -> Window {
+        let Ends { oldest, newest, .. } = *ends;
+        match order {
+            SortOrder::NewestFirst => {
+                let high = after.map_or(newest, |a| a.saturating_sub(1).min(newest));
+                let low = high.saturating_sub(PAGE_WINDOW - 1);
+                Window {
+                    low,
+                    high,
+                    resume_after: (low > oldest).then_some(low),
+                }
+            }
+            SortOrder::OldestFirst => {
+                let low = after.map_or(oldest, |a| a.saturating_add(1).max(oldest));
+                let high = low.saturating_add(PAGE_WINDOW - 1);
+                Window {
+                    low,
+                    high,
+                    resume_after: (high < newest).then_some(high),
+                }
+            }
+        }
+    }
+}
+
+/// Most responses the team metrics' response times are taken over (the newest).
+pub const LATENCY_WINDOW: i64 = 10_000;
