@@ -8,7 +8,9 @@
 //! applied to the current row, "has this responder already answered") comes in as a
 //! closure over records, and after-commit hooks run in commit order.
 
+pub(crate) mod columns;
 pub mod error;
+pub(crate) mod paging;
 pub mod postgres;
 pub mod records;
 pub mod remotes;
@@ -73,6 +75,7 @@ impl Default for StoreOptions {
 #[derive(Clone)]
 enum Backend {
     Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PgStore),
 }
 
 /// Handle to storage; cheap to clone.
@@ -88,22 +91,21 @@ macro_rules! delegate {
         pub async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, StoreError> {
             match &self.backend {
                 Backend::Sqlite(s) => s.$name($($arg),*).await,
+                Backend::Postgres(s) => s.$name($($arg),*).await,
             }
         }
     )*};
 }
 
 impl Store {
-    /// Opens the database `--database` names: a SQLite file, given as a path or as
-    /// `sqlite://path`. A PostgreSQL URL is refused with what exists today, rather than
-    /// being taken for a file name (which made a folder called `postgres:`).
+    /// Opens the database `--database` names: a PostgreSQL server (a `postgres://` or
+    /// `postgresql://` URL), or a SQLite file, given as a path or as `sqlite://path`.
     pub async fn open(location: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         let text = location.to_string_lossy();
         if postgres::is_url(&text) {
-            return Err(StoreError::Unsupported(
-                "serving from PostgreSQL is not built yet (issue #16); give --database a                  SQLite file. `switchboard migrate-db --from FILE --to URL` already copies a                  deployment into PostgreSQL"
-                    .into(),
-            ));
+            return Ok(Store {
+                backend: Backend::Postgres(postgres::PgStore::open(&text).await?),
+            });
         }
         match text.strip_prefix("sqlite://") {
             Some(path) => Store::open_sqlite(Path::new(path), opts).await,
@@ -123,6 +125,7 @@ impl Store {
     pub async fn close(&self) {
         match &self.backend {
             Backend::Sqlite(s) => s.close().await,
+            Backend::Postgres(s) => s.close().await,
         }
     }
 
@@ -214,6 +217,7 @@ impl Store {
     ) -> Result<R, StoreError> {
         match &self.backend {
             Backend::Sqlite(s) => s.insert_team(team, after).await,
+            Backend::Postgres(s) => s.insert_team(team, after).await,
         }
     }
 
@@ -230,6 +234,7 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.update_team(pk, patch, after).await,
+            Backend::Postgres(s) => s.update_team(pk, patch, after).await,
         }
     }
 
@@ -241,6 +246,7 @@ impl Store {
     ) -> Result<R, StoreError> {
         match &self.backend {
             Backend::Sqlite(s) => s.insert_agent(agent, after).await,
+            Backend::Postgres(s) => s.insert_agent(agent, after).await,
         }
     }
 
@@ -257,6 +263,7 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.update_agent(pk, patch, after).await,
+            Backend::Postgres(s) => s.update_agent(pk, patch, after).await,
         }
     }
 
@@ -277,6 +284,7 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.post(post, claim, decide, after).await,
+            Backend::Postgres(s) => s.post(post, claim, decide, after).await,
         }
     }
 
@@ -297,6 +305,7 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.write_task(write, notices, decide, after).await,
+            Backend::Postgres(s) => s.write_task(write, notices, decide, after).await,
         }
     }
 }

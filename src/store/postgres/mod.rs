@@ -1,20 +1,67 @@
-//! PostgreSQL (issue #16): the schema of `migrations/postgres/`, and a SQLite deployment
-//! copied into it ([`copy`], `switchboard migrate-db`).
+//! PostgreSQL (issue #16): the schema of `migrations/postgres/`, the store's methods on
+//! it ([`PgStore`]), and a SQLite deployment copied into it ([`copy`],
+//! `switchboard migrate-db`).
 //!
-//! Serving from PostgreSQL — the [`crate::store::Store`] methods on this engine, and
-//! several nodes on one database — is still to come. The schema is already the one that
-//! needs: the per-recipient counter row `inbox_counts.last_seq` is how several writers
-//! will number inbox entries gap-free and in commit order (see the migration).
+//! Reads run on a small pool; writes are jobs of this node's group-commit writer, one
+//! transaction per batch. Inbox entries are numbered by the database (the
+//! `inbox_number` trigger, migration 0002), which locks each recipient's counter row
+//! until the commit: that is what keeps seqs gap-free and in commit order when several
+//! nodes write to one database.
 
+mod api;
 pub mod copy;
+mod inbox;
+mod messages;
+mod outbox;
+mod registry;
 mod tables;
+mod tasks;
+mod writer;
 
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::StoreError;
+use writer::PgWriter;
+
+/// Handle to a PostgreSQL database: a read pool and this node's writer. Cheap to clone.
+#[derive(Clone)]
+pub struct PgStore {
+    read: PgPool,
+    writer: PgWriter,
+}
+
+impl PgStore {
+    /// Connects, applies the migrations (refusing a database a newer binary migrated)
+    /// and starts the writer.
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        let options = connect_options(url)?;
+        let read = pool(options.clone(), 8).await?;
+        let write = options.connect().await?;
+        Ok(PgStore {
+            read,
+            writer: PgWriter::spawn(write, options),
+        })
+    }
+
+    /// Finishes queued writes and closes every connection.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.read.close().await;
+    }
+}
+
+/// How every connection is opened: statements are not logged one by one (a hot path);
+/// slow ones are.
+fn connect_options(url: &str) -> Result<PgConnectOptions, StoreError> {
+    let options: PgConnectOptions = url.parse().map_err(StoreError::Database)?;
+    Ok(options
+        .log_statements(log::LevelFilter::Off)
+        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250)))
+}
 
 /// The migrations of this engine, embedded in the binary.
 static MIGRATOR: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -28,9 +75,13 @@ pub fn is_url(value: &str) -> bool {
 /// newer binary migrated is refused before anything is written: this binary does not
 /// know what the newer schema means.
 pub async fn open(url: &str) -> Result<PgPool, StoreError> {
-    let options: PgConnectOptions = url.parse().map_err(StoreError::Database)?;
+    pool(connect_options(url)?, 4).await
+}
+
+/// A pool of `size` connections to a migrated database.
+async fn pool(options: PgConnectOptions, size: u32) -> Result<PgPool, StoreError> {
     let pool = PgPoolOptions::new()
-        .max_connections(4)
+        .max_connections(size)
         .acquire_timeout(Duration::from_secs(5))
         .connect_with(options)
         .await?;

@@ -1,0 +1,345 @@
+//! Inbox queries on PostgreSQL: one agent's entries, filtered and paged, and a team's
+//! counts. The same answers as SQLite's (`store::sqlite::inbox`), with the same bounds:
+//! the kept counters answer the whole inbox, a thread is counted over its newest
+//! [`COUNT_WINDOW`] entries, and any other filter is counted and paged within windows of
+//! sequence numbers, so no request costs as much as the inbox is large.
+
+use std::collections::HashMap;
+
+use sqlx::postgres::{PgConnection, PgExecutor};
+use sqlx::{Postgres, QueryBuilder, Row};
+use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::messages::SortOrder;
+
+use crate::store::StoreError;
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, message};
+use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
+use crate::store::records::{
+    ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec,
+    InboxSlice, ResponseLatency,
+};
+
+/// Appends the filter's conditions (on `inbox i`).
+fn push_filter(q: &mut QueryBuilder<Postgres>, agent: AgentPk, f: &InboxFilter) {
+    q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
+    if let Some(types) = &f.message_types {
+        let names: Vec<String> = types.iter().map(|t| t.as_str().to_owned()).collect();
+        q.push(" AND i.message_type = ANY(")
+            .push_bind(names)
+            .push(")");
+    }
+    if let Some(kinds) = &f.kinds {
+        let names: Vec<String> = kinds.iter().map(|k| k.as_str().to_owned()).collect();
+        q.push(" AND i.kind = ANY(").push_bind(names).push(")");
+    }
+    if let Some(senders) = &f.sender_pks {
+        let pks: Vec<i64> = senders.iter().map(|a| a.0).collect();
+        q.push(" AND i.sender_pk = ANY(").push_bind(pks).push(")");
+    }
+    if let Some(priority) = f.priority {
+        q.push(" AND i.priority = ").push_bind(priority.as_str());
+    }
+    if f.unread_only {
+        q.push(" AND i.read_at IS NULL");
+    }
+    if let Some(since) = f.since {
+        q.push(" AND i.created_at > ").push_bind(since.micros());
+    }
+    if let Some(thread) = &f.thread_id {
+        q.push(" AND i.thread_id = ").push_bind(thread.clone());
+    }
+    if f.news_only {
+        q.push(" AND i.news");
+    }
+    match f.cause_by.as_deref().map(|c| (c, c.strip_suffix('*'))) {
+        None => {}
+        Some((_, Some(prefix))) => {
+            // left(), not LIKE: LIKE gives `%` and `_` meaning.
+            q.push(" AND left(i.cause_by, ")
+                .push_bind(i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX))
+                .push(") = ")
+                .push_bind(prefix.to_owned());
+        }
+        Some((tag, None)) => {
+            q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
+        }
+    }
+}
+
+/// A GET_MESSAGES: how many entries match and one page of them.
+pub(super) async fn read_inbox(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+) -> Result<(InboxCounts, InboxSlice), StoreError> {
+    if f.is_one_thread() {
+        let counts = count_thread(conn, agent, f).await?;
+        let slice = page_of(conn, agent, f, page, None).await?;
+        return Ok((counts, slice));
+    }
+    if f.is_everything() {
+        let ends = ends(conn, agent, false).await?;
+        let slice = page_of(conn, agent, f, page, None).await?;
+        return Ok((ends.counts(f), slice));
+    }
+    let ends = ends(conn, agent, true).await?;
+    let counts = if f.is_news() {
+        ends.counts(f)
+    } else {
+        count_filtered(conn, agent, f, &ends).await?
+    };
+    let window = Window::of(&ends, page.order, page.after);
+    let slice = page_of(conn, agent, f, page, Some(window)).await?;
+    Ok((counts, slice))
+}
+
+/// One page of the inbox, after the cursor `after` in `order`.
+pub(super) async fn list_inbox(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+) -> Result<InboxSlice, StoreError> {
+    let window = if f.is_everything() || f.is_one_thread() {
+        None
+    } else {
+        let ends = ends(conn, agent, true).await?;
+        Some(Window::of(&ends, page.order, page.after))
+    };
+    page_of(conn, agent, f, page, window).await
+}
+
+async fn ends(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    with_seqs: bool,
+) -> Result<Ends, StoreError> {
+    let sql = if with_seqs {
+        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
+                (SELECT MIN(seq) FROM inbox WHERE agent_pk = $1),
+                (SELECT MAX(seq) FROM inbox WHERE agent_pk = $1)
+         FROM (SELECT 1) AS one LEFT JOIN inbox_counts c ON c.agent_pk = $1"
+    } else {
+        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread, 0::bigint, 0::bigint
+         FROM (SELECT 1) AS one LEFT JOIN inbox_counts c ON c.agent_pk = $1"
+    };
+    let row = sqlx::query(sql).bind(agent.0).fetch_one(&mut *conn).await?;
+    let at = |i: usize| -> Result<i64, StoreError> { Ok(row.opt_int(i)?.unwrap_or(0)) };
+    Ok(Ends {
+        total: at(0)?,
+        unread: at(1)?,
+        quiet_total: at(2)?,
+        quiet_unread: at(3)?,
+        oldest: at(4)?,
+        newest: at(5)?,
+    })
+}
+
+/// One thread (or its unread part), over its newest [`COUNT_WINDOW`] entries.
+async fn count_thread(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+) -> Result<InboxCounts, StoreError> {
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM
+         (SELECT i.read_at FROM inbox i",
+    );
+    push_filter(&mut q, agent, f);
+    q.push(" ORDER BY i.seq DESC LIMIT ")
+        .push_bind(COUNT_WINDOW)
+        .push(") i");
+    let row = q.build().fetch_one(&mut *conn).await?;
+    let total: i64 = row.try_get(0)?;
+    Ok(InboxCounts {
+        total,
+        unread: row.try_get(1)?,
+        exact: total < COUNT_WINDOW,
+    })
+}
+
+/// Any other filter: over the whole inbox while it is small, else over its newest
+/// [`COUNT_WINDOW`] sequence numbers.
+async fn count_filtered(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    ends: &Ends,
+) -> Result<InboxCounts, StoreError> {
+    let mut q = QueryBuilder::<Postgres>::new(
+        "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM inbox i",
+    );
+    push_filter(&mut q, agent, f);
+    let exact = ends.total <= COUNT_WINDOW;
+    if !exact {
+        q.push(" AND i.seq BETWEEN ")
+            .push_bind(ends.newest - COUNT_WINDOW + 1)
+            .push(" AND ")
+            .push_bind(ends.newest);
+    }
+    let row = q.build().fetch_one(&mut *conn).await?;
+    Ok(InboxCounts {
+        total: row.try_get(0)?,
+        unread: row.try_get(1)?,
+        exact,
+    })
+}
+
+/// The page itself, within `window` when the filter is checked entry by entry.
+async fn page_of(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    f: &InboxFilter,
+    page: InboxPageSpec,
+    window: Option<Window>,
+) -> Result<InboxSlice, StoreError> {
+    let InboxPageSpec {
+        order,
+        after,
+        limit,
+    } = page;
+    let mut q = QueryBuilder::<Postgres>::new(format!(
+        "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news
+         FROM inbox i JOIN messages m ON m.pk = i.message_pk"
+    ));
+    push_filter(&mut q, agent, f);
+    match (order, after) {
+        (SortOrder::NewestFirst, Some(seq)) => {
+            q.push(" AND i.seq < ").push_bind(seq);
+        }
+        (SortOrder::OldestFirst, Some(seq)) => {
+            q.push(" AND i.seq > ").push_bind(seq);
+        }
+        _ => {}
+    }
+    if let Some(w) = window {
+        q.push(" AND i.seq BETWEEN ")
+            .push_bind(w.low)
+            .push(" AND ")
+            .push_bind(w.high);
+    }
+    q.push(match order {
+        SortOrder::NewestFirst => " ORDER BY i.seq DESC",
+        SortOrder::OldestFirst => " ORDER BY i.seq ASC",
+    });
+    q.push(" LIMIT ").push_bind(limit);
+    let rows = q.build().fetch_all(&mut *conn).await?;
+    let items = rows
+        .iter()
+        .map(|row| {
+            Ok(InboxItem {
+                entry: InboxEntry {
+                    seq: row.int("seq")?,
+                    read_at: row.opt_time("read_at")?,
+                    news: row.flag("news")?,
+                },
+                message: message(row)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok(InboxSlice {
+        items,
+        resume_after: window.and_then(|w| w.resume_after),
+    })
+}
+
+/// Sent, received and unread counts of every agent of a team, by agent pk.
+pub(super) async fn team_counts<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+) -> Result<HashMap<AgentPk, Counts>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT c.agent_pk, c.sent, c.total, c.unread, c.responded
+         FROM inbox_counts c JOIN agents a ON a.pk = c.agent_pk
+         WHERE a.team_pk = $1",
+    )
+    .bind(team.0)
+    .fetch_all(ex)
+    .await?;
+    let mut counts: HashMap<AgentPk, Counts> = HashMap::new();
+    for row in rows {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.sent = row.try_get(1)?;
+        c.received = row.try_get(2)?;
+        c.unread = row.try_get(3)?;
+        c.responded = row.try_get(4)?;
+    }
+    Ok(counts)
+}
+
+/// Unread news and open tasks of every agent of a team (open tasks through the partial
+/// index `tasks_open`).
+pub(super) async fn team_activity(
+    pool: &sqlx::PgPool,
+    team: TeamPk,
+) -> Result<HashMap<AgentPk, ActivityCounts>, StoreError> {
+    let mut counts: HashMap<AgentPk, ActivityCounts> = HashMap::new();
+    let news = sqlx::query(
+        "SELECT c.agent_pk, c.unread - c.quiet_unread
+         FROM inbox_counts c JOIN agents a ON a.pk = c.agent_pk
+         WHERE a.team_pk = $1 AND a.removed_at IS NULL",
+    )
+    .bind(team.0)
+    .fetch_all(pool)
+    .await?;
+    for row in news {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.unread_news = u64::try_from(row.try_get::<i64, _>(1)?).unwrap_or(0);
+    }
+    let open = sqlx::query(
+        "SELECT assignee_pk, COUNT(*) FROM tasks
+         WHERE team_pk = $1 AND assignee_pk IS NOT NULL
+           AND status IN ('in-progress', 'input-required')
+         GROUP BY assignee_pk",
+    )
+    .bind(team.0)
+    .fetch_all(pool)
+    .await?;
+    for row in open {
+        let c = counts.entry(AgentPk(row.try_get(0)?)).or_default();
+        c.open_tasks = u64::try_from(row.try_get::<i64, _>(1)?).unwrap_or(0);
+    }
+    Ok(counts)
+}
+
+/// `(responder, microseconds from original to response)` for the team's newest
+/// [`LATENCY_WINDOW`] responses.
+pub(super) async fn response_latencies<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+) -> Result<Vec<ResponseLatency>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT r.responder_pk, r.created_at - o.created_at
+         FROM (SELECT pk FROM messages WHERE team_pk = $1 AND kind = 'response'
+               ORDER BY pk DESC LIMIT $2) m
+         JOIN responses r ON r.response_pk = m.pk
+         JOIN messages o ON o.pk = r.original_pk",
+    )
+    .bind(team.0)
+    .bind(LATENCY_WINDOW)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ResponseLatency {
+                responder: AgentPk(r.try_get(0)?),
+                micros: r.try_get(1)?,
+            })
+        })
+        .collect()
+}
+
+/// The agent's newest sequence number (0 for an empty inbox): the counter, which never
+/// goes back even when retention emptied the inbox.
+pub(super) async fn newest_seq<'e>(
+    ex: impl PgExecutor<'e>,
+    agent: AgentPk,
+) -> Result<i64, StoreError> {
+    let seq: Option<i64> =
+        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE agent_pk = $1")
+            .bind(agent.0)
+            .fetch_one(ex)
+            .await?;
+    Ok(seq.unwrap_or(0))
+}

@@ -1,0 +1,317 @@
+//! Messages, their inbox entries, responses, read marks and idempotency records on
+//! PostgreSQL.
+
+use std::collections::HashMap;
+
+use sqlx::AssertSqlSafe;
+use sqlx::postgres::{PgConnection, PgExecutor};
+use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
+use switchboard_types::messages::ResponseStatus;
+use switchboard_types::time::Timestamp;
+
+use crate::store::StoreError;
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message};
+use crate::store::records::{
+    IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
+    ResponseRow, StoredAnswer,
+};
+
+pub(super) async fn find<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+    message_id: &str,
+) -> Result<Option<MessageRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.message_id = $1 AND m.team_pk = $2"
+    );
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(message_id)
+        .bind(team.0)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(message).transpose()
+}
+
+pub(super) async fn inbox_entry<'e>(
+    ex: impl PgExecutor<'e>,
+    agent: AgentPk,
+    msg: MessagePk,
+) -> Result<Option<InboxEntry>, StoreError> {
+    let row =
+        sqlx::query("SELECT seq, read_at, news FROM inbox WHERE message_pk = $1 AND agent_pk = $2")
+            .bind(msg.0)
+            .bind(agent.0)
+            .fetch_optional(ex)
+            .await?;
+    row.map(|r| {
+        Ok(InboxEntry {
+            seq: r.int("seq")?,
+            read_at: r.opt_time("read_at")?,
+            news: r.flag("news")?,
+        })
+    })
+    .transpose()
+}
+
+pub(super) async fn recipient_ids<'e>(
+    ex: impl PgExecutor<'e>,
+    msg: MessagePk,
+) -> Result<Vec<String>, StoreError> {
+    let row = sqlx::query("SELECT recipient_ids FROM messages WHERE pk = $1")
+        .bind(msg.0)
+        .fetch_one(ex)
+        .await?;
+    row.json(0)
+}
+
+/// Agents that marked a message read, in the order they did.
+pub(super) async fn read_by<'e>(
+    ex: impl PgExecutor<'e>,
+    msg: MessagePk,
+) -> Result<Vec<AgentPk>, StoreError> {
+    let pks: Vec<i64> = sqlx::query_scalar(
+        "SELECT agent_pk FROM inbox WHERE message_pk = $1 AND read_at IS NOT NULL
+         ORDER BY read_at, agent_pk",
+    )
+    .bind(msg.0)
+    .fetch_all(ex)
+    .await?;
+    Ok(pks.into_iter().map(AgentPk).collect())
+}
+
+pub(super) async fn responses_to<'e>(
+    ex: impl PgExecutor<'e>,
+    original: MessagePk,
+) -> Result<Vec<ResponseRow>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT m.message_id, r.responder_pk, r.status, r.created_at
+         FROM responses r JOIN messages m ON m.pk = r.response_pk
+         WHERE r.original_pk = $1 ORDER BY r.created_at, r.response_pk",
+    )
+    .bind(original.0)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(ResponseRow {
+                response_message_id: r.text("message_id")?,
+                responder: AgentPk(r.int("responder_pk")?),
+                status: r.parse("status")?,
+                created_at: r.time("created_at")?,
+            })
+        })
+        .collect()
+}
+
+/// Whether the responder gave a final response already. The original's row is locked
+/// first, so two racing responses (on two nodes) are decided one after the other.
+pub(super) async fn final_response_given(
+    conn: &mut PgConnection,
+    original: MessagePk,
+    responder: AgentPk,
+) -> Result<bool, StoreError> {
+    sqlx::query("SELECT 1 FROM messages WHERE pk = $1 FOR UPDATE")
+        .bind(original.0)
+        .execute(&mut *conn)
+        .await?;
+    let rows =
+        sqlx::query("SELECT status FROM responses WHERE original_pk = $1 AND responder_pk = $2")
+            .bind(original.0)
+            .bind(responder.0)
+            .fetch_all(conn)
+            .await?;
+    for row in &rows {
+        if row.parse::<ResponseStatus>("status")?.is_final() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+pub(super) async fn mark_read(
+    conn: &mut PgConnection,
+    agent: AgentPk,
+    message_ids: &[String],
+    now: Timestamp,
+) -> Result<MarkOutcome, StoreError> {
+    let rows = sqlx::query(
+        "SELECT m.message_id, i.message_pk, i.read_at
+         FROM messages m JOIN inbox i ON i.message_pk = m.pk AND i.agent_pk = $1
+         WHERE m.message_id = ANY($2)",
+    )
+    .bind(agent.0)
+    .bind(message_ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut state: HashMap<String, bool> = HashMap::with_capacity(rows.len());
+    let mut to_mark = Vec::new();
+    for row in &rows {
+        let read = row.opt_int("read_at")?.is_some();
+        if !read {
+            to_mark.push(row.int("message_pk")?);
+        }
+        state.insert(row.text("message_id")?, read);
+    }
+    if !to_mark.is_empty() {
+        sqlx::query(
+            "UPDATE inbox SET read_at = $1
+             WHERE agent_pk = $2 AND read_at IS NULL AND message_pk = ANY($3)",
+        )
+        .bind(now.micros())
+        .bind(agent.0)
+        .bind(to_mark)
+        .execute(&mut *conn)
+        .await?;
+    }
+    let mut outcome = MarkOutcome::default();
+    for id in message_ids {
+        match state.get(id) {
+            Some(false) => outcome.marked.push(id.clone()),
+            Some(true) => outcome.already_read.push(id.clone()),
+            None => outcome.not_found.push(id.clone()),
+        }
+    }
+    Ok(outcome)
+}
+
+pub(super) async fn find_answer<'e>(
+    ex: impl PgExecutor<'e>,
+    agent: AgentPk,
+    key: &str,
+) -> Result<Option<StoredAnswer>, StoreError> {
+    let row = sqlx::query(
+        "SELECT operation, request_hash, answer FROM idempotency_keys
+         WHERE agent_pk = $1 AND key = $2",
+    )
+    .bind(agent.0)
+    .bind(key)
+    .fetch_optional(ex)
+    .await?;
+    row.map(|r| {
+        Ok(StoredAnswer {
+            operation: r.text("operation")?,
+            request_hash: r.opt_bytes("request_hash")?.unwrap_or_default(),
+            answer: r.text("answer")?,
+        })
+    })
+    .transpose()
+}
+
+/// A message and everything written with it.
+pub(super) struct Post<'a> {
+    pub(super) message: &'a NewMessage,
+    pub(super) recipient_ids: &'a [String],
+    pub(super) deliver_to: &'a [AgentPk],
+    pub(super) created_at: Timestamp,
+    pub(super) response: Option<ResponseLink>,
+    /// An idempotency key's claim and the answer to remember with it.
+    pub(super) key: Option<(&'a IdempotencyClaim, &'a str)>,
+}
+
+/// The message and its inbox entries in one statement: the entries are numbered by the
+/// `inbox_number` trigger (migration 0002), in recipient order, so two writers lock
+/// recipients' counters in the same order.
+const INSERT_MESSAGE: &str = "
+    WITH m AS (
+        INSERT INTO messages (message_id, team_pk, kind, sender_pk, sender_role, message_type,
+                              priority, content, requires_response, response_deadline,
+                              context_reference, thread_id, in_reply_to, response_status,
+                              recipient_ids, created_at, cause_by, send_to, instruct_content,
+                              via, route)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+                $18, $19, $20, $21)
+        RETURNING pk),
+    i AS (
+        INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
+                           created_at, news, cause_by, thread_id)
+        SELECT r.agent, 0, m.pk, $4, $3, $6, $7, $16, NOT (r.agent = ANY($23)), $17, $12
+        FROM m CROSS JOIN (SELECT unnest($22::bigint[]) AS agent ORDER BY 1) r
+        ORDER BY r.agent
+        RETURNING agent_pk, seq)
+    SELECT m.pk, i.agent_pk, i.seq FROM m LEFT JOIN i ON true";
+
+fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
+}
+
+/// Writes one post; its key and the `(agent, seq)` of each inbox entry come back.
+pub(super) async fn insert_post(
+    conn: &mut PgConnection,
+    p: &Post<'_>,
+) -> Result<PostResult, StoreError> {
+    let m = p.message;
+    let at = p.created_at.micros();
+    let publish = m.published.as_ref();
+    let quiet: Vec<i64> = publish.map_or(Vec::new(), |p| p.quiet.iter().map(|a| a.0).collect());
+    let deliver: Vec<i64> = p.deliver_to.iter().map(|a| a.0).collect();
+    let rows = sqlx::query(INSERT_MESSAGE)
+        .bind(&m.message_id)
+        .bind(m.team_pk.0)
+        .bind(m.kind.as_str())
+        .bind(m.sender_pk.0)
+        .bind(&m.sender_role)
+        .bind(m.message_type.as_str())
+        .bind(m.priority.as_str())
+        .bind(json(&StoredContent::of(&m.content))?)
+        .bind(m.requires_response)
+        .bind(m.response_deadline.map(Timestamp::micros))
+        .bind(&m.context_reference)
+        .bind(&m.thread_id)
+        .bind(&m.in_reply_to)
+        .bind(m.response_status.map(|s| s.as_str()))
+        .bind(json(p.recipient_ids)?)
+        .bind(at)
+        .bind(publish.map(|p| p.cause_by.clone()))
+        .bind(publish.map(|p| json(&p.send_to)).transpose()?)
+        .bind(
+            publish
+                .and_then(|p| p.instruct_content.as_ref())
+                .map(json)
+                .transpose()?,
+        )
+        .bind(m.via.map(|v| v.as_str()))
+        .bind(m.route.map(|r| r.as_str()))
+        .bind(deliver)
+        .bind(quiet)
+        .fetch_all(&mut *conn)
+        .await?;
+    let first = rows
+        .first()
+        .ok_or_else(|| StoreError::Corrupt("the message insert returned no pk".into()))?;
+    let pk = MessagePk(first.int(0)?);
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if let Some(agent) = row.opt_int(1)? {
+            entries.push((AgentPk(agent), row.int(2)?));
+        }
+    }
+    if let Some(link) = p.response {
+        sqlx::query(
+            "INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(link.original.0)
+        .bind(pk.0)
+        .bind(link.responder.0)
+        .bind(link.status.as_str())
+        .bind(at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if let Some((claim, answer)) = p.key {
+        sqlx::query(
+            "INSERT INTO idempotency_keys (agent_pk, key, operation, request_hash, answer,
+                                           created_at)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(claim.agent.0)
+        .bind(&claim.key)
+        .bind(claim.operation)
+        .bind(claim.request_hash.as_slice())
+        .bind(answer)
+        .bind(at)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(PostResult { pk, entries })
+}

@@ -1,0 +1,401 @@
+//! Tasks, their history, who was ever assigned them, and the callback outbox on
+//! PostgreSQL. A task and the rows written with it are one statement (data-modifying
+//! `WITH` parts), so a change is one round trip and all or nothing.
+
+use sqlx::postgres::{PgConnection, PgExecutor};
+use sqlx::{AssertSqlSafe, Postgres, QueryBuilder, Row};
+use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
+use switchboard_types::tasks::{CallbackDelivery, TaskRole};
+use switchboard_types::time::Timestamp;
+
+use crate::store::StoreError;
+use crate::store::columns::{
+    DELIVERY_COLUMNS, TASK_COLUMNS, TASK_EVENT_COLUMNS, delivery, task, task_event,
+};
+use crate::store::records::{
+    Attempt, DueCallback, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    TeamSecret,
+};
+
+fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding JSON: {e}")))
+}
+
+/// A new task with its assignee, its first event and, with a callback, that event's
+/// CallbackNotification. A task id the originator already used fails the statement
+/// ([`StoreError::Conflict`]) and nothing is written.
+const INSERT_TASK: &str = "
+    WITH t AS (
+        INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
+                           callback_url, priority, required_capabilities, target_agent_id,
+                           status, clarification_id, question, context, result_data,
+                           callback_delivery, version, created_at, updated_at)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16,
+                $17, $18)
+        RETURNING pk, team_pk, assignee_pk, created_at),
+    a AS (INSERT INTO task_assignees (task_pk, agent_pk)
+          SELECT pk, assignee_pk FROM t WHERE assignee_pk IS NOT NULL),
+    e AS (INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+          SELECT pk, $19, $20, $21, $22, $23, $24 FROM t),
+    c AS (INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                 next_attempt_at, created_at)
+          SELECT pk, team_pk, $25, $19, $26, 'pending', 0, created_at, created_at FROM t
+          WHERE $25::text IS NOT NULL)
+    SELECT pk FROM t";
+
+pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<TaskPk, StoreError> {
+    let (t, e) = (&w.task, &w.event);
+    let (clarification_id, question) = t.clarification.clone().unzip();
+    let (url, body) = w.callback.clone().unzip();
+    let pk: i64 = sqlx::query_scalar(INSERT_TASK)
+        .bind(t.team_pk.0)
+        .bind(&t.task_id)
+        .bind(&t.description)
+        .bind(json(&t.data)?)
+        .bind(t.originator_pk.0)
+        .bind(t.assignee_pk.map(|a| a.0))
+        .bind(&t.callback_url)
+        .bind(t.priority.as_str())
+        .bind(json(&t.required_capabilities)?)
+        .bind(&t.target_agent_id)
+        .bind(t.status.as_str())
+        .bind(clarification_id)
+        .bind(question)
+        .bind(json(&t.context)?)
+        .bind(json(&t.result_data)?)
+        .bind(t.version)
+        .bind(t.created_at.micros())
+        .bind(t.updated_at.micros())
+        .bind(e.seq)
+        .bind(e.kind.as_str())
+        .bind(e.actor_pk.map(|a| a.0))
+        .bind(e.status.as_str())
+        .bind(json(&e.data)?)
+        .bind(e.created_at.micros())
+        .bind(url)
+        .bind(body)
+        .fetch_one(conn)
+        .await?;
+    Ok(TaskPk(pk))
+}
+
+/// A change: the version-checked `UPDATE`, and only if it applied, the event, the
+/// CallbackNotification and a new assignee's right to read the task.
+const UPDATE_TASK: &str = "
+    WITH u AS (
+        UPDATE tasks SET assignee_pk = $1, status = $2, clarification_id = $3, question = $4,
+                         context = $5, result_data = $6, version = $7, updated_at = $8
+        WHERE pk = $9 AND version = $10
+        RETURNING pk, team_pk),
+    e AS (INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+          SELECT pk, $11, $12, $13, $14, $15, $16 FROM u),
+    c AS (INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+                                 next_attempt_at, created_at)
+          SELECT pk, team_pk, $17, $11, $18, 'pending', 0, $8, $8 FROM u
+          WHERE $17::text IS NOT NULL),
+    a AS (INSERT INTO task_assignees (task_pk, agent_pk)
+          SELECT pk, $1 FROM u WHERE $1::bigint IS NOT NULL
+          ON CONFLICT DO NOTHING)
+    SELECT COUNT(*) FROM u";
+
+/// Writes a change if the task's version is still `expected_version`; `false` when
+/// someone changed it first (nothing is written then).
+pub(super) async fn update(
+    conn: &mut PgConnection,
+    w: &TaskWrite,
+    expected_version: i64,
+) -> Result<bool, StoreError> {
+    let (t, e) = (&w.task, &w.event);
+    let (clarification_id, question) = t.clarification.clone().unzip();
+    let (url, body) = w.callback.clone().unzip();
+    let applied: i64 = sqlx::query_scalar(UPDATE_TASK)
+        .bind(t.assignee_pk.map(|a| a.0))
+        .bind(t.status.as_str())
+        .bind(clarification_id)
+        .bind(question)
+        .bind(json(&t.context)?)
+        .bind(json(&t.result_data)?)
+        .bind(t.version)
+        .bind(t.updated_at.micros())
+        .bind(t.pk.0)
+        .bind(expected_version)
+        .bind(e.seq)
+        .bind(e.kind.as_str())
+        .bind(e.actor_pk.map(|a| a.0))
+        .bind(e.status.as_str())
+        .bind(json(&e.data)?)
+        .bind(e.created_at.micros())
+        .bind(url)
+        .bind(body)
+        .fetch_one(conn)
+        .await?;
+    Ok(applied == 1)
+}
+
+/// The task with this id that `viewer` may see (its own first, then the newest).
+pub(super) async fn find_visible<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+    task_id: &str,
+    viewer: AgentPk,
+) -> Result<Option<TaskRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks t
+         WHERE t.team_pk = $1 AND t.task_id = $2
+           AND (t.originator_pk = $3
+                OR EXISTS (SELECT 1 FROM task_assignees a
+                           WHERE a.agent_pk = $3 AND a.task_pk = t.pk))
+         ORDER BY t.originator_pk = $3 DESC, t.pk DESC LIMIT 1"
+    );
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(team.0)
+        .bind(task_id)
+        .bind(viewer.0)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(task).transpose()
+}
+
+pub(super) async fn by_pk<'e>(
+    ex: impl PgExecutor<'e>,
+    pk: TaskPk,
+) -> Result<Option<TaskRecord>, StoreError> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE pk = $1");
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(pk.0)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(task).transpose()
+}
+
+pub(super) async fn events<'e>(
+    ex: impl PgExecutor<'e>,
+    pk: TaskPk,
+) -> Result<Vec<TaskEventRecord>, StoreError> {
+    let sql =
+        format!("SELECT {TASK_EVENT_COLUMNS} FROM task_events WHERE task_pk = $1 ORDER BY seq");
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(pk.0)
+        .fetch_all(ex)
+        .await?;
+    rows.iter().map(task_event).collect()
+}
+
+/// One page of the agent's tasks, newest first: each role an ordered walk of its own
+/// index that stops after `limit` rows, both roles the union of the two walks.
+pub(super) async fn list<'e>(
+    ex: impl PgExecutor<'e>,
+    agent: AgentPk,
+    spec: &TaskListSpec,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let mut q =
+        QueryBuilder::<Postgres>::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE pk IN ("));
+    let originated = |q: &mut QueryBuilder<Postgres>| {
+        q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
+            .push_bind(agent.0);
+        push_page_filters(q, spec, "pk", ("status", "target_agent_id"));
+        q.push(" AS o");
+    };
+    let assigned = |q: &mut QueryBuilder<Postgres>| {
+        q.push(
+            "SELECT task_pk FROM (SELECT a.task_pk FROM task_assignees a \
+             JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
+        )
+        .push_bind(agent.0);
+        push_page_filters(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
+        q.push(" AS s");
+    };
+    match spec.role {
+        Some(TaskRole::Originated) => originated(&mut q),
+        Some(TaskRole::Assigned) => assigned(&mut q),
+        None => {
+            q.push("(");
+            originated(&mut q);
+            q.push(") UNION (");
+            assigned(&mut q);
+            q.push(")");
+        }
+    }
+    q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
+    let rows = q.build().fetch_all(ex).await?;
+    rows.iter().map(task).collect()
+}
+
+/// The status and target filters, the cursor and the limit of one branch of [`list`],
+/// closing its subquery.
+fn push_page_filters(
+    q: &mut QueryBuilder<Postgres>,
+    spec: &TaskListSpec,
+    pk: &str,
+    (status, target): (&str, &str),
+) {
+    if let Some(agent_id) = &spec.target {
+        q.push(format_args!(" AND {target} = "))
+            .push_bind(agent_id.clone());
+    }
+    if !spec.statuses.is_empty() {
+        let names: Vec<String> = spec
+            .statuses
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        q.push(format_args!(" AND {status} = ANY("))
+            .push_bind(names)
+            .push(")");
+    }
+    if let Some(before) = spec.before {
+        q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
+    }
+    q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
+        .push_bind(spec.limit)
+        .push(")");
+}
+
+pub(super) async fn open_counts<'e>(ex: impl PgExecutor<'e>) -> Result<Vec<OpenTasks>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT assignee_pk, COUNT(*) FROM tasks
+         WHERE status IN ('in-progress', 'input-required') AND assignee_pk IS NOT NULL
+         GROUP BY assignee_pk",
+    )
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(OpenTasks {
+                agent: AgentPk(row.try_get(0)?),
+                open: row.try_get(1)?,
+            })
+        })
+        .collect()
+}
+
+/// Every callback of the task to its `callback_url`, oldest first.
+pub(super) async fn callbacks_of<'e>(
+    ex: impl PgExecutor<'e>,
+    pk: TaskPk,
+) -> Result<Vec<CallbackDelivery>, StoreError> {
+    let sql = format!(
+        "SELECT {DELIVERY_COLUMNS} FROM callbacks WHERE task_pk = $1 AND webhook_pk IS NULL
+         ORDER BY pk"
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(pk.0)
+        .fetch_all(ex)
+        .await?;
+    rows.iter().map(delivery).collect()
+}
+
+/// Callbacks to try now: the oldest pending callback of each task and receiver, if its
+/// next attempt is due.
+pub(super) async fn due_callbacks<'e>(
+    ex: impl PgExecutor<'e>,
+    now: Timestamp,
+    limit: i64,
+) -> Result<Vec<DueCallback>, StoreError> {
+    let rows = sqlx::query(
+        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk
+         FROM callbacks c
+         WHERE c.state = 'pending' AND c.next_attempt_at <= $1
+           AND NOT EXISTS (SELECT 1 FROM callbacks e
+                           WHERE e.task_pk = c.task_pk
+                             AND e.webhook_pk IS NOT DISTINCT FROM c.webhook_pk
+                             AND e.state = 'pending' AND e.pk < c.pk)
+         ORDER BY c.next_attempt_at LIMIT $2",
+    )
+    .bind(now.micros())
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(DueCallback {
+                pk: row.try_get(0)?,
+                task_pk: TaskPk(row.try_get(1)?),
+                team_pk: TeamPk(row.try_get(2)?),
+                url: row.try_get(3)?,
+                event_seq: row.try_get(4)?,
+                body: row.try_get(5)?,
+                attempts: row.try_get(6)?,
+                webhook_pk: row.try_get(7)?,
+            })
+        })
+        .collect()
+}
+
+pub(super) async fn next_callback_due<'e>(
+    ex: impl PgExecutor<'e>,
+) -> Result<Option<Timestamp>, StoreError> {
+    let at: Option<i64> =
+        sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM callbacks WHERE state = 'pending'")
+            .fetch_one(ex)
+            .await?;
+    Ok(at.map(Timestamp::from_micros))
+}
+
+/// Records an attempt on the callback and, when it is the latest to the task's
+/// `callback_url`, on the task.
+pub(super) async fn record_attempt(conn: &mut PgConnection, a: &Attempt) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE callbacks SET state = $1, attempts = $2, next_attempt_at = $3,
+                              last_status = $4, last_error = $5, finished_at = $6
+         WHERE pk = $7",
+    )
+    .bind(a.state.as_str())
+    .bind(a.attempts)
+    .bind(a.next_attempt_at.micros())
+    .bind(a.last_status)
+    .bind(&a.last_error)
+    .bind(a.finished_at.map(Timestamp::micros))
+    .bind(a.callback_pk)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "UPDATE tasks SET callback_delivery = $1
+         WHERE pk = $2
+           AND (SELECT webhook_pk FROM callbacks WHERE pk = $3) IS NULL
+           AND NOT EXISTS (SELECT 1 FROM callbacks
+                           WHERE task_pk = $2 AND pk > $3 AND webhook_pk IS NULL)",
+    )
+    .bind(json(&a.delivery)?)
+    .bind(a.task_pk.0)
+    .bind(a.callback_pk)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn secret<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+) -> Result<Option<TeamSecret>, StoreError> {
+    let row = sqlx::query("SELECT secret, rotated_at FROM team_secrets WHERE team_pk = $1")
+        .bind(team.0)
+        .fetch_optional(ex)
+        .await?;
+    row.map(|row| {
+        Ok(TeamSecret {
+            secret: row.try_get(0)?,
+            rotated_at: Timestamp::from_micros(row.try_get(1)?),
+        })
+    })
+    .transpose()
+}
+
+pub(super) async fn set_secret(
+    conn: &mut PgConnection,
+    team: TeamPk,
+    secret: &str,
+    at: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO team_secrets (team_pk, secret, rotated_at) VALUES ($1, $2, $3)
+         ON CONFLICT (team_pk) DO UPDATE SET secret = excluded.secret,
+                                              rotated_at = excluded.rotated_at",
+    )
+    .bind(team.0)
+    .bind(secret)
+    .bind(at.micros())
+    .execute(conn)
+    .await?;
+    Ok(())
+}

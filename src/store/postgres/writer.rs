@@ -1,0 +1,261 @@
+//! The group-commit writer of this engine: one task owns the node's write connection.
+//!
+//! As on SQLite (`store::sqlite::writer`), callers send a job (a closure over the
+//! connection) and wait on a oneshot; the task takes one job, drains whatever else is
+//! queued (up to [`MAX_BATCH`]), runs the batch in one transaction and answers each
+//! caller only after `COMMIT`. One commit — one WAL flush on the server, one round trip
+//! — covers the batch. Every job runs inside a `SAVEPOINT`: on PostgreSQL a failed
+//! statement aborts the whole transaction, so a job that fails (a duplicate id, a stale
+//! version) is rolled back to its savepoint alone and the rest of the batch commits.
+//!
+//! After-commit hooks run on this task in commit order, so the registry cache and the
+//! hub follow the database in exactly the order it changed.
+//!
+//! **The connection can go away** (the server restarts, a network cut): the batch in
+//! flight fails (its callers get `UNAVAILABLE`; nothing of it committed), and the writer
+//! connects again before the next batch, so the node recovers on its own once the
+//! database is back.
+
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::{ConnectOptions, Connection};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::store::StoreError;
+
+/// Most jobs per transaction (as on SQLite).
+pub const MAX_BATCH: usize = 512;
+
+/// Jobs waiting for the writer: bounded, so a flood of writers waits (backpressure onto
+/// the request) instead of growing memory.
+const QUEUE: usize = 4096;
+
+/// What a job reports back: whether its changes are kept, and how to tell its caller
+/// once the fate of the transaction is known.
+struct JobDone {
+    keep: bool,
+    finish: Box<dyn FnOnce(Result<(), StoreError>) + Send>,
+}
+
+type RunJob = Box<dyn for<'c> FnOnce(&'c mut PgTx) -> BoxFuture<'c, JobDone> + Send>;
+
+/// What a job works with: the write connection inside the batch's transaction.
+pub struct PgTx {
+    conn: Option<PgConnection>,
+    /// Whether this batch's `BEGIN` has been sent (lazily, with the first job).
+    open: bool,
+}
+
+impl PgTx {
+    /// The connection inside the batch's transaction.
+    pub async fn conn(&mut self) -> Result<&mut PgConnection, StoreError> {
+        let conn = self.conn.as_mut().ok_or(StoreError::BatchFailed)?;
+        if !self.open {
+            sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
+            self.open = true;
+        }
+        Ok(conn)
+    }
+}
+
+/// A cheap handle to the writer.
+#[derive(Clone)]
+pub struct PgWriter {
+    queue: mpsc::Sender<RunJob>,
+    closing: CancellationToken,
+    finished: std::sync::Arc<tokio::sync::Mutex<Option<oneshot::Receiver<()>>>>,
+}
+
+impl PgWriter {
+    /// Starts the writer on `conn`; `options` reconnect it after the database went away.
+    pub fn spawn(conn: PgConnection, options: PgConnectOptions) -> PgWriter {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        let closing = CancellationToken::new();
+        let (done_tx, done_rx) = oneshot::channel();
+        let stop = closing.clone();
+        tokio::spawn(async move {
+            run(conn, options, rx, stop).await;
+            let _ = done_tx.send(());
+        });
+        PgWriter {
+            queue,
+            closing,
+            finished: std::sync::Arc::new(tokio::sync::Mutex::new(Some(done_rx))),
+        }
+    }
+
+    /// Runs `job` in the next batch; `after` runs on the writer task once the batch has
+    /// committed (never if the job or the commit failed) and its value is returned.
+    pub async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
+    where
+        F: for<'c> FnOnce(&'c mut PgTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<R, E>>();
+        let run: RunJob = Box::new(move |wtx| {
+            Box::pin(async move {
+                match job(&mut *wtx).await {
+                    Ok(value) => JobDone {
+                        keep: true,
+                        finish: Box::new(move |committed| {
+                            let _ = tx.send(committed.map_err(E::from).and_then(|()| after(value)));
+                        }),
+                    },
+                    Err(err) => JobDone {
+                        keep: false,
+                        finish: Box::new(move |_| {
+                            let _ = tx.send(Err(err));
+                        }),
+                    },
+                }
+            })
+        });
+        if self.queue.send(run).await.is_err() {
+            return Err(StoreError::Closed.into());
+        }
+        rx.await.unwrap_or_else(|_| Err(StoreError::Dropped.into()))
+    }
+
+    /// Stops taking jobs, finishes those already queued, and waits for the writer.
+    pub async fn close(&self) {
+        self.closing.cancel();
+        if let Some(finished) = self.finished.lock().await.take() {
+            let _ = finished.await;
+        }
+    }
+}
+
+async fn run(
+    conn: PgConnection,
+    options: PgConnectOptions,
+    mut rx: mpsc::Receiver<RunJob>,
+    closing: CancellationToken,
+) {
+    let mut tx = PgTx {
+        conn: Some(conn),
+        open: false,
+    };
+    let mut batch: Vec<RunJob> = Vec::with_capacity(MAX_BATCH);
+    let metrics = (
+        metrics::counter!("switchboard_store_write_batches_total"),
+        metrics::histogram!("switchboard_store_write_batch_size"),
+        metrics::histogram!("switchboard_store_write_batch_seconds"),
+    );
+    loop {
+        let first = tokio::select! {
+            // Jobs already queued win over closing, so nothing accepted is dropped.
+            biased;
+            job = rx.recv() => job,
+            () = closing.cancelled() => {
+                rx.close();
+                rx.recv().await
+            }
+        };
+        let Some(first) = first else { break };
+        if tx.conn.is_none() {
+            tx.conn = reconnect(&options).await;
+        }
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let size = batch.len();
+        run_batch(&mut tx, &mut batch).await;
+        metrics.0.increment(1);
+        metrics.1.record(size as f64);
+        metrics.2.record(started.elapsed().as_secs_f64());
+    }
+    if let Some(conn) = tx.conn
+        && let Err(err) = conn.close().await
+    {
+        tracing::warn!(error = %err, "closing the write connection failed");
+    }
+    tracing::debug!("storage writer stopped");
+}
+
+/// A new write connection, or `None` (the next batch fails fast and tries again).
+async fn reconnect(options: &PgConnectOptions) -> Option<PgConnection> {
+    match tokio::time::timeout(Duration::from_secs(5), options.connect()).await {
+        Ok(Ok(conn)) => {
+            tracing::info!("write connection to PostgreSQL re-established");
+            Some(conn)
+        }
+        Ok(Err(err)) => {
+            tracing::warn!(error = %err, "PostgreSQL does not answer; writes fail until it does");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("connecting to PostgreSQL timed out; writes fail until it answers");
+            None
+        }
+    }
+}
+
+async fn run_batch(tx: &mut PgTx, batch: &mut Vec<RunJob>) {
+    let size = batch.len();
+    let mut jobs = batch.drain(..);
+    let mut finishers = Vec::with_capacity(size);
+    let outcome: Result<(), StoreError> = async {
+        for job in jobs.by_ref() {
+            exec(tx.conn().await?, "SAVEPOINT job").await?;
+            let done = job(&mut *tx).await;
+            let end = if done.keep {
+                "RELEASE job"
+            } else {
+                "ROLLBACK TO job; RELEASE job"
+            };
+            exec(tx.conn().await?, end).await?;
+            finishers.push(done.finish);
+        }
+        if tx.open {
+            tx.open = false;
+            let conn = tx.conn.as_mut().ok_or(StoreError::BatchFailed)?;
+            exec(conn, "COMMIT").await?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(err) = &outcome {
+        tracing::error!(error = %err, jobs = size, "write batch failed; rolled back");
+        rollback(tx).await;
+    }
+    // Jobs the failed batch never reached are dropped here: their callers get
+    // `StoreError::Dropped`.
+    drop(jobs);
+    for finish in finishers {
+        finish(match &outcome {
+            Ok(()) => Ok(()),
+            Err(_) => Err(StoreError::BatchFailed),
+        });
+    }
+}
+
+/// Undoes a failed batch; a connection that cannot even roll back is dropped, to be
+/// replaced before the next batch.
+async fn rollback(tx: &mut PgTx) {
+    tx.open = false;
+    let Some(conn) = tx.conn.as_mut() else { return };
+    if let Err(err) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
+        tracing::warn!(error = %err, "rollback failed; the write connection is replaced");
+        tx.conn = None;
+        return;
+    }
+    if conn.ping().await.is_err() {
+        tx.conn = None;
+    }
+}
+
+async fn exec(conn: &mut PgConnection, sql: &'static str) -> Result<(), StoreError> {
+    sqlx::raw_sql(sql).execute(conn).await?;
+    Ok(())
+}
