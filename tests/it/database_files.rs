@@ -7,11 +7,12 @@ use serde_json::json;
 
 use crate::support::{ADMIN, TestApp};
 
-/// `--database sqlite://path` is that SQLite file; a PostgreSQL URL is refused at start
-/// with what exists today, in the folder the server runs in nothing is created (it was
-/// taken for a file name, which made a folder called `postgres:`).
+/// `--database sqlite://path` is that SQLite file; a PostgreSQL URL is served from
+/// that database (the binary, as an operator starts it), and nothing is created in the
+/// folder the server runs in (a URL taken for a file name once made a folder called
+/// `postgres:`).
 #[tokio::test]
-async fn a_sqlite_url_is_a_file_and_a_postgres_url_is_refused_for_now() {
+async fn a_sqlite_url_is_a_file_and_a_postgres_url_is_that_database() {
     use switchboard::server::{Server, ServerConfig};
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("by-url.db");
@@ -26,24 +27,30 @@ async fn a_sqlite_url_is_a_file_and_a_postgres_url_is_refused_for_now() {
     server.shutdown().await;
     assert!(file.is_file(), "the server wrote {}", file.display());
 
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
-        .current_dir(dir.path())
-        .args(["serve", "--listen", "127.0.0.1:0", "--admin-token", ADMIN])
-        .args([
-            "--database",
-            "postgres://postgres@127.0.0.1:5432/switchboard",
-        ])
-        .output()
+    let Some(db) = crate::pg::database("served").await else {
+        return;
+    };
+    let server = crate::process::Process::start(std::path::Path::new(&db.url));
+    let (status, body) = crate::process::call(
+        &reqwest::Client::new(),
+        &server,
+        reqwest::Method::POST,
+        "/v1/teams",
+        ADMIN,
+        Some(json!({"name": "On PostgreSQL", "team_id": "pg"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    server.kill();
+    let mut conn = db.connect().await;
+    let teams: Vec<String> = sqlx::query_scalar("SELECT team_id FROM teams")
+        .fetch_all(&mut conn)
         .await
-        .expect("runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        stderr.contains("serving from PostgreSQL is not built yet"),
-        "{stderr}"
-    );
-    assert!(stderr.contains("migrate-db"), "{stderr}");
-    assert!(!dir.path().join("postgres:").exists());
+        .expect("read the teams");
+    assert_eq!(teams, ["pg"]);
+    drop(conn);
+    db.remove().await;
+    assert!(!std::path::Path::new("postgres:").exists());
 }
 
 /// A `--database` that names a damaged file, a file that is no database, or another

@@ -145,7 +145,7 @@ async fn bodies_over_the_limit_are_payload_too_large() {
 
 #[tokio::test]
 async fn storage_failure_is_unavailable_and_leaves_nothing_half_written() {
-    let app = TestApp::start_with(|c| c.busy_timeout = Duration::from_millis(100)).await;
+    let app = TestApp::start_on_sqlite_with(|c| c.busy_timeout = Duration::from_millis(100)).await;
     let team = app.team("research").await;
 
     // Another process holds the database's write lock (a backup tool, say).

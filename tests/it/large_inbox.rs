@@ -117,7 +117,7 @@ async fn straight(db: &std::path::Path, condition: &str, order: &str) -> Vec<(St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_inbox_pages_and_counts_like_a_straightforward_query() {
-    let app = TestApp::start().await;
+    let app = TestApp::start_on_sqlite_with(|_| {}).await;
     let team = app.team("large-reads").await;
     let a = app.agent(&team, "a", &[]).await;
     let b = app.agent(&team, "b", &[]).await;

@@ -34,7 +34,7 @@ async fn migrate_db(from: &Path, to: &str) -> (i32, String, String) {
 
 /// A seeded deployment's SQLite file, its server stopped (the app keeps the folder).
 async fn seeded_file() -> (TestApp, PathBuf) {
-    let mut app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
+    let mut app = TestApp::start_on_sqlite_with(|c| c.callbacks.allow_private = true).await;
     seed(&app).await;
     app.pause().await;
     let file = app.database();

@@ -46,7 +46,7 @@ async fn exists(app: &TestApp, reader: &Agent, id: &str) -> bool {
 
 /// One retention pass over the (stopped) server's database, as of `now`.
 async fn pass_at(app: &TestApp, now: Timestamp) {
-    let store = Store::open_sqlite(&app.database(), StoreOptions::default())
+    let store = Store::open(&app.database(), StoreOptions::default())
         .await
         .expect("store");
     let settings = CoreSettings {
@@ -277,24 +277,27 @@ async fn the_background_pass_removes_what_is_past_retention() {
 /// The counters `/metrics` reads for the task, callback and idempotency tables equal a
 /// plain count after the inserts and the retention deletes a test made.
 async fn kept_row_counts_match(database: &std::path::Path) {
-    use sqlx::ConnectOptions;
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(database)
-        .read_only(true)
-        .connect()
-        .await
-        .expect("open");
+    use sqlx::{ConnectOptions, Connection};
+    let url = database.to_string_lossy();
     for family in ["tasks", "task_events", "callbacks", "idempotency_keys"] {
-        let kept: i64 = sqlx::query_scalar("SELECT n FROM row_counts WHERE family = ?")
-            .bind(family)
-            .fetch_one(&mut conn)
-            .await
-            .expect("kept count");
-        let sql = format!("SELECT COUNT(*) FROM {family}");
-        let counted: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-            .fetch_one(&mut conn)
-            .await
-            .expect("count");
+        // The family names are this test's constants.
+        let sql = format!(
+            "SELECT (SELECT n FROM row_counts WHERE family = '{family}'), COUNT(*) FROM {family}"
+        );
+        let sql = sqlx::AssertSqlSafe(sql);
+        let (kept, counted): (i64, i64) = if url.starts_with("postgres") {
+            let mut conn = sqlx::PgConnection::connect(&url).await.expect("open");
+            sqlx::query_as(sql).fetch_one(&mut conn).await
+        } else {
+            let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(database)
+                .read_only(true)
+                .connect()
+                .await
+                .expect("open");
+            sqlx::query_as(sql).fetch_one(&mut conn).await
+        }
+        .expect("counts");
         assert_eq!(kept, counted, "{family}");
     }
 }

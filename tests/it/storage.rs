@@ -47,7 +47,7 @@ async fn eventually(patience: Duration, check: impl Fn() -> bool) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
     const BOUND: u64 = 4 * 1024 * 1024;
-    let app = TestApp::start_with(|c| c.wal_max_bytes = BOUND).await;
+    let app = TestApp::start_on_sqlite_with(|c| c.wal_max_bytes = BOUND).await;
     let team = app.team("wal").await;
     let a = app.agent(&team, "a", &[]).await;
     let _b = app.agent(&team, "b", &[]).await;

@@ -19,6 +19,32 @@ pub struct TestApp {
     server: Option<Server>,
     /// Holds the database folder until the test ends.
     _dir: TempDir,
+    /// The test's PostgreSQL database, when the suite runs on that engine (removed when
+    /// the test ends).
+    _pg: Option<PgGuard>,
+}
+
+/// Removes a test's PostgreSQL database when the test ends (on a thread of its own: a
+/// drop cannot wait for the async removal on the test's runtime).
+struct PgGuard(Option<crate::pg::PgDatabase>);
+
+impl Drop for PgGuard {
+    fn drop(&mut self) {
+        if let Some(db) = self.0.take() {
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Runtime::new() {
+                    rt.block_on(db.remove());
+                }
+            })
+            .join();
+        }
+    }
+}
+
+/// Whether the suite runs on PostgreSQL (`SWITCHBOARD_TEST_ENGINE=postgres`): every
+/// [`TestApp`] then serves from a database of its own on the server `pg` names.
+pub fn on_postgres() -> bool {
+    std::env::var("SWITCHBOARD_TEST_ENGINE").as_deref() == Ok("postgres")
 }
 
 impl TestApp {
@@ -29,12 +55,31 @@ impl TestApp {
 
     /// Like [`TestApp::start`], after `adjust` changed the configuration.
     pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
+        TestApp::launch(adjust, on_postgres()).await
+    }
+
+    /// A server on a SQLite file whichever engine the suite runs on, for the tests of
+    /// what is SQLite's own (the file, its WAL, a copy from it).
+    pub async fn start_on_sqlite_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
+        TestApp::launch(adjust, false).await
+    }
+
+    async fn launch(adjust: impl FnOnce(&mut ServerConfig), postgres: bool) -> TestApp {
         init();
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut config = ServerConfig::new(
-            "127.0.0.1:0".parse().expect("addr"),
-            dir.path().join("data").join("switchboard.db"),
-        );
+        let pg = if postgres {
+            let db = crate::pg::database("app")
+                .await
+                .expect("SWITCHBOARD_TEST_ENGINE=postgres needs a PostgreSQL server");
+            Some(db)
+        } else {
+            None
+        };
+        let database = match &pg {
+            Some(db) => PathBuf::from(&db.url),
+            None => dir.path().join("data").join("switchboard.db"),
+        };
+        let mut config = ServerConfig::new("127.0.0.1:0".parse().expect("addr"), database);
         config.admin_token = Some(ADMIN.to_owned());
         adjust(&mut config);
         let server = Server::start(config.clone()).await.expect("server starts");
@@ -48,6 +93,7 @@ impl TestApp {
             config,
             server: Some(server),
             _dir: dir,
+            _pg: Some(PgGuard(pg)),
         }
     }
 
