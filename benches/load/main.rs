@@ -15,6 +15,7 @@ mod harness;
 mod hot;
 mod live;
 mod mcp;
+mod postgres;
 mod publish;
 mod scenarios;
 mod slow;

@@ -31,6 +31,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("tasks", |o| Box::pin(crate::live::tasks(o))),
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
     ("send_at_scale", |o| Box::pin(send_at_scale(o))),
+    ("postgres", |o| Box::pin(crate::postgres::postgres(o))),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
     ("stomp_idle", |o| Box::pin(crate::stomp::idle(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
@@ -125,7 +126,7 @@ async fn send_message(opts: Opts) -> Vec<Row> {
 /// SEND_MESSAGE from agents `1..` (one per connection, in turn) to agent `0`. Bodies are
 /// formatted from a template: the generator shares the CPU with the server, so it must
 /// cost as little per request as it does for /healthz.
-fn sends_to_first(server: &ServerProcess, agents: Vec<(String, String)>) -> MakeRequest {
+pub fn sends_to_first(server: &ServerProcess, agents: Vec<(String, String)>) -> MakeRequest {
     let host = server.addr.to_string();
     Arc::new(move |conn: usize, i: u64| {
         let (id, token) = &agents[1 + conn % (agents.len() - 1)];

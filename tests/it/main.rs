@@ -1,5 +1,6 @@
 //! Integration tests: the real server on an ephemeral port, real HTTP and WebSocket
-//! clients, a fresh SQLite file per test. One binary, one module per area.
+//! clients, a fresh SQLite file per test (and the same tests again on PostgreSQL, a
+//! database per test: `engines`). One binary, one module per area.
 
 mod inspector;
 mod pg;
@@ -16,6 +17,7 @@ mod client;
 mod coordination;
 mod database_files;
 mod docs;
+mod engines;
 mod errors;
 mod faults;
 mod hardening;

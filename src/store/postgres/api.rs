@@ -10,6 +10,7 @@ use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
 use super::messages::{self, Post};
+use super::staging::{PostSlot, StagedPost};
 use super::writer::PgTx;
 use super::{PgStore, inbox, outbox, registry, tasks};
 use crate::store::StoreError;
@@ -435,10 +436,12 @@ impl PgStore {
             .write_then(
                 move |tx| {
                     Box::pin(async move {
-                        let conn = tx.conn().await?;
+                        // Only what must be read inside the transaction touches the
+                        // connection; a plain post just stages.
                         if let Some(claim) = &claim
                             && let Some(stored) =
-                                messages::find_answer(&mut *conn, claim.agent, &claim.key).await?
+                                messages::find_answer(tx.conn().await?, claim.agent, &claim.key)
+                                    .await?
                         {
                             return Ok(Staged::Replayed(stored));
                         }
@@ -446,7 +449,7 @@ impl PgStore {
                         let final_response_given = match post.response {
                             Some(link) => {
                                 messages::final_response_given(
-                                    &mut *conn,
+                                    tx.conn().await?,
                                     link.original,
                                     link.responder,
                                 )
@@ -459,27 +462,23 @@ impl PgStore {
                             final_response_given,
                         };
                         let decided = decide(&post.message, context)?;
-                        let key = claim.as_ref().zip(decided.answer.as_deref());
-                        let written = messages::insert_post(
-                            conn,
-                            &Post {
-                                message: &post.message,
-                                recipient_ids: &post.recipient_ids,
-                                deliver_to: &post.deliver_to,
-                                created_at: now,
-                                response: post.response,
-                                key,
-                            },
-                        )
-                        .await
-                        .map_err(|e| StoreError::PostFailed(std::sync::Arc::new(e)))?;
-                        Ok(Staged::Fresh(decided.value, written))
+                        let slot = PostSlot::default();
+                        tx.stage(StagedPost {
+                            key: claim.zip(decided.answer),
+                            message: post.message,
+                            recipient_ids: post.recipient_ids,
+                            deliver_to: post.deliver_to,
+                            created_at: now,
+                            response: post.response,
+                            slot: slot.clone(),
+                        });
+                        Ok(Staged::Fresh(decided.value, slot))
                     })
                 },
                 move |staged| match staged {
                     Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
-                    Staged::Fresh(value, written) => {
-                        after(value, Ok(written)).map(PostOutcome::Written)
+                    Staged::Fresh(value, slot) => {
+                        after(value, slot.outcome()).map(PostOutcome::Written)
                     }
                 },
             )
@@ -547,5 +546,5 @@ impl PgStore {
 /// What a post job did.
 enum Staged<T> {
     Replayed(StoredAnswer),
-    Fresh(T, PostResult),
+    Fresh(T, PostSlot),
 }

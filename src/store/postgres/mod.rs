@@ -14,6 +14,7 @@ mod inbox;
 mod messages;
 mod outbox;
 mod registry;
+mod staging;
 mod tables;
 mod tasks;
 mod writer;

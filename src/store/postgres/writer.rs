@@ -4,9 +4,11 @@
 //! connection) and wait on a oneshot; the task takes one job, drains whatever else is
 //! queued (up to [`MAX_BATCH`]), runs the batch in one transaction and answers each
 //! caller only after `COMMIT`. One commit — one WAL flush on the server, one round trip
-//! — covers the batch. Every job runs inside a `SAVEPOINT`: on PostgreSQL a failed
-//! statement aborts the whole transaction, so a job that fails (a duplicate id, a stale
-//! version) is rolled back to its savepoint alone and the rest of the batch commits.
+//! — covers the batch. A job that runs statements does so inside a `SAVEPOINT`: on
+//! PostgreSQL a failed statement aborts the whole transaction, so a job that fails (a
+//! duplicate id, a stale version) is rolled back to its savepoint alone and the rest of
+//! the batch commits. A post only stages its message ([`super::staging`]): the batch's
+//! are written together, with a handful of statements, whatever their number.
 //!
 //! After-commit hooks run on this task in commit order, so the registry cache and the
 //! hub follow the database in exactly the order it changed.
@@ -24,6 +26,7 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::staging::{self, StagedPost};
 use crate::store::StoreError;
 
 /// Most jobs per transaction (as on SQLite).
@@ -42,22 +45,52 @@ struct JobDone {
 
 type RunJob = Box<dyn for<'c> FnOnce(&'c mut PgTx) -> BoxFuture<'c, JobDone> + Send>;
 
-/// What a job works with: the write connection inside the batch's transaction.
+/// What a job works with: the write connection inside the batch's transaction, and the
+/// posts staged for the batch's shared insert.
 pub struct PgTx {
     conn: Option<PgConnection>,
-    /// Whether this batch's `BEGIN` has been sent (lazily, with the first job).
+    /// Whether this batch's `BEGIN` has been sent (lazily, with the first statement).
     open: bool,
+    staged: Vec<StagedPost>,
+    /// Whether the running job has taken its savepoint (lazily, with its first
+    /// statement: a job that only stages needs none).
+    in_job: bool,
 }
 
 impl PgTx {
-    /// The connection inside the batch's transaction.
+    /// The connection inside the batch's transaction and the running job's savepoint,
+    /// after everything staged so far has been written, so that what the job reads or
+    /// writes follows all earlier jobs of the batch, in order.
     pub async fn conn(&mut self) -> Result<&mut PgConnection, StoreError> {
+        self.flush(false).await?;
         let conn = self.conn.as_mut().ok_or(StoreError::BatchFailed)?;
-        if !self.open {
-            sqlx::raw_sql("BEGIN").execute(&mut *conn).await?;
-            self.open = true;
+        if !self.in_job {
+            exec(conn, "SAVEPOINT job").await?;
+            self.in_job = true;
         }
         Ok(conn)
+    }
+
+    /// Queues a post for the batch's shared insert. A job stages last: what it staged
+    /// is dropped if it fails, but a statement after staging would write it first.
+    pub fn stage(&mut self, post: StagedPost) {
+        self.staged.push(post);
+    }
+
+    /// Opens the transaction if needed and writes what is staged (and commits, with
+    /// `commit`, in the flush's last round trip).
+    async fn flush(&mut self, commit: bool) -> Result<(), StoreError> {
+        let conn = self.conn.as_mut().ok_or(StoreError::BatchFailed)?;
+        if self.staged.is_empty() {
+            if !self.open && !commit {
+                exec(conn, "BEGIN").await?;
+                self.open = true;
+            }
+            return Ok(());
+        }
+        let begin = !self.open;
+        self.open = !commit;
+        staging::flush(conn, std::mem::take(&mut self.staged), begin, commit).await
     }
 }
 
@@ -140,6 +173,8 @@ async fn run(
     let mut tx = PgTx {
         conn: Some(conn),
         open: false,
+        staged: Vec::new(),
+        in_job: false,
     };
     let mut batch: Vec<RunJob> = Vec::with_capacity(MAX_BATCH);
     let metrics = (
@@ -207,15 +242,26 @@ async fn run_batch(tx: &mut PgTx, batch: &mut Vec<RunJob>) {
     let mut finishers = Vec::with_capacity(size);
     let outcome: Result<(), StoreError> = async {
         for job in jobs.by_ref() {
-            exec(tx.conn().await?, "SAVEPOINT job").await?;
+            tx.in_job = false;
+            let staged_before = tx.staged.len();
             let done = job(&mut *tx).await;
-            let end = if done.keep {
-                "RELEASE job"
-            } else {
-                "ROLLBACK TO job; RELEASE job"
-            };
-            exec(tx.conn().await?, end).await?;
+            if !done.keep {
+                // What the failed job staged must not be written.
+                tx.staged.truncate(staged_before);
+            }
+            if tx.in_job {
+                let conn = tx.conn.as_mut().ok_or(StoreError::BatchFailed)?;
+                let end = if done.keep {
+                    "RELEASE job"
+                } else {
+                    "ROLLBACK TO job; RELEASE job"
+                };
+                exec(conn, end).await?;
+            }
             finishers.push(done.finish);
+        }
+        if !tx.staged.is_empty() {
+            tx.flush(true).await?;
         }
         if tx.open {
             tx.open = false;
@@ -244,6 +290,7 @@ async fn run_batch(tx: &mut PgTx, batch: &mut Vec<RunJob>) {
 /// replaced before the next batch.
 async fn rollback(tx: &mut PgTx) {
     tx.open = false;
+    tx.staged.clear();
     let Some(conn) = tx.conn.as_mut() else { return };
     if let Err(err) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
         tracing::warn!(error = %err, "rollback failed; the write connection is replaced");
