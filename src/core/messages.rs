@@ -108,7 +108,11 @@ impl Core {
         if entry.is_none() && message.sender_pk != me.pk {
             return Err(message_not_found(message_id));
         }
-        let recipient_agent_ids = store.recipient_ids(message.pk).await?;
+        let recipient_agent_ids = match store.recipient_ids(message.pk).await {
+            // Retention removed it between the two reads: it is gone, not a failure.
+            Err(crate::store::StoreError::Missing) => return Err(message_not_found(message_id)),
+            other => other?,
+        };
         let read_by = if message.sender_pk == me.pk {
             let pks = store.read_by(message.pk).await?;
             Some(pks.into_iter().map(|pk| self.agent_name(pk)).collect())
