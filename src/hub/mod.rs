@@ -17,16 +17,16 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
-use switchboard_types::frames::{PushKind, push_text};
+pub use event::{Event, Push};
 use switchboard_types::ids::AgentPk;
-use switchboard_types::messages::MessageView;
 use switchboard_types::routing::Route;
 use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
 pub use watch::Watch;
 
+mod event;
 mod watch;
 
 /// Where an agent's acknowledged cursor is and when it was last active: what the hub
@@ -36,90 +36,6 @@ pub struct AgentCursor {
     pub agent: AgentPk,
     pub acked_seq: i64,
     pub last_seen_at: Option<Timestamp>,
-}
-
-/// The body of a push: the frame's JSON object without `seq`, or why it could not be
-/// rendered.
-type Rendered = Result<(PushKind, Box<str>), String>;
-
-/// What an inbox entry becomes on the wire, shared by every recipient of a message.
-///
-/// The body is rendered when first needed (by the first session that sends it, not by
-/// the writer, on whose thread every microsecond is spent in series), then shared.
-pub struct Event {
-    body: OnceLock<Rendered>,
-    render: Box<dyn Fn() -> Rendered + Send + Sync>,
-    /// Not news for its recipients (a publish they do not watch): connections that
-    /// asked for news only skip it.
-    quiet: bool,
-    /// The entry as a message, when it is one: transports that write their own format
-    /// (STOMP) use it instead of parsing the JSON back.
-    message: Option<Arc<MessageView>>,
-}
-
-impl Event {
-    /// An event whose kind and JSON object `render` produces when first needed.
-    pub fn new(
-        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
-    ) -> Arc<Event> {
-        Event::with_news(true, render)
-    }
-
-    /// Like [`Event::new`], saying whether the entry is news for its recipients.
-    pub fn with_news(
-        news: bool,
-        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
-    ) -> Arc<Event> {
-        Event::build(news, None, render)
-    }
-
-    /// Like [`Event::with_news`], for a message whose view `render` renders.
-    pub fn with_message(
-        news: bool,
-        message: Arc<MessageView>,
-        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
-    ) -> Arc<Event> {
-        Event::build(news, Some(message), render)
-    }
-
-    fn build(
-        news: bool,
-        message: Option<Arc<MessageView>>,
-        render: impl Fn() -> Result<(PushKind, String), String> + Send + Sync + 'static,
-    ) -> Arc<Event> {
-        Arc::new(Event {
-            body: OnceLock::new(),
-            render: Box::new(move || render().map(|(kind, body)| (kind, body.into_boxed_str()))),
-            quiet: !news,
-            message,
-        })
-    }
-
-    /// The entry as a message view (without its recipient's `seq`), when it is one.
-    pub fn message(&self) -> Option<&Arc<MessageView>> {
-        self.message.as_ref()
-    }
-
-    /// Whether the entry is news for its recipients.
-    pub fn is_news(&self) -> bool {
-        !self.quiet
-    }
-
-    /// The frame text for one recipient, or why the body could not be rendered (the
-    /// session then sends the entry from storage instead).
-    pub fn frame(&self, seq: i64) -> Result<String, String> {
-        match self.body.get_or_init(|| (self.render)()) {
-            Ok((kind, body)) => Ok(push_text(*kind, seq, body)),
-            Err(why) => Err(why.clone()),
-        }
-    }
-}
-
-/// One inbox entry on its way to a connection.
-#[derive(Clone)]
-pub struct Push {
-    pub seq: i64,
-    pub event: Arc<Event>,
 }
 
 /// Connections closed because their outbox overflowed (4008).
@@ -407,6 +323,15 @@ impl Hub {
             .is_some_and(|s| s.conns.iter().any(|c| c.route == route))
     }
 
+    /// Every agent with a live connection here right now.
+    pub fn connected_agents(&self) -> Vec<AgentPk> {
+        self.read()
+            .iter()
+            .filter(|(_, s)| !s.conns.is_empty())
+            .map(|(agent, _)| *agent)
+            .collect()
+    }
+
     /// Whether the agent has a live connection right now.
     pub fn is_connected(&self, agent_pk: AgentPk) -> bool {
         self.read()
@@ -491,6 +416,7 @@ impl Hub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchboard_types::frames::PushKind;
 
     fn event(body: &'static str) -> Arc<Event> {
         Event::new(move || Ok((PushKind::Message, body.to_owned())))
