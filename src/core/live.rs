@@ -51,6 +51,12 @@ impl LivePush {
     pub fn is_news(&self) -> bool {
         self.0.event.is_news()
     }
+
+    /// Whether the entry must be read from storage: another node committed it, and
+    /// only its seq is known here.
+    pub fn is_stored(&self) -> bool {
+        self.0.event.is_stored()
+    }
 }
 
 impl Connection {

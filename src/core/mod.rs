@@ -16,6 +16,7 @@ pub mod callback_url;
 pub mod cursor;
 mod delivery;
 mod dispatch;
+mod elsewhere;
 pub mod error;
 mod ids;
 mod inbox;
@@ -149,6 +150,7 @@ impl Core {
                 node_id: settings.node_id,
             }),
         };
+        core.follow_other_nodes();
         Ok((core, generated))
     }
 

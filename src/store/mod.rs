@@ -121,6 +121,15 @@ impl Store {
         })
     }
 
+    /// What other nodes on the same database commit, as it is heard (PostgreSQL; the
+    /// first caller gets it). `None` on SQLite, where this process is the only writer.
+    pub fn take_changes(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<records::Change>>> {
+        match &self.backend {
+            Backend::Sqlite(_) => None,
+            Backend::Postgres(s) => s.take_changes(),
+        }
+    }
+
     /// Finishes queued writes and closes every connection.
     pub async fn close(&self) {
         match &self.backend {

@@ -11,6 +11,7 @@ use std::process::Command;
 /// at all: they would run on SQLite again.
 const SQLITE_OR_STATIC: &[&str] = &[
     "engines::",
+    "nodes::",
     "storage::",
     "large_inbox::",
     "migrate_db::",

@@ -28,6 +28,7 @@ mod live;
 mod mcp;
 mod migrate_db;
 mod node;
+mod nodes;
 mod persistence;
 mod publish;
 mod readme;

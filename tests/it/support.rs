@@ -55,19 +55,7 @@ impl TestApp {
 
     /// Like [`TestApp::start`], after `adjust` changed the configuration.
     pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
-        TestApp::launch(adjust, on_postgres()).await
-    }
-
-    /// A server on a SQLite file whichever engine the suite runs on, for the tests of
-    /// what is SQLite's own (the file, its WAL, a copy from it).
-    pub async fn start_on_sqlite_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
-        TestApp::launch(adjust, false).await
-    }
-
-    async fn launch(adjust: impl FnOnce(&mut ServerConfig), postgres: bool) -> TestApp {
-        init();
-        let dir = tempfile::tempdir().expect("temp dir");
-        let pg = if postgres {
+        let pg = if on_postgres() {
             let db = crate::pg::database("app")
                 .await
                 .expect("SWITCHBOARD_TEST_ENGINE=postgres needs a PostgreSQL server");
@@ -75,6 +63,34 @@ impl TestApp {
         } else {
             None
         };
+        TestApp::launch(adjust, pg).await
+    }
+
+    /// A server on a SQLite file whichever engine the suite runs on, for the tests of
+    /// what is SQLite's own (the file, its WAL, a copy from it).
+    pub async fn start_on_sqlite_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestApp {
+        TestApp::launch(adjust, None).await
+    }
+
+    /// A server on a PostgreSQL database of its own whichever engine the suite runs
+    /// on, for what only PostgreSQL does (several nodes); `None` (and a `SKIPPED` note)
+    /// when no PostgreSQL answers and none was required.
+    pub async fn start_on_postgres() -> Option<TestApp> {
+        TestApp::start_on_postgres_with(|_| {}).await
+    }
+
+    /// Like [`TestApp::start_on_postgres`], after `adjust` changed the configuration.
+    pub async fn start_on_postgres_with(adjust: impl FnOnce(&mut ServerConfig)) -> Option<TestApp> {
+        let db = crate::pg::database("nodes").await?;
+        Some(TestApp::launch(adjust, Some(db)).await)
+    }
+
+    async fn launch(
+        adjust: impl FnOnce(&mut ServerConfig),
+        pg: Option<crate::pg::PgDatabase>,
+    ) -> TestApp {
+        init();
+        let dir = tempfile::tempdir().expect("temp dir");
         let database = match &pg {
             Some(db) => PathBuf::from(&db.url),
             None => dir.path().join("data").join("switchboard.db"),
@@ -94,6 +110,25 @@ impl TestApp {
             server: Some(server),
             _dir: dir,
             _pg: Some(PgGuard(pg)),
+        }
+    }
+
+    /// A second node on this server's database (PostgreSQL: several nodes share one),
+    /// with a node id of its own. It reads the registry at its start: create what it
+    /// must know first.
+    pub async fn another_node(&self) -> TestApp {
+        let mut config = self.config.clone();
+        config.node_id = switchboard::core::node::NodeId::generate();
+        let server = Server::start(config.clone())
+            .await
+            .expect("the second node starts");
+        TestApp {
+            base: format!("http://{}", server.local_addr()),
+            http: self.http.clone(),
+            config,
+            server: Some(server),
+            _dir: tempfile::tempdir().expect("temp dir"),
+            _pg: None,
         }
     }
 

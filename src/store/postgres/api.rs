@@ -239,11 +239,18 @@ impl PgStore {
         team: TeamRecord,
         after: impl FnOnce(TeamRecord) -> R + Send + 'static,
     ) -> Result<R, StoreError> {
-        let team: TeamRecord = write!(self, |conn| {
-            let pk = registry::insert_team(conn, &team).await?;
-            Ok(TeamRecord { pk, ..team })
-        })?;
-        Ok(after(team))
+        self.writer
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let pk = registry::insert_team(tx.conn().await?, &team).await?;
+                        tx.note_registry();
+                        Ok(TeamRecord { pk, ..team })
+                    })
+                },
+                move |team| Ok(after(team)),
+            )
+            .await
     }
 
     pub async fn update_team<R, E>(
@@ -264,6 +271,7 @@ impl PgStore {
                         let mut team = registry::team_for_update(&mut *conn, pk).await?;
                         patch(&mut team)?;
                         registry::update_team(conn, &team).await?;
+                        tx.note_registry();
                         Ok(team)
                     })
                 },
@@ -282,6 +290,7 @@ impl PgStore {
                 move |tx| {
                     Box::pin(async move {
                         let pk = registry::insert_agent(tx.conn().await?, &agent).await?;
+                        tx.note_registry();
                         Ok(AgentRecord { pk, ..agent })
                     })
                 },
@@ -308,6 +317,7 @@ impl PgStore {
                         let mut agent = registry::agent_for_update(&mut *conn, pk).await?;
                         patch(&mut agent)?;
                         registry::update_agent(conn, &agent).await?;
+                        tx.note_registry();
                         Ok(agent)
                     })
                 },
@@ -509,16 +519,15 @@ impl PgStore {
                     Box::pin(async move {
                         let conn = tx.conn().await?;
                         let now = write.task.updated_at;
-                        match write.expected_version {
-                            None => {
-                                tasks::insert(&mut *conn, &write).await?;
-                            }
+                        let task = match write.expected_version {
+                            None => tasks::insert(&mut *conn, &write).await?,
                             Some(version) => {
                                 if !tasks::update(&mut *conn, &write, version).await? {
                                     return Err(StoreError::Stale.into());
                                 }
+                                write.task.pk
                             }
-                        }
+                        };
                         let messages: Vec<&NewMessage> =
                             notices.iter().map(|p| &p.message).collect();
                         let value = decide(&messages);
@@ -532,9 +541,13 @@ impl PgStore {
                                 response: None,
                                 key: None,
                             };
-                            written.push(Ok(messages::insert_post(&mut *conn, &post).await?));
+                            written.push(messages::insert_post(&mut *conn, &post).await?);
                         }
-                        Ok((value, written))
+                        tx.note_task(task);
+                        for result in &written {
+                            tx.note_entries(result);
+                        }
+                        Ok((value, written.into_iter().map(Ok).collect::<Vec<_>>()))
                     })
                 },
                 move |(value, written)| after(value, written),

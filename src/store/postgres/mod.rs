@@ -11,6 +11,7 @@
 mod api;
 pub mod copy;
 mod inbox;
+mod listen;
 mod messages;
 mod outbox;
 mod registry;
@@ -19,6 +20,8 @@ mod tables;
 mod tasks;
 mod writer;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use sqlx::ConnectOptions;
@@ -26,13 +29,19 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::StoreError;
+use super::records::Change;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 use writer::PgWriter;
 
-/// Handle to a PostgreSQL database: a read pool and this node's writer. Cheap to clone.
+/// Handle to a PostgreSQL database: a read pool, this node's writer, and what the other
+/// nodes commit ([`listen`]). Cheap to clone.
 #[derive(Clone)]
 pub struct PgStore {
     read: PgPool,
     writer: PgWriter,
+    changes: Arc<std::sync::Mutex<Option<mpsc::Receiver<Vec<Change>>>>>,
+    listening: CancellationToken,
 }
 
 impl PgStore {
@@ -41,15 +50,36 @@ impl PgStore {
     pub async fn open(url: &str) -> Result<PgStore, StoreError> {
         let options = connect_options(url)?;
         let read = pool(options.clone(), 8).await?;
-        let write = options.connect().await?;
+        let mut write = options.connect().await?;
+        let pid = Arc::new(AtomicU32::new(writer::backend_pid(&mut write).await?));
+        let (tx, rx) = mpsc::channel(1024);
+        let listening = CancellationToken::new();
+        tokio::spawn(listen::run(
+            options.clone(),
+            pid.clone(),
+            tx,
+            listening.clone(),
+        ));
         Ok(PgStore {
             read,
-            writer: PgWriter::spawn(write, options),
+            writer: PgWriter::spawn(write, options, pid),
+            changes: Arc::new(std::sync::Mutex::new(Some(rx))),
+            listening,
         })
+    }
+
+    /// What the other nodes commit, for the one who pushes it to this node's live
+    /// connections (the first caller gets it).
+    pub fn take_changes(&self) -> Option<mpsc::Receiver<Vec<Change>>> {
+        self.changes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// Finishes queued writes and closes every connection.
     pub async fn close(&self) {
+        self.listening.cancel();
         self.writer.close().await;
         self.read.close().await;
     }

@@ -25,6 +25,7 @@ use sqlx::postgres::PgConnection;
 use switchboard_types::ids::{AgentPk, MessagePk};
 use switchboard_types::time::Timestamp;
 
+use super::listen::Notes;
 use super::messages::{Post, insert_post};
 use crate::store::StoreError;
 use crate::store::columns::StoredContent;
@@ -115,6 +116,7 @@ pub(super) async fn flush(
     posts: Vec<StagedPost>,
     begin: bool,
     commit: bool,
+    notes: &mut Notes,
 ) -> Result<(), StoreError> {
     let open = if begin {
         "BEGIN; SAVEPOINT flush"
@@ -124,12 +126,17 @@ pub(super) async fn flush(
     sqlx::raw_sql(open).execute(&mut *conn).await?;
     match together(conn, &posts).await {
         Ok(results) => {
+            for result in &results {
+                notes.entries(result);
+            }
             let close = if commit {
-                "RELEASE flush; COMMIT"
+                format!("RELEASE flush; {}COMMIT", notes.statements())
             } else {
-                "RELEASE flush"
+                "RELEASE flush".to_owned()
             };
-            sqlx::raw_sql(close).execute(&mut *conn).await?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(close))
+                .execute(&mut *conn)
+                .await?;
             for (post, result) in posts.iter().zip(results) {
                 post.slot.fill(Ok(result));
             }
@@ -144,8 +151,14 @@ pub(super) async fn flush(
             for p in &posts {
                 outcomes.push(one(conn, p).await.map_err(Arc::new));
             }
+            for result in outcomes.iter().flatten() {
+                notes.entries(result);
+            }
             if commit {
-                sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+                let close = format!("{}COMMIT", notes.statements());
+                sqlx::raw_sql(sqlx::AssertSqlSafe(close))
+                    .execute(&mut *conn)
+                    .await?;
             }
             for (p, outcome) in posts.iter().zip(outcomes) {
                 p.slot.fill(outcome);

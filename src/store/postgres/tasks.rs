@@ -285,25 +285,39 @@ pub(super) async fn callbacks_of<'e>(
     rows.iter().map(delivery).collect()
 }
 
-/// Callbacks to try now: the oldest pending callback of each task and receiver, if its
-/// next attempt is due.
+/// How long a node's claim on a due callback lasts: its attempt is recorded well within
+/// it (an attempt takes at most `--callback-timeout`, 10 s by default); if the node died
+/// first, another node takes the callback up when it runs out.
+pub const CLAIM_MICROS: i64 = 120_000_000;
+
+/// Callbacks to try now, **claimed** for this node: the oldest pending callback of each
+/// task and receiver, if its next attempt is due, moved `CLAIM_MICROS` into the future
+/// in the same statement. Rows another node is claiming are skipped (`SKIP LOCKED`) and
+/// rows it claimed are not due any more, so with several nodes each callback is tried
+/// by exactly one; recording the attempt sets its real next attempt.
 pub(super) async fn due_callbacks<'e>(
     ex: impl PgExecutor<'e>,
     now: Timestamp,
     limit: i64,
 ) -> Result<Vec<DueCallback>, StoreError> {
     let rows = sqlx::query(
-        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk
-         FROM callbacks c
-         WHERE c.state = 'pending' AND c.next_attempt_at <= $1
-           AND NOT EXISTS (SELECT 1 FROM callbacks e
-                           WHERE e.task_pk = c.task_pk
-                             AND e.webhook_pk IS NOT DISTINCT FROM c.webhook_pk
-                             AND e.state = 'pending' AND e.pk < c.pk)
-         ORDER BY c.next_attempt_at LIMIT $2",
+        "WITH due AS (
+             SELECT c.pk FROM callbacks c
+             WHERE c.state = 'pending' AND c.next_attempt_at <= $1
+               AND NOT EXISTS (SELECT 1 FROM callbacks e
+                               WHERE e.task_pk = c.task_pk
+                                 AND e.webhook_pk IS NOT DISTINCT FROM c.webhook_pk
+                                 AND e.state = 'pending' AND e.pk < c.pk)
+             ORDER BY c.next_attempt_at LIMIT $2
+             FOR UPDATE OF c SKIP LOCKED)
+         UPDATE callbacks c SET next_attempt_at = $1 + $3
+         FROM due WHERE c.pk = due.pk
+         RETURNING c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts,
+                   c.webhook_pk",
     )
     .bind(now.micros())
     .bind(limit)
+    .bind(CLAIM_MICROS)
     .fetch_all(ex)
     .await?;
     rows.iter()

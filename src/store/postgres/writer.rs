@@ -18,6 +18,8 @@
 //! connects again before the next batch, so the node recovers on its own once the
 //! database is back.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -26,8 +28,11 @@ use sqlx::{ConnectOptions, Connection};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::listen::Notes;
 use super::staging::{self, StagedPost};
 use crate::store::StoreError;
+use crate::store::records::PostResult;
+use switchboard_types::ids::TaskPk;
 
 /// Most jobs per transaction (as on SQLite).
 pub const MAX_BATCH: usize = 512;
@@ -55,6 +60,8 @@ pub struct PgTx {
     /// Whether the running job has taken its savepoint (lazily, with its first
     /// statement: a job that only stages needs none).
     in_job: bool,
+    /// What the batch changed, for the other nodes (sent with the commit).
+    notes: Notes,
 }
 
 impl PgTx {
@@ -69,6 +76,21 @@ impl PgTx {
             self.in_job = true;
         }
         Ok(conn)
+    }
+
+    /// Tells the other nodes, with the commit, that these entries were written.
+    pub fn note_entries(&mut self, result: &PostResult) {
+        self.notes.entries(result);
+    }
+
+    /// Tells the other nodes, with the commit, that a team or an agent changed.
+    pub fn note_registry(&mut self) {
+        self.notes.registry();
+    }
+
+    /// Tells the other nodes, with the commit, that this task changed.
+    pub fn note_task(&mut self, task: TaskPk) {
+        self.notes.task(task);
     }
 
     /// Queues a post for the batch's shared insert. A job stages last: what it staged
@@ -90,7 +112,8 @@ impl PgTx {
         }
         let begin = !self.open;
         self.open = !commit;
-        staging::flush(conn, std::mem::take(&mut self.staged), begin, commit).await
+        let posts = std::mem::take(&mut self.staged);
+        staging::flush(conn, posts, begin, commit, &mut self.notes).await
     }
 }
 
@@ -99,24 +122,26 @@ impl PgTx {
 pub struct PgWriter {
     queue: mpsc::Sender<RunJob>,
     closing: CancellationToken,
-    finished: std::sync::Arc<tokio::sync::Mutex<Option<oneshot::Receiver<()>>>>,
+    finished: Arc<tokio::sync::Mutex<Option<oneshot::Receiver<()>>>>,
 }
 
 impl PgWriter {
     /// Starts the writer on `conn`; `options` reconnect it after the database went away.
-    pub fn spawn(conn: PgConnection, options: PgConnectOptions) -> PgWriter {
+    /// `pid` is kept at the backend process id of the writer's connection (the other
+    /// nodes' notifications are told from ours by it).
+    pub fn spawn(conn: PgConnection, options: PgConnectOptions, pid: Arc<AtomicU32>) -> PgWriter {
         let (queue, rx) = mpsc::channel(QUEUE);
         let closing = CancellationToken::new();
         let (done_tx, done_rx) = oneshot::channel();
         let stop = closing.clone();
         tokio::spawn(async move {
-            run(conn, options, rx, stop).await;
+            run(conn, options, pid, rx, stop).await;
             let _ = done_tx.send(());
         });
         PgWriter {
             queue,
             closing,
-            finished: std::sync::Arc::new(tokio::sync::Mutex::new(Some(done_rx))),
+            finished: Arc::new(tokio::sync::Mutex::new(Some(done_rx))),
         }
     }
 
@@ -167,6 +192,7 @@ impl PgWriter {
 async fn run(
     conn: PgConnection,
     options: PgConnectOptions,
+    pid: Arc<AtomicU32>,
     mut rx: mpsc::Receiver<RunJob>,
     closing: CancellationToken,
 ) {
@@ -175,6 +201,7 @@ async fn run(
         open: false,
         staged: Vec::new(),
         in_job: false,
+        notes: Notes::default(),
     };
     let mut batch: Vec<RunJob> = Vec::with_capacity(MAX_BATCH);
     let metrics = (
@@ -194,7 +221,7 @@ async fn run(
         };
         let Some(first) = first else { break };
         if tx.conn.is_none() {
-            tx.conn = reconnect(&options).await;
+            tx.conn = reconnect(&options, &pid).await;
         }
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -218,9 +245,22 @@ async fn run(
     tracing::debug!("storage writer stopped");
 }
 
+/// The backend process id of a connection (what its notifications carry).
+pub(super) async fn backend_pid(conn: &mut PgConnection) -> Result<u32, StoreError> {
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await?;
+    Ok(u32::try_from(pid).unwrap_or_default())
+}
+
 /// A new write connection, or `None` (the next batch fails fast and tries again).
-async fn reconnect(options: &PgConnectOptions) -> Option<PgConnection> {
-    match tokio::time::timeout(Duration::from_secs(5), options.connect()).await {
+async fn reconnect(options: &PgConnectOptions, pid: &AtomicU32) -> Option<PgConnection> {
+    let connect = async {
+        let mut conn = options.connect().await?;
+        pid.store(backend_pid(&mut conn).await?, Ordering::Relaxed);
+        Ok::<_, StoreError>(conn)
+    };
+    match tokio::time::timeout(Duration::from_secs(5), connect).await {
         Ok(Ok(conn)) => {
             tracing::info!("write connection to PostgreSQL re-established");
             Some(conn)
@@ -266,8 +306,12 @@ async fn run_batch(tx: &mut PgTx, batch: &mut Vec<RunJob>) {
         if tx.open {
             tx.open = false;
             let conn = tx.conn.as_mut().ok_or(StoreError::BatchFailed)?;
-            exec(conn, "COMMIT").await?;
+            let commit = format!("{}COMMIT", tx.notes.statements());
+            sqlx::raw_sql(sqlx::AssertSqlSafe(commit))
+                .execute(conn)
+                .await?;
         }
+        tx.notes.clear();
         Ok(())
     }
     .await;
@@ -291,6 +335,7 @@ async fn run_batch(tx: &mut PgTx, batch: &mut Vec<RunJob>) {
 async fn rollback(tx: &mut PgTx) {
     tx.open = false;
     tx.staged.clear();
+    tx.notes.clear();
     let Some(conn) = tx.conn.as_mut() else { return };
     if let Err(err) = sqlx::raw_sql("ROLLBACK").execute(&mut *conn).await {
         tracing::warn!(error = %err, "rollback failed; the write connection is replaced");

@@ -222,6 +222,9 @@ impl Live<'_> {
         if seq != self.last_sent + 1 {
             return Ok(());
         }
+        if push.is_stored() {
+            return self.catch_up().await;
+        }
         if self.conn.news_only && !push.is_news() {
             self.last_sent = seq;
             return Ok(());

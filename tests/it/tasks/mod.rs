@@ -19,6 +19,8 @@ use crate::support::{Agent, Res, Team, TestApp};
 pub(crate) struct Receiver {
     calls: Arc<Mutex<Vec<(HeaderMap, String, u16)>>>,
     failures: Arc<Mutex<u32>>,
+    /// How long each call takes to answer.
+    delay: Arc<Mutex<Duration>>,
 }
 
 impl Receiver {
@@ -33,6 +35,11 @@ impl Receiver {
             .with_state(self.clone());
         tokio::spawn(async move { axum::serve(listener, app).await });
         format!("http://{addr}/hook")
+    }
+
+    /// Makes every call take `delay` before it is answered (and recorded).
+    pub(crate) fn answer_after(&self, delay: Duration) {
+        *self.delay.lock().expect("lock") = delay;
     }
 
     pub(crate) fn fail_next(&self, n: u32) {
@@ -68,6 +75,8 @@ impl Receiver {
 }
 
 async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) -> StatusCode {
+    let delay = *r.delay.lock().expect("lock");
+    tokio::time::sleep(delay).await;
     let status = {
         let mut failures = r.failures.lock().expect("lock");
         if *failures > 0 {

@@ -1,0 +1,100 @@
+//! What other nodes on the same database committed, pushed to this node's live
+//! connections, and their registry changes taken up here (PostgreSQL with several
+//! nodes; see `store::postgres::listen`).
+//!
+//! Only a recipient's newest seq crosses nodes, not the entries: each of this node's
+//! connections of that agent gets a push that says "read up to here from storage", and
+//! its session sends what it has not sent yet, in order, from the database — the same
+//! path as filling a gap. So the frames are exactly those a local send would have pushed
+//! (routes, news-only and acks apply as always), and nothing depends on the
+//! notification carrying them.
+
+use switchboard_types::ids::AgentPk;
+use tokio::sync::mpsc;
+
+use super::Core;
+use crate::hub::{Event, Push};
+use crate::store::records::Change;
+
+impl Core {
+    /// Starts pushing what other nodes commit, when the store hears them.
+    pub(super) fn follow_other_nodes(&self) {
+        if let Some(changes) = self.store().take_changes() {
+            tokio::spawn(self.clone().follow(changes));
+        }
+    }
+
+    async fn follow(self, mut changes: mpsc::Receiver<Vec<Change>>) {
+        while let Some(batch) = changes.recv().await {
+            for change in batch {
+                match change {
+                    Change::Inbox { agent, seq } => self.written_elsewhere(agent, seq),
+                    Change::Task(task) => self.hub().task_changed(task),
+                    Change::Registry => self.reload_registry().await,
+                    Change::Resync => {
+                        self.reload_registry().await;
+                        self.resync().await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Another node wrote `agent`'s entries up to `seq`.
+    fn written_elsewhere(&self, agent: AgentPk, seq: i64) {
+        self.hub().inbox_changed(agent);
+        let reservation = self.hub().reserve(agent, None);
+        if reservation.delivers() {
+            reservation.deliver(Push {
+                seq,
+                event: Event::stored(),
+            });
+        }
+    }
+
+    /// Another node added or changed a team or an agent: the registry is read again
+    /// (it is small, and such changes are rare), and the connections of an agent that
+    /// was removed there end here too (4003), as they do on the node that removed it.
+    async fn reload_registry(&self) {
+        let (teams, agents) = match (
+            self.store().load_teams().await,
+            self.store().load_agents().await,
+        ) {
+            (Ok(teams), Ok(agents)) => (teams, agents),
+            (Err(err), _) | (_, Err(err)) => {
+                tracing::warn!(error = %err, "reading the registry after another node's change failed");
+                return;
+            }
+        };
+        for team in teams {
+            self.registry().put_team(team);
+        }
+        for agent in agents {
+            let was_member = self
+                .registry()
+                .agent(agent.pk)
+                .is_some_and(|a| a.is_member());
+            let removed = was_member && !agent.is_member();
+            let pk = agent.pk;
+            self.registry().put_agent(agent);
+            if removed {
+                self.hub().kick(pk);
+            }
+        }
+    }
+
+    /// Notifications may have been missed: every live connection catches up from
+    /// storage.
+    async fn resync(&self) {
+        for agent in self.hub().connected_agents() {
+            match self.store().newest_seq(agent).await {
+                Ok(seq) if seq > 0 => self.written_elsewhere(agent, seq),
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "catching up after missed notifications failed");
+                    return;
+                }
+            }
+        }
+    }
+}
