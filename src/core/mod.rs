@@ -18,6 +18,7 @@ mod delivery;
 mod dispatch;
 mod elsewhere;
 pub mod error;
+mod health;
 mod ids;
 mod inbox;
 pub mod live;
@@ -63,6 +64,7 @@ struct Inner {
     activity: activity::ActivityWatch,
     queue_cursors: queues::QueueCursors,
     node_id: node::NodeId,
+    health: health::StorageHealth,
 }
 
 /// Settings of the core.
@@ -148,9 +150,11 @@ impl Core {
                 activity: activity::ActivityWatch::default(),
                 queue_cursors: queues::QueueCursors::default(),
                 node_id: settings.node_id,
+                health: health::StorageHealth::default(),
             }),
         };
         core.follow_other_nodes();
+        core.watch_storage();
         Ok((core, generated))
     }
 

@@ -189,3 +189,87 @@ async fn registry_changes_on_one_node_take_effect_on_another() {
     two.stop().await;
     one.stop().await;
 }
+
+/// The database goes away under a running node (its connections cut, new ones refused):
+/// requests fail with 503 `UNAVAILABLE` and write nothing, `/healthz` fails within
+/// seconds, and when the database is back the node recovers on its own — the same
+/// request succeeds, `/healthz` answers 200 again.
+#[tokio::test]
+async fn a_node_survives_its_database_going_away_and_coming_back() {
+    use sqlx::Executor;
+    let Some(app) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = app.team("outage").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let url = app.database().to_string_lossy().into_owned();
+    let name = url.rsplit('/').next().expect("a database name").to_owned();
+    let mut admin = crate::pg::admin().await;
+    let cut = |allow: bool| format!("ALTER DATABASE {name} WITH ALLOW_CONNECTIONS {allow}");
+    admin
+        .execute(sqlx::AssertSqlSafe(cut(false)))
+        .await
+        .expect("refuse connections");
+    admin
+        .execute(sqlx::AssertSqlSafe(format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"
+        )))
+        .await
+        .expect("cut the node's connections");
+    let send = |text: &'static str| {
+        app.post("/v1/messages")
+            .token(&a.token)
+            .json(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                         "message_type": "information", "content": {"text": text}}))
+            .send()
+    };
+    let refused = send("while down").await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.body["error_code"], "UNAVAILABLE");
+    let mut unhealthy = false;
+    for _ in 0..50 {
+        if app.get("/healthz").send().await.status == 503 {
+            unhealthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(unhealthy, "/healthz fails while the database is away");
+
+    admin
+        .execute(sqlx::AssertSqlSafe(cut(true)))
+        .await
+        .expect("allow connections again");
+    let mut recovered = false;
+    for _ in 0..100 {
+        if send("after").await.status == 201 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(recovered, "the node writes again once the database is back");
+    let mut healthy = false;
+    for _ in 0..50 {
+        if app.get("/healthz").send().await.status == 200 {
+            healthy = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(healthy, "/healthz answers 200 again");
+    let inbox = app.inbox(&b, "").await.expect_status(200);
+    let texts: Vec<&str> = inbox.body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"]["text"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        ["after"],
+        "nothing of the refused request was written"
+    );
+    app.stop().await;
+}

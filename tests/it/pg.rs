@@ -66,6 +66,18 @@ pub async fn database(test: &str) -> Option<PgDatabase> {
     Some(PgDatabase { url, admin, name })
 }
 
+/// A connection to the server the test databases are made on (to act on one of them
+/// from outside, as an operator would).
+pub async fn admin() -> PgConnection {
+    let admin = match std::env::var("SWITCHBOARD_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => url,
+        _ => DEFAULT.to_owned(),
+    };
+    PgConnection::connect(&admin)
+        .await
+        .expect("connect to PostgreSQL")
+}
+
 impl PgDatabase {
     /// A connection to this database.
     pub async fn connect(&self) -> PgConnection {

@@ -29,14 +29,19 @@ pub struct Health {
     pub node_id: String,
 }
 
-/// Liveness: the process answers HTTP.
+/// Liveness: the process answers HTTP and its storage answered its last check (checked
+/// every second in the background; a node cut off from its database fails this).
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "The server is alive", body = Health)))]
-async fn healthz(State(state): State<HttpState>) -> Json<Health> {
-    Json(Health {
+    responses(
+        (status = 200, description = "The server is alive and reaches its storage", body = Health),
+        (status = 503, description = "Storage did not answer its last check", body = ErrorBody),
+    ))]
+async fn healthz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
+    state.core().alive()?;
+    Ok(Json(Health {
         status: "ok".to_owned(),
         node_id: state.core().node_id().to_string(),
-    })
+    }))
 }
 
 /// Readiness: storage answers.
