@@ -18,6 +18,7 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "database_files::",
     "layout::",
     "docs::",
+    "deploy::",
 ];
 
 #[test]

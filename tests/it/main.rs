@@ -16,6 +16,7 @@ mod cli;
 mod client;
 mod coordination;
 mod database_files;
+mod deploy;
 mod docs;
 mod engines;
 mod errors;
