@@ -165,6 +165,58 @@ pub async fn push_latency(opts: Opts) -> Vec<Row> {
     ]
 }
 
+/// `ws_push` across nodes (issue #16: p99 ≤ 10 ms): two servers on one PostgreSQL
+/// database, the 1,000 agents connected to node 2, the messages sent to node 1 at 2,000
+/// per second: from node 1's answer (committed there) to the frame on node 2, which
+/// learns of the commit through LISTEN/NOTIFY and reads the entry from the database.
+pub async fn push_across_nodes(opts: Opts) -> Vec<Row> {
+    const AGENTS: usize = 1000;
+    const RATE: u64 = 2000;
+    let Some((url, admin)) = crate::postgres::database().await else {
+        return Vec::new();
+    };
+    let database = std::path::Path::new(&url);
+    let one = ServerProcess::start_on(database, &["--node-id", "node-1"]);
+    let (_, agents) = Setup::new(&one).team("push", "p", AGENTS, &[]).await;
+    let two = ServerProcess::start_on(database, &["--node-id", "node-2"]);
+    let agents = Arc::new(agents);
+    let arrived: Arrivals = Arc::new(Mutex::new(HashMap::new()));
+    let mut readers = Vec::new();
+    for agent in agents.iter() {
+        let socket = connect(&two, &agent.token, "").await;
+        readers.push(tokio::spawn(record_arrivals(socket, arrived.clone())));
+    }
+    let started = Instant::now();
+    let answered = send_at_rate(&one, &agents, RATE, RATE * opts.duration).await;
+    let elapsed = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let answered = answered.lock().expect("lock").clone();
+    let arrived = arrived.lock().expect("lock").clone();
+    for reader in readers {
+        reader.abort();
+    }
+    let mut after_answer = Vec::new();
+    let mut missing = 0;
+    for (n, (_, answer)) in &answered {
+        match arrived.get(n) {
+            Some(at) => after_answer.push(at.saturating_duration_since(*answer).as_micros() as u32),
+            None => missing += 1,
+        }
+    }
+    let rss = two.rss_kib();
+    drop((one, two));
+    crate::postgres::drop_database(&admin, &url).await;
+    vec![row(
+        "ws_push_nodes",
+        format!("{AGENTS} agents on node 2, {RATE} msg/s sent to node 1"),
+        format!("{:.0} msg/s", answered.len() as f64 / elapsed.as_secs_f64()),
+        format!("{:.2} ms", quantile_ms(&mut after_answer, 0.5)),
+        format!("{:.2} ms", quantile_ms(&mut after_answer, 0.99)),
+        rss,
+        format!("node 1's answer → frame on node 2 (target p99 ≤ 10 ms); {missing} frames missing"),
+    )]
+}
+
 /// Notes when each numbered message (text `n<number>.`) arrives on `socket`.
 async fn record_arrivals(mut socket: Socket, arrived: Arrivals) {
     while let Some(Ok(message)) = socket.next().await {

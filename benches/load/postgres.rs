@@ -14,7 +14,7 @@ use crate::scenarios::sends_to_first;
 const SLICES: u32 = 6;
 
 /// A fresh database on the benchmark's PostgreSQL; `None` when none answers.
-async fn database() -> Option<(String, String)> {
+pub async fn database() -> Option<(String, String)> {
     let admin = std::env::var("SWITCHBOARD_BENCH_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned());
     let mut conn = match PgConnection::connect(&admin).await {
@@ -33,7 +33,7 @@ async fn database() -> Option<(String, String)> {
     Some((format!("{server}/{name}"), admin))
 }
 
-async fn drop_database(admin: &str, url: &str) {
+pub async fn drop_database(admin: &str, url: &str) {
     let Some((_, name)) = url.rsplit_once('/') else {
         return;
     };

@@ -32,6 +32,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
     ("send_at_scale", |o| Box::pin(send_at_scale(o))),
     ("postgres", |o| Box::pin(crate::postgres::postgres(o))),
+    ("ws_push_nodes", |o| {
+        Box::pin(crate::live::push_across_nodes(o))
+    }),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
     ("stomp_idle", |o| Box::pin(crate::stomp::idle(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
