@@ -354,6 +354,10 @@ pub(super) fn reserve_pushes(
             pushes.delivered_to.push(agent.agent_id.clone());
             let news = message.is_news_for(agent.pk);
             pushes.reservations.push((reservation, news));
+        } else if hub.is_connected_elsewhere(agent.pk, message.route) {
+            // Another node holds its connection: that node pushes it once it hears of
+            // the commit (`core::elsewhere`).
+            pushes.delivered_to.push(agent.agent_id.clone());
         } else {
             pushes.pending_delivery.push(agent.agent_id.clone());
         }

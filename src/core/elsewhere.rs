@@ -9,12 +9,19 @@
 //! (routes, news-only and acks apply as always), and nothing depends on the
 //! notification carrying them.
 
+use std::time::Duration;
+
 use switchboard_types::ids::AgentPk;
+use switchboard_types::time::Timestamp;
 use tokio::sync::mpsc;
 
 use super::Core;
 use crate::hub::{Event, Push};
-use crate::store::records::Change;
+use crate::store::records::{Change, NodeConnections};
+
+/// How long a node's heartbeat stays fresh: past it the node counts as dead and its
+/// connections as gone (a heartbeat is written every second).
+pub const NODE_EXPIRY: Duration = Duration::from_secs(10);
 
 impl Core {
     /// Starts pushing what other nodes commit, when the store hears them.
@@ -36,6 +43,42 @@ impl Core {
                         self.resync().await;
                     }
                 }
+            }
+        }
+    }
+
+    /// Tells the other nodes which agents are connected here and learns which are
+    /// connected there (every second, with the presence save). A node whose heartbeat
+    /// is older than [`NODE_EXPIRY`] counts as dead: its connections are forgotten. If
+    /// the exchange fails, nothing is assumed of the other nodes.
+    pub(super) async fn sync_nodes(&self) {
+        let mine = self
+            .hub()
+            .local_connections()
+            .into_iter()
+            .map(|(agent, routes, since)| NodeConnections {
+                agent,
+                routes,
+                since,
+            })
+            .collect();
+        let now = Timestamp::now();
+        let fresh_after = Timestamp::from_micros(now.micros() - NODE_EXPIRY.as_micros() as i64);
+        let node = self.node_id().to_string();
+        match self
+            .store()
+            .sync_connections(node, mine, now, fresh_after)
+            .await
+        {
+            Ok(theirs) => self.hub().set_elsewhere(
+                theirs
+                    .into_iter()
+                    .map(|c| (c.agent, c.routes, c.since))
+                    .collect(),
+            ),
+            Err(err) => {
+                tracing::debug!(error = %err, "exchanging connections with the other nodes failed");
+                self.hub().set_elsewhere(Vec::new());
             }
         }
     }

@@ -185,6 +185,7 @@ impl Core {
     /// second and at shutdown), queue cursors included. A failed write keeps them for
     /// the next call.
     pub async fn save_presence(&self) -> CoreResult<()> {
+        self.sync_nodes().await;
         let queues = self.save_queue_cursors().await;
         let unsaved = self.hub().take_unsaved();
         if unsaved.is_empty() {

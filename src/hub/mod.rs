@@ -154,6 +154,9 @@ pub struct Hub {
     /// Who waits for an inbox or a task to change (see `watch`), and how many in all.
     signals: std::sync::Mutex<HashMap<watch::Watched, Arc<Notify>>>,
     waiting: AtomicU64,
+    /// Agents with live connections on other nodes (several nodes on one database):
+    /// their transports and since when, as last heard (every second).
+    elsewhere: RwLock<HashMap<AgentPk, (Vec<Route>, Timestamp)>>,
 }
 
 /// A registered connection: its outbox and lag flag. Dropping it unregisters.
@@ -221,6 +224,7 @@ impl Hub {
             open: AtomicU64::new(0),
             signals: std::sync::Mutex::new(HashMap::new()),
             waiting: AtomicU64::new(0),
+            elsewhere: RwLock::new(HashMap::new()),
         })
     }
 
@@ -323,6 +327,42 @@ impl Hub {
             .is_some_and(|s| s.conns.iter().any(|c| c.route == route))
     }
 
+    /// This node's live connections per agent: their transports and the oldest one's
+    /// start (what the other nodes are told).
+    pub fn local_connections(&self) -> Vec<(AgentPk, Vec<Route>, Timestamp)> {
+        self.read()
+            .iter()
+            .filter_map(|(agent, s)| {
+                let since = s.conns.iter().map(|c| c.since).min()?;
+                let mut routes: Vec<Route> = s.conns.iter().map(|c| c.route).collect();
+                routes.sort_by_key(|r| r.as_str());
+                routes.dedup();
+                Some((*agent, routes, since))
+            })
+            .collect()
+    }
+
+    /// Replaces what is known of the other nodes' live connections.
+    pub fn set_elsewhere(&self, connections: Vec<(AgentPk, Vec<Route>, Timestamp)>) {
+        let mut map: HashMap<AgentPk, (Vec<Route>, Timestamp)> = HashMap::new();
+        for (agent, routes, since) in connections {
+            let entry = map.entry(agent).or_insert((Vec::new(), since));
+            entry.0.extend(routes);
+            entry.1 = entry.1.min(since);
+        }
+        *self.elsewhere.write().unwrap_or_else(|p| p.into_inner()) = map;
+    }
+
+    /// Whether another node holds a live connection of the agent (of transport
+    /// `route`, when given): an entry committed here reaches it through that node.
+    pub fn is_connected_elsewhere(&self, agent_pk: AgentPk, route: Option<Route>) -> bool {
+        self.elsewhere
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&agent_pk)
+            .is_some_and(|(routes, _)| route.is_none_or(|r| routes.contains(&r)))
+    }
+
     /// Every agent with a live connection here right now.
     pub fn connected_agents(&self) -> Vec<AgentPk> {
         self.read()
@@ -339,19 +379,27 @@ impl Hub {
             .is_some_and(|s| !s.conns.is_empty())
     }
 
+    /// Whether and since when the agent is connected, here or on another node.
     pub fn presence(&self, agent_pk: AgentPk) -> Presence {
+        let elsewhere = self
+            .elsewhere
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&agent_pk)
+            .map(|(_, since)| *since);
         let agents = self.read();
-        match agents.get(&agent_pk) {
-            Some(state) => Presence {
-                connected: !state.conns.is_empty(),
-                connected_since: state.conns.iter().map(|c| c.since).min(),
-                last_seen_at: state.last_seen,
-            },
-            None => Presence {
-                connected: false,
-                connected_since: None,
-                last_seen_at: None,
-            },
+        let (here, last_seen_at) = match agents.get(&agent_pk) {
+            Some(state) => (state.conns.iter().map(|c| c.since).min(), state.last_seen),
+            None => (None, None),
+        };
+        let connected_since = match (here, elsewhere) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Presence {
+            connected: connected_since.is_some(),
+            connected_since,
+            last_seen_at,
         }
     }
 

@@ -10,6 +10,7 @@
 
 pub(crate) mod columns;
 pub mod error;
+pub mod nodes;
 pub(crate) mod paging;
 pub mod postgres;
 pub mod records;
@@ -29,8 +30,8 @@ pub use error::StoreError;
 use records::{
     ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
     InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
-    PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
+    MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks, PostContext,
+    PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 use remotes::RemoteAgentRecord;
@@ -211,6 +212,10 @@ impl Store {
         fn put_webhook(&self, webhook: WebhookRecord, replay_after: Option<i64>) -> ();
         /// Removes a task's webhook; `false` when it had none of that id.
         fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> bool;
+        /// Writes this node's live connections and heartbeat, and reads those of the
+        /// other nodes whose heartbeat is newer than `fresh_after` (PostgreSQL; nothing
+        /// on SQLite, where one process is the only node).
+        fn sync_connections(&self, node: String, mine: Vec<NodeConnections>, now: Timestamp, fresh_after: Timestamp) -> Vec<NodeConnections>;
         /// Every outside A2A agent that is still a member.
         fn remote_agents(&self) -> Vec<RemoteAgentRecord>;
         /// Adds an outside A2A agent, or records its refreshed card.

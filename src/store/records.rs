@@ -580,18 +580,4 @@ pub struct MessageSweep {
     pub next_after: Option<i64>,
 }
 
-/// Something another node committed (PostgreSQL with several nodes), as this node hears
-/// it: the core pushes it to its own live connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Change {
-    /// The agent's inbox has entries up to `seq`.
-    Inbox { agent: AgentPk, seq: i64 },
-    /// The task changed.
-    Task(TaskPk),
-    /// A team or an agent was added or changed (a removal, a revoked token, its
-    /// communication switched off): the registry must be read again.
-    Registry,
-    /// Notifications may have been missed (the listening connection dropped): every
-    /// live connection should catch up from storage.
-    Resync,
-}
+pub use super::nodes::{Change, NodeConnections};

@@ -18,8 +18,8 @@ use crate::store::columns::hash_from;
 use crate::store::records::{
     ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
     InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
-    PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
+    MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks, PostContext,
+    PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 use crate::store::remotes::RemoteAgentRecord;
@@ -219,6 +219,16 @@ impl PgStore {
         let events = tasks::events(&mut *tx, task).await?;
         tx.commit().await?;
         Ok(Some((record, events)))
+    }
+
+    pub async fn sync_connections(
+        &self,
+        node: String,
+        mine: Vec<NodeConnections>,
+        now: Timestamp,
+        fresh_after: Timestamp,
+    ) -> Result<Vec<NodeConnections>, StoreError> {
+        registry::sync_connections(&self.read, &node, &mine, now, fresh_after).await
     }
 
     pub async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {

@@ -8,7 +8,9 @@ use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
 use crate::store::columns::{AGENT_COLUMNS, TEAM_COLUMNS, agent, team};
-use crate::store::records::{AgentRecord, PresenceRow, QueueCursorRow, TeamRecord};
+use crate::store::records::{
+    AgentRecord, NodeConnections, PresenceRow, QueueCursorRow, TeamRecord,
+};
 
 pub(super) const ADMIN_TOKEN_HASH: &str = "admin_token_sha256";
 
@@ -288,4 +290,65 @@ pub(super) async fn save_queue_cursors(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Writes this node's heartbeat and live connections (replacing its earlier rows) and
+/// reads the other nodes' whose heartbeat is newer than `fresh_after`, in one
+/// transaction on a pooled connection (the writer's batches never wait for it).
+pub(super) async fn sync_connections(
+    pool: &PgPool,
+    node: &str,
+    mine: &[NodeConnections],
+    now: Timestamp,
+    fresh_after: Timestamp,
+) -> Result<Vec<NodeConnections>, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO nodes (node_id, heartbeat_at) VALUES ($1, $2)
+         ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+    )
+    .bind(node)
+    .bind(now.micros())
+    .execute(&mut *tx)
+    .await?;
+    let agents: Vec<i64> = mine.iter().map(|c| c.agent.0).collect();
+    let routes: Vec<String> = mine
+        .iter()
+        .map(|c| {
+            let names: Vec<&str> = c.routes.iter().map(|r| r.as_str()).collect();
+            names.join(",")
+        })
+        .collect();
+    let since: Vec<i64> = mine.iter().map(|c| c.since.micros()).collect();
+    sqlx::query(
+        "WITH gone AS (DELETE FROM node_connections WHERE node_id = $1)
+         INSERT INTO node_connections (node_id, agent_pk, routes, since)
+         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[])",
+    )
+    .bind(node)
+    .bind(agents)
+    .bind(routes)
+    .bind(since)
+    .execute(&mut *tx)
+    .await?;
+    let rows = sqlx::query(
+        "SELECT c.agent_pk, c.routes, c.since FROM node_connections c
+         JOIN nodes n ON n.node_id = c.node_id
+         WHERE c.node_id <> $1 AND n.heartbeat_at > $2",
+    )
+    .bind(node)
+    .bind(fresh_after.micros())
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            let routes: String = r.try_get(1)?;
+            Ok(NodeConnections {
+                agent: AgentPk(r.try_get(0)?),
+                routes: routes.split(',').filter_map(|r| r.parse().ok()).collect(),
+                since: Timestamp::from_micros(r.try_get(2)?),
+            })
+        })
+        .collect()
 }

@@ -171,6 +171,20 @@ impl SqliteStore {
     }
 }
 
+/// Several nodes share a PostgreSQL database, never a SQLite file: this process is the
+/// only node, and no other node has connections.
+impl SqliteStore {
+    pub async fn sync_connections(
+        &self,
+        _node: String,
+        _mine: Vec<crate::store::records::NodeConnections>,
+        _now: Timestamp,
+        _fresh_after: Timestamp,
+    ) -> Result<Vec<crate::store::records::NodeConnections>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 /// Writes, as jobs of the group commit.
 impl SqliteStore {
     pub async fn set_admin_hash(&self, hash: SecretHash) -> Result<(), StoreError> {

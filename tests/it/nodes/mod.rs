@@ -10,6 +10,8 @@ use serde_json::json;
 
 use crate::support::TestApp;
 
+mod journeys;
+
 /// A on node 1 sends to B, whose WebSocket is on node 2: the frame arrives live (no
 /// polling: node 2 hears node 1's commit through LISTEN/NOTIFY), with the seq node 1
 /// answered, and a broadcast reaches it the same way.
@@ -274,243 +276,66 @@ async fn a_node_survives_its_database_going_away_and_coming_back() {
     app.stop().await;
 }
 
-/// Three nodes, one task: A submits on node 1 (B, live on node 2, gets the TaskRequest
-/// pushed there), B asks for clarification on node 2 (A, live on node 3, gets the
-/// question there), A answers on node 3, B hands off to C on node 2, and C, live on node
-/// 1, gets the TaskRequest with the context so far; a broadcast from C reaches A and B
-/// on their nodes. Every frame is pushed by a node other than the one that wrote it.
+/// Presence crosses nodes: with B's WebSocket on node 2, a send on node 1 reports B in
+/// `delivered_to` (node 2 pushes it) and node 1 shows B connected; once B's connection
+/// closes, node 1 reports it in `pending_delivery` again. (The nodes exchange their
+/// connections every second.)
 #[tokio::test]
-async fn a_task_travels_across_three_nodes() {
+async fn delivered_to_and_presence_see_every_node() {
     let Some(one) = TestApp::start_on_postgres().await else {
         return;
     };
-    let team = one.team("three").await;
-    let a = one.agent(&team, "A", &[]).await;
-    let b = one.agent(&team, "B", &["x"]).await;
-    let c = one.agent(&team, "C", &["x"]).await;
+    let team = one.team("seen").await;
+    let a = one.agent(&team, "a", &[]).await;
+    let b = one.agent(&team, "b", &[]).await;
     let two = one.another_node().await;
-    let three = one.another_node().await;
-    let (mut b_ws, _, _) = two.ws_caught_up(&b, "").await;
-    let (mut a_ws, _, _) = three.ws_caught_up(&a, "").await;
-    let (mut c_ws, _, _) = one.ws_caught_up(&c, "").await;
-    let within = |what: &'static str| {
-        move |frame: Result<serde_json::Value, tokio::time::error::Elapsed>| {
-            frame.unwrap_or_else(|_| panic!("{what} within 5 s"))
-        }
+    let send = || {
+        one.post("/v1/messages")
+            .token(&a.token)
+            .json(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                         "message_type": "information", "content": {"text": "where?"}}))
+            .send()
     };
-    let wait = Duration::from_secs(5);
-
-    one.post("/v1/tasks")
-        .token(&a.token)
-        .json(
-            json!({"task_id": "t", "description": "sum it up", "originating_agent_id": "A",
-                     "target_agent_id": "B"}),
-        )
-        .send()
-        .await
-        .expect_status(201);
-    let request = within("B's TaskRequest on node 2")(
-        tokio::time::timeout(wait, b_ws.next_of("TaskRequest")).await,
-    );
-    assert_eq!(request["task_id"], "t");
-
-    let asked = two
-        .post("/v1/tasks/t/clarifications")
-        .token(&b.token)
-        .json(json!({"question": "Which quarter?"}))
-        .send()
-        .await
-        .expect_status(201);
-    let question = within("A's ClarificationRequest on node 3")(
-        tokio::time::timeout(wait, a_ws.next_of("ClarificationRequest")).await,
-    );
-    let clarification = question["clarification_id"]
-        .as_str()
-        .expect("an id")
-        .to_owned();
+    let first = send().await.expect_status(201);
     assert_eq!(
-        asked.body["task"]["open_clarification"]["clarification_id"],
-        clarification.as_str()
+        first.body["delivery_status"]["pending_delivery"],
+        json!(["b"])
     );
 
-    three
-        .post(&format!(
-            "/v1/tasks/t/clarifications/{clarification}/answer"
-        ))
-        .token(&a.token)
-        .json(json!({"answer": "Q3"}))
-        .send()
-        .await
-        .expect_status(200);
-    let answer = within("B's ClarificationResponse on node 2")(
-        tokio::time::timeout(wait, b_ws.next_of("ClarificationResponse")).await,
-    );
-    assert_eq!(answer["answer"], "Q3");
-
-    two.post("/v1/tasks/t/handoff")
-        .token(&b.token)
-        .json(json!({"new_agent_id": "C", "reason": "C reviews these"}))
-        .send()
-        .await
-        .expect_status(200);
-    let handed = within("C's TaskRequest on node 1")(
-        tokio::time::timeout(wait, c_ws.next_of("TaskRequest")).await,
-    );
-    assert_eq!(handed["assignee_agent_id"], "C");
-    assert_eq!(handed["context"][0]["answer"], "Q3");
-    let note = within("A's HandoffNotification on node 3")(
-        tokio::time::timeout(wait, a_ws.next_of("HandoffNotification")).await,
-    );
-    assert_eq!(note["new_agent_id"], "C");
-
-    one.post("/v1/broadcasts")
-        .token(&c.token)
-        .json(
-            json!({"sender_agent_id": "C", "update_type": "progress", "urgency": "info",
-                     "content": {"summary": "reviewing"}}),
-        )
-        .send()
-        .await
-        .expect_status(201);
-    for (ws, node) in [(&mut a_ws, "node 3"), (&mut b_ws, "node 2")] {
-        let frame = tokio::time::timeout(wait, ws.next_of("message"))
-            .await
-            .unwrap_or_else(|_| panic!("the broadcast on {node}"));
-        assert_eq!(frame["message"]["sender_agent_id"], "C", "{frame}");
+    let (mut ws, _, _) = two.ws_caught_up(&b, "").await;
+    let mut seen = false;
+    for _ in 0..40 {
+        let res = send().await.expect_status(201);
+        if res.body["delivery_status"]["delivered_to"] == json!(["b"]) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    three.stop().await;
+    assert!(seen, "node 1 learns that b is connected on node 2");
+    let frame = tokio::time::timeout(Duration::from_secs(5), ws.next_of("message"))
+        .await
+        .expect("and node 2 pushes it");
+    assert_eq!(frame["message"]["content"]["text"], "where?");
+    let agent = one
+        .get("/v1/teams/seen/agents/b")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(agent.body["agent"]["connected"], true, "{}", agent.body);
+
+    drop(ws);
+    let mut gone = false;
+    for _ in 0..40 {
+        let res = send().await.expect_status(201);
+        if res.body["delivery_status"]["pending_delivery"] == json!(["b"]) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "node 1 learns that b's connection closed");
     two.stop().await;
     one.stop().await;
-}
-
-/// `kill -9` of one node under send load (the binary, as an operator runs it): every
-/// message it acknowledged before dying is in the recipient's inbox read through the
-/// surviving node, with seqs 1..=n and no gap, and the survivor keeps taking sends.
-#[tokio::test]
-async fn a_killed_node_loses_nothing_it_acknowledged() {
-    use crate::process::{Process, call};
-    use crate::support::ADMIN;
-    use reqwest::Method;
-    use std::sync::{Arc, Mutex};
-    let Some(db) = crate::pg::database("killed").await else {
-        return;
-    };
-    let url = std::path::Path::new(&db.url);
-    let doomed = Process::start_with(url, &["--node-id", "doomed"]);
-    let http = reqwest::Client::new();
-    let (status, team) = call(
-        &http,
-        &doomed,
-        Method::POST,
-        "/v1/teams",
-        ADMIN,
-        Some(json!({"name": "Kill", "team_id": "kill"})),
-    )
-    .await;
-    assert_eq!(status, 201, "{team}");
-    let key = team["team_key"].as_str().expect("team key").to_owned();
-    let mut tokens = Vec::new();
-    for id in ["a", "b"] {
-        let (status, agent) = call(
-            &http,
-            &doomed,
-            Method::POST,
-            "/v1/teams/kill/agents",
-            &key,
-            Some(json!({"agent_id": id, "role": "r", "capabilities": []})),
-        )
-        .await;
-        assert_eq!(status, 201, "{agent}");
-        tokens.push(agent["token"].as_str().expect("token").to_owned());
-    }
-    let survivor = Process::start_with(url, &["--node-id", "survivor"]);
-
-    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
-    let mut senders = Vec::new();
-    for worker in 0..8 {
-        let (http, base, token, acked) = (
-            http.clone(),
-            doomed.base.clone(),
-            tokens[0].clone(),
-            acked.clone(),
-        );
-        senders.push(tokio::spawn(async move {
-            for n in 0.. {
-                let sent = http
-                    .post(format!("{base}/v1/messages"))
-                    .bearer_auth(&token)
-                    .json(
-                        &json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
-                                  "message_type": "information",
-                                  "content": {"text": format!("{worker}/{n}")}}),
-                    )
-                    .send()
-                    .await;
-                let Ok(res) = sent else { return };
-                if res.status() != 201 {
-                    return;
-                }
-                let Ok(body) = res.json::<serde_json::Value>().await else {
-                    return;
-                };
-                let id = body["message_id"].as_str().expect("an id").to_owned();
-                acked.lock().expect("lock").push(id);
-            }
-        }));
-    }
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    doomed.kill();
-    for sender in senders {
-        let _ = sender.await;
-    }
-    let acked: HashSet<String> = acked.lock().expect("lock").iter().cloned().collect();
-    assert!(
-        acked.len() > 10,
-        "the load ran: {} acknowledged",
-        acked.len()
-    );
-
-    let mut seqs = Vec::new();
-    let mut ids = HashSet::new();
-    let mut cursor = String::new();
-    loop {
-        let (status, page) = call(
-            &http,
-            &survivor,
-            Method::GET,
-            &format!("/v1/messages?agent_id=b&limit=100&sort_order=oldest_first{cursor}"),
-            &tokens[1],
-            None,
-        )
-        .await;
-        assert_eq!(status, 200, "{page}");
-        for m in page["messages"].as_array().expect("messages") {
-            seqs.push(m["seq"].as_i64().expect("seq"));
-            ids.insert(m["message_id"].as_str().expect("id").to_owned());
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = format!("&cursor={next}"),
-            None => break,
-        }
-    }
-    let missing: Vec<&String> = acked.difference(&ids).collect();
-    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
-    assert_eq!(
-        seqs,
-        (1..=seqs.len() as i64).collect::<Vec<i64>>(),
-        "no gap"
-    );
-    let (status, _) = call(
-        &http,
-        &survivor,
-        Method::POST,
-        "/v1/messages",
-        &tokens[0],
-        Some(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
-                    "message_type": "information", "content": {"text": "after"}})),
-    )
-    .await;
-    assert_eq!(status, 201);
-    survivor.kill();
-    db.remove().await;
 }

@@ -1,0 +1,287 @@
+//! Longer journeys across nodes: one task through three of them, and a node killed
+//! under load.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::process::{Process, call};
+use crate::support::{ADMIN, Agent, TestApp};
+use crate::wsclient::Ws;
+
+/// Three nodes on one database, A live on node 3, B on node 2, C on node 1.
+struct Three {
+    nodes: [TestApp; 3],
+    a: Agent,
+    b: Agent,
+    c: Agent,
+    a_ws: Ws,
+    b_ws: Ws,
+    c_ws: Ws,
+}
+
+async fn three_nodes() -> Option<Three> {
+    let one = TestApp::start_on_postgres().await?;
+    let team = one.team("three").await;
+    let a = one.agent(&team, "A", &[]).await;
+    let b = one.agent(&team, "B", &["x"]).await;
+    let c = one.agent(&team, "C", &["x"]).await;
+    let two = one.another_node().await;
+    let three = one.another_node().await;
+    let (b_ws, _, _) = two.ws_caught_up(&b, "").await;
+    let (a_ws, _, _) = three.ws_caught_up(&a, "").await;
+    let (c_ws, _, _) = one.ws_caught_up(&c, "").await;
+    Some(Three {
+        nodes: [one, two, three],
+        a,
+        b,
+        c,
+        a_ws,
+        b_ws,
+        c_ws,
+    })
+}
+
+/// The next frame of `kind` on `ws`, which must come within 5 s.
+async fn frame(ws: &mut Ws, kind: &str, what: &str) -> Value {
+    tokio::time::timeout(Duration::from_secs(5), ws.next_of(kind))
+        .await
+        .unwrap_or_else(|_| panic!("{what} within 5 s"))
+}
+
+/// A submits on node 1; B gets the TaskRequest on node 2; B asks on node 2, A gets the
+/// question on node 3. The clarification's id.
+async fn submit_and_ask(s: &mut Three) -> String {
+    let [one, two, _] = &s.nodes;
+    one.post("/v1/tasks")
+        .token(&s.a.token)
+        .json(
+            json!({"task_id": "t", "description": "sum it up", "originating_agent_id": "A",
+                     "target_agent_id": "B"}),
+        )
+        .send()
+        .await
+        .expect_status(201);
+    let request = frame(&mut s.b_ws, "TaskRequest", "B's TaskRequest on node 2").await;
+    assert_eq!(request["task_id"], "t");
+    let asked = two
+        .post("/v1/tasks/t/clarifications")
+        .token(&s.b.token)
+        .json(json!({"question": "Which quarter?"}))
+        .send()
+        .await
+        .expect_status(201);
+    let question = frame(
+        &mut s.a_ws,
+        "ClarificationRequest",
+        "A's question on node 3",
+    )
+    .await;
+    let id = question["clarification_id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    assert_eq!(
+        asked.body["task"]["open_clarification"]["clarification_id"],
+        id.as_str()
+    );
+    id
+}
+
+/// A answers on node 3 (B hears it on node 2); B hands off to C on node 2 (C, on node
+/// 1, gets the TaskRequest with the context; A, on node 3, the notification).
+async fn answer_and_hand_off(s: &mut Three, clarification: &str) {
+    let [_, two, three] = &s.nodes;
+    three
+        .post(&format!(
+            "/v1/tasks/t/clarifications/{clarification}/answer"
+        ))
+        .token(&s.a.token)
+        .json(json!({"answer": "Q3"}))
+        .send()
+        .await
+        .expect_status(200);
+    let answer = frame(&mut s.b_ws, "ClarificationResponse", "B's answer on node 2").await;
+    assert_eq!(answer["answer"], "Q3");
+    two.post("/v1/tasks/t/handoff")
+        .token(&s.b.token)
+        .json(json!({"new_agent_id": "C", "reason": "C reviews these"}))
+        .send()
+        .await
+        .expect_status(200);
+    let handed = frame(&mut s.c_ws, "TaskRequest", "C's TaskRequest on node 1").await;
+    assert_eq!(handed["assignee_agent_id"], "C");
+    assert_eq!(handed["context"][0]["answer"], "Q3");
+    let note = frame(&mut s.a_ws, "HandoffNotification", "A's note on node 3").await;
+    assert_eq!(note["new_agent_id"], "C");
+}
+
+/// Three nodes, one task: submitted on node 1, clarified on node 2, answered on node 3,
+/// handed off on node 2 to C on node 1 — every frame pushed by a node other than the
+/// one that wrote it — and a broadcast from C reaching A and B on their nodes.
+#[tokio::test]
+async fn a_task_travels_across_three_nodes() {
+    let Some(mut s) = three_nodes().await else {
+        return;
+    };
+    let clarification = submit_and_ask(&mut s).await;
+    answer_and_hand_off(&mut s, &clarification).await;
+    s.nodes[0]
+        .post("/v1/broadcasts")
+        .token(&s.c.token)
+        .json(
+            json!({"sender_agent_id": "C", "update_type": "progress", "urgency": "info",
+                     "content": {"summary": "reviewing"}}),
+        )
+        .send()
+        .await
+        .expect_status(201);
+    for (ws, node) in [(&mut s.a_ws, "node 3"), (&mut s.b_ws, "node 2")] {
+        let broadcast = frame(ws, "message", node).await;
+        assert_eq!(broadcast["message"]["sender_agent_id"], "C", "{broadcast}");
+    }
+    for node in s.nodes {
+        node.stop().await;
+    }
+}
+
+/// A team `kill` with agents `a` and `b` made through `node`; their tokens.
+async fn team_through(http: &reqwest::Client, node: &Process) -> [String; 2] {
+    let (status, team) = call(
+        http,
+        node,
+        Method::POST,
+        "/v1/teams",
+        ADMIN,
+        Some(json!({"name": "Kill", "team_id": "kill"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{team}");
+    let key = team["team_key"].as_str().expect("team key").to_owned();
+    let mut tokens = Vec::new();
+    for id in ["a", "b"] {
+        let (status, agent) = call(
+            http,
+            node,
+            Method::POST,
+            "/v1/teams/kill/agents",
+            &key,
+            Some(json!({"agent_id": id, "role": "r", "capabilities": []})),
+        )
+        .await;
+        assert_eq!(status, 201, "{agent}");
+        tokens.push(agent["token"].as_str().expect("token").to_owned());
+    }
+    [tokens[0].clone(), tokens[1].clone()]
+}
+
+/// Senders from `a` to `b` through `base` on 8 connections, until the node stops
+/// answering; each acknowledged id goes into `acked`.
+fn send_until_gone(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    acked: &Arc<Mutex<Vec<String>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..8)
+        .map(|worker| {
+            let (http, base) = (http.clone(), base.to_owned());
+            let (token, acked) = (token.to_owned(), acked.clone());
+            tokio::spawn(async move {
+                for n in 0.. {
+                    let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                                      "message_type": "information",
+                                      "content": {"text": format!("{worker}/{n}")}});
+                    let url = format!("{base}/v1/messages");
+                    let sent = http.post(url).bearer_auth(&token).json(&body).send().await;
+                    let Ok(res) = sent else { return };
+                    if res.status() != 201 {
+                        return;
+                    }
+                    let Ok(body) = res.json::<Value>().await else {
+                        return;
+                    };
+                    let id = body["message_id"].as_str().expect("an id").to_owned();
+                    acked.lock().expect("lock").push(id);
+                }
+            })
+        })
+        .collect()
+}
+
+/// `b`'s whole inbox through `node`, oldest first: its seqs and message ids.
+async fn inbox_through(
+    http: &reqwest::Client,
+    node: &Process,
+    token: &str,
+) -> (Vec<i64>, HashSet<String>) {
+    let mut seqs = Vec::new();
+    let mut ids = HashSet::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/v1/messages?agent_id=b&limit=100&sort_order=oldest_first{cursor}");
+        let (status, page) = call(http, node, Method::GET, &path, token, None).await;
+        assert_eq!(status, 200, "{page}");
+        for m in page["messages"].as_array().expect("messages") {
+            seqs.push(m["seq"].as_i64().expect("seq"));
+            ids.insert(m["message_id"].as_str().expect("id").to_owned());
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = format!("&cursor={next}"),
+            None => return (seqs, ids),
+        }
+    }
+}
+
+/// `kill -9` of one node under send load (the binary, as an operator runs it): every
+/// message it acknowledged before dying is in the recipient's inbox read through the
+/// surviving node, with seqs 1..=n and no gap, and the survivor keeps taking sends.
+#[tokio::test]
+async fn a_killed_node_loses_nothing_it_acknowledged() {
+    let Some(db) = crate::pg::database("killed").await else {
+        return;
+    };
+    let url = std::path::Path::new(&db.url);
+    let doomed = Process::start_with(url, &["--node-id", "doomed"]);
+    let http = reqwest::Client::new();
+    let [a, b] = team_through(&http, &doomed).await;
+    let survivor = Process::start_with(url, &["--node-id", "survivor"]);
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let senders = send_until_gone(&http, &doomed.base, &a, &acked);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    doomed.kill();
+    for sender in senders {
+        let _ = sender.await;
+    }
+    let acked: HashSet<String> = acked.lock().expect("lock").iter().cloned().collect();
+    assert!(
+        acked.len() > 10,
+        "the load ran: {} acknowledged",
+        acked.len()
+    );
+    let (seqs, ids) = inbox_through(&http, &survivor, &b).await;
+    let missing: Vec<&String> = acked.difference(&ids).collect();
+    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as i64).collect::<Vec<i64>>(),
+        "no gap"
+    );
+    let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                      "message_type": "information", "content": {"text": "after"}});
+    let (status, _) = call(
+        &http,
+        &survivor,
+        Method::POST,
+        "/v1/messages",
+        &a,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201);
+    survivor.kill();
+    db.remove().await;
+}
