@@ -97,3 +97,105 @@ pub async fn postgres(opts: Opts) -> Vec<Row> {
     drop_database(&admin, &url).await;
     rows
 }
+
+/// CPU time (user + system) of a process so far, in microseconds.
+fn cpu_micros(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
+    // Linux reports CPU time in clock ticks of 1/100 s (USER_HZ).
+    ticks * 10_000
+}
+
+/// CPU time of every PostgreSQL server process on this machine, in microseconds.
+fn postgres_cpu_micros() -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "postgres")
+        })
+        .map(cpu_micros)
+        .sum()
+}
+
+/// SEND_MESSAGE on two nodes of one PostgreSQL database at once (half the connections
+/// each, all to one recipient, so both nodes take the same counter row's lock): the
+/// combined rate, and the CPU µs each node and the database server spent per message
+/// (counted over warm-up and measurement, messages scaled to the same window). On a two-core machine shared
+/// with the load generator a scaling curve would measure the cores, not the design; the
+/// cost per message says what each part needs.
+pub async fn two_nodes(opts: Opts) -> Vec<Row> {
+    let Some((url, admin)) = database().await else {
+        return Vec::new();
+    };
+    let database_path = std::path::Path::new(&url);
+    let one = ServerProcess::start_on(database_path, &["--node-id", "node-1"]);
+    let setup = Setup::new(&one);
+    let (_, agents) = setup.team("bench", "a", opts.connections + 1, &[]).await;
+    let agents: Vec<(String, String)> = agents.into_iter().map(|a| (a.id, a.token)).collect();
+    let two = ServerProcess::start_on(database_path, &["--node-id", "node-2"]);
+    let half = (opts.connections / 2).max(1);
+    let before = (
+        cpu_micros(one.pid()),
+        cpu_micros(two.pid()),
+        postgres_cpu_micros(),
+    );
+    let (a, b) = tokio::join!(
+        crate::harness::http_load(
+            one.addr,
+            half,
+            opts.warmup(),
+            opts.duration(),
+            StatusCode::CREATED,
+            sends_to_first(&one, agents.clone())
+        ),
+        crate::harness::http_load(
+            two.addr,
+            half,
+            opts.warmup(),
+            opts.duration(),
+            StatusCode::CREATED,
+            sends_to_first(&two, agents)
+        ),
+    );
+    let after = (
+        cpu_micros(one.pid()),
+        cpu_micros(two.pid()),
+        postgres_cpu_micros(),
+    );
+    // The counters include the warm-up; so do the messages (scaled by the same share).
+    let warm = (opts.warmup() + opts.duration()).as_secs_f64() / opts.duration().as_secs_f64();
+    let messages = (a.ok + b.ok) as f64 * warm;
+    let per = |spent: u64| spent as f64 / messages;
+    let note = format!(
+        "CPU per message: node 1 {:.0} µs, node 2 {:.0} µs, PostgreSQL {:.0} µs",
+        per(after.0 - before.0),
+        per(after.1 - before.1),
+        per(after.2.saturating_sub(before.2))
+    );
+    let rss = one.rss_kib();
+    let mut total = a;
+    total.merge(b);
+    // Both ran over the same window: the combined rate is the sum of the two.
+    total.elapsed /= 2;
+    drop((one, two));
+    drop_database(&admin, &url).await;
+    vec![Row::from_load(
+        "postgres_two_nodes",
+        format!("{} conns over 2 nodes, 1 recipient", 2 * half),
+        total,
+        rss,
+        note,
+    )]
+}

@@ -32,6 +32,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("hot_inbox", |o| Box::pin(crate::hot::hot_inbox(o))),
     ("send_at_scale", |o| Box::pin(send_at_scale(o))),
     ("postgres", |o| Box::pin(crate::postgres::postgres(o))),
+    ("postgres_two_nodes", |o| {
+        Box::pin(crate::postgres::two_nodes(o))
+    }),
     ("ws_push_nodes", |o| {
         Box::pin(crate::live::push_across_nodes(o))
     }),
