@@ -285,3 +285,40 @@ async fn a_killed_node_loses_nothing_it_acknowledged() {
     survivor.kill();
     db.remove().await;
 }
+
+/// B reads live on node 2, drops off, messages keep coming through node 1, and B comes
+/// back on node 3 with its cursor: node 3 replays exactly what B missed, in order, then
+/// pushes what node 1 commits next.
+#[tokio::test]
+async fn a_reconnect_to_a_third_node_replays_what_was_missed() {
+    let Some(one) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = one.team("roam").await;
+    let a = one.agent(&team, "a", &[]).await;
+    let b = one.agent(&team, "b", &[]).await;
+    let two = one.another_node().await;
+    let three = one.another_node().await;
+    let (mut ws, _, _) = two.ws_caught_up(&b, "").await;
+    one.send(&a, &[&b], "seen live").await;
+    let live = frame(&mut ws, "message", "the live frame on node 2").await;
+    let cursor = live["seq"].as_i64().expect("a seq");
+    drop(ws);
+    let mut missed = Vec::new();
+    for text in ["missed 1", "missed 2", "missed 3"] {
+        missed.push(one.send(&a, &[&b], text).await);
+    }
+    let (mut ws, replayed, _) = three.ws_caught_up(&b, &format!("?since={cursor}")).await;
+    let ids: Vec<&str> = replayed
+        .iter()
+        .filter_map(|f| f["message"]["message_id"].as_str())
+        .collect();
+    assert_eq!(ids, missed, "{replayed:?}");
+    let next = one.send(&a, &[&b], "live again").await;
+    let pushed = frame(&mut ws, "message", "the next frame on node 3").await;
+    assert_eq!(pushed["message"]["message_id"], next.as_str());
+    assert_eq!(pushed["seq"], cursor + 4);
+    for node in [three, two, one] {
+        node.stop().await;
+    }
+}
