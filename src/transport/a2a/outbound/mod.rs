@@ -184,6 +184,11 @@ impl Delegate {
                 return;
             }
         };
+        // A notice that arrived while no gateway ran (a restart, or this start still
+        // under way) is unread: begin before the oldest, so it is taken and marked too.
+        if let Some(oldest) = self.oldest_unread(&caller).await {
+            cursor = cursor.min(oldest - 1);
+        }
         for task_id in self.open_tasks(&caller).await {
             self.clone().take(task_id);
         }
@@ -210,6 +215,25 @@ impl Delegate {
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }
             }
+        }
+    }
+
+    /// The seq of the agent's oldest unread inbox entry, if any.
+    async fn oldest_unread(&self, caller: &Caller) -> Option<i64> {
+        let query = switchboard_types::inbox::InboxQuery {
+            agent_id: Some(self.agent_id.clone()),
+            unread_only: Some(true),
+            sort_order: Some(switchboard_types::messages::SortOrder::OldestFirst),
+            limit: Some(1),
+            ..Default::default()
+        };
+        match self
+            .core
+            .dispatch(caller, Operation::GetMessages(query))
+            .await
+        {
+            Ok(Reply::Inbox(page)) => page.messages.first().and_then(|m| m.seq),
+            _ => None,
         }
     }
 
