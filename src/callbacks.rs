@@ -28,7 +28,7 @@ use crate::core::{callback_url, outbound};
 /// Settings of the callback sender.
 #[derive(Debug, Clone, Copy)]
 pub struct CallbackSettings {
-    /// Time allowed for one attempt (connect, send, answer).
+    /// Time allowed for one attempt (connect, send, answer; every body of it).
     pub timeout: Duration,
     /// Attempts before a callback is given up.
     pub max_attempts: i64,
@@ -50,6 +50,13 @@ impl Default for CallbackSettings {
 }
 
 impl CallbackSettings {
+    /// How long a round's callbacks stay this node's: the round's attempts run at once,
+    /// each within the timeout, and are then recorded; a node that died meanwhile has
+    /// its callbacks taken up by another node this long after it claimed them.
+    fn claim(&self) -> Duration {
+        self.timeout + RECORD_MARGIN
+    }
+
     fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
             max_attempts: self.max_attempts,
@@ -60,6 +67,8 @@ impl CallbackSettings {
 
 /// Callbacks tried at once.
 const BATCH: i64 = 64;
+/// Time allowed to record a round's attempts, beyond the attempts' own timeout.
+const RECORD_MARGIN: Duration = Duration::from_secs(5);
 /// Longest wait between looks at the outbox when nothing is announced.
 const IDLE_POLL: Duration = Duration::from_secs(5);
 
@@ -125,7 +134,7 @@ async fn round(
     client: &reqwest::Client,
     settings: &CallbackSettings,
 ) -> CoreResult<bool> {
-    let due = core.due_callbacks(BATCH).await?;
+    let due = core.due_callbacks(BATCH, settings.claim()).await?;
     if due.is_empty() {
         return Ok(false);
     }
@@ -133,9 +142,14 @@ async fn round(
         .into_iter()
         .map(|DueDelivery { callback, request }| async move {
             let outcome: AttemptResult = match request {
-                Ok((outgoing, secret)) => {
-                    send(client, settings, &callback, outgoing, &secret).await
-                }
+                // The client bounds each request; this bounds the attempt as a whole
+                // (a webhook may POST several bodies), which the claim relies on.
+                Ok((outgoing, secret)) => tokio::time::timeout(
+                    settings.timeout,
+                    send(client, settings, &callback, outgoing, &secret),
+                )
+                .await
+                .unwrap_or_else(|_| Err((None, "the attempt timed out".to_owned()))),
                 Err(why) => Err((None, why)),
             };
             (callback, outcome)

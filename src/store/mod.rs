@@ -190,8 +190,9 @@ impl Store {
         fn list_tasks(&self, agent: AgentPk, spec: &TaskListSpec) -> Vec<TaskRecord>;
         fn callback_secret(&self, team: TeamPk) -> Option<TeamSecret>;
         fn set_callback_secret(&self, team: TeamPk, secret: String, at: Timestamp) -> ();
-        /// The oldest pending callback of each task, if due.
-        fn due_callbacks(&self, now: Timestamp, limit: i64) -> Vec<DueCallback>;
+        /// The oldest pending callback of each task, if due, claimed for `claim` (with
+        /// several nodes, no other node takes it up meanwhile).
+        fn due_callbacks(&self, now: Timestamp, limit: i64, claim: Duration) -> Vec<DueCallback>;
         fn next_callback_due(&self) -> Option<Timestamp>;
         fn record_attempts(&self, attempts: Vec<Attempt>) -> ();
         /// One small batch of a team's messages past their retention, removed.

@@ -48,7 +48,15 @@ impl TestApp {
 
     /// A raw connection attempt: the HTTP error (status, JSON body) if refused.
     pub async fn ws_connect(&self, path: &str, token: Option<&str>) -> Result<Ws, (u16, Value)> {
-        let url = format!("{}{path}", self.base.replacen("http://", "ws://", 1));
+        Ws::connect(&self.base, path, token).await
+    }
+}
+
+impl Ws {
+    /// A raw connection attempt to the server at `base` (`http://…`), which need not be
+    /// a [`TestApp`] (a server process, say).
+    pub async fn connect(base: &str, path: &str, token: Option<&str>) -> Result<Ws, (u16, Value)> {
+        let url = format!("{base}{path}").replacen("http://", "ws://", 1);
         let mut request = url.into_client_request().expect("request");
         if let Some(token) = token {
             request.headers_mut().insert(
@@ -74,9 +82,7 @@ impl TestApp {
             Err(other) => panic!("connection failed: {other}"),
         }
     }
-}
 
-impl Ws {
     /// The next JSON frame (pings and pongs are skipped; they are answered by the
     /// library).
     pub async fn next(&mut self) -> Value {

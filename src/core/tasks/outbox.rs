@@ -43,9 +43,13 @@ pub type AttemptResult = Result<i64, (Option<i64>, String)>;
 impl Core {
     /// The oldest pending callback of each task and receiver, if due, at most `limit`:
     /// a receiver gets a task's changes in order, one at a time. A webhook's body is
-    /// rendered here, from the stored entry.
-    pub async fn due_callbacks(&self, limit: i64) -> CoreResult<Vec<DueDelivery>> {
-        let due = self.store().due_callbacks(Timestamp::now(), limit).await?;
+    /// rendered here, from the stored entry. They are the caller's for `claim`: it
+    /// records their attempts within it, or (on several nodes) another node takes them.
+    pub async fn due_callbacks(&self, limit: i64, claim: Duration) -> CoreResult<Vec<DueDelivery>> {
+        let due = self
+            .store()
+            .due_callbacks(Timestamp::now(), limit, claim)
+            .await?;
         // One read per team of the round, not per callback.
         let mut secrets: HashMap<_, Result<String, String>> = HashMap::new();
         for callback in &due {

@@ -3,6 +3,7 @@
 //! are jobs of this node's group commit ([`super::writer`]).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
@@ -188,8 +189,9 @@ impl PgStore {
         &self,
         now: Timestamp,
         limit: i64,
+        claim: Duration,
     ) -> Result<Vec<DueCallback>, StoreError> {
-        tasks::due_callbacks(&self.read, now, limit).await
+        tasks::due_callbacks(&self.read, now, limit, claim).await
     }
 
     pub async fn next_callback_due(&self) -> Result<Option<Timestamp>, StoreError> {

@@ -2,6 +2,8 @@
 //! PostgreSQL. A task and the rows written with it are one statement (data-modifying
 //! `WITH` parts), so a change is one round trip and all or nothing.
 
+use std::time::Duration;
+
 use sqlx::postgres::{PgConnection, PgExecutor};
 use sqlx::{AssertSqlSafe, Postgres, QueryBuilder, Row};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
@@ -285,21 +287,19 @@ pub(super) async fn callbacks_of<'e>(
     rows.iter().map(delivery).collect()
 }
 
-/// How long a node's claim on a due callback lasts: its attempt is recorded well within
-/// it (an attempt takes at most `--callback-timeout`, 10 s by default); if the node died
-/// first, another node takes the callback up when it runs out.
-pub const CLAIM_MICROS: i64 = 120_000_000;
-
 /// Callbacks to try now, **claimed** for this node: the oldest pending callback of each
-/// task and receiver, if its next attempt is due, moved `CLAIM_MICROS` into the future
-/// in the same statement. Rows another node is claiming are skipped (`SKIP LOCKED`) and
+/// task and receiver, if its next attempt is due, moved `claim` into the future in the
+/// same statement (the sender's attempt is recorded within it; if this node dies first,
+/// another node takes the callback up when the claim runs out). Rows another node is claiming are skipped (`SKIP LOCKED`) and
 /// rows it claimed are not due any more, so with several nodes each callback is tried
 /// by exactly one; recording the attempt sets its real next attempt.
 pub(super) async fn due_callbacks<'e>(
     ex: impl PgExecutor<'e>,
     now: Timestamp,
     limit: i64,
+    claim: Duration,
 ) -> Result<Vec<DueCallback>, StoreError> {
+    let claim = i64::try_from(claim.as_micros()).unwrap_or(i64::MAX / 2);
     let rows = sqlx::query(
         "WITH due AS (
              SELECT c.pk FROM callbacks c
@@ -317,7 +317,7 @@ pub(super) async fn due_callbacks<'e>(
     )
     .bind(now.micros())
     .bind(limit)
-    .bind(CLAIM_MICROS)
+    .bind(claim)
     .fetch_all(ex)
     .await?;
     rows.iter()

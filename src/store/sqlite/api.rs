@@ -4,6 +4,7 @@
 //! closures that see only records, never a connection.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::tasks::CallbackDelivery;
@@ -162,7 +163,9 @@ impl SqliteStore {
         &self,
         now: Timestamp,
         limit: i64,
+        _claim: Duration,
     ) -> Result<Vec<DueCallback>, StoreError> {
+        // One process owns the file: there is no other sender to claim against.
         callbacks::due(&self.read, now, limit).await
     }
 

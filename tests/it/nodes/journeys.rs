@@ -238,7 +238,8 @@ async fn inbox_through(
 
 /// `kill -9` of one node under send load (the binary, as an operator runs it): every
 /// message it acknowledged before dying is in the recipient's inbox read through the
-/// surviving node, with seqs 1..=n and no gap, and the survivor keeps taking sends.
+/// surviving node, with seqs 1..=n and no gap, the recipient's live connection on the
+/// survivor got each one pushed, and the survivor keeps taking sends.
 #[tokio::test]
 async fn a_killed_node_loses_nothing_it_acknowledged() {
     let Some(db) = crate::pg::database("killed").await else {
@@ -249,6 +250,10 @@ async fn a_killed_node_loses_nothing_it_acknowledged() {
     let http = reqwest::Client::new();
     let [a, b] = team_through(&http, &doomed).await;
     let survivor = Process::start_with(url, &["--node-id", "survivor"]);
+    let mut live = Ws::connect(&survivor.base, "/v1/ws", Some(&b))
+        .await
+        .expect("b connects to the survivor");
+    live.until_caught_up().await;
     let acked: Arc<Mutex<Vec<String>>> = Arc::default();
     let senders = send_until_gone(&http, &doomed.base, &a, &acked);
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -270,6 +275,18 @@ async fn a_killed_node_loses_nothing_it_acknowledged() {
         (1..=seqs.len() as i64).collect::<Vec<i64>>(),
         "no gap"
     );
+    let mut pushed = HashSet::new();
+    while !acked.is_subset(&pushed) {
+        let frame = tokio::time::timeout(Duration::from_secs(10), live.next_of("message"))
+            .await
+            .unwrap_or_else(|_| panic!("{} of {} pushed", pushed.len(), acked.len()));
+        pushed.insert(
+            frame["message"]["message_id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
     let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
                       "message_type": "information", "content": {"text": "after"}});
     let (status, _) = call(
@@ -288,7 +305,7 @@ async fn a_killed_node_loses_nothing_it_acknowledged() {
 
 /// B reads live on node 2, drops off, messages keep coming through node 1, and B comes
 /// back on node 3 with its cursor: node 3 replays exactly what B missed, in order, then
-/// pushes what node 1 commits next.
+/// pushes what node 1 commits next. The read mark B sets on node 2 is seen on every node.
 #[tokio::test]
 async fn a_reconnect_to_a_third_node_replays_what_was_missed() {
     let Some(one) = TestApp::start_on_postgres().await else {
@@ -318,7 +335,70 @@ async fn a_reconnect_to_a_third_node_replays_what_was_missed() {
     let pushed = frame(&mut ws, "message", "the next frame on node 3").await;
     assert_eq!(pushed["message"]["message_id"], next.as_str());
     assert_eq!(pushed["seq"], cursor + 4);
+    two.post("/v1/messages/read")
+        .token(&b.token)
+        .json(json!({"agent_id": "b", "message_ids": [next]}))
+        .send()
+        .await
+        .expect_status(200);
+    for node in [&one, &two, &three] {
+        let inbox = node.inbox(&b, "").await.expect_status(200);
+        assert_eq!(inbox.body["unread_count"], 4, "{}", inbox.body);
+        let detail = node
+            .get(&format!("/v1/messages/{next}"))
+            .token(&a.token)
+            .send()
+            .await
+            .expect_status(200);
+        assert_eq!(detail.body["read_by"], json!(["b"]), "{}", detail.body);
+    }
     for node in [three, two, one] {
         node.stop().await;
     }
+}
+
+/// A node is killed while its callback is in flight (the receiver holds the request):
+/// the other node, which could not take the claimed callback meanwhile, delivers it
+/// once the claim (`--callback-timeout` + 5 s) runs out, as the same delivery.
+#[tokio::test]
+async fn a_dead_nodes_callback_is_delivered_by_another() {
+    use crate::tasks::Receiver;
+    let Some(db) = crate::pg::database("orphan").await else {
+        return;
+    };
+    let url = std::path::Path::new(&db.url);
+    let flags = ["--allow-private-callbacks", "--callback-timeout", "3"];
+    let doomed = Process::start_with(url, &[&flags[..], &["--node-id", "doomed"]].concat());
+    let survivor = Process::start_with(url, &[&flags[..], &["--node-id", "heir"]].concat());
+    let http = reqwest::Client::new();
+    let [a, _] = team_through(&http, &doomed).await;
+    let receiver = Receiver::default();
+    receiver.hold_next(Duration::from_secs(60));
+    let hook = receiver.start().await;
+    let task = json!({"description": "report back", "originating_agent_id": "a",
+                      "task_id": "t1", "target_agent_id": "b", "callback_url": hook});
+    let (status, body) = call(&http, &doomed, Method::POST, "/v1/tasks", &a, Some(task)).await;
+    assert_eq!(status, 201, "{body}");
+    let claimed = std::time::Instant::now();
+    while receiver.arrived().is_empty() {
+        assert!(claimed.elapsed() < Duration::from_secs(10), "no attempt");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = receiver.arrived()[0].clone();
+    doomed.kill();
+    let delivered = receiver.wait_for(1).await;
+    assert_eq!(delivered[0]["task_id"], "t1", "{}", delivered[0]);
+    let calls = receiver.calls();
+    let (headers, _, _) = calls.last().expect("a call");
+    assert_eq!(
+        headers["switchboard-delivery"], first["switchboard-delivery"],
+        "the same delivery, sent again"
+    );
+    assert!(
+        claimed.elapsed() >= Duration::from_secs(3),
+        "not taken while claimed: {:?}",
+        claimed.elapsed()
+    );
+    survivor.kill();
+    db.remove().await;
 }

@@ -21,6 +21,10 @@ pub(crate) struct Receiver {
     failures: Arc<Mutex<u32>>,
     /// How long each call takes to answer.
     delay: Arc<Mutex<Duration>>,
+    /// How long the first calls take instead, one per call, in order.
+    first_delays: Arc<Mutex<Vec<Duration>>>,
+    /// Every call's headers as it arrived, before it was answered.
+    arrived: Arc<Mutex<Vec<HeaderMap>>>,
 }
 
 impl Receiver {
@@ -40,6 +44,16 @@ impl Receiver {
     /// Makes every call take `delay` before it is answered (and recorded).
     pub(crate) fn answer_after(&self, delay: Duration) {
         *self.delay.lock().expect("lock") = delay;
+    }
+
+    /// Makes the next call not yet answered take `delay` (others as before).
+    pub(crate) fn hold_next(&self, delay: Duration) {
+        self.first_delays.lock().expect("lock").push(delay);
+    }
+
+    /// Headers of every call that arrived, answered or not.
+    pub(crate) fn arrived(&self) -> Vec<HeaderMap> {
+        self.arrived.lock().expect("lock").clone()
     }
 
     pub(crate) fn fail_next(&self, n: u32) {
@@ -63,7 +77,7 @@ impl Receiver {
 
     /// Waits until `n` callbacks were accepted.
     pub(crate) async fn wait_for(&self, n: usize) -> Vec<Value> {
-        for _ in 0..400 {
+        for _ in 0..1200 {
             let delivered = self.delivered();
             if delivered.len() >= n {
                 return delivered;
@@ -75,7 +89,14 @@ impl Receiver {
 }
 
 async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) -> StatusCode {
-    let delay = *r.delay.lock().expect("lock");
+    r.arrived.lock().expect("lock").push(headers.clone());
+    let delay = {
+        let mut first = r.first_delays.lock().expect("lock");
+        match first.is_empty() {
+            true => *r.delay.lock().expect("lock"),
+            false => first.remove(0),
+        }
+    };
     tokio::time::sleep(delay).await;
     let status = {
         let mut failures = r.failures.lock().expect("lock");
