@@ -161,6 +161,12 @@ impl TestApp {
     }
 
     /// Stops the server gracefully.
+    /// The test's PostgreSQL database, no longer removed when this app is dropped (the
+    /// test removes it, after looking at it with the servers stopped).
+    pub fn keep_database(&mut self) -> Option<crate::pg::PgDatabase> {
+        self._pg.as_mut().and_then(|guard| guard.0.take())
+    }
+
     pub async fn stop(mut self) {
         if let Some(server) = self.server.take() {
             server.shutdown().await;

@@ -27,6 +27,7 @@ use switchboard_types::time::Timestamp;
 
 use super::listen::Notes;
 use super::messages::{Post, insert_post};
+use super::writer::{BEGIN_ALONE, BEGIN_SHARED, NOW_ALONE};
 use crate::store::StoreError;
 use crate::store::columns::StoredContent;
 use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
@@ -118,12 +119,15 @@ pub(super) async fn flush(
     commit: bool,
     notes: &mut Notes,
 ) -> Result<(), StoreError> {
-    let open = if begin {
-        "BEGIN; SAVEPOINT flush"
-    } else {
-        "SAVEPOINT flush"
+    // A batch that is all posts commits here, with nothing run before or after.
+    let open = match (begin, commit) {
+        (true, true) => format!("{BEGIN_SHARED}; SAVEPOINT flush"),
+        (true, false) => format!("{BEGIN_ALONE}; SAVEPOINT flush"),
+        (false, _) => "SAVEPOINT flush".to_owned(),
     };
-    sqlx::raw_sql(open).execute(&mut *conn).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(open))
+        .execute(&mut *conn)
+        .await?;
     match together(conn, &posts).await {
         Ok(results) => {
             for result in &results {
@@ -144,7 +148,8 @@ pub(super) async fn flush(
         }
         Err(err) => {
             tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
-            sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
+            let undo = format!("ROLLBACK TO flush; RELEASE flush; {NOW_ALONE}");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(undo))
                 .execute(&mut *conn)
                 .await?;
             let mut outcomes = Vec::with_capacity(posts.len());

@@ -13,6 +13,17 @@
 //! After-commit hooks run on this task in commit order, so the registry cache and the
 //! hub follow the database in exactly the order it changed.
 //!
+//! **Several nodes' batches never wait on each other in a cycle.** A batch takes row
+//! locks (counter rows, tasks, presence) as its jobs run, in the jobs' order; two
+//! nodes' batches taking the same rows in different orders would deadlock, and
+//! PostgreSQL would break the cycle after a second by failing one of them. So each
+//! transaction first takes one advisory lock ([`BEGIN_ALONE`], [`BEGIN_SHARED`]): a
+//! batch that runs statements of its own takes it exclusively (such batches run one at
+//! a time across the nodes), and a batch of posts only, whose one statement locks every
+//! counter row it needs in key order (`staging`), takes it shared (such batches run
+//! side by side, as they cannot form a cycle). Pure send load, the common heavy case,
+//! stays concurrent across nodes.
+//!
 //! **The connection can go away** (the server restarts, a network cut): the batch in
 //! flight fails (its callers get `UNAVAILABLE`; nothing of it committed), and the writer
 //! connects again before the next batch, so the node recovers on its own once the
@@ -40,6 +51,15 @@ pub const MAX_BATCH: usize = 512;
 /// Jobs waiting for the writer: bounded, so a flood of writers waits (backpressure onto
 /// the request) instead of growing memory.
 const QUEUE: usize = 4096;
+
+/// Opens a batch that runs statements of its own: alone among the nodes' batches.
+pub(super) const BEGIN_ALONE: &str = "BEGIN; SELECT pg_advisory_xact_lock(7535018744)";
+/// Opens a batch of staged posts only: beside other such batches, never beside one
+/// that runs statements of its own.
+pub(super) const BEGIN_SHARED: &str = "BEGIN; SELECT pg_advisory_xact_lock_shared(7535018744)";
+/// Makes an open batch one that runs alone (a post batch whose shared insert failed
+/// writes its posts one by one, each locking rows of its own).
+pub(super) const NOW_ALONE: &str = "SELECT pg_advisory_xact_lock(7535018744)";
 
 /// What a job reports back: whether its changes are kept, and how to tell its caller
 /// once the fate of the transaction is known.
@@ -105,7 +125,7 @@ impl PgTx {
         let conn = self.conn.as_mut().ok_or(StoreError::BatchFailed)?;
         if self.staged.is_empty() {
             if !self.open && !commit {
-                exec(conn, "BEGIN").await?;
+                exec(conn, BEGIN_ALONE).await?;
                 self.open = true;
             }
             return Ok(());

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::TestApp;
 
@@ -338,4 +338,90 @@ async fn delivered_to_and_presence_see_every_node() {
     assert!(gone, "node 1 learns that b's connection closed");
     two.stop().await;
     one.stop().await;
+}
+
+/// Agents converse across two nodes — each sends to its partner on the other node and
+/// marks what it got read, all at once: write batches on both nodes lock the same
+/// counter rows, and never in a cycle (PostgreSQL counted no deadlock: each would have
+/// stalled both nodes for a second and failed a batch or fallen back), no request
+/// fails, and every inbox ends with each message once and counts that match it.
+#[tokio::test]
+async fn a_conversation_across_nodes_never_deadlocks() {
+    let Some(mut one) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let db = one.keep_database().expect("a database of its own");
+    let team = one.team("talk").await;
+    let mut agents = Vec::new();
+    for i in 0..16 {
+        agents.push(one.agent(&team, &format!("p{i}"), &[]).await);
+    }
+    let two = one.another_node().await;
+    let rounds = 60;
+    let talkers = agents.iter().enumerate().map(|(i, me)| {
+        let node = if i % 2 == 0 { &one } else { &two };
+        let partner = &agents[i ^ 1];
+        async move {
+            let mut failures = Vec::new();
+            for k in 0..rounds {
+                let body = json!({"recipient_agent_ids": [partner.id], "content": {"text": format!("{k}")}});
+                let sent = node.send_with(me, body).await;
+                if sent.status != 201 {
+                    failures.push(sent.body);
+                }
+                let unread = node.inbox(me, "?unread_only=true").await;
+                let ids: Vec<Value> = unread.body["messages"]
+                    .as_array()
+                    .map(|m| m.iter().map(|m| m["message_id"].clone()).collect())
+                    .unwrap_or_default();
+                if ids.is_empty() {
+                    continue;
+                }
+                let marked = node
+                    .post("/v1/messages/read")
+                    .token(&me.token)
+                    .json(json!({"agent_id": me.id, "message_ids": ids}))
+                    .send()
+                    .await;
+                if marked.status != 200 {
+                    failures.push(marked.body);
+                }
+            }
+            failures
+        }
+    });
+    let failures: Vec<Value> = futures_util::future::join_all(talkers)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} failed, first: {:?}",
+        failures.len(),
+        failures.first()
+    );
+    for me in &agents {
+        let all = one.inbox(me, "?limit=100").await.expect_status(200);
+        let listed = all.body["messages"].as_array().expect("messages").len();
+        assert_eq!(
+            (all.body["total_count"].clone(), listed),
+            (json!(rounds), rounds)
+        );
+        let unread = one.inbox(me, "?unread_only=true&limit=100").await;
+        let unread_listed = unread.body["messages"].as_array().expect("messages").len();
+        assert_eq!(unread.body["unread_count"], json!(unread_listed));
+    }
+    two.stop().await;
+    one.stop().await;
+    // Their backends have ended, so their statistics are in.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deadlocks: i64 = sqlx::query_scalar(
+        "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut db.connect().await)
+    .await
+    .expect("statistics");
+    assert_eq!(deadlocks, 0, "write batches of the two nodes deadlocked");
+    db.remove().await;
 }
