@@ -374,3 +374,9 @@ impl<'a> StoredContent<'a> {
         }
     }
 }
+
+/// JSON text for a TEXT column, on either engine: a value the server built always
+/// encodes, so a failure is reported as corrupt data rather than a client error.
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
+}

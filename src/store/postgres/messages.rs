@@ -10,7 +10,7 @@ use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
-use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message};
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
 use crate::store::records::{
     IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
     ResponseRow, StoredAnswer,
@@ -230,10 +230,6 @@ const INSERT_MESSAGE: &str = "
         RETURNING agent_pk, seq)
     SELECT m.pk, i.agent_pk, i.seq FROM m LEFT JOIN i ON true";
 
-fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
-}
-
 /// Writes one post; its key and the `(agent, seq)` of each inbox entry come back.
 pub(super) async fn insert_post(
     conn: &mut PgConnection,
@@ -252,21 +248,21 @@ pub(super) async fn insert_post(
         .bind(&m.sender_role)
         .bind(m.message_type.as_str())
         .bind(m.priority.as_str())
-        .bind(json(&StoredContent::of(&m.content))?)
+        .bind(to_json(&StoredContent::of(&m.content))?)
         .bind(m.requires_response)
         .bind(m.response_deadline.map(Timestamp::micros))
         .bind(&m.context_reference)
         .bind(&m.thread_id)
         .bind(&m.in_reply_to)
         .bind(m.response_status.map(|s| s.as_str()))
-        .bind(json(p.recipient_ids)?)
+        .bind(to_json(p.recipient_ids)?)
         .bind(at)
         .bind(publish.map(|p| p.cause_by.clone()))
-        .bind(publish.map(|p| json(&p.send_to)).transpose()?)
+        .bind(publish.map(|p| to_json(&p.send_to)).transpose()?)
         .bind(
             publish
                 .and_then(|p| p.instruct_content.as_ref())
-                .map(json)
+                .map(to_json)
                 .transpose()?,
         )
         .bind(m.via.map(|v| v.as_str()))

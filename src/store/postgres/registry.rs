@@ -7,7 +7,7 @@ use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
-use crate::store::columns::{AGENT_COLUMNS, TEAM_COLUMNS, agent, team};
+use crate::store::columns::{AGENT_COLUMNS, TEAM_COLUMNS, agent, team, to_json};
 use crate::store::records::{
     AgentRecord, NodeConnections, PresenceRow, QueueCursorRow, TeamRecord,
 };
@@ -116,10 +116,6 @@ pub(super) async fn load_teams(pool: &PgPool) -> Result<Vec<TeamRecord>, StoreEr
     rows.iter().map(team).collect()
 }
 
-fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
-}
-
 /// Registers an agent; an id that was removed earlier is taken over (same row, so its
 /// history stays attached), an active one is a [`StoreError::Conflict`].
 pub(super) async fn insert_agent(
@@ -144,7 +140,7 @@ pub(super) async fn insert_agent(
     .bind(a.team_pk.0)
     .bind(&a.agent_id)
     .bind(&a.role)
-    .bind(json(&a.capabilities)?)
+    .bind(to_json(&a.capabilities)?)
     .bind(&a.address)
     .bind(a.status.as_str())
     .bind(a.communication_enabled)
@@ -152,8 +148,8 @@ pub(super) async fn insert_agent(
     .bind(a.token_hash.as_ref().map(|h| h.as_slice()))
     .bind(a.registered_at.micros())
     .bind(a.updated_at.micros())
-    .bind(a.addresses.as_ref().map(json).transpose()?)
-    .bind(json(&a.watch)?)
+    .bind(a.addresses.as_ref().map(to_json).transpose()?)
+    .bind(to_json(&a.watch)?)
     .fetch_optional(conn)
     .await?;
     pk.map(AgentPk).ok_or(StoreError::Conflict)
@@ -185,7 +181,7 @@ pub(super) async fn update_agent(
          WHERE pk = $12",
     )
     .bind(&a.role)
-    .bind(json(&a.capabilities)?)
+    .bind(to_json(&a.capabilities)?)
     .bind(&a.address)
     .bind(a.status.as_str())
     .bind(a.communication_enabled)
@@ -193,8 +189,8 @@ pub(super) async fn update_agent(
     .bind(a.token_hash.as_ref().map(|h| h.as_slice()))
     .bind(a.updated_at.micros())
     .bind(a.removed_at.map(Timestamp::micros))
-    .bind(a.addresses.as_ref().map(json).transpose()?)
-    .bind(json(&a.watch)?)
+    .bind(a.addresses.as_ref().map(to_json).transpose()?)
+    .bind(to_json(&a.watch)?)
     .bind(a.pk.0)
     .execute(conn)
     .await?;

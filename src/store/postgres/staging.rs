@@ -30,6 +30,7 @@ use super::messages::{Post, insert_post};
 use super::writer::{BEGIN_ALONE, BEGIN_SHARED, NOW_ALONE};
 use crate::store::StoreError;
 use crate::store::columns::StoredContent;
+use crate::store::columns::to_json;
 use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
 
 /// A message waiting for the batch's shared insert.
@@ -60,10 +61,6 @@ impl PostSlot {
     fn fill(&self, outcome: Result<PostResult, Arc<StoreError>>) {
         let _ = self.0.set(outcome);
     }
-}
-
-fn json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
 }
 
 /// The whole shared insert in one statement: lock every counter row the flush touches
@@ -430,7 +427,7 @@ impl MessageRows {
             rows.roles.push(m.sender_role.clone());
             rows.types.push(m.message_type.as_str());
             rows.priorities.push(m.priority.as_str());
-            rows.contents.push(json(&StoredContent::of(&m.content))?);
+            rows.contents.push(to_json(&StoredContent::of(&m.content))?);
             rows.requires.push(m.requires_response);
             rows.deadlines
                 .push(m.response_deadline.map(Timestamp::micros));
@@ -438,15 +435,15 @@ impl MessageRows {
             rows.threads.push(m.thread_id.clone());
             rows.replies.push(m.in_reply_to.clone());
             rows.statuses.push(m.response_status.map(|s| s.as_str()));
-            rows.recipients.push(json(&p.recipient_ids)?);
+            rows.recipients.push(to_json(&p.recipient_ids)?);
             rows.times.push(p.created_at.micros());
             rows.causes.push(publish.map(|x| x.cause_by.clone()));
             rows.send_tos
-                .push(publish.map(|x| json(&x.send_to)).transpose()?);
+                .push(publish.map(|x| to_json(&x.send_to)).transpose()?);
             rows.instructs.push(
                 publish
                     .and_then(|x| x.instruct_content.as_ref())
-                    .map(json)
+                    .map(to_json)
                     .transpose()?,
             );
             rows.vias.push(m.via.map(|v| v.as_str()));

@@ -12,16 +12,12 @@ use switchboard_types::time::Timestamp;
 
 use crate::store::StoreError;
 use crate::store::columns::{
-    DELIVERY_COLUMNS, TASK_COLUMNS, TASK_EVENT_COLUMNS, delivery, task, task_event,
+    DELIVERY_COLUMNS, TASK_COLUMNS, TASK_EVENT_COLUMNS, delivery, task, task_event, to_json,
 };
 use crate::store::records::{
     Attempt, DueCallback, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
     TeamSecret,
 };
-
-fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding JSON: {e}")))
-}
 
 /// A new task with its assignee, its first event and, with a callback, that event's
 /// CallbackNotification. A task id the originator already used fails the statement
@@ -53,18 +49,18 @@ pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<Tas
         .bind(t.team_pk.0)
         .bind(&t.task_id)
         .bind(&t.description)
-        .bind(json(&t.data)?)
+        .bind(to_json(&t.data)?)
         .bind(t.originator_pk.0)
         .bind(t.assignee_pk.map(|a| a.0))
         .bind(&t.callback_url)
         .bind(t.priority.as_str())
-        .bind(json(&t.required_capabilities)?)
+        .bind(to_json(&t.required_capabilities)?)
         .bind(&t.target_agent_id)
         .bind(t.status.as_str())
         .bind(clarification_id)
         .bind(question)
-        .bind(json(&t.context)?)
-        .bind(json(&t.result_data)?)
+        .bind(to_json(&t.context)?)
+        .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.created_at.micros())
         .bind(t.updated_at.micros())
@@ -72,7 +68,7 @@ pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<Tas
         .bind(e.kind.as_str())
         .bind(e.actor_pk.map(|a| a.0))
         .bind(e.status.as_str())
-        .bind(json(&e.data)?)
+        .bind(to_json(&e.data)?)
         .bind(e.created_at.micros())
         .bind(url)
         .bind(body)
@@ -115,8 +111,8 @@ pub(super) async fn update(
         .bind(t.status.as_str())
         .bind(clarification_id)
         .bind(question)
-        .bind(json(&t.context)?)
-        .bind(json(&t.result_data)?)
+        .bind(to_json(&t.context)?)
+        .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.updated_at.micros())
         .bind(t.pk.0)
@@ -125,7 +121,7 @@ pub(super) async fn update(
         .bind(e.kind.as_str())
         .bind(e.actor_pk.map(|a| a.0))
         .bind(e.status.as_str())
-        .bind(json(&e.data)?)
+        .bind(to_json(&e.data)?)
         .bind(e.created_at.micros())
         .bind(url)
         .bind(body)
@@ -370,7 +366,7 @@ pub(super) async fn record_attempt(conn: &mut PgConnection, a: &Attempt) -> Resu
            AND NOT EXISTS (SELECT 1 FROM callbacks
                            WHERE task_pk = $2 AND pk > $3 AND webhook_pk IS NULL)",
     )
-    .bind(json(&a.delivery)?)
+    .bind(to_json(&a.delivery)?)
     .bind(a.task_pk.0)
     .bind(a.callback_pk)
     .execute(conn)

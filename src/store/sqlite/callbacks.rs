@@ -6,9 +6,8 @@ use switchboard_types::ids::{TaskPk, TeamPk};
 use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
-use super::tasks::json;
 use crate::store::StoreError;
-use crate::store::columns::{DELIVERY_COLUMNS, delivery};
+use crate::store::columns::{DELIVERY_COLUMNS, delivery, to_json};
 use crate::store::records::{Attempt, DueCallback, TeamSecret};
 
 /// Every callback of the task to its `callback_url`, oldest first (its webhooks'
@@ -101,7 +100,7 @@ pub(super) async fn record_attempt(
            AND NOT EXISTS (SELECT 1 FROM callbacks
                            WHERE task_pk = ? AND pk > ? AND webhook_pk IS NULL)",
     )
-    .bind(json(&a.delivery)?)
+    .bind(to_json(&a.delivery)?)
     .bind(a.task_pk.0)
     .bind(a.callback_pk)
     .bind(a.task_pk.0)

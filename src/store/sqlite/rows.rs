@@ -59,7 +59,4 @@ impl JsonRows {
     }
 }
 
-/// JSON text for a TEXT column.
-pub(super) fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("JSON column: {e}")))
-}
+pub(super) use crate::store::columns::to_json;

@@ -17,6 +17,7 @@ use sqlx::SqliteConnection;
 
 use super::tasks;
 use crate::store::StoreError;
+use crate::store::columns::to_json;
 use crate::store::records::TaskWrite;
 
 /// A new task waiting for the flush.
@@ -110,18 +111,18 @@ fn row(w: &TaskWrite) -> Result<Value, StoreError> {
         t.team_pk.0,
         t.task_id,
         t.description,
-        tasks::json(&t.data)?,
+        to_json(&t.data)?,
         t.originator_pk.0,
         t.assignee_pk.map(|a| a.0),
         t.callback_url,
         t.priority.as_str(),
-        tasks::json(&t.required_capabilities)?,
+        to_json(&t.required_capabilities)?,
         t.target_agent_id,
         t.status.as_str(),
         clarification_id,
         question,
-        tasks::json(&t.context)?,
-        tasks::json(&t.result_data)?,
+        to_json(&t.context)?,
+        to_json(&t.result_data)?,
         t.version,
         t.created_at.micros(),
         t.updated_at.micros(),
@@ -129,7 +130,7 @@ fn row(w: &TaskWrite) -> Result<Value, StoreError> {
         e.kind.as_str(),
         e.actor_pk.map(|a| a.0),
         e.status.as_str(),
-        tasks::json(&e.data)?,
+        to_json(&e.data)?,
         e.created_at.micros(),
         url,
         body,

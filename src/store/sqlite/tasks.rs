@@ -1,6 +1,5 @@
 //! Tasks, their history and who was ever assigned them.
 
-use serde::Serialize;
 use sqlx::query::Query;
 use sqlx::sqlite::SqliteArguments;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
@@ -9,13 +8,9 @@ use switchboard_types::tasks::TaskRole;
 
 use crate::store::StoreError;
 use crate::store::columns::{
-    TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event,
+    TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
 };
 use crate::store::records::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
-
-pub(super) fn json<T: Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(|e| StoreError::Corrupt(format!("encoding JSON: {e}")))
-}
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -72,18 +67,18 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
         .bind(t.team_pk.0)
         .bind(&t.task_id)
         .bind(&t.description)
-        .bind(json(&t.data)?)
+        .bind(to_json(&t.data)?)
         .bind(t.originator_pk.0)
         .bind(t.assignee_pk.map(|a| a.0))
         .bind(&t.callback_url)
         .bind(t.priority.as_str())
-        .bind(json(&t.required_capabilities)?)
+        .bind(to_json(&t.required_capabilities)?)
         .bind(&t.target_agent_id)
         .bind(t.status.as_str())
         .bind(clarification_id)
         .bind(question)
-        .bind(json(&t.context)?)
-        .bind(json(&t.result_data)?)
+        .bind(to_json(&t.context)?)
+        .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.created_at.micros())
         .bind(t.updated_at.micros());
@@ -93,7 +88,7 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
         .bind(event.kind.as_str())
         .bind(event.actor_pk.map(|a| a.0))
         .bind(event.status.as_str())
-        .bind(json(&event.data)?)
+        .bind(to_json(&event.data)?)
         .bind(event.created_at.micros());
     if let Some((url, body)) = &w.callback {
         query = by_key(query, t)
@@ -183,8 +178,8 @@ pub(super) async fn update(
         .bind(t.status.as_str())
         .bind(clarification_id)
         .bind(question)
-        .bind(json(&t.context)?)
-        .bind(json(&t.result_data)?)
+        .bind(to_json(&t.context)?)
+        .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.updated_at.micros())
         .bind(t.pk.0)
@@ -194,7 +189,7 @@ pub(super) async fn update(
         .bind(event.kind.as_str())
         .bind(event.actor_pk.map(|a| a.0))
         .bind(event.status.as_str())
-        .bind(json(&event.data)?)
+        .bind(to_json(&event.data)?)
         .bind(event.created_at.micros());
     if let Some((url, body)) = &w.callback {
         query = query
