@@ -425,3 +425,87 @@ async fn a_conversation_across_nodes_never_deadlocks() {
     assert_eq!(deadlocks, 0, "write batches of the two nodes deadlocked");
     db.remove().await;
 }
+
+/// The uniqueness rules hold with two nodes writing at once: retries of one
+/// idempotency key through both nodes all get the first answer and write one message;
+/// one task id submitted through both is created once (the rest `409 CONFLICT`); and
+/// two results for one task, one through each node, are taken once (the other is an
+/// invalid transition), the task's version and history moving by one change.
+#[tokio::test]
+async fn uniqueness_holds_across_nodes() {
+    let Some(one) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = one.team("unique").await;
+    let a = one.agent(&team, "a", &[]).await;
+    let b = one.agent(&team, "b", &["x"]).await;
+    let two = one.another_node().await;
+    let nodes = [&one, &two];
+    let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                      "message_type": "information", "content": {"text": "once"}});
+    let retries = (0..16).map(|i| {
+        nodes[i % 2]
+            .post("/v1/messages")
+            .token(&a.token)
+            .header("idempotency-key", "both-nodes")
+            .json(body.clone())
+            .send()
+    });
+    let answers = futures_util::future::join_all(retries).await;
+    let ids: HashSet<String> = answers.iter().map(|r| r.str("message_id")).collect();
+    assert!(answers.iter().all(|r| r.status == 201), "{answers:?}");
+    assert_eq!(ids.len(), 1, "every retry got the first answer");
+    assert_eq!(one.inbox(&b, "").await.body["total_count"], 1);
+
+    let task = json!({"description": "once", "originating_agent_id": "a",
+                      "task_id": "only", "target_agent_id": "b"});
+    let submissions = (0..8).map(|i| {
+        nodes[i % 2]
+            .post("/v1/tasks")
+            .token(&a.token)
+            .json(task.clone())
+            .send()
+    });
+    let answers = futures_util::future::join_all(submissions).await;
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    for res in answers.into_iter().filter(|r| r.status != 201) {
+        res.expect_error(409, "CONFLICT");
+    }
+
+    let results = nodes.map(|node| {
+        node.post("/v1/tasks/only/result")
+            .token(&b.token)
+            .json(json!({"status": "success"}))
+            .send()
+    });
+    let answers = futures_util::future::join_all(results).await;
+    let taken = answers.iter().filter(|r| r.status == 200).count();
+    assert_eq!(taken, 1, "{answers:?}");
+    for res in answers.into_iter().filter(|r| r.status != 200) {
+        res.expect_error(409, "INVALID_TASK_TRANSITION");
+    }
+    let detail = two
+        .get("/v1/tasks/only")
+        .token(&a.token)
+        .send()
+        .await
+        .expect_status(200);
+    let kinds: Vec<&str> = detail.body["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "succeeded").count(),
+        1,
+        "{kinds:?}"
+    );
+    two.stop().await;
+    one.stop().await;
+}
