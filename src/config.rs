@@ -93,8 +93,9 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_NODE_ID")]
     pub node_id: Option<String>,
 
-    /// SQLite database file (a path, or `sqlite://path`); it and its folder are created
-    /// if missing. PostgreSQL URLs are refused until serving from PostgreSQL lands.
+    /// SQLite database file (a path, or `sqlite://path`; it and its folder are created
+    /// if missing), or a PostgreSQL URL (`postgres://user@host:5432/db`; the database
+    /// must exist) to serve from PostgreSQL, where several nodes may share it.
     #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]
     pub database: PathBuf,
 

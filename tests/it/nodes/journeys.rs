@@ -402,3 +402,99 @@ async fn a_dead_nodes_callback_is_delivered_by_another() {
     survivor.kill();
     db.remove().await;
 }
+
+/// Sends from `a` to `b` through `base` for `length`, through failures: the ids of the
+/// acknowledged sends, and the statuses of the others.
+async fn send_through(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+    length: Duration,
+) -> (Vec<String>, Vec<u16>) {
+    let (mut acked, mut refused) = (Vec::new(), Vec::new());
+    let started = std::time::Instant::now();
+    while started.elapsed() < length {
+        let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+                          "message_type": "information", "content": {"text": "through"}});
+        let sent = http
+            .post(format!("{base}/v1/messages"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await;
+        match sent {
+            Ok(res) if res.status() == 201 => {
+                let body: Value = res.json().await.expect("a JSON answer");
+                acked.push(body["message_id"].as_str().expect("an id").to_owned());
+            }
+            Ok(res) => refused.push(res.status().as_u16()),
+            Err(_) => refused.push(0),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    (acked, refused)
+}
+
+/// PostgreSQL itself restarts while two nodes serve (the command in
+/// `SWITCHBOARD_TEST_PG_RESTART`, e.g. `pg_ctlcluster 15 main restart`; `.ci/run` runs
+/// this alone, after the suite, as it cuts every test's connections): sends through
+/// node 1 fail with `503` while it is down and succeed again after, with nothing the
+/// nodes acknowledged lost, the inbox gap-free, and B's live connection on node 2 pushed
+/// every acknowledged message (node 2's listening connection dropped too, and caught
+/// up from the database when it was back).
+#[tokio::test]
+#[ignore = "restarts the machine's PostgreSQL: run alone, as .ci/run does"]
+async fn postgresql_restarts_under_two_nodes() {
+    let command = std::env::var("SWITCHBOARD_TEST_PG_RESTART")
+        .expect("SWITCHBOARD_TEST_PG_RESTART: the command that restarts PostgreSQL");
+    let db = crate::pg::database("restart")
+        .await
+        .expect("PostgreSQL answers");
+    let url = std::path::Path::new(&db.url);
+    let one = Process::start_with(url, &["--node-id", "one"]);
+    let two = Process::start_with(url, &["--node-id", "two"]);
+    let http = reqwest::Client::new();
+    let [a, b] = team_through(&http, &one).await;
+    let mut live = None;
+    for _ in 0..100 {
+        if let Ok(ws) = Ws::connect(&two.base, "/v1/ws", Some(&b)).await {
+            live = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut live = live.expect("node 2 knows b");
+    live.until_caught_up().await;
+    let load = send_through(&http, &one.base, &a, Duration::from_secs(8));
+    let restart = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut words = command.split_whitespace();
+        let status = std::process::Command::new(words.next().expect("a command"))
+            .args(words)
+            .status()
+            .expect("the restart command runs");
+        assert!(status.success(), "{command}: {status}");
+    };
+    let ((acked, refused), ()) = tokio::join!(load, restart);
+    assert!(!refused.is_empty(), "some sends met the restart");
+    assert!(refused.iter().all(|s| *s == 503), "{refused:?}");
+    let acked: HashSet<String> = acked.into_iter().collect();
+    let (seqs, ids) = inbox_through(&http, &two, &b).await;
+    assert!(acked.is_subset(&ids), "acknowledged but lost");
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<i64>>());
+    let mut pushed = HashSet::new();
+    while !acked.is_subset(&pushed) {
+        let frame = tokio::time::timeout(Duration::from_secs(10), live.next_of("message"))
+            .await
+            .unwrap_or_else(|_| panic!("{} of {} pushed", pushed.len(), acked.len()));
+        pushed.insert(
+            frame["message"]["message_id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
+        );
+    }
+    one.kill();
+    two.kill();
+    db.remove().await;
+}
