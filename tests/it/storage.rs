@@ -342,17 +342,27 @@ async fn counts_stay_exact_under_racing_responses() {
 /// in this binary would write the same gauges.
 #[tokio::test]
 async fn disk_use_is_visible_in_the_metrics() {
-    use crate::process::{Process, call, team_k};
-
     let dir = tempfile::tempdir().expect("tmp");
-    let server = Process::start(&dir.path().join("disk.db"));
+    let server = crate::process::Process::start(&dir.path().join("disk.db"));
+    let value = disk_use_after_three_sends(&server).await;
+    assert!(value("switchboard_store_free_bytes") >= 0.0);
+    server.kill();
+}
+
+/// Sends three messages through `server` and checks the disk-use gauges both engines
+/// publish; the metrics text, to look further.
+pub(crate) async fn disk_use_after_three_sends(
+    server: &crate::process::Process,
+) -> impl Fn(&str) -> f64 + use<> {
+    use crate::process::{call, team_k};
+
     let http = reqwest::Client::new();
-    let tokens = team_k(&http, &server).await;
+    let tokens = team_k(&http, server).await;
     for text in ["one", "two", "three"] {
         let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": text}});
         let (status, _) = call(
             &http,
-            &server,
+            server,
             reqwest::Method::POST,
             "/v1/messages",
             &tokens[0],
@@ -374,7 +384,7 @@ async fn disk_use_is_visible_in_the_metrics() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let value = |name: &str| {
+    let value = move |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name).map(str::trim))
             .and_then(|v| v.parse::<f64>().ok())
@@ -391,6 +401,5 @@ async fn disk_use_is_visible_in_the_metrics() {
     }
     assert!(value("switchboard_store_database_bytes") > 0.0);
     assert!(value("switchboard_store_oldest_message_age_seconds") >= 0.0);
-    assert!(value("switchboard_store_free_bytes") >= 0.0);
-    server.kill();
+    value
 }

@@ -18,6 +18,7 @@ mod registry;
 mod staging;
 mod tables;
 mod tasks;
+mod usage;
 mod writer;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub struct PgStore {
     read: PgPool,
     writer: PgWriter,
     changes: Arc<std::sync::Mutex<Option<mpsc::Receiver<Vec<Change>>>>>,
+    /// Stops the background tasks (listening, disk-use gauges) at close.
     listening: CancellationToken,
 }
 
@@ -60,6 +62,7 @@ impl PgStore {
             tx,
             listening.clone(),
         ));
+        tokio::spawn(usage::run(read.clone(), listening.clone()));
         Ok(PgStore {
             read,
             writer: PgWriter::spawn(write, options, pid),

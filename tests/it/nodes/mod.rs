@@ -509,3 +509,18 @@ async fn uniqueness_holds_across_nodes() {
     two.stop().await;
     one.stop().await;
 }
+
+/// On PostgreSQL too, `/metrics` shows the database's size, rows per table family and
+/// the oldest message's age (the same gauges as SQLite's, read every few seconds).
+#[tokio::test]
+async fn disk_use_is_visible_on_postgresql() {
+    let Some(db) = crate::pg::database("usage").await else {
+        return;
+    };
+    let server = crate::process::Process::start(std::path::Path::new(&db.url));
+    let value = crate::storage::disk_use_after_three_sends(&server).await;
+    // Not SQLite's few pages: a PostgreSQL database starts at several MiB.
+    assert!(value("switchboard_store_database_bytes") > 1e6);
+    server.kill();
+    db.remove().await;
+}
