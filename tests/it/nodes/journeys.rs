@@ -212,6 +212,19 @@ fn send_until_gone(
         .collect()
 }
 
+/// Reads `live` until every message of `acked` was pushed on it (10 s at most between
+/// two frames).
+async fn every_one_pushed(live: &mut Ws, acked: &HashSet<String>) {
+    let mut pushed = HashSet::new();
+    while !acked.is_subset(&pushed) {
+        let frame = tokio::time::timeout(Duration::from_secs(10), live.next_of("message"))
+            .await
+            .unwrap_or_else(|_| panic!("{} of {} pushed", pushed.len(), acked.len()));
+        let id = frame["message"]["message_id"].as_str().expect("id");
+        pushed.insert(id.to_owned());
+    }
+}
+
 /// `b`'s whole inbox through `node`, oldest first: its seqs and message ids.
 async fn inbox_through(
     http: &reqwest::Client,
@@ -275,18 +288,7 @@ async fn a_killed_node_loses_nothing_it_acknowledged() {
         (1..=seqs.len() as i64).collect::<Vec<i64>>(),
         "no gap"
     );
-    let mut pushed = HashSet::new();
-    while !acked.is_subset(&pushed) {
-        let frame = tokio::time::timeout(Duration::from_secs(10), live.next_of("message"))
-            .await
-            .unwrap_or_else(|_| panic!("{} of {} pushed", pushed.len(), acked.len()));
-        pushed.insert(
-            frame["message"]["message_id"]
-                .as_str()
-                .expect("id")
-                .to_owned(),
-        );
-    }
+    every_one_pushed(&mut live, &acked).await;
     let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"],
                       "message_type": "information", "content": {"text": "after"}});
     let (status, _) = call(
@@ -482,18 +484,7 @@ async fn postgresql_restarts_under_two_nodes() {
     let (seqs, ids) = inbox_through(&http, &two, &b).await;
     assert!(acked.is_subset(&ids), "acknowledged but lost");
     assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<i64>>());
-    let mut pushed = HashSet::new();
-    while !acked.is_subset(&pushed) {
-        let frame = tokio::time::timeout(Duration::from_secs(10), live.next_of("message"))
-            .await
-            .unwrap_or_else(|_| panic!("{} of {} pushed", pushed.len(), acked.len()));
-        pushed.insert(
-            frame["message"]["message_id"]
-                .as_str()
-                .expect("id")
-                .to_owned(),
-        );
-    }
+    every_one_pushed(&mut live, &acked).await;
     one.kill();
     two.kill();
     db.remove().await;

@@ -495,14 +495,9 @@ async fn uniqueness_holds_across_nodes() {
         .send()
         .await
         .expect_status(200);
-    let kinds: Vec<&str> = detail.body["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .filter_map(|e| e["kind"].as_str())
-        .collect();
+    let kinds = crate::tasks::kinds(&detail.body);
     assert_eq!(
-        kinds.iter().filter(|k| **k == "succeeded").count(),
+        kinds.iter().filter(|k| *k == "succeeded").count(),
         1,
         "{kinds:?}"
     );

@@ -190,7 +190,8 @@ impl TestApp {
     }
 }
 
-fn kinds(detail: &Value) -> Vec<String> {
+/// The kinds of a task's events, oldest first, from `GET /v1/tasks/{id}`.
+pub(crate) fn kinds(detail: &Value) -> Vec<String> {
     detail["events"]
         .as_array()
         .expect("events")
