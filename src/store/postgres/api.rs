@@ -230,7 +230,25 @@ impl PgStore {
         now: Timestamp,
         fresh_after: Timestamp,
     ) -> Result<Vec<NodeConnections>, StoreError> {
-        registry::sync_connections(&self.read, &node, &mine, now, fresh_after).await
+        let mut mine = mine;
+        mine.sort_by_key(|c| c.agent);
+        // The rows are rewritten only when they changed: with thousands of connections,
+        // rewriting them every second was thousands of dead rows a second.
+        let changed = self
+            .connections_written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            != Some(&mine);
+        let write = changed.then_some(mine.as_slice());
+        let theirs = registry::sync_connections(&self.read, &node, write, now, fresh_after).await?;
+        if changed {
+            *self
+                .connections_written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(mine);
+        }
+        Ok(theirs)
     }
 
     pub async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {

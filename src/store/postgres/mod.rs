@@ -30,7 +30,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::StoreError;
-use super::records::Change;
+use super::records::{Change, NodeConnections};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use writer::PgWriter;
@@ -44,6 +44,9 @@ pub struct PgStore {
     changes: Arc<std::sync::Mutex<Option<mpsc::Receiver<Vec<Change>>>>>,
     /// Stops the background tasks (listening, disk-use gauges) at close.
     listening: CancellationToken,
+    /// This node's live connections as last written to `node_connections` (sorted by
+    /// agent), so an unchanged set is not written again.
+    connections_written: Arc<std::sync::Mutex<Option<Vec<NodeConnections>>>>,
 }
 
 impl PgStore {
@@ -68,6 +71,7 @@ impl PgStore {
             writer: PgWriter::spawn(write, options, pid),
             changes: Arc::new(std::sync::Mutex::new(Some(rx))),
             listening,
+            connections_written: Arc::default(),
         })
     }
 

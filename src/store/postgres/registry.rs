@@ -288,13 +288,14 @@ pub(super) async fn save_queue_cursors(
     Ok(())
 }
 
-/// Writes this node's heartbeat and live connections (replacing its earlier rows) and
-/// reads the other nodes' whose heartbeat is newer than `fresh_after`, in one
-/// transaction on a pooled connection (the writer's batches never wait for it).
+/// Writes this node's heartbeat and, when given, its live connections (replacing its
+/// earlier rows), and reads the other nodes' whose heartbeat is newer than
+/// `fresh_after`, in one transaction on a pooled connection (the writer's batches never
+/// wait for it).
 pub(super) async fn sync_connections(
     pool: &PgPool,
     node: &str,
-    mine: &[NodeConnections],
+    mine: Option<&[NodeConnections]>,
     now: Timestamp,
     fresh_after: Timestamp,
 ) -> Result<Vec<NodeConnections>, StoreError> {
@@ -307,26 +308,9 @@ pub(super) async fn sync_connections(
     .bind(now.micros())
     .execute(&mut *tx)
     .await?;
-    let agents: Vec<i64> = mine.iter().map(|c| c.agent.0).collect();
-    let routes: Vec<String> = mine
-        .iter()
-        .map(|c| {
-            let names: Vec<&str> = c.routes.iter().map(|r| r.as_str()).collect();
-            names.join(",")
-        })
-        .collect();
-    let since: Vec<i64> = mine.iter().map(|c| c.since.micros()).collect();
-    sqlx::query(
-        "WITH gone AS (DELETE FROM node_connections WHERE node_id = $1)
-         INSERT INTO node_connections (node_id, agent_pk, routes, since)
-         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[])",
-    )
-    .bind(node)
-    .bind(agents)
-    .bind(routes)
-    .bind(since)
-    .execute(&mut *tx)
-    .await?;
+    if let Some(mine) = mine {
+        replace_connections(&mut tx, node, mine).await?;
+    }
     let rows = sqlx::query(
         "SELECT c.agent_pk, c.routes, c.since FROM node_connections c
          JOIN nodes n ON n.node_id = c.node_id
@@ -347,4 +331,40 @@ pub(super) async fn sync_connections(
             })
         })
         .collect()
+}
+
+/// Makes the node's rows of `node_connections` be `mine`: rows of agents no longer
+/// connected go, the others are inserted or updated in place. (Deleting every row and
+/// inserting the set again in one statement failed on the primary key whenever an agent
+/// stayed connected: the statement's parts share one snapshot, so the insert still sees
+/// the rows the delete removes.)
+async fn replace_connections(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    node: &str,
+    mine: &[NodeConnections],
+) -> Result<(), StoreError> {
+    let agents: Vec<i64> = mine.iter().map(|c| c.agent.0).collect();
+    let routes: Vec<String> = mine
+        .iter()
+        .map(|c| {
+            let names: Vec<&str> = c.routes.iter().map(|r| r.as_str()).collect();
+            names.join(",")
+        })
+        .collect();
+    let since: Vec<i64> = mine.iter().map(|c| c.since.micros()).collect();
+    sqlx::query(
+        "WITH gone AS (DELETE FROM node_connections
+                       WHERE node_id = $1 AND agent_pk <> ALL($2::bigint[]))
+         INSERT INTO node_connections (node_id, agent_pk, routes, since)
+         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[])
+         ON CONFLICT (node_id, agent_pk) DO UPDATE
+         SET routes = excluded.routes, since = excluded.since",
+    )
+    .bind(node)
+    .bind(agents)
+    .bind(routes)
+    .bind(since)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }

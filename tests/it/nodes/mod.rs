@@ -279,7 +279,8 @@ async fn a_node_survives_its_database_going_away_and_coming_back() {
 /// Presence crosses nodes: with B's WebSocket on node 2, a send on node 1 reports B in
 /// `delivered_to` (node 2 pushes it) and node 1 shows B connected; once B's connection
 /// closes, node 1 reports it in `pending_delivery` again. (The nodes exchange their
-/// connections every second.)
+/// connections every second; a connection that stays stays seen, past the time after
+/// which a silent node's connections count as gone.)
 #[tokio::test]
 async fn delivered_to_and_presence_see_every_node() {
     let Some(one) = TestApp::start_on_postgres().await else {
@@ -288,6 +289,7 @@ async fn delivered_to_and_presence_see_every_node() {
     let team = one.team("seen").await;
     let a = one.agent(&team, "a", &[]).await;
     let b = one.agent(&team, "b", &[]).await;
+    let c = one.agent(&team, "c", &[]).await;
     let two = one.another_node().await;
     let send = || {
         one.post("/v1/messages")
@@ -324,6 +326,21 @@ async fn delivered_to_and_presence_see_every_node() {
         .await
         .expect_status(200);
     assert_eq!(agent.body["agent"]["connected"], true, "{}", agent.body);
+
+    // Another agent connects to node 2 while b stays, and both stay past the 10 s after
+    // which a silent node's connections count as gone: node 2 kept its heartbeat and
+    // b's row through the change.
+    let (c_ws, _, _) = two.ws_caught_up(&c, "").await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let later = send().await.expect_status(201);
+    assert_eq!(
+        later.body["delivery_status"]["delivered_to"],
+        json!(["b"]),
+        "b is still seen on node 2: {}",
+        later.body
+    );
+    ws.next_of("message").await;
+    drop(c_ws);
 
     drop(ws);
     let mut gone = false;
@@ -518,4 +535,39 @@ async fn disk_use_is_visible_on_postgresql() {
     assert!(value("switchboard_store_database_bytes") > 1e6);
     server.kill();
     db.remove().await;
+}
+
+/// A node's live connections are written to the database when they change, not every
+/// second: the row of a connection that stays is the same row seconds later.
+#[tokio::test]
+async fn unchanged_connections_are_not_written_again() {
+    use sqlx::Connection;
+    let Some(app) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = app.team("still").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let (_ws, _, _) = app.ws_caught_up(&a, "").await;
+    let url = app.database().to_string_lossy().into_owned();
+    let mut db = sqlx::PgConnection::connect(&url).await.expect("connect");
+    let version = async |db: &mut sqlx::PgConnection| -> Option<String> {
+        sqlx::query_scalar("SELECT xmin::text FROM node_connections")
+            .fetch_optional(db)
+            .await
+            .expect("read")
+    };
+    let mut written = None;
+    for _ in 0..50 {
+        written = version(&mut db).await;
+        if written.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(written.is_some(), "the connection was recorded");
+    // Three more exchanges (one a second) with the same connection.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    assert_eq!(version(&mut db).await, written, "rewritten while unchanged");
+    db.close().await.expect("close");
+    app.stop().await;
 }
