@@ -14,18 +14,33 @@ fn size(path: &std::path::Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
-/// Watches a file's size every millisecond until stopped; the largest seen.
-fn watch_peak(path: std::path::PathBuf) -> (Arc<AtomicU64>, Arc<AtomicBool>) {
-    let peak = Arc::new(AtomicU64::new(0));
-    let running = Arc::new(AtomicBool::new(true));
-    let (p, r) = (peak.clone(), running.clone());
+/// What a watcher saw of a file's size, looking every millisecond until stopped.
+struct Watch {
+    /// The largest size seen.
+    peak: Arc<AtomicU64>,
+    /// The largest drop from one look to the next: the largest single cut.
+    largest_cut: Arc<AtomicU64>,
+    running: Arc<AtomicBool>,
+}
+
+fn watch(path: std::path::PathBuf) -> Watch {
+    let w = Watch {
+        peak: Arc::new(AtomicU64::new(0)),
+        largest_cut: Arc::new(AtomicU64::new(0)),
+        running: Arc::new(AtomicBool::new(true)),
+    };
+    let (p, c, r) = (w.peak.clone(), w.largest_cut.clone(), w.running.clone());
     std::thread::spawn(move || {
+        let mut before: u64 = 0;
         while r.load(Ordering::Relaxed) {
-            p.fetch_max(size(&path), Ordering::Relaxed);
+            let now = size(&path);
+            p.fetch_max(now, Ordering::Relaxed);
+            c.fetch_max(before.saturating_sub(now), Ordering::Relaxed);
+            before = now;
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    (peak, running)
+    w
 }
 
 /// Waits up to `patience` for `check`; whether it came true.
@@ -38,6 +53,27 @@ async fn eventually(patience: Duration, check: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     check()
+}
+
+/// Sixteen senders write about `bytes` to "b" as fast as they can; what each sent.
+async fn write_through(app: &TestApp, a: &Agent, bytes: u64) -> usize {
+    let text = "w".repeat(1900);
+    let per_sender = (bytes / 1900 / 16) as usize;
+    let senders = (0..16).map(|s| {
+        let text = &text;
+        async move {
+            for i in 0..per_sender {
+                app.send_with(
+                    a,
+                    json!({"recipient_agent_ids": ["b"], "content": {"text": format!("{s}/{i} {text}")}}),
+                )
+                .await
+                .expect_status(201);
+            }
+        }
+    });
+    futures_util::future::join_all(senders).await;
+    per_sender
 }
 
 /// Sixteen senders write five times the bound through the log as fast as they can; the
@@ -54,25 +90,9 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
     let mut wal = app.database().into_os_string();
     wal.push("-wal");
     let wal = std::path::PathBuf::from(wal);
-    let (peak, watching) = watch_peak(wal.clone());
-
-    let text = "w".repeat(1900);
-    let per_sender = (5 * BOUND / 1900 / 16) as usize;
-    let senders = (0..16).map(|s| {
-        let (app, a, text) = (&app, &a, &text);
-        async move {
-            for i in 0..per_sender {
-                app.send_with(
-                    a,
-                    json!({"recipient_agent_ids": ["b"], "content": {"text": format!("{s}/{i} {text}")}}),
-                )
-                .await
-                .expect_status(201);
-            }
-        }
-    });
-    futures_util::future::join_all(senders).await;
-    let during = peak.load(Ordering::Relaxed);
+    let watched = watch(wal.clone());
+    let per_sender = write_through(&app, &a, 5 * BOUND).await;
+    let during = watched.peak.load(Ordering::Relaxed);
     assert!(during > 0, "the WAL was never seen");
     assert!(
         during <= BOUND,
@@ -116,7 +136,17 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
         "an idle server's WAL stayed at {} bytes",
         size(&wal)
     );
-    watching.store(false, Ordering::Relaxed);
+    watched.running.store(false, Ordering::Relaxed);
+    // The file is cut in steps of an eighth of the bound (an `ftruncate` costs what it
+    // frees, and writes wait for it), never in one go; a send may land between the
+    // look at the size and the cut.
+    let largest = watched.largest_cut.load(Ordering::Relaxed);
+    assert!(
+        largest <= BOUND / 8 + 64 * 1024,
+        "the WAL was cut by {largest} bytes at once, more than a step of {}",
+        BOUND / 8
+    );
+    assert!(largest > 0, "the WAL was never seen cut");
     assert_eq!(
         app.inbox(&_b, "?limit=1").await.body["total_count"],
         16 * per_sender as u64 + trickled.load(Ordering::Relaxed),

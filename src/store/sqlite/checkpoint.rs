@@ -26,11 +26,14 @@
 //!   after it an `ftruncate` of 20–40 ms (measured with `strace` under the STOMP
 //!   benchmark), and the file grew back within a second. Instead the task cuts it when
 //!   the load has **eased** (less than the small limit written in [`EASED`]) and to
-//!   nothing when writes have stopped (`TRUNCATE`), so a quiet server keeps one tidy file.
-//!   Both wait until the passive checkpoints have copied the whole log, so that the
-//!   truncation holds writes only for the cut, never for copying; and the task's
-//!   connection never waits for a lock (busy timeout 0): what it cannot do now it does
-//!   on a later tick.
+//!   nothing when writes have stopped, so a quiet server keeps one tidy file. Both wait
+//!   until the passive checkpoints have copied the whole log, so that a cut holds writes
+//!   only for the `ftruncate`, never for copying; and the task's connection never waits
+//!   for a lock (busy timeout 0): what it cannot do now it does on a later tick;
+//! * the file is cut **in steps** of at most [`WalBound::cut_step`] (32 MiB by default),
+//!   one per tick ([`cut_step`]): an `ftruncate` costs what it frees (on this project's
+//!   disk 64 ms for 256 MiB at once, 9 ms per 32 MiB), and a write that arrives during
+//!   a cut waits for it. `TRUNCATE` only ever cuts the last step.
 //!
 //! What it costs is measured by the benchmark (`send_message`, `stomp`, and `soak` for
 //! the WAL over time); see docs/architecture.md.
@@ -67,6 +70,9 @@ const SLOW_RESTART: Duration = Duration::from_millis(50);
 /// How long a restart waits once the WAL has reached its bound: writes pause for it.
 const FORCED_WAIT_MS: u32 = 1000;
 
+/// The most a cut of the file frees at once, whatever the bound (see [`cut_step`]).
+const MAX_CUT_STEP: u64 = 32 * 1024 * 1024;
+
 /// Frames the passive checkpoints may leave uncopied for the writer's restart to be
 /// quick: what is left is copied on the writer's thread, while writes wait (4 MiB).
 const QUICK_RESTART_FRAMES: i64 = 1024;
@@ -90,6 +96,13 @@ impl WalBound {
     /// What the file is cut back to once the load eases.
     pub fn small_limit(&self) -> u64 {
         (self.max_bytes / 8).max(64 * 1024)
+    }
+
+    /// How much one cut frees: an eighth of the bound, at most [`MAX_CUT_STEP`], so
+    /// that a write arriving during the cut waits a few milliseconds, not for the whole
+    /// file to be freed.
+    pub fn cut_step(&self) -> u64 {
+        (self.max_bytes / 8).clamp(64 * 1024, MAX_CUT_STEP)
     }
 
     fn size(&self) -> u64 {
@@ -267,10 +280,7 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
     let mut last: Option<WalIndex> = None;
     let mut quiet_since = Instant::now();
     let mut usage_read: Option<Instant> = None;
-    // Bytes that went through the log since `window_from`, summed from the growth of
-    // the frame count between two looks (a restart starts the count again).
-    let mut window_from = Instant::now();
-    let mut written: u64 = 0;
+    let mut easing = Easing::new();
     loop {
         if usage_read.is_none_or(|at| at.elapsed() >= USAGE_INTERVAL) {
             super::usage::publish(&mut conn, &bound.database).await;
@@ -302,35 +312,116 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
             Some(l) if now.frames >= l.frames => now.frames - l.frames,
             _ => now.frames,
         };
-        written += u64::from(grown) * now.frame_bytes;
         if last.is_none_or(|l| l.changes != now.changes) {
             quiet_since = Instant::now();
         }
         last = Some(now);
         let size = bound.size();
         metrics::gauge!("switchboard_store_wal_bytes").set(size as f64);
-        let idle = quiet_since.elapsed() >= IDLE && size > 0;
-        let window_over = window_from.elapsed() >= EASED;
-        let eased = window_over && written < bound.small_limit() && size > bound.small_limit();
-        if window_over {
-            window_from = Instant::now();
-            written = 0;
-        }
+        let eased = easing.note(u64::from(grown) * now.frame_bytes, bound.small_limit());
+        let target = if quiet_since.elapsed() >= IDLE {
+            0
+        } else if eased {
+            bound.small_limit()
+        } else {
+            u64::MAX
+        };
         // Only once the passive checkpoints have copied everything: a `TRUNCATE` copies
         // the rest itself while holding the write lock (traced: 17,575 page writes after
         // another process's 1 GiB transaction), while a passive one never holds it.
-        if (idle || eased) && now.backlog() == 0 {
+        if size > target && now.backlog() == 0 {
             let started = Instant::now();
-            if let Err(err) = checkpoint(&mut conn, "TRUNCATE").await {
-                tracing::debug!(error = %err, "WAL truncate");
+            if let Err(err) = cut_step(&mut conn, &bound, size, target).await {
+                tracing::debug!(error = %err, "WAL cut");
             }
             let took = started.elapsed();
             if took > SLOW_RESTART {
-                tracing::warn!(?took, eased, "WAL truncate held writes up");
+                tracing::warn!(?took, eased, "WAL cut held writes up");
             }
             metrics::gauge!("switchboard_store_wal_bytes").set(bound.size() as f64);
+            // The cut's own commit is not a client's write: the idle second goes on.
+            if let Some(after) = shm.as_ref().and_then(WalIndex::read) {
+                last = Some(after);
+            }
         }
     }
+}
+
+/// Whether the load has eased: less than the small limit went through the log in the
+/// last [`EASED`] window, and no more than that so far in this one. It stays eased
+/// window after window while the load stays light, so the file is cut step by step
+/// (one per tick) until it is small.
+struct Easing {
+    from: Instant,
+    /// Bytes through the log since `from`, summed from the growth of the frame count
+    /// between two looks (a restart starts the count again).
+    written: u64,
+    eased: bool,
+}
+
+impl Easing {
+    fn new() -> Easing {
+        Easing {
+            from: Instant::now(),
+            written: 0,
+            eased: false,
+        }
+    }
+
+    /// Counts `bytes` more through the log; whether the load has eased now.
+    fn note(&mut self, bytes: u64, small_limit: u64) -> bool {
+        self.written += bytes;
+        if self.written >= small_limit {
+            self.eased = false;
+        }
+        if self.from.elapsed() >= EASED {
+            self.eased = self.written < small_limit;
+            self.from = Instant::now();
+            self.written = 0;
+        }
+        self.eased
+    }
+}
+
+/// Cuts the fully copied log's file one step towards `target` bytes.
+///
+/// The last step (to nothing) is a `TRUNCATE` checkpoint. Any other is SQLite's own
+/// `journal_size_limit`: the first commit that starts the log again from its first frame
+/// cuts the file to its connection's limit. So this connection sets its limit one step
+/// below the file and commits a write that changes nothing the server reads (the header's
+/// `user_version`, rewritten with its own value); with the log fully copied and no reader
+/// inside it, that commit starts the log again and cuts. If the writer or a reader is in
+/// the way (the connection does not wait for locks), nothing is cut and a later tick tries
+/// again.
+pub async fn cut_step(
+    conn: &mut SqliteConnection,
+    bound: &WalBound,
+    size: u64,
+    target: u64,
+) -> Result<(), sqlx::Error> {
+    if size <= target {
+        return Ok(());
+    }
+    let next = size.saturating_sub(bound.cut_step()).max(target);
+    tracing::debug!(from = size, to = next, "WAL cut");
+    if next == 0 {
+        return checkpoint(conn, "TRUNCATE").await;
+    }
+    // Numbers of ours, formatted: nothing from a client reaches these statements.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PRAGMA journal_size_limit = {next}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *conn)
+        .await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "PRAGMA user_version = {version}"
+    )))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// A checkpoint in `mode`; publishes the log's frames and how many are uncopied.
@@ -352,7 +443,7 @@ mod tests {
     use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
     use sqlx::{ConnectOptions, Row};
 
-    use super::WalIndex;
+    use super::{WalBound, WalIndex, cut_step};
 
     /// The figures read from the `-shm` file are SQLite's own: the frames a checkpoint
     /// reports in the log, and after a passive checkpoint the frames it copied.
@@ -387,5 +478,79 @@ mod tests {
         assert_eq!(i64::from(after.copied), copied);
         assert_eq!(after.backlog(), 0);
         assert_eq!(after.log_bytes(), log as u64 * 4120);
+    }
+
+    /// A fully copied log's file is cut one step at a time, each cut by SQLite's own
+    /// commit, down to nothing; what was written stays, and writes go on after it.
+    #[tokio::test]
+    async fn the_log_file_is_cut_one_step_at_a_time() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("cut.db");
+        let mut conn = SqliteConnectOptions::new()
+            .filename(&db)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .pragma("wal_autocheckpoint", "0")
+            .connect()
+            .await
+            .expect("open");
+        sqlx::raw_sql("CREATE TABLE t (x BLOB)")
+            .execute(&mut conn)
+            .await
+            .expect("table");
+        for _ in 0..40 {
+            sqlx::raw_sql("INSERT INTO t VALUES (zeroblob(100000))")
+                .execute(&mut conn)
+                .await
+                .expect("write");
+        }
+        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut conn)
+            .await
+            .expect("copied");
+        let bound = WalBound {
+            database: db.clone(),
+            file: dir.path().join("cut.db-wal"),
+            index: dir.path().join("cut.db-shm"),
+            max_bytes: 8 * 1024 * 1024,
+            busy_timeout: std::time::Duration::ZERO,
+        };
+        let step = bound.cut_step();
+        assert_eq!(step, 1024 * 1024);
+        let mut size = bound.size();
+        assert!(size > 3 * step, "the log holds {size} bytes");
+        let mut cuts = 0;
+        while size > 0 {
+            // The server cuts only a fully copied log, as here.
+            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                .fetch_one(&mut conn)
+                .await
+                .expect("copied");
+            cut_step(&mut conn, &bound, size, 0).await.expect("cut");
+            let after = bound.size();
+            assert_eq!(after, size.saturating_sub(step), "one step from {size}");
+            size = after;
+            cuts += 1;
+        }
+        assert!(cuts >= 4, "{cuts} cuts");
+        // Towards a limit above nothing, the last cut stops at it.
+        sqlx::raw_sql("INSERT INTO t VALUES (zeroblob(3000000))")
+            .execute(&mut conn)
+            .await
+            .expect("write");
+        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(&mut conn)
+            .await
+            .expect("copied");
+        let limit = bound.size() - step / 2;
+        cut_step(&mut conn, &bound, bound.size(), limit)
+            .await
+            .expect("cut");
+        assert_eq!(bound.size(), limit);
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t WHERE length(x) > 0")
+            .fetch_one(&mut conn)
+            .await
+            .expect("read");
+        assert_eq!(rows, 41);
     }
 }
