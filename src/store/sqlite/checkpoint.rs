@@ -445,20 +445,33 @@ mod tests {
 
     use super::{WalBound, WalIndex, cut_step};
 
+    /// A connection in WAL mode that never checkpoints on its own, as the server's.
+    async fn open(db: &std::path::Path) -> sqlx::SqliteConnection {
+        SqliteConnectOptions::new()
+            .filename(db)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .pragma("wal_autocheckpoint", "0")
+            .connect()
+            .await
+            .expect("open")
+    }
+
+    /// A passive checkpoint; with no reader, it copies the whole log.
+    async fn copy_all(conn: &mut sqlx::SqliteConnection) {
+        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+            .fetch_one(conn)
+            .await
+            .expect("copied");
+    }
+
     /// The figures read from the `-shm` file are SQLite's own: the frames a checkpoint
     /// reports in the log, and after a passive checkpoint the frames it copied.
     #[tokio::test]
     async fn the_wal_index_header_reads_as_sqlite_reports_it() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("index.db");
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&db)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .pragma("wal_autocheckpoint", "0")
-            .connect()
-            .await
-            .expect("open");
+        let mut conn = open(&db).await;
         sqlx::raw_sql("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(50000));")
             .execute(&mut conn)
             .await
@@ -486,14 +499,7 @@ mod tests {
     async fn the_log_file_is_cut_one_step_at_a_time() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("cut.db");
-        let mut conn = SqliteConnectOptions::new()
-            .filename(&db)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .pragma("wal_autocheckpoint", "0")
-            .connect()
-            .await
-            .expect("open");
+        let mut conn = open(&db).await;
         sqlx::raw_sql("CREATE TABLE t (x BLOB)")
             .execute(&mut conn)
             .await
@@ -504,10 +510,7 @@ mod tests {
                 .await
                 .expect("write");
         }
-        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&mut conn)
-            .await
-            .expect("copied");
+        copy_all(&mut conn).await;
         let bound = WalBound {
             database: db.clone(),
             file: dir.path().join("cut.db-wal"),
@@ -522,10 +525,7 @@ mod tests {
         let mut cuts = 0;
         while size > 0 {
             // The server cuts only a fully copied log, as here.
-            sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-                .fetch_one(&mut conn)
-                .await
-                .expect("copied");
+            copy_all(&mut conn).await;
             cut_step(&mut conn, &bound, size, 0).await.expect("cut");
             let after = bound.size();
             assert_eq!(after, size.saturating_sub(step), "one step from {size}");
@@ -538,10 +538,7 @@ mod tests {
             .execute(&mut conn)
             .await
             .expect("write");
-        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&mut conn)
-            .await
-            .expect("copied");
+        copy_all(&mut conn).await;
         let limit = bound.size() - step / 2;
         cut_step(&mut conn, &bound, bound.size(), limit)
             .await
