@@ -53,11 +53,15 @@ impl ServerProcess {
             .arg("--database")
             .arg(&db)
             .args(extra)
-            // BENCH_SERVER_LOG widens what the server logs (e.g. a module at debug).
+            // BENCH_SERVER_LOG widens what the server logs (a filter, e.g. a module at
+            // debug). The listening lines stay on whatever it says: they are how the
+            // harness learns the ports, and without them it would wait forever.
             .env(
                 "RUST_LOG",
-                std::env::var("BENCH_SERVER_LOG")
-                    .unwrap_or_else(|_| "warn,switchboard::server=info".to_owned()),
+                format!(
+                    "{},switchboard::server=info",
+                    std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned())
+                ),
             )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
