@@ -16,6 +16,7 @@ pub mod postgres;
 pub mod records;
 pub mod remotes;
 pub mod sqlite;
+pub(crate) mod usage;
 pub mod webhooks;
 
 use std::collections::HashMap;

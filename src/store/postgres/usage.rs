@@ -7,8 +7,9 @@
 use std::time::Duration;
 
 use sqlx::{PgPool, Row};
-use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
+
+use crate::store::usage::{set_database_bytes, set_oldest_message, set_rows};
 
 /// How often the figures are read (as on SQLite).
 const INTERVAL: Duration = Duration::from_secs(5);
@@ -26,8 +27,9 @@ pub(super) async fn run(read: PgPool, stop: CancellationToken) {
     }
 }
 
-/// Everything in one round trip: teams and agents are counted (they stay small), every
-/// other family is read from the counters the triggers keep.
+/// Two round trips: one for the size, the counted families (teams and agents stay
+/// small), the inbox counters and the oldest message; one for the families `row_counts`
+/// keeps (their number varies).
 async fn publish(read: &PgPool) -> Result<(), sqlx::Error> {
     let row = sqlx::query(
         "SELECT pg_database_size(current_database()),
@@ -42,26 +44,20 @@ async fn publish(read: &PgPool) -> Result<(), sqlx::Error> {
     .fetch_one(read)
     .await?;
     let size: i64 = row.try_get(0)?;
-    metrics::gauge!("switchboard_store_database_bytes").set(size as f64);
+    set_database_bytes(u64::try_from(size).unwrap_or(0));
     for (i, table) in ["teams", "agents", "inbox", "messages", "responses"]
         .into_iter()
         .enumerate()
     {
-        let count: i64 = row.try_get(i + 1)?;
-        metrics::gauge!("switchboard_store_rows", "table" => table).set(count as f64);
+        set_rows(table, row.try_get(i + 1)?);
     }
-    let oldest: Option<i64> = row.try_get(6)?;
-    let age = oldest.map_or(0.0, |at| {
-        (Timestamp::now().micros() - at).max(0) as f64 / 1e6
-    });
-    metrics::gauge!("switchboard_store_oldest_message_age_seconds").set(age);
+    set_oldest_message(row.try_get(6)?);
     for kept in sqlx::query("SELECT family, n FROM row_counts")
         .fetch_all(read)
         .await?
     {
         let family: String = kept.try_get(0)?;
-        let count: i64 = kept.try_get(1)?;
-        metrics::gauge!("switchboard_store_rows", "table" => family).set(count as f64);
+        set_rows(&family, kept.try_get(1)?);
     }
     Ok(())
 }

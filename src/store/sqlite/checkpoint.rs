@@ -393,7 +393,7 @@ impl Easing {
 /// inside it, that commit starts the log again and cuts. If the writer or a reader is in
 /// the way (the connection does not wait for locks), nothing is cut and a later tick tries
 /// again.
-pub async fn cut_step(
+async fn cut_step(
     conn: &mut SqliteConnection,
     bound: &WalBound,
     size: u64,

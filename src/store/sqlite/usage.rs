@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use sqlx::{Row, SqliteConnection};
-use switchboard_types::time::Timestamp;
+
+use crate::store::usage::{set_database_bytes, set_oldest_message, set_rows};
 
 /// The tables counted, on the background task's own connection, which blocks no writer:
 /// teams and agents, which stay small. Every other family is read from counters that
@@ -17,7 +18,7 @@ const COUNTED: &[&str] = &["teams", "agents"];
 /// Reads the figures and sets the gauges; a failed read leaves the previous values.
 pub async fn publish(conn: &mut SqliteConnection, database: &Path) {
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    metrics::gauge!("switchboard_store_database_bytes").set(size(database) as f64);
+    set_database_bytes(size(database));
     if let Err(err) = rows(conn).await {
         tracing::debug!(error = %err, "reading disk use");
     }
@@ -30,7 +31,7 @@ async fn rows(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
         let count: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
             .fetch_one(&mut *conn)
             .await?;
-        metrics::gauge!("switchboard_store_rows", "table" => *table).set(count as f64);
+        set_rows(table, count);
     }
     let kept = sqlx::query(
         "SELECT COALESCE(SUM(total), 0), COALESCE(SUM(sent), 0), COALESCE(SUM(responded), 0)
@@ -40,7 +41,7 @@ async fn rows(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     .await?;
     for (i, table) in ["inbox", "messages", "responses"].into_iter().enumerate() {
         let count: i64 = kept.try_get(i)?;
-        metrics::gauge!("switchboard_store_rows", "table" => table).set(count as f64);
+        set_rows(table, count);
     }
     let kept = sqlx::query("SELECT family, n FROM row_counts")
         .fetch_all(&mut *conn)
@@ -48,20 +49,14 @@ async fn rows(conn: &mut SqliteConnection) -> Result<(), sqlx::Error> {
     for row in kept {
         let family: String = row.try_get(0)?;
         let count: i64 = row.try_get(1)?;
-        metrics::gauge!("switchboard_store_rows", "table" => family).set(count as f64);
+        set_rows(&family, count);
     }
     // Messages are numbered in time order, so the first by key is the oldest.
-    let oldest = sqlx::query("SELECT created_at FROM messages ORDER BY pk LIMIT 1")
-        .fetch_optional(&mut *conn)
-        .await?;
-    let age = match oldest {
-        Some(row) => {
-            let at: i64 = row.try_get(0)?;
-            (Timestamp::now().micros() - at).max(0) as f64 / 1e6
-        }
-        None => 0.0,
-    };
-    metrics::gauge!("switchboard_store_oldest_message_age_seconds").set(age);
+    let oldest: Option<i64> =
+        sqlx::query_scalar("SELECT created_at FROM messages ORDER BY pk LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    set_oldest_message(oldest);
     // Pages retention freed: new writes reuse them before the file grows.
     let free: i64 = sqlx::query_scalar(
         "SELECT f.freelist_count * s.page_size FROM pragma_freelist_count() f, pragma_page_size() s",
