@@ -1,7 +1,9 @@
 //! The one entry every transport calls: an operation and who asks, to its answer.
 
+use switchboard_types::tasks::{TaskRequest, TaskSubmitted};
 use switchboard_types::{Operation, Reply};
 
+use super::tasks::Following;
 use super::{Caller, Core, CoreResult};
 
 impl Core {
@@ -15,13 +17,32 @@ impl Core {
     /// about 13% of send throughput).
     pub async fn dispatch(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
         let reply = self.dispatch_any(caller, operation).await;
-        // Whatever changed a team may have changed whether it is idle.
-        if reply.is_ok()
-            && let Caller::Agent { team, .. } | Caller::Team { team } = caller
-        {
-            self.touch_activity(*team);
+        if reply.is_ok() {
+            self.touched(caller);
         }
         reply
+    }
+
+    /// A TaskRequest submitted over a transport whose caller follows the task there
+    /// rather than in its inbox (A2A): `SubmitTask`, without the originator's
+    /// notifications (see [`Following::Transport`]).
+    pub async fn submit_followed_task(
+        &self,
+        caller: &Caller,
+        request: TaskRequest,
+    ) -> CoreResult<TaskSubmitted> {
+        let submitted = boxed(self.submit_task(caller, request, Following::Transport)).await;
+        if submitted.is_ok() {
+            self.touched(caller);
+        }
+        submitted
+    }
+
+    /// Whatever changed a team may have changed whether it is idle.
+    fn touched(&self, caller: &Caller) {
+        if let Caller::Agent { team, .. } | Caller::Team { team } = caller {
+            self.touch_activity(*team);
+        }
     }
 
     async fn dispatch_any(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
@@ -119,9 +140,9 @@ impl Core {
         use Operation as Op;
         let updated = |task| Reply::TaskUpdated(Box::new(task));
         Ok(match operation {
-            Op::SubmitTask(request) => {
-                Reply::TaskSubmitted(Box::new(boxed(self.submit_task(caller, request)).await?))
-            }
+            Op::SubmitTask(request) => Reply::TaskSubmitted(Box::new(
+                boxed(self.submit_task(caller, request, Following::Inbox)).await?,
+            )),
             Op::GetTask { task_id } => {
                 Reply::Task(Box::new(boxed(self.get_task(caller, &task_id)).await?))
             }

@@ -258,7 +258,8 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
 /// The columns [`task`] reads.
 pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
-     question, context, result_data, callback_delivery, version, created_at, updated_at";
+     question, context, result_data, callback_delivery, version, created_at, updated_at, \
+     originator_inbox";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
     let clarification_id = row.opt_text("clarification_id")?;
@@ -276,6 +277,7 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         required_capabilities: row.json("required_capabilities")?,
         target_agent_id: row.opt_text("target_agent_id")?,
         status: row.parse::<TaskStatus>("status")?,
+        originator_inbox: row.flag("originator_inbox")?,
         clarification: clarification_id.zip(question),
         context: row.json("context")?,
         result_data: row.opt_json("result_data")?.unwrap_or_default(),

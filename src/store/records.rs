@@ -479,6 +479,10 @@ pub struct TaskRecord {
     pub required_capabilities: Vec<String>,
     pub target_agent_id: Option<String>,
     pub status: TaskStatus,
+    /// Whether notifications for the originator go to its inbox: not when it follows the
+    /// task over the transport it created it by (A2A), where an inbox entry per change
+    /// would only pile up unread.
+    pub originator_inbox: bool,
     /// The open question (`clarification_id`, question) while input-required; it was
     /// asked by the assignee (a handoff drops it).
     pub clarification: Option<(String, String)>,

@@ -74,7 +74,7 @@ impl Core {
             handed_off_by: l.me.agent_id.clone(),
         };
         let mut told = vec![new.clone()];
-        told.extend(self.registry().agent(task.originator_pk));
+        told.extend(self.originator_told(&task));
         told.extend(old.clone());
         let details = json!({
             "from_agent_id": old_id,
@@ -121,12 +121,11 @@ impl Core {
                 requested_by: l.me.agent_id.clone(),
             };
             let details = json!({"clarification_id": clarification_id, "question": input.question});
-            let originator = core.registry().agent(task.originator_pk);
             Ok(Change {
                 notices: vec![Notice::new(
                     TaskFrame::ClarificationRequest,
                     &request,
-                    originator.into_iter().collect(),
+                    core.originator_told(&task),
                 )?],
                 callback: (CallbackStatus::InProgress, details.clone()),
                 ..l.change(task, TaskEventKind::ClarificationRequested, map(details))
@@ -233,7 +232,6 @@ impl Core {
                 status: input.status,
                 agent_id: l.me.agent_id.clone(),
             };
-            let originator = core.registry().agent(task.originator_pk);
             let open_delta = if task.status.is_final() {
                 vec![(l.me.pk, -1)]
             } else {
@@ -244,7 +242,7 @@ impl Core {
                 notices: vec![Notice::new(
                     TaskFrame::TaskResponse,
                     &response,
-                    originator.into_iter().collect(),
+                    core.originator_told(&task),
                 )?],
                 callback: (task.status.into(), input.result_data.clone()),
                 open_delta,

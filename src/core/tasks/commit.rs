@@ -56,6 +56,9 @@ impl Core {
             open_delta,
         } = change;
         let callback_post = self.callback_of(&task, &event, callback, &mut notices)?;
+        // A notice for nobody (an originator that follows the task elsewhere, or is gone)
+        // would be a message in no inbox.
+        notices.retain(|n| !n.recipients.is_empty());
         let queued = callback_post.is_some();
         let (posts, live): (Vec<NewPost>, Vec<Vec<Arc<AgentRecord>>>) = notices
             .into_iter()

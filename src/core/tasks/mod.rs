@@ -10,7 +10,9 @@
 //! **Notifications are messages.** A `TaskRequest` for the assignee, a `TaskResponse`
 //! for the originator, … are inbox entries of `kind: task` whose `content.data` is the
 //! protocol object with its `type`; the WebSocket sends them as frames of that type.
-//! So replay, acks, the inbox query and read marks work for them unchanged.
+//! So replay, acks, the inbox query and read marks work for them unchanged. An
+//! originator that follows its task over the transport it created it by (A2A, see
+//! [`Following`]) gets none: it reads the task there and would never read them.
 //!
 //! Each action reads the task, lets `TaskState::apply` decide, and writes the change
 //! guarded by the task's version: if another action got there first, nothing is written
@@ -38,7 +40,7 @@ pub use crate::store::records::DueCallback;
 pub use outbox::{AttemptResult, DueDelivery, RetryPolicy};
 pub use webhooks::{MAX_WEBHOOKS_PER_TASK, Outgoing, TaskWebhook, WebhookFormat, WebhookSpec};
 
-use super::CoreError;
+use super::{Core, CoreError};
 use crate::store::records::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
 
 /// Settings of the task protocol.
@@ -115,6 +117,31 @@ impl Notice {
             recipients,
         })
     }
+}
+
+impl Core {
+    /// The originator as a recipient of its task's notifications: nobody when it follows
+    /// the task over the transport it created it by (see `TaskRecord::originator_inbox`)
+    /// or is no longer registered.
+    fn originator_told(&self, task: &TaskRecord) -> Vec<Arc<AgentRecord>> {
+        if !task.originator_inbox {
+            return Vec::new();
+        }
+        self.registry()
+            .agent(task.originator_pk)
+            .into_iter()
+            .collect()
+    }
+}
+
+/// How the originator of a new task follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Following {
+    /// By its inbox (and the pushes of its live connections): every transport but A2A.
+    Inbox,
+    /// By the transport it submitted the task over (A2A: the send's answer, `GetTask`,
+    /// `SubscribeToTask`, push configs), so no notification for it is written.
+    Transport,
 }
 
 /// One change of a task, decided and ready to be written.

@@ -13,17 +13,19 @@ use switchboard_types::time::Timestamp;
 
 use super::commit::NotWritten;
 use super::registry_requests::RegistryRequest;
-use super::{Change, Notice, accepts_tasks, map, no_suitable};
+use super::{Change, Following, Notice, accepts_tasks, map, no_suitable};
 use crate::core::assistance::capability_match;
 use crate::core::{Caller, Core, CoreError, CoreResult, callback_url, ids};
 use crate::store::records::{AgentRecord, TaskRecord, TeamRecord};
 
 impl Core {
-    /// Handles a TaskRequest: the registry by message, or a task to assign.
+    /// Handles a TaskRequest: the registry by message, or a task to assign, which its
+    /// originator follows as `following` says.
     pub(in crate::core) async fn submit_task(
         &self,
         caller: &Caller,
         req: TaskRequest,
+        following: Following,
     ) -> CoreResult<TaskSubmitted> {
         if req.target_agent_id.is_none()
             && req.required_capabilities.is_empty()
@@ -57,6 +59,7 @@ impl Core {
             required_capabilities: capabilities,
             target_agent_id: req.target_agent_id,
             status: TaskStatus::InProgress,
+            originator_inbox: following == Following::Inbox,
             clarification: None,
             context: Vec::new(),
             result_data: Value::Null,
@@ -125,7 +128,11 @@ impl Core {
             callback: (CallbackStatus::InProgress, details),
             notices: vec![
                 self.request_notice(&task, assignee)?,
-                Notice::new(TaskFrame::TaskResponse, &response, vec![me.clone()])?,
+                Notice::new(
+                    TaskFrame::TaskResponse,
+                    &response,
+                    self.originator_told(&task),
+                )?,
             ],
             open_delta: vec![(assignee.pk, 1)],
             expected_version: None,
@@ -167,8 +174,12 @@ impl Core {
             ),
             callback: (CallbackStatus::Failed, details),
             notices: vec![
-                Notice::new(TaskFrame::TaskResponse, &response, vec![me.clone()])?,
-                Notice::new(TaskFrame::ErrorMessage, &error, vec![me.clone()])?,
+                Notice::new(
+                    TaskFrame::TaskResponse,
+                    &response,
+                    self.originator_told(&task),
+                )?,
+                Notice::new(TaskFrame::ErrorMessage, &error, self.originator_told(&task))?,
             ],
             open_delta: Vec::new(),
             expected_version: None,

@@ -215,6 +215,7 @@ pub(super) const TABLES: &[Table] = &[
             ("version", Int),
             ("created_at", Int),
             ("updated_at", Int),
+            ("originator_inbox", Flag),
         ],
     },
     Table {

@@ -27,9 +27,10 @@ const INSERT_TASK: &str = "
         INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                            callback_url, priority, required_capabilities, target_agent_id,
                            status, clarification_id, question, context, result_data,
-                           callback_delivery, version, created_at, updated_at)
+                           callback_delivery, version, created_at, updated_at,
+                           originator_inbox)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16,
-                $17, $18)
+                $17, $18, $27)
         RETURNING pk, team_pk, assignee_pk, created_at),
     a AS (INSERT INTO task_assignees (task_pk, agent_pk)
           SELECT pk, assignee_pk FROM t WHERE assignee_pk IS NOT NULL),
@@ -72,6 +73,7 @@ pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<Tas
         .bind(e.created_at.micros())
         .bind(url)
         .bind(body)
+        .bind(t.originator_inbox)
         .fetch_one(conn)
         .await?;
     Ok(TaskPk(pk))

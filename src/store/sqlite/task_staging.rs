@@ -76,11 +76,11 @@ const FLUSH_TASKS: &str = "
     INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
-                       callback_delivery, version, created_at, updated_at)
+                       callback_delivery, version, created_at, updated_at, originator_inbox)
     SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5,
            j.value->>6, j.value->>7, j.value->>8, j.value->>9, j.value->>10, j.value->>11,
            j.value->>12, j.value->>13, j.value->>14, NULL, j.value->>15, j.value->>16,
-           j.value->>17
+           j.value->>17, j.value->>26
     FROM jsonb_each(?) j;
     INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT t.pk, t.assignee_pk
@@ -134,6 +134,7 @@ fn row(w: &TaskWrite) -> Result<Value, StoreError> {
         e.created_at.micros(),
         url,
         body,
+        t.originator_inbox,
     ]))
 }
 

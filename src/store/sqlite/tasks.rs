@@ -26,8 +26,8 @@ macro_rules! insert_task_sql {
     INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
-                       callback_delivery, version, created_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?);
+                       callback_delivery, version, created_at, updated_at, originator_inbox)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?);
     INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT pk, assignee_pk FROM tasks
     WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
@@ -81,7 +81,8 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
         .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.created_at.micros())
-        .bind(t.updated_at.micros());
+        .bind(t.updated_at.micros())
+        .bind(t.originator_inbox);
     query = by_key(query, t);
     query = by_key(query, t)
         .bind(event.seq)
@@ -399,6 +400,7 @@ mod tests {
                 required_capabilities: Vec::new(),
                 target_agent_id: None,
                 status: TaskStatus::InProgress,
+                originator_inbox: true,
                 clarification: None,
                 context: Vec::new(),
                 result_data: serde_json::Value::Null,

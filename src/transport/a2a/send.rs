@@ -87,17 +87,14 @@ async fn create(
         &interface.agent,
     );
     let core = &interface.state.core;
-    let task = match core
-        .dispatch(&interface.caller, Operation::SubmitTask(request))
-        .await
-    {
+    // The caller follows the task here, not in its inbox.
+    let task = match core.submit_followed_task(&interface.caller, request).await {
         // A targeted TaskRequest always stores a task (assigned or failed at once).
-        Ok(Reply::TaskSubmitted(submitted)) => submitted
+        Ok(submitted) => submitted
             .task
             .ok_or_else(|| A2AError::internal("a targeted task was not stored"))?,
         // Sent before: the task this key made (if it is this member's).
         Err(err) if err.code() == ErrorCode::Conflict => interface.task(&task_id).await?.task,
-        Ok(_) => return Err(A2AError::internal("SubmitTask answered otherwise")),
         Err(err) => return Err(to_a2a(err)),
     };
     Ok(Sent {

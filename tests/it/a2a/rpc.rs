@@ -333,3 +333,101 @@ async fn cards_are_cached_and_listed(app: &TestApp, client: &Agent, card: &str) 
         .unwrap_or_default();
     assert_eq!(names, ["client", "worker"]);
 }
+
+/// The inbox of a GET_MESSAGES caller: how many entries it holds, and their frames.
+async fn inbox(app: &TestApp, who: &Agent) -> (u64, Vec<String>) {
+    let res = app
+        .get("/v1/messages?sort_order=oldest_first")
+        .token(&who.token)
+        .send()
+        .await
+        .expect_status(200);
+    let frames = res.body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    m["content"]["data"]["type"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    (res.body["total_count"].as_u64().unwrap_or(u64::MAX), frames)
+}
+
+#[tokio::test]
+async fn an_a2a_caller_follows_its_task_over_a2a_and_its_inbox_stays_empty() {
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let helper = app.agent(&team, "helper", &[]).await;
+    let send = |id: &str, task_id: Option<&str>| {
+        let mut message = text(id, "look into it");
+        if let Some(task_id) = task_id {
+            message["taskId"] = json!(task_id);
+        }
+        rpc_body(
+            "SendMessage",
+            json!({"message": message, "configuration": {"returnImmediately": true}}),
+        )
+    };
+    let made = call(&app, &client, "worker", send("f1", None), &[]).await;
+    let task_id = made["result"]["task"]["id"].as_str().expect("a task");
+    // Every change that tells the originator: a question, progress, a handoff, the end.
+    app.task_action(
+        &worker,
+        task_id,
+        "clarifications",
+        json!({"question": "Which?"}),
+    )
+    .await
+    .expect_status(201);
+    call(&app, &client, "worker", send("f2", Some(task_id)), &[]).await;
+    app.task_action(&worker, task_id, "result", json!({"status": "in-progress"}))
+        .await
+        .expect_status(200);
+    app.task_action(
+        &worker,
+        task_id,
+        "handoff",
+        json!({"new_agent_id": "helper", "reason": "hers"}),
+    )
+    .await
+    .expect_status(200);
+    app.task_action(&helper, task_id, "result", json!({"status": "success"}))
+        .await
+        .expect_status(200);
+    let got = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("GetTask", json!({"id": task_id})),
+        &[],
+    )
+    .await;
+    assert_eq!(got["result"]["status"]["state"], "TASK_STATE_COMPLETED");
+    // The client saw all of it over A2A; nothing piled up unread in its inbox.
+    assert_eq!(inbox(&app, &client).await, (0, Vec::new()));
+    // The agents that work on it are told as always.
+    let (_, to_worker) = inbox(&app, &worker).await;
+    assert_eq!(
+        to_worker,
+        [
+            "TaskRequest",
+            "ClarificationResponse",
+            "HandoffNotification"
+        ]
+    );
+    let (_, to_helper) = inbox(&app, &helper).await;
+    assert_eq!(to_helper, ["TaskRequest", "HandoffNotification"]);
+    // The same agent submitting over REST follows by its inbox.
+    app.submit(&client, json!({"target_agent_id": "worker"}))
+        .await
+        .expect_status(201);
+    assert_eq!(
+        inbox(&app, &client).await,
+        (1, vec!["TaskResponse".to_owned()])
+    );
+}

@@ -149,7 +149,7 @@ async fn app() -> TestApp {
 }
 
 impl TestApp {
-    async fn submit(&self, from: &Agent, fields: Value) -> Res {
+    pub(crate) async fn submit(&self, from: &Agent, fields: Value) -> Res {
         let mut body = json!({"description": "do the thing", "originating_agent_id": from.id});
         crate::support::merge(&mut body, fields);
         self.post("/v1/tasks")
