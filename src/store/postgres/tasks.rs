@@ -251,10 +251,12 @@ fn push_page_filters(
         .push(")");
 }
 
+/// Open tasks per assignee, at start-up: the predicate is `tasks_open`'s, so the planner
+/// can read that index (open tasks only) rather than the table.
 pub(super) async fn open_counts<'e>(ex: impl PgExecutor<'e>) -> Result<Vec<OpenTasks>, StoreError> {
     let rows = sqlx::query(
         "SELECT assignee_pk, COUNT(*) FROM tasks
-         WHERE status IN ('in-progress', 'input-required') AND assignee_pk IS NOT NULL
+         WHERE (status = 'in-progress' OR status = 'input-required') AND assignee_pk IS NOT NULL
          GROUP BY assignee_pk",
     )
     .fetch_all(ex)

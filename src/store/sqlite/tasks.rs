@@ -351,13 +351,15 @@ fn push_page_filters(
         .push(")");
 }
 
-/// Open (in-progress or input-required) tasks per assignee.
+/// Open (in-progress or input-required) tasks per assignee, read at start-up from the
+/// index that holds only open tasks (finished ones are not walked).
 pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
     ex: E,
 ) -> Result<Vec<OpenTasks>, StoreError> {
     let rows = sqlx::query(
-        "SELECT assignee_pk, COUNT(*) FROM tasks
-         WHERE status IN ('in-progress', 'input-required') AND assignee_pk IS NOT NULL
+        "SELECT assignee_pk, COUNT(*) FROM tasks INDEXED BY tasks_open
+         WHERE (status = 'in-progress' OR status = 'input-required')
+           AND assignee_pk IS NOT NULL
          GROUP BY assignee_pk",
     )
     .fetch_all(ex)
