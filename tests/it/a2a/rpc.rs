@@ -113,20 +113,23 @@ async fn method_errors_have_the_spec_codes() {
     error_of(&call(&app, &client, "worker", card, &[]).await, -32007);
 }
 
+/// A `SendMessage` (`returnImmediately`) of one text part, on `task_id` if given.
+fn send_text(message_id: &str, words: &str, task_id: Option<&str>) -> Value {
+    let mut message = text(message_id, words);
+    if let Some(task_id) = task_id {
+        message["taskId"] = json!(task_id);
+    }
+    rpc_body(
+        "SendMessage",
+        json!({"message": message, "configuration": {"returnImmediately": true}}),
+    )
+}
+
 #[tokio::test]
 async fn messages_on_a_task_follow_its_state() {
     let app = TestApp::start().await;
     let (_, client, worker) = team(&app).await;
-    let send = |id: &str, task_id: Option<&str>| {
-        let mut message = text(id, "hold: please");
-        if let Some(task_id) = task_id {
-            message["taskId"] = json!(task_id);
-        }
-        rpc_body(
-            "SendMessage",
-            json!({"message": message, "configuration": {"returnImmediately": true}}),
-        )
-    };
+    let send = |id: &str, task_id: Option<&str>| send_text(id, "hold: please", task_id);
     let made = call(&app, &client, "worker", send("m1", None), &[]).await;
     let task_id = made["result"]["task"]["id"]
         .as_str()
@@ -363,16 +366,7 @@ async fn an_a2a_caller_follows_its_task_over_a2a_and_its_inbox_stays_empty() {
     let app = TestApp::start().await;
     let (team, client, worker) = team(&app).await;
     let helper = app.agent(&team, "helper", &[]).await;
-    let send = |id: &str, task_id: Option<&str>| {
-        let mut message = text(id, "look into it");
-        if let Some(task_id) = task_id {
-            message["taskId"] = json!(task_id);
-        }
-        rpc_body(
-            "SendMessage",
-            json!({"message": message, "configuration": {"returnImmediately": true}}),
-        )
-    };
+    let send = |id: &str, task_id: Option<&str>| send_text(id, "look into it", task_id);
     let made = call(&app, &client, "worker", send("f1", None), &[]).await;
     let task_id = made["result"]["task"]["id"].as_str().expect("a task");
     // Every change that tells the originator: a question, progress, a handoff, the end.
