@@ -165,6 +165,7 @@ impl Core {
             error_message: why.error_message.clone(),
             originating_agent_id: me.agent_id.clone(),
         };
+        let told = self.originator_told(&task);
         let change = Change {
             event: self.event(
                 &task,
@@ -174,12 +175,8 @@ impl Core {
             ),
             callback: (CallbackStatus::Failed, details),
             notices: vec![
-                Notice::new(
-                    TaskFrame::TaskResponse,
-                    &response,
-                    self.originator_told(&task),
-                )?,
-                Notice::new(TaskFrame::ErrorMessage, &error, self.originator_told(&task))?,
+                Notice::new(TaskFrame::TaskResponse, &response, told.clone())?,
+                Notice::new(TaskFrame::ErrorMessage, &error, told)?,
             ],
             open_delta: Vec::new(),
             expected_version: None,
