@@ -58,12 +58,37 @@ const INSERT_TASK_AND_CALLBACK: &str = concat!(
 /// the same round trip.
 pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result<(), StoreError> {
     let (t, event) = (&w.task, &w.event);
-    let (clarification_id, question) = t.clarification.clone().unzip();
     let sql = match w.callback {
         Some(_) => INSERT_TASK_AND_CALLBACK,
         None => INSERT_TASK,
     };
-    let mut query = sqlx::query(sql)
+    let mut query = bind_new_task(sqlx::query(sql), t)?;
+    query = by_key(query, t);
+    query = bind_event(by_key(query, t), event)?;
+    if let Some((url, body)) = &w.callback {
+        query = by_key(query, t)
+            .bind(t.team_pk.0)
+            .bind(url.as_str())
+            .bind(event.seq)
+            .bind(body.as_str())
+            .bind(t.created_at.micros())
+            .bind(t.created_at.micros());
+    }
+    query.execute(conn).await?;
+    Ok(())
+}
+
+/// Binds a new task's columns in the order every task insert names them: `team_pk`,
+/// `task_id`, `description`, `data`, `originator_pk`, `assignee_pk`, `callback_url`,
+/// `priority`, `required_capabilities`, `target_agent_id`, `status`, `clarification_id`,
+/// `question`, `context`, `result_data`, `version`, `created_at`, `updated_at`,
+/// `originator_inbox` (nineteen; `callback_delivery` starts NULL).
+pub(super) fn bind_new_task<'q>(
+    query: Query<'q, Sqlite, SqliteArguments>,
+    t: &'q TaskRecord,
+) -> Result<Query<'q, Sqlite, SqliteArguments>, StoreError> {
+    let (clarification_id, question) = t.clarification.clone().unzip();
+    Ok(query
         .bind(t.team_pk.0)
         .bind(&t.task_id)
         .bind(&t.description)
@@ -82,26 +107,22 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
         .bind(t.version)
         .bind(t.created_at.micros())
         .bind(t.updated_at.micros())
-        .bind(t.originator_inbox);
-    query = by_key(query, t);
-    query = by_key(query, t)
+        .bind(t.originator_inbox))
+}
+
+/// Binds an event's columns after its task: `seq`, `kind`, `actor_pk`, `status`,
+/// `data`, `created_at`.
+pub(super) fn bind_event<'q>(
+    query: Query<'q, Sqlite, SqliteArguments>,
+    event: &'q TaskEventRecord,
+) -> Result<Query<'q, Sqlite, SqliteArguments>, StoreError> {
+    Ok(query
         .bind(event.seq)
         .bind(event.kind.as_str())
         .bind(event.actor_pk.map(|a| a.0))
         .bind(event.status.as_str())
         .bind(to_json(&event.data)?)
-        .bind(event.created_at.micros());
-    if let Some((url, body)) = &w.callback {
-        query = by_key(query, t)
-            .bind(t.team_pk.0)
-            .bind(url.as_str())
-            .bind(event.seq)
-            .bind(body.as_str())
-            .bind(t.created_at.micros())
-            .bind(t.created_at.micros());
-    }
-    query.execute(conn).await?;
-    Ok(())
+        .bind(event.created_at.micros()))
 }
 
 /// Binds the task's key (team, originator, id): how the statements after the first
@@ -185,13 +206,8 @@ pub(super) async fn update(
         .bind(t.updated_at.micros())
         .bind(t.pk.0)
         .bind(expected_version)
-        .bind(t.pk.0)
-        .bind(event.seq)
-        .bind(event.kind.as_str())
-        .bind(event.actor_pk.map(|a| a.0))
-        .bind(event.status.as_str())
-        .bind(to_json(&event.data)?)
-        .bind(event.created_at.micros());
+        .bind(t.pk.0);
+    query = bind_event(query, event)?;
     if let Some((url, body)) = &w.callback {
         query = query
             .bind(t.pk.0)

@@ -382,3 +382,109 @@ async fn a_reused_task_id_in_a_busy_batch_fails_alone_and_writes_nothing() {
     assert_eq!(kinds(&same.body), ["submitted"], "{}", same.body);
     app.stop().await;
 }
+
+/// A batch's new tasks are written by one statement per table, each row finding its
+/// task by its place in the batch: under many concurrent submissions (batches of every
+/// size, several statements when a batch is larger than one holds) every task must come
+/// back with its own assignee, its own first event and its own callback.
+#[tokio::test]
+async fn many_tasks_at_once_each_keep_their_own_assignee_event_and_callback() {
+    let app = app().await;
+    let receiver = Receiver::default();
+    let hook = receiver.start().await;
+    let team = app.team("crowd").await;
+    let a = app.agent(&team, "A", &[]).await;
+    let mut workers = Vec::new();
+    for w in 0..5 {
+        workers.push(app.agent(&team, &format!("W{w}"), &[]).await);
+    }
+    const TASKS: usize = 150;
+    let submissions = (0..TASKS).map(|i| {
+        let mut fields = json!({
+            "task_id": format!("t{i}"),
+            "description": format!("job {i}"),
+            "target_agent_id": format!("W{}", i % 5),
+        });
+        if i % 3 == 0 {
+            fields["callback_url"] = json!(hook);
+        }
+        app.submit(&a, fields)
+    });
+    for res in futures_util::future::join_all(submissions).await {
+        res.expect_status(201);
+    }
+    let with_callbacks = TASKS.div_ceil(3);
+    let mut called: Vec<String> = receiver
+        .wait_for(with_callbacks)
+        .await
+        .iter()
+        .map(|body| body["task_id"].as_str().expect("task_id").to_owned())
+        .collect();
+    called.sort();
+    let mut expected: Vec<String> = (0..TASKS)
+        .filter(|i| i % 3 == 0)
+        .map(|i| format!("t{i}"))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        called, expected,
+        "one callback per task that asked, for that task"
+    );
+    for i in 0..TASKS {
+        let task = delivered_or_none(&app, &a, &format!("t{i}"), i % 3 == 0).await;
+        let worker = format!("W{}", i % 5);
+        assert_eq!(task.body["task"]["description"], format!("job {i}"));
+        assert_eq!(
+            task.body["task"]["assignee_agent_id"], worker,
+            "{}",
+            task.body
+        );
+        let events = task.body["events"].as_array().expect("events");
+        assert_eq!(events.len(), 1, "{}", task.body);
+        assert_eq!(
+            events[0]["data"]["assignee_agent_id"], worker,
+            "{}",
+            task.body
+        );
+    }
+    for (w, worker) in workers.iter().enumerate() {
+        let listed = app
+            .get("/v1/tasks?role=assigned&limit=100")
+            .token(&worker.token)
+            .send()
+            .await
+            .expect_status(200);
+        let mut ids: Vec<String> = listed.body["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .map(|t| t["task_id"].as_str().expect("id").to_owned())
+            .collect();
+        ids.sort();
+        let mut expected: Vec<String> = (0..TASKS)
+            .filter(|i| i % 5 == w)
+            .map(|i| format!("t{i}"))
+            .collect();
+        expected.sort();
+        assert_eq!(ids, expected, "W{w}'s tasks");
+    }
+    app.stop().await;
+}
+
+/// The task once its callback was delivered (`called`), or as it is (no callback: its
+/// delivery must be empty). A callback row written for the wrong task would show there.
+async fn delivered_or_none(app: &TestApp, a: &Agent, task_id: &str, called: bool) -> Res {
+    for _ in 0..200 {
+        let task = app.task(a, task_id).await.expect_status(200);
+        let delivery = &task.body["task"]["callback_delivery"];
+        if !called {
+            assert!(delivery.is_null(), "{}", task.body);
+            return task;
+        }
+        if delivery["state"] == "delivered" {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task {task_id}'s callback was never shown delivered");
+}
