@@ -109,8 +109,13 @@ impl Notice {
         body: &impl Serialize,
         recipients: Vec<Arc<AgentRecord>>,
     ) -> Result<Notice, CoreError> {
-        let body = serde_json::to_value(body)
-            .map_err(|e| CoreError::internal(format!("rendering a {}: {e}", frame.name())))?;
+        // A notice for nobody is dropped unwritten (see `commit`): not worth rendering.
+        let body = if recipients.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_value(body)
+                .map_err(|e| CoreError::internal(format!("rendering a {}: {e}", frame.name())))?
+        };
         Ok(Notice {
             frame,
             body,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use a2a::{
     A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcError, JsonRpcId, ListTasksRequest,
-    ListTasksResponse, TypedDetail, error_code,
+    ListTasksResponse, SendMessageResponse, TypedDetail, error_code,
 };
 use axum::Json;
 use axum::body::Bytes;
@@ -15,6 +15,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use switchboard_types::decode::CommaList;
 use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
@@ -118,9 +120,12 @@ pub async fn call(
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
-    let (id, method, params) = match envelope(&body) {
-        Ok(parts) => parts,
-        Err((id, err)) => return answer(id, Err(err)),
+    let (id, method, params) = match as_sent(&body) {
+        Some(parts) => parts,
+        None => match envelope(&body) {
+            Ok((id, method, params)) => (id, method, Params::Tree(params)),
+            Err((id, err)) => return answer(id, Err(err)),
+        },
     };
     let dialect = match dialect_of(&headers, &method) {
         Ok(dialect) => dialect,
@@ -128,51 +133,143 @@ pub async fn call(
     };
     let (method, params) = match dialect {
         Dialect::V1 => (method, params),
-        Dialect::V03 => match v03::method(&method) {
-            Some(method) => (method.to_owned(), v03::params(method, params)),
-            None => return answer(id, Err(A2AError::method_not_found(&method))),
+        Dialect::V03 => match (v03::method(&method), params.into_value()) {
+            (Some(method), Ok(params)) => {
+                (method.to_owned(), Params::Tree(v03::params(method, params)))
+            }
+            (None, _) => return answer(id, Err(A2AError::method_not_found(&method))),
+            (_, Err(err)) => return answer(id, Err(err)),
         },
     };
     interface.dialect = dialect;
     match method.as_str() {
-        "SendStreamingMessage" => match decode(params) {
+        "SendStreamingMessage" => match params.decode() {
             Ok(request) => stream::send(interface, (id, dialect), request, &headers).await,
             Err(err) => answer(id, Err(err)),
         },
-        "SubscribeToTask" => stream::subscribe(interface, (id, dialect), params, &headers).await,
-        _ => {
-            let result = unary(&interface, &method, params, &headers).await;
-            answer(id, result.map(|value| dialect.result(value)))
+        "SubscribeToTask" => match params.into_value() {
+            Ok(params) => stream::subscribe(interface, (id, dialect), params, &headers).await,
+            Err(err) => answer(id, Err(err)),
+        },
+        _ => answer_shown(id, unary(&interface, &method, params, &headers).await),
+    }
+}
+
+/// The methods answered with one response, each result serialized as the dialect shows
+/// it.
+async fn unary(
+    interface: &Interface,
+    method: &str,
+    params: Params<'_>,
+    headers: &HeaderMap,
+) -> Result<Box<RawValue>, A2AError> {
+    let dialect = interface.dialect;
+    match method {
+        "SendMessage" => {
+            let task = send::blocking(interface, params.decode()?, headers).await?;
+            shown(dialect, &SendMessageResponse::Task(task))
+        }
+        "GetTask" => {
+            let request: GetTaskRequest = params.decode()?;
+            let detail = interface.task(&request.id).await?;
+            shown(
+                dialect,
+                &convert::task(&detail.task, request.history_length),
+            )
+        }
+        "ListTasks" => shown(dialect, &list(interface, params.decode()?).await?),
+        "CancelTask" => shown(dialect, &cancel(interface, params.decode()?).await?),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => {
+            let value = push::call(interface, method, params.into_value()?).await?;
+            shown(dialect, &value)
+        }
+        "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
+        other => Err(A2AError::method_not_found(other)),
+    }
+}
+
+/// A result as the dialect shows it, serialized straight from its type in 1.0 (the hot
+/// path: no `Value` tree in between) and through the 0.3 rewrite otherwise.
+fn shown<T: Serialize>(dialect: Dialect, result: &T) -> Result<Box<RawValue>, A2AError> {
+    let raw = match dialect {
+        Dialect::V1 => serde_json::value::to_raw_value(result),
+        Dialect::V03 => serde_json::to_value(result)
+            .and_then(|value| serde_json::value::to_raw_value(&dialect.result(value))),
+    };
+    raw.map_err(|e| A2AError::internal(format!("the result did not serialize: {e}")))
+}
+
+/// A request's params, parsed only into the type the method takes.
+pub enum Params<'a> {
+    /// As sent: a JSON object not yet parsed (the usual case).
+    Text(&'a RawValue),
+    /// A tree already (read by the general envelope, or rewritten from 0.3).
+    Tree(Value),
+}
+
+impl Params<'_> {
+    /// The params as the method's request, or `InvalidParams` saying what is wrong.
+    pub fn decode<T: DeserializeOwned>(self) -> Result<T, A2AError> {
+        match self {
+            Params::Text(raw) => {
+                let mut parser = serde_json::Deserializer::from_str(raw.get());
+                serde_path_to_error::deserialize(&mut parser).map_err(|e| {
+                    let path = e.path().to_string();
+                    let inner = e.into_inner();
+                    // The same words as from a tree: the position is in the params, not
+                    // in the request the client sent, so it would only mislead.
+                    let at = format!(" at line {} column {}", inner.line(), inner.column());
+                    let why = inner.to_string();
+                    let why = why.strip_suffix(&at).unwrap_or(&why);
+                    A2AError::invalid_params(format!("{path}: {why}"))
+                })
+            }
+            Params::Tree(value) => decode(value),
+        }
+    }
+
+    /// The params as a tree, for the methods that read them so.
+    pub fn into_value(self) -> Result<Value, A2AError> {
+        match self {
+            Params::Text(raw) => {
+                serde_json::from_str(raw.get()).map_err(|e| A2AError::parse_error(e.to_string()))
+            }
+            Params::Tree(value) => Ok(value),
         }
     }
 }
 
-/// The methods answered with one response.
-async fn unary(
-    interface: &Interface,
-    method: &str,
-    params: Value,
-    headers: &HeaderMap,
-) -> Result<Value, A2AError> {
-    match method {
-        "SendMessage" => {
-            let task = send::blocking(interface, decode(params)?, headers).await?;
-            Ok(json!({ "task": task }))
-        }
-        "GetTask" => {
-            let request: GetTaskRequest = decode(params)?;
-            let detail = interface.task(&request.id).await?;
-            Ok(json!(convert::task(&detail.task, request.history_length)))
-        }
-        "ListTasks" => Ok(json!(list(interface, decode(params)?).await?)),
-        "CancelTask" => Ok(json!(cancel(interface, decode(params)?).await?)),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => push::call(interface, method, params).await,
-        "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
-        other => Err(A2AError::method_not_found(other)),
+/// The envelope of a well-formed request, its params left unparsed; `None` for anything
+/// unusual (another shape, an escaped `method`, a repeated key, …), which [`envelope`]
+/// then reads and, when it is wrong, says why.
+fn as_sent(body: &[u8]) -> Option<(JsonRpcId, String, Params<'_>)> {
+    #[derive(Deserialize)]
+    struct Sent<'a> {
+        jsonrpc: &'a str,
+        #[serde(borrow)]
+        id: Option<&'a RawValue>,
+        method: &'a str,
+        #[serde(borrow)]
+        params: Option<&'a RawValue>,
     }
+    let sent: Sent = serde_json::from_slice(body).ok()?;
+    if sent.jsonrpc != "2.0" {
+        return None;
+    }
+    let id = match sent.id.map(RawValue::get) {
+        None | Some("null") => JsonRpcId::Null,
+        Some(text) if text.starts_with('"') => JsonRpcId::String(serde_json::from_str(text).ok()?),
+        Some(text) => JsonRpcId::Number(serde_json::from_str(text).ok()?),
+    };
+    let params = match sent.params {
+        None => Params::Tree(Value::Object(Default::default())),
+        Some(raw) if raw.get().starts_with('{') => Params::Text(raw),
+        Some(_) => return None,
+    };
+    Some((id, sent.method.to_owned(), params))
 }
 
 /// Reads the JSON-RPC envelope: `(id, method, params)`, or the error to answer with
@@ -242,6 +339,25 @@ pub fn decode<T: DeserializeOwned>(params: Value) -> Result<T, A2AError> {
 /// A JSON-RPC response, status 200.
 pub fn answer(id: JsonRpcId, result: Result<Value, A2AError>) -> Response {
     Json(response(id, result)).into_response()
+}
+
+/// [`answer`] with a result serialized already (see [`shown`]).
+fn answer_shown(id: JsonRpcId, result: Result<Box<RawValue>, A2AError>) -> Response {
+    #[derive(Serialize)]
+    struct Answer {
+        jsonrpc: &'static str,
+        id: JsonRpcId,
+        result: Box<RawValue>,
+    }
+    match result {
+        Ok(result) => Json(Answer {
+            jsonrpc: "2.0",
+            id,
+            result,
+        })
+        .into_response(),
+        Err(err) => answer(id, Err(err)),
+    }
 }
 
 /// A JSON-RPC response object.
