@@ -448,27 +448,33 @@ async fn many_tasks_at_once_each_keep_their_own_assignee_event_and_callback() {
         );
     }
     for (w, worker) in workers.iter().enumerate() {
-        let listed = app
-            .get("/v1/tasks?role=assigned&limit=100")
-            .token(&worker.token)
-            .send()
-            .await
-            .expect_status(200);
-        let mut ids: Vec<String> = listed.body["tasks"]
-            .as_array()
-            .expect("tasks")
-            .iter()
-            .map(|t| t["task_id"].as_str().expect("id").to_owned())
-            .collect();
-        ids.sort();
-        let mut expected: Vec<String> = (0..TASKS)
+        let expected: Vec<String> = (0..TASKS)
             .filter(|i| i % 5 == w)
             .map(|i| format!("t{i}"))
             .collect();
-        expected.sort();
-        assert_eq!(ids, expected, "W{w}'s tasks");
+        assert_eq!(assigned_ids(&app, worker).await, sorted(expected), "W{w}'s");
     }
     app.stop().await;
+}
+
+/// The ids of the tasks an agent was assigned, sorted.
+async fn assigned_ids(app: &TestApp, worker: &Agent) -> Vec<String> {
+    let listed = app
+        .get("/v1/tasks?role=assigned&limit=100")
+        .token(&worker.token)
+        .send()
+        .await
+        .expect_status(200);
+    let ids = listed.body["tasks"].as_array().expect("tasks").iter();
+    sorted(
+        ids.map(|t| t["task_id"].as_str().expect("id").to_owned())
+            .collect(),
+    )
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
 }
 
 /// The task once its callback was delivered (`called`), or as it is (no callback: its
