@@ -10,6 +10,7 @@
 //! other figure is compared with.
 
 mod a2a;
+mod cpu;
 mod fanout;
 mod harness;
 mod hot;

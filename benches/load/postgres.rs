@@ -8,6 +8,7 @@ use hyper::StatusCode;
 use sqlx::{Connection, Executor, PgConnection};
 
 use crate::Opts;
+use crate::cpu::{named_micros, process_micros};
 use crate::harness::{Row, ServerProcess, Setup, Side, interleaved};
 use crate::scenarios::sends_to_first;
 
@@ -98,37 +99,6 @@ pub async fn postgres(opts: Opts) -> Vec<Row> {
     rows
 }
 
-/// CPU time (user + system) of a process so far, in microseconds.
-fn cpu_micros(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0;
-    };
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return 0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11).and_then(|f| f.parse().ok()).unwrap_or(0)
-        + fields.get(12).and_then(|f| f.parse().ok()).unwrap_or(0);
-    // Linux reports CPU time in clock ticks of 1/100 s (USER_HZ).
-    ticks * 10_000
-}
-
-/// CPU time of every PostgreSQL server process on this machine, in microseconds.
-fn postgres_cpu_micros() -> u64 {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| c.trim() == "postgres")
-        })
-        .map(cpu_micros)
-        .sum()
-}
-
 /// SEND_MESSAGE on two nodes of one PostgreSQL database at once (half the connections
 /// each, all to one recipient, so both nodes take the same counter row's lock): the
 /// combined rate, and the CPU µs each node and the database server spent per message
@@ -147,9 +117,9 @@ pub async fn two_nodes(opts: Opts) -> Vec<Row> {
     let two = ServerProcess::start_on(database_path, &["--node-id", "node-2"]);
     let half = (opts.connections / 2).max(1);
     let before = (
-        cpu_micros(one.pid()),
-        cpu_micros(two.pid()),
-        postgres_cpu_micros(),
+        process_micros(one.pid()),
+        process_micros(two.pid()),
+        named_micros("postgres"),
     );
     let (a, b) = tokio::join!(
         crate::harness::http_load(
@@ -170,9 +140,9 @@ pub async fn two_nodes(opts: Opts) -> Vec<Row> {
         ),
     );
     let after = (
-        cpu_micros(one.pid()),
-        cpu_micros(two.pid()),
-        postgres_cpu_micros(),
+        process_micros(one.pid()),
+        process_micros(two.pid()),
+        named_micros("postgres"),
     );
     // The counters include the warm-up; so do the messages (scaled by the same share).
     let warm = (opts.warmup() + opts.duration()).as_secs_f64() / opts.duration().as_secs_f64();

@@ -15,7 +15,13 @@
 //! generator), and its p99 shows that queueing as much as the broker. RabbitMQ is expected
 //! on 127.0.0.1:61613 (`rabbitmq-plugins enable rabbitmq_stomp`); without it, only
 //! Switchboard's rows are printed.
+//!
+//! Every row also says the CPU time the broker spent per confirmed SEND while its
+//! producers ran (Switchboard's split by thread: the request runtime, the writer,
+//! SQLite's threads): on two cores shared with the load generator, a broker's tail is
+//! largely everyone's wait for a core, so its cost per message is part of its latency.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,6 +33,7 @@ use tokio::sync::Mutex;
 use tokio_util::codec::Framed;
 
 use crate::Opts;
+use crate::cpu::{named_micros, spent, thread_micros};
 use crate::harness::{AgentCreds, Row, ServerProcess, Setup, quantile_ms};
 use crate::live::row;
 
@@ -51,6 +58,27 @@ struct Broker {
     senders: Vec<String>,
     /// Extra SEND headers (RabbitMQ: `persistent:true`).
     persistent: bool,
+    /// Whose CPU time the broker's work is.
+    cpu: Cpu,
+}
+
+/// Where a broker's CPU time is read.
+#[derive(Clone, Copy)]
+enum Cpu {
+    /// Switchboard's process, thread by thread.
+    Server(u32),
+    /// Every process with this command name (RabbitMQ's Erlang VM).
+    Named(&'static str),
+}
+
+impl Cpu {
+    /// CPU µs so far, by kind of thread (one entry for a named process).
+    fn read(self) -> BTreeMap<String, u64> {
+        match self {
+            Cpu::Server(pid) => thread_micros(pid),
+            Cpu::Named(command) => BTreeMap::from([(command.to_owned(), named_micros(command))]),
+        }
+    }
 }
 
 async fn open(broker: &Broker, login: &Option<String>, passcode: &str) -> Option<Conn> {
@@ -115,6 +143,8 @@ struct Slice {
     elapsed: Duration,
     receipt_us: Vec<u32>,
     delivery_us: Vec<u32>,
+    /// CPU µs the broker spent while the producers ran, by kind of thread.
+    cpu: BTreeMap<String, u64>,
 }
 
 /// Runs every pair for `length`; `None` when the broker cannot be reached.
@@ -144,6 +174,7 @@ async fn slice(
         .into_iter()
         .map(|conn| tokio::spawn(read(conn, stop.clone(), delivery.clone(), epoch)))
         .collect();
+    let cpu_before = broker.cpu.read();
     let started = Instant::now();
     let mut producers = Vec::new();
     for (i, (login, passcode)) in broker.producers.iter().enumerate() {
@@ -163,6 +194,7 @@ async fn slice(
         out.receipt_us.extend(latencies);
     }
     out.elapsed = started.elapsed();
+    out.cpu = spent(&cpu_before, &broker.cpu.read());
     // Let the last messages arrive, then stop the readers.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -269,6 +301,7 @@ fn switchboard_broker(server: &ServerProcess, agents: &[AgentCreds]) -> Broker {
             .collect(),
         senders: (0..PAIRS).map(|i| pair(i).0.id.clone()).collect(),
         persistent: false,
+        cpu: Cpu::Server(server.pid()),
     }
 }
 
@@ -285,16 +318,18 @@ fn rabbit_broker() -> Broker {
             .collect(),
         senders: (0..PAIRS).map(|i| format!("p{i}")).collect(),
         persistent: true,
+        cpu: Cpu::Named("beam.smp"),
     }
 }
 
 fn to_row(name: &str, how: &str, mut total: Slice, rss: u64) -> Row {
     let per_second = total.receipts as f64 / total.elapsed.as_secs_f64().max(0.001);
     let note = format!(
-        "SEND→MESSAGE p50 {:.2} ms, p99 {:.2} ms ({} delivered)",
+        "SEND→MESSAGE p50 {:.2} ms, p99 {:.2} ms ({} delivered); {}",
         quantile_ms(&mut total.delivery_us, 0.50),
         quantile_ms(&mut total.delivery_us, 0.99),
-        total.delivery_us.len()
+        total.delivery_us.len(),
+        cpu_note(&total.cpu, total.receipts)
     );
     row(
         "stomp",
@@ -307,11 +342,42 @@ fn to_row(name: &str, how: &str, mut total: Slice, rss: u64) -> Row {
     )
 }
 
+/// "CPU 112 µs/SEND (runtime 50, SQLite 48, writer 11, other 3)": the broker's CPU
+/// time per confirmed SEND, and for Switchboard where it went.
+fn cpu_note(cpu: &BTreeMap<String, u64>, receipts: u64) -> String {
+    let per = |us: u64| us as f64 / receipts.max(1) as f64;
+    let mut parts: BTreeMap<&str, u64> = BTreeMap::new();
+    for (kind, us) in cpu {
+        let label = match kind.as_str() {
+            "tokio-rt-worker" => "runtime",
+            "switchboard-wri" => "writer",
+            "sqlx-sqlite-wor" => "SQLite",
+            "beam.smp" => "",
+            _ => "other",
+        };
+        *parts.entry(label).or_insert(0) += us;
+    }
+    let total = per(parts.values().sum());
+    let mut split: Vec<(&str, u64)> = parts.into_iter().filter(|(l, _)| !l.is_empty()).collect();
+    if split.is_empty() {
+        return format!("CPU {total:.0} µs/SEND");
+    }
+    split.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let split: Vec<String> = split
+        .iter()
+        .map(|(label, us)| format!("{label} {:.0}", per(*us)))
+        .collect();
+    format!("CPU {total:.0} µs/SEND ({})", split.join(", "))
+}
+
 fn add(total: &mut Slice, part: Slice) {
     total.receipts += part.receipts;
     total.elapsed += part.elapsed;
     total.receipt_us.extend(part.receipt_us);
     total.delivery_us.extend(part.delivery_us);
+    for (kind, us) in part.cpu {
+        *total.cpu.entry(kind).or_insert(0) += us;
+    }
 }
 
 /// Durable STOMP throughput and latency, Switchboard against RabbitMQ.
