@@ -123,26 +123,24 @@ fn chunk_sql(size: usize, callbacks: bool) -> String {
     sql
 }
 
-/// [`chunk_sql`] for each of [`SIZES`], built once.
-fn statement(size: usize, callbacks: bool) -> &'static str {
+/// The statement for a chunk of `n` tasks ([`chunk_sql`] of the next size up in
+/// [`SIZES`], built once) and that size: how many rows it binds, padding included.
+fn statement(n: usize, callbacks: bool) -> (&'static str, usize) {
     static BUILT: [[OnceLock<String>; 2]; SIZES.len()] =
         [const { [const { OnceLock::new() }, const { OnceLock::new() }] }; SIZES.len()];
     let index = SIZES
         .iter()
-        .position(|s| *s >= size)
+        .position(|s| *s >= n)
         .unwrap_or(SIZES.len() - 1);
-    BUILT[index][usize::from(callbacks)].get_or_init(|| chunk_sql(SIZES[index], callbacks))
+    let size = SIZES[index];
+    let sql = BUILT[index][usize::from(callbacks)].get_or_init(|| chunk_sql(size, callbacks));
+    (sql, size)
 }
 
 /// Writes one chunk (at most [`CHUNK`] tasks) in one round trip.
 async fn write_chunk(conn: &mut SqliteConnection, chunk: &[StagedTask]) -> Result<(), StoreError> {
     let callbacks = chunk.iter().any(|s| s.write.callback.is_some());
-    let sql = statement(chunk.len(), callbacks);
-    let size = SIZES
-        .iter()
-        .copied()
-        .find(|s| *s >= chunk.len())
-        .unwrap_or(CHUNK);
+    let (sql, size) = statement(chunk.len(), callbacks);
     let n = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
     let ordinals = (1..=n).map(Some).chain(std::iter::repeat(None));
     let padded = || {
