@@ -313,3 +313,36 @@ async fn a_killed_process_keeps_every_acknowledged_message() {
     );
     server.kill();
 }
+
+/// Messages written in one batch (one statement for all their rows) each keep their own
+/// row: every recipient finds exactly the message sent to it, with its text and sender.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_written_together_each_keep_their_own_row() {
+    let app = TestApp::start().await;
+    let team = app.team("t").await;
+    let names: Vec<String> = (0..40).map(|i| format!("a{i}")).collect();
+    let agents: Vec<Agent> =
+        futures_util::future::join_all(names.iter().map(|n| app.agent(&team, n, &[]))).await;
+    // Agent i sends to agent i+1 (mod n): concurrent, so they share batches.
+    let texts: Vec<String> = (0..agents.len())
+        .map(|i| format!("from a{i} to {}", agents[(i + 1) % agents.len()].id))
+        .collect();
+    let sends = (0..agents.len()).map(|i| {
+        let app = &app;
+        let (from, to, text) = (&agents[i], &agents[(i + 1) % agents.len()], &texts[i]);
+        async move { app.send(from, &[to], text).await }
+    });
+    let ids = futures_util::future::join_all(sends).await;
+    for (i, id) in ids.iter().enumerate() {
+        let to = &agents[(i + 1) % agents.len()];
+        let inbox = app.inbox(to, "").await.expect_status(200);
+        let messages = inbox.body["messages"].as_array().expect("messages");
+        assert_eq!(messages.len(), 1, "{} has exactly one message", to.id);
+        let m = &messages[0];
+        assert_eq!(m["message_id"], json!(id));
+        assert_eq!(m["sender_agent_id"], json!(format!("a{i}")));
+        assert_eq!(m["content"]["text"], json!(texts[i]));
+        assert_eq!(m["seq"], json!(1));
+    }
+    app.stop().await;
+}

@@ -10,7 +10,8 @@ use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
-use super::posts::{IdempotencyRow, PostSlot, RenderedMessage, StagedPost};
+use super::message_row::RenderedMessage;
+use super::posts::{IdempotencyRow, PostSlot, StagedPost};
 use super::{
     SqliteStore, agents, callbacks, idempotency, inbox, messages, retention, settings, tasks, teams,
 };

@@ -12,6 +12,7 @@ mod callbacks;
 mod checkpoint;
 mod idempotency;
 mod inbox;
+mod message_row;
 mod messages;
 mod post_one;
 mod posts;

@@ -1,22 +1,27 @@
 //! The slow path of the shared insert: one post on its own, in its own savepoint, used
 //! to isolate a post that makes the batch's insert fail so that it fails alone.
 
-use sqlx::sqlite::SqliteArguments;
+use std::sync::LazyLock;
+
 use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
-use switchboard_types::time::Timestamp;
 
+use super::message_row::{MESSAGE_ROW, Query};
 use super::posts::StagedPost;
-use super::rows::{StoredContent, to_json};
+use super::rows::to_json;
 use crate::store::StoreError;
 use crate::store::records::PostResult;
 
-const POST_MESSAGE: &str = "SAVEPOINT post;
-    INSERT INTO messages (message_id, team_pk, kind, sender_pk, sender_role, message_type, priority,
-                          content, requires_response, response_deadline, context_reference,
-                          thread_id, in_reply_to, response_status, recipient_ids, created_at,
-                          cause_by, send_to, instruct_content, via, route)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING pk;";
+/// The message row ([`MESSAGE_ROW`], bound by
+/// [`RenderedMessage::bind_row`](super::message_row::RenderedMessage::bind_row)).
+static POST_MESSAGE: LazyLock<String> = LazyLock::new(|| {
+    let binds = vec!["?"; MESSAGE_ROW.split(',').count()].join(", ");
+    format!(
+        "SAVEPOINT post;
+    INSERT INTO messages ({MESSAGE_ROW})
+    VALUES ({binds}) RETURNING pk;"
+    )
+});
 
 const POST_INBOX: &str = "
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
@@ -44,7 +49,7 @@ pub(super) async fn post_one(
     p: &StagedPost,
 ) -> Result<PostResult, StoreError> {
     let mut sql = String::with_capacity(1024);
-    sql.push_str(POST_MESSAGE);
+    sql.push_str(&POST_MESSAGE);
     if !p.deliver_to.is_empty() {
         sql.push_str(POST_INBOX);
     }
@@ -83,40 +88,12 @@ pub(super) async fn post_one(
     })
 }
 
-type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
-
 /// Binds the parameters of the statements [`post_one`] chose, in their order.
 fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreError> {
     let m = &p.rendered.message;
     let at = p.created_at.micros();
-    let mut q = q
-        .bind(&m.message_id)
-        .bind(m.team_pk.0)
-        .bind(m.kind.as_str())
-        .bind(m.sender_pk.0)
-        .bind(&m.sender_role)
-        .bind(m.message_type.as_str())
-        .bind(m.priority.as_str())
-        .bind(to_json(&StoredContent::of(&m.content))?)
-        .bind(m.requires_response)
-        .bind(m.response_deadline.map(Timestamp::micros))
-        .bind(&m.context_reference)
-        .bind(&m.thread_id)
-        .bind(&m.in_reply_to)
-        .bind(m.response_status.map(|s| s.as_str()))
-        .bind(to_json(&p.rendered.recipient_ids)?)
-        .bind(at);
+    let mut q = p.rendered.bind_row(q, p.created_at);
     let publish = m.published.as_ref();
-    let instruct = publish
-        .and_then(|p| p.instruct_content.as_ref())
-        .map(to_json)
-        .transpose()?;
-    q = q
-        .bind(publish.map(|p| p.cause_by.clone()))
-        .bind(publish.map(|p| to_json(&p.send_to)).transpose()?)
-        .bind(instruct)
-        .bind(m.via.map(|v| v.as_str()))
-        .bind(m.route.map(|r| r.as_str()));
     if !p.deliver_to.is_empty() {
         let quiet = publish.map_or(&[][..], |p| p.quiet.as_slice());
         q = q

@@ -2,90 +2,23 @@
 //! rows written with it (a response link, an idempotency key's first answer).
 //!
 //! Jobs do not insert messages themselves: they stage them, and the writer inserts the
-//! whole batch's with the few constant statements of [`FLUSH_POSTS`] (see the writer's
+//! whole batch's with the few statements of [`flush_sql`] (see the writer's
 //! documentation for why statements, not rows, are what cost).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
 use switchboard_types::time::Timestamp;
 
+use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW, RenderedMessage};
 use super::post_one::post_one;
-use super::rows::{JsonRows, MessageColumns, StoredContent, to_json};
+use super::rows::{JsonRows, to_json};
 use super::task_staging::{StagedTask, TaskSlot, flush_tasks};
-use super::writer::Staging;
+use super::writer::{MAX_BATCH, Staging};
 use crate::store::StoreError;
-use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
-
-/// A message with its row already rendered, all but the two columns only the writer
-/// knows (`pk` and `created_at`).
-///
-/// Rendering (the content as JSON, inside a JSON row) is the costliest part of a row;
-/// done here, on the caller's thread, it runs in parallel across requests instead of on
-/// the writer's thread, where every microsecond is spent once per message in series.
-pub(super) struct RenderedMessage {
-    pub(super) message: NewMessage,
-    pub(super) recipient_ids: Vec<String>,
-    /// The JSON array elements 1–17 of [`FLUSH_POSTS`]'s message row, comma-separated,
-    /// without brackets.
-    columns: String,
-    /// Elements 19–21 for a publish (its tag, address set and structured output, the
-    /// last two as JSON text), with a leading comma; empty for other kinds, whose rows
-    /// end at 18 (`->>` reads a missing element as NULL).
-    publish_columns: String,
-}
-
-impl RenderedMessage {
-    pub(super) fn new(
-        message: NewMessage,
-        recipient_ids: Vec<String>,
-    ) -> Result<RenderedMessage, StoreError> {
-        let m = &message;
-        let row = to_json(&MessageColumns(
-            &m.message_id,
-            m.team_pk.0,
-            m.kind.as_str(),
-            m.sender_pk.0,
-            &m.sender_role,
-            m.message_type.as_str(),
-            m.priority.as_str(),
-            // JSON text inside a JSON string: `->>` hands SQLite the text as it is,
-            // which is cheaper on SQLite's thread (the busiest) than re-rendering an
-            // object.
-            to_json(&StoredContent::of(&m.content))?,
-            i64::from(m.requires_response),
-            m.response_deadline.map(Timestamp::micros),
-            &m.context_reference,
-            &m.thread_id,
-            &m.in_reply_to,
-            m.response_status.map(|s| s.as_str()),
-            to_json(&recipient_ids)?,
-            m.via.map(|v| v.as_str()),
-            m.route.map(|r| r.as_str()),
-        ))?;
-        let columns = row
-            .strip_prefix('[')
-            .and_then(|r| r.strip_suffix(']'))
-            .ok_or_else(|| StoreError::Corrupt("a message row is not a JSON array".into()))?
-            .to_owned();
-        let publish_columns = match &message.published {
-            Some(p) => {
-                let instruct = p.instruct_content.as_ref().map(to_json).transpose()?;
-                let tail = to_json(&(&p.cause_by, to_json(&p.send_to)?, instruct))?;
-                format!(",{}", &tail[1..tail.len() - 1])
-            }
-            None => String::new(),
-        };
-        Ok(RenderedMessage {
-            message,
-            recipient_ids,
-            columns,
-            publish_columns,
-        })
-    }
-}
+use crate::store::records::{IdempotencyClaim, PostResult, ResponseLink};
 
 /// The first answer to remember for an idempotency key.
 pub(super) struct IdempotencyRow {
@@ -299,18 +232,55 @@ impl Staging for PostStaging {
     }
 }
 
-const FLUSH_POSTS: &str = "
+/// How a flush statement begins and ends: the whole transaction, or inside one already
+/// open (committing it, or not).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ends {
+    /// `BEGIN IMMEDIATE` … `COMMIT`: the batch is only staged posts, one round trip.
+    Transaction,
+    /// … `COMMIT`.
+    Commit,
+    /// Neither: the batch goes on after it.
+    Open,
+}
+
+/// Row counts with a statement of their own: `n` posts run the statement of the next
+/// size up, the rows past `n` bound as NULL (and skipped). Ten sizes, three ends each,
+/// prepared as they are first used; a batch larger than the largest (a job may stage
+/// several posts) is written in several flushes.
+const SIZES: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, MAX_BATCH];
+
+/// The statements writing `size` staged posts: the message rows bound as a `VALUES`
+/// list (pk first, then [`MESSAGE_ROW`]), the inbox entries, response links and
+/// idempotency keys as JSON arrays walked with `jsonb_each` (their count per post
+/// varies), inside the savepoint `flush`.
+///
+/// Messages used to arrive as JSON too: under the `stomp` benchmark the JSON functions
+/// were about a tenth of SQLite's write thread, most of it walking each message row with
+/// `->>` once per column, and the content, JSON inside a JSON string, was unescaped there.
+fn flush_sql(size: usize, ends: Ends) -> String {
+    let row = format!("({})", vec!["?"; MESSAGE_BINDS + 1].join(", "));
+    let rows = vec![row; size].join(",\n           ");
+    let columns = (1..=MESSAGE_BINDS + 1)
+        .map(|i| format!("column{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let begin = if ends == Ends::Transaction {
+        "BEGIN IMMEDIATE;"
+    } else {
+        ""
+    };
+    let commit = if ends == Ends::Open {
+        ""
+    } else {
+        "\n    COMMIT;"
+    };
+    format!(
+        "{begin}
     SAVEPOINT flush;
-    INSERT INTO messages (pk, message_id, team_pk, kind, sender_pk, sender_role, message_type,
-                          priority, content, requires_response, response_deadline,
-                          context_reference, thread_id, in_reply_to, response_status,
-                          recipient_ids, via, route, created_at, cause_by, send_to,
-                          instruct_content)
-    SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5,
-           j.value->>6, j.value->>7, j.value->>8, j.value->>9, j.value->>10, j.value->>11,
-           j.value->>12, j.value->>13, j.value->>14, j.value->>15, j.value->>16,
-           j.value->>17, j.value->>18, j.value->>19, j.value->>20, j.value->>21
-    FROM jsonb_each(?) j;
+    INSERT INTO messages (pk, {MESSAGE_ROW})
+    SELECT {columns}
+    FROM (VALUES {rows}) WHERE column1 IS NOT NULL;
     INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
                        created_at, news, cause_by, thread_id)
     SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority,
@@ -323,36 +293,46 @@ const FLUSH_POSTS: &str = "
     INSERT INTO idempotency_keys (agent_pk, key, operation, request_hash, answer, created_at)
     SELECT j.value->>0, j.value->>1, j.value->>2, unhex(j.value->>3), j.value->>4, j.value->>5
     FROM jsonb_each(?) j;
-    RELEASE flush;";
+    RELEASE flush;{commit}"
+    )
+}
 
-/// [`FLUSH_POSTS`] opening and committing the transaction: a whole batch of staged
-/// posts in one round trip.
-static FLUSH_POSTS_IN_TRANSACTION: LazyLock<String> =
-    LazyLock::new(|| format!("BEGIN IMMEDIATE;{FLUSH_POSTS}\n    COMMIT;"));
+/// The statement for `n` posts ([`flush_sql`] of the next size up, built once) and how
+/// many rows it binds; `None` when `n` is over the largest size.
+fn flush_statement(n: usize, ends: Ends) -> Option<(&'static str, usize)> {
+    static BUILT: [[OnceLock<String>; 3]; SIZES.len()] = [const {
+        [
+            const { OnceLock::new() },
+            const { OnceLock::new() },
+            const { OnceLock::new() },
+        ]
+    }; SIZES.len()];
+    let index = SIZES.iter().position(|s| *s >= n)?;
+    let size = SIZES[index];
+    let sql = BUILT[index][ends as usize].get_or_init(|| flush_sql(size, ends));
+    Some((sql, size))
+}
 
-/// [`FLUSH_POSTS`] committing an already open transaction.
-static FLUSH_POSTS_AND_COMMIT: LazyLock<String> =
-    LazyLock::new(|| format!("{FLUSH_POSTS}\n    COMMIT;"));
-
-/// Writes every staged post with the few constant statements of [`FLUSH_POSTS`] (rows
-/// passed as JSON arrays, walked with `jsonb_each` so each row is parsed once, not once
-/// per column), inside a savepoint, with pks and sequence numbers from `ids` (per agent
-/// in staging order, so in commit order). If the shared insert fails, it is rolled back
-/// and each post is written on its own ([`post_one`]), so one bad post fails alone.
-/// Every post's slot is filled either way.
+/// Writes every staged post with the few statements of [`flush_sql`], at most the
+/// largest of [`SIZES`] at a time, each time inside a savepoint, with pks and sequence
+/// numbers from `ids` (per agent in staging order, so in commit order). If a shared
+/// insert fails, it is rolled back and each of its posts is written on its own
+/// ([`post_one`]), so one bad post fails alone. Every post's slot is filled either way.
 async fn flush_posts(conn: &mut SqliteConnection, ids: &mut IdCounters, posts: Vec<StagedPost>) {
-    match flush_together(conn, ids, &posts, FLUSH_POSTS).await {
-        Ok(results) => fill(&posts, results),
-        Err(err) => {
-            tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
-            ids.forget();
-            if let Err(undo) = sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
-                .execute(&mut *conn)
-                .await
-            {
-                tracing::debug!(error = %undo, "rolling back a failed shared insert");
+    for chunk in posts.chunks(MAX_BATCH) {
+        match flush_together(conn, ids, chunk, Ends::Open).await {
+            Ok(results) => fill(chunk, results),
+            Err(err) => {
+                tracing::warn!(error = %err, posts = chunk.len(), "shared insert failed; writing posts one by one");
+                ids.forget();
+                if let Err(undo) = sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
+                    .execute(&mut *conn)
+                    .await
+                {
+                    tracing::debug!(error = %undo, "rolling back a failed shared insert");
+                }
+                one_by_one(conn, chunk).await;
             }
-            one_by_one(conn, &posts).await;
         }
     }
 }
@@ -366,12 +346,21 @@ async fn flush_posts_and_commit(
     posts: Vec<StagedPost>,
     begin: bool,
 ) -> Result<(), StoreError> {
-    let sql = if begin {
-        &FLUSH_POSTS_IN_TRANSACTION
+    if posts.len() > MAX_BATCH {
+        // Several flushes: the transaction opens and commits on its own.
+        if begin {
+            sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+        }
+        flush_posts(conn, ids, posts).await;
+        sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
+        return Ok(());
+    }
+    let ends = if begin {
+        Ends::Transaction
     } else {
-        &FLUSH_POSTS_AND_COMMIT
+        Ends::Commit
     };
-    match flush_together(conn, ids, &posts, sql.as_str()).await {
+    match flush_together(conn, ids, &posts, ends).await {
         Ok(results) => {
             fill(&posts, results);
             Ok(())
@@ -421,9 +410,9 @@ async fn one_by_one(conn: &mut SqliteConnection, posts: &[StagedPost]) {
     }
 }
 
-/// The four JSON arrays [`FLUSH_POSTS`] binds, and what each post will become.
+/// The three JSON arrays [`flush_sql`] binds after the message rows, and what each post
+/// will become.
 struct BatchRows {
-    messages: JsonRows,
     entries: JsonRows,
     responses: JsonRows,
     keys: JsonRows,
@@ -433,12 +422,12 @@ struct BatchRows {
     last_pk: i64,
 }
 
-/// Numbers and serialises the rows of `posts`. Rows go straight into one JSON array per
-/// table (tuples, no intermediate `Value` trees): this runs for every message on the
-/// writer's thread.
+/// Numbers the rows of `posts` (message pks from the last one written, in order) and
+/// serialises the other tables' rows. They go straight into one JSON array per table
+/// (tuples, no intermediate `Value` trees): this runs for every message on the writer's
+/// thread.
 fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, StoreError> {
     let mut rows = BatchRows {
-        messages: JsonRows::default(),
         entries: JsonRows::default(),
         responses: JsonRows::default(),
         keys: JsonRows::default(),
@@ -446,19 +435,9 @@ fn batch_rows(ids: &IdCounters, posts: &[StagedPost]) -> Result<BatchRows, Store
         seqs: HashMap::new(),
         last_pk: ids.last_message_pk.unwrap_or(0),
     };
-    let mut number = itoa::Buffer::new();
     for p in posts {
         rows.last_pk += 1;
         let pk = rows.last_pk;
-        // `[pk, <rendered columns>, created_at]`
-        rows.messages.open_row();
-        rows.messages.raw(number.format(pk));
-        rows.messages.raw(",");
-        rows.messages.raw(&p.rendered.columns);
-        rows.messages.raw(",");
-        rows.messages.raw(number.format(p.created_at.micros()));
-        rows.messages.raw(&p.rendered.publish_columns);
-        rows.messages.raw("]");
         let mut mine = Vec::with_capacity(p.deliver_to.len());
         for agent in &p.deliver_to {
             let seq = rows
@@ -520,16 +499,26 @@ impl serde::Serialize for EntryRow {
     }
 }
 
+/// One round trip writing `posts` (at most the largest of [`SIZES`]).
 async fn flush_together(
     conn: &mut SqliteConnection,
     ids: &mut IdCounters,
     posts: &[StagedPost],
-    sql: &str,
+    ends: Ends,
 ) -> Result<Vec<PostResult>, StoreError> {
+    let (sql, size) = flush_statement(posts.len(), ends)
+        .ok_or_else(|| StoreError::Corrupt(format!("{} posts in one flush", posts.len())))?;
     ids.load(conn, posts).await?;
     let rows = batch_rows(ids, posts)?;
-    sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(rows.messages.finish()?)
+    let mut query = sqlx::query(sql);
+    let first_pk = rows.last_pk - i64::try_from(posts.len()).unwrap_or(0);
+    for (pk, p) in (first_pk + 1..).zip(posts) {
+        query = p.rendered.bind_row(query.bind(pk), p.created_at);
+    }
+    for _ in posts.len()..size {
+        query = (0..=MESSAGE_BINDS).fold(query, |q, _| q.bind(None::<i64>));
+    }
+    query
         .bind(rows.entries.finish()?)
         .bind(rows.responses.finish()?)
         .bind(rows.keys.finish()?)

@@ -4,29 +4,6 @@
 use crate::store::StoreError;
 pub(super) use crate::store::columns::StoredContent;
 
-/// Columns 1–17 of a row of `messages` as [`FLUSH_POSTS`] reads it (a tuple struct
-/// serialises as a JSON array; plain tuples stop at 12 fields).
-#[derive(serde::Serialize)]
-pub(super) struct MessageColumns<'a>(
-    pub(super) &'a str,
-    pub(super) i64,
-    pub(super) &'a str,
-    pub(super) i64,
-    pub(super) &'a str,
-    pub(super) &'a str,
-    pub(super) &'a str,
-    pub(super) String,
-    pub(super) i64,
-    pub(super) Option<i64>,
-    pub(super) &'a Option<String>,
-    pub(super) &'a Option<String>,
-    pub(super) &'a Option<String>,
-    pub(super) Option<&'a str>,
-    pub(super) String,
-    pub(super) Option<&'a str>,
-    pub(super) Option<&'a str>,
-);
-
 /// A JSON array of rows, built by appending serialised rows.
 #[derive(Default)]
 pub(super) struct JsonRows(Vec<u8>);
@@ -38,23 +15,12 @@ impl JsonRows {
             .map_err(|e| StoreError::Corrupt(format!("JSON row: {e}")))
     }
 
-    /// Starts a row written piecewise with [`JsonRows::raw`]; the caller closes it.
-    pub(super) fn open_row(&mut self) {
-        self.0
-            .extend_from_slice(if self.0.is_empty() { b"[[" } else { b",[" });
-    }
-
-    /// Appends JSON text that is already valid in place.
-    pub(super) fn raw(&mut self, json: &str) {
-        self.0.extend_from_slice(json.as_bytes());
-    }
-
     pub(super) fn finish(mut self) -> Result<String, StoreError> {
         if self.0.is_empty() {
             self.0.push(b'[');
         }
         self.0.push(b']');
-        // serde_json and the raw fragments (all `&str`) write UTF-8 only.
+        // serde_json writes UTF-8 only.
         String::from_utf8(self.0).map_err(|e| StoreError::Corrupt(format!("JSON rows: {e}")))
     }
 }
