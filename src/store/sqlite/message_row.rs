@@ -2,10 +2,9 @@
 //! thread, the rest bound by the writer, in one column order for the batch's insert
 //! (`posts`) and the one-by-one path (`post_one`).
 
-use sqlx::sqlite::SqliteArguments;
 use switchboard_types::time::Timestamp;
 
-use super::rows::{StoredContent, to_json};
+use super::rows::{Query, StoredContent, to_json};
 use crate::store::StoreError;
 use crate::store::records::NewMessage;
 
@@ -25,8 +24,6 @@ pub(super) struct RenderedMessage {
     send_to: Option<String>,
     instruct: Option<String>,
 }
-
-pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments>;
 
 impl RenderedMessage {
     pub(super) fn new(
@@ -81,5 +78,16 @@ pub(super) const MESSAGE_ROW: &str = "message_id, team_pk, kind, sender_pk, send
     thread_id, in_reply_to, response_status, recipient_ids, created_at, cause_by, send_to, \
     instruct_content, via, route";
 
-/// Columns bound per message row by [`RenderedMessage::bind_row`].
-pub(super) const MESSAGE_BINDS: usize = 21;
+/// Columns bound per message row by [`RenderedMessage::bind_row`]: those of
+/// [`MESSAGE_ROW`].
+pub(super) const MESSAGE_BINDS: usize = {
+    let bytes = MESSAGE_ROW.as_bytes();
+    let (mut i, mut commas) = (0, 0);
+    while i < bytes.len() {
+        if bytes[i] == b',' {
+            commas += 1;
+        }
+        i += 1;
+    }
+    commas + 1
+};

@@ -6,20 +6,20 @@ use std::sync::LazyLock;
 use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
 
-use super::message_row::{MESSAGE_ROW, Query};
+use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW};
 use super::posts::StagedPost;
-use super::rows::to_json;
+use super::rows::{Query, to_json, values_list};
 use crate::store::StoreError;
 use crate::store::records::PostResult;
 
 /// The message row ([`MESSAGE_ROW`], bound by
 /// [`RenderedMessage::bind_row`](super::message_row::RenderedMessage::bind_row)).
 static POST_MESSAGE: LazyLock<String> = LazyLock::new(|| {
-    let binds = vec!["?"; MESSAGE_ROW.split(',').count()].join(", ");
+    let row = values_list(MESSAGE_BINDS, 1);
     format!(
         "SAVEPOINT post;
     INSERT INTO messages ({MESSAGE_ROW})
-    VALUES ({binds}) RETURNING pk;"
+    VALUES {row} RETURNING pk;"
     )
 });
 

@@ -14,7 +14,7 @@ use switchboard_types::time::Timestamp;
 
 use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW, RenderedMessage};
 use super::post_one::post_one;
-use super::rows::{JsonRows, to_json};
+use super::rows::{JsonRows, bind_nulls, size_index, to_json, values_list};
 use super::task_staging::{StagedTask, TaskSlot, flush_tasks};
 use super::writer::{MAX_BATCH, Staging};
 use crate::store::StoreError;
@@ -259,8 +259,7 @@ const SIZES: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, MAX_BATCH];
 /// were about a tenth of SQLite's write thread, most of it walking each message row with
 /// `->>` once per column, and the content, JSON inside a JSON string, was unescaped there.
 fn flush_sql(size: usize, ends: Ends) -> String {
-    let row = format!("({})", vec!["?"; MESSAGE_BINDS + 1].join(", "));
-    let rows = vec![row; size].join(",\n           ");
+    let rows = values_list(MESSAGE_BINDS + 1, size);
     let columns = (1..=MESSAGE_BINDS + 1)
         .map(|i| format!("column{i}"))
         .collect::<Vec<_>>()
@@ -307,7 +306,7 @@ fn flush_statement(n: usize, ends: Ends) -> Option<(&'static str, usize)> {
             const { OnceLock::new() },
         ]
     }; SIZES.len()];
-    let index = SIZES.iter().position(|s| *s >= n)?;
+    let index = size_index(&SIZES, n)?;
     let size = SIZES[index];
     let sql = BUILT[index][ends as usize].get_or_init(|| flush_sql(size, ends));
     Some((sql, size))
@@ -516,7 +515,7 @@ async fn flush_together(
         query = p.rendered.bind_row(query.bind(pk), p.created_at);
     }
     for _ in posts.len()..size {
-        query = (0..=MESSAGE_BINDS).fold(query, |q, _| q.bind(None::<i64>));
+        query = bind_nulls(query, MESSAGE_BINDS + 1);
     }
     query
         .bind(rows.entries.finish()?)

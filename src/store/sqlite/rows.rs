@@ -1,5 +1,6 @@
-//! Row encoding shared by the SQLite modules: JSON rows for the shared insert and the
-//! content as stored (rows are read by `store::columns`, for both engines).
+//! Row encoding shared by the SQLite modules: JSON rows and bound `VALUES` lists for the
+//! shared inserts, and the content as stored (rows are read by `store::columns`, for
+//! both engines).
 
 use crate::store::StoreError;
 pub(super) use crate::store::columns::StoredContent;
@@ -26,3 +27,24 @@ impl JsonRows {
 }
 
 pub(super) use crate::store::columns::to_json;
+
+pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// `size` rows of `arity` parameters, `(?, …),\n(?, …)`: a `VALUES` list bound row by
+/// row. Staged tasks and messages are written this way, with one statement per
+/// power-of-two `size` ([`size_index`]); the rows past the real ones are bound NULL
+/// ([`bind_nulls`]) and skipped by a `WHERE columnN IS NOT NULL`.
+pub(super) fn values_list(arity: usize, size: usize) -> String {
+    let row = format!("({})", vec!["?"; arity].join(", "));
+    vec![row; size].join(",\n           ")
+}
+
+/// Where in `sizes` (ascending) the smallest that holds `n` rows is; `None` when none does.
+pub(super) fn size_index(sizes: &[usize], n: usize) -> Option<usize> {
+    sizes.iter().position(|s| *s >= n)
+}
+
+/// Binds `n` NULLs: a padding row's parameters, or the part of one a row leaves empty.
+pub(super) fn bind_nulls(q: Query<'_>, n: usize) -> Query<'_> {
+    (0..n).fold(q, |q, _| q.bind(None::<i64>))
+}

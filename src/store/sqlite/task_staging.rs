@@ -14,6 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use sqlx::SqliteConnection;
 
+use super::rows::{bind_nulls, size_index, values_list};
 use super::tasks;
 use crate::store::StoreError;
 use crate::store::records::TaskWrite;
@@ -83,10 +84,7 @@ const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, CHUNK];
 /// statements find it as the largest after it minus n plus the ordinal, without a
 /// lookup and whatever order SQLite inserts in.
 fn chunk_sql(size: usize, callbacks: bool) -> String {
-    let rows = |arity: usize| {
-        let one = format!("({})", vec!["?"; arity].join(", "));
-        vec![one; size].join(",\n           ")
-    };
+    let rows = |arity: usize| values_list(arity, size);
     let this_pk = "(SELECT MAX(pk) FROM tasks) - ? + column1";
     let mut sql = format!(
         "
@@ -128,10 +126,7 @@ fn chunk_sql(size: usize, callbacks: bool) -> String {
 fn statement(n: usize, callbacks: bool) -> (&'static str, usize) {
     static BUILT: [[OnceLock<String>; 2]; SIZES.len()] =
         [const { [const { OnceLock::new() }, const { OnceLock::new() }] }; SIZES.len()];
-    let index = SIZES
-        .iter()
-        .position(|s| *s >= n)
-        .unwrap_or(SIZES.len() - 1);
+    let index = size_index(&SIZES, n).unwrap_or(SIZES.len() - 1);
     let size = SIZES[index];
     let sql = BUILT[index][usize::from(callbacks)].get_or_init(|| chunk_sql(size, callbacks));
     (sql, size)
@@ -155,7 +150,7 @@ async fn write_chunk(conn: &mut SqliteConnection, chunk: &[StagedTask]) -> Resul
         query = query.bind(ordinal);
         query = match staged {
             Some(s) => tasks::bind_new_task(query, &s.write.task)?,
-            None => (0..19).fold(query, |q, _| q.bind(None::<i64>)),
+            None => bind_nulls(query, 19),
         };
     }
     query = query.bind(n);
@@ -168,7 +163,7 @@ async fn write_chunk(conn: &mut SqliteConnection, chunk: &[StagedTask]) -> Resul
         query = query.bind(ordinal);
         query = match staged {
             Some(s) => tasks::bind_event(query, &s.write.event)?,
-            None => (0..6).fold(query, |q, _| q.bind(None::<i64>)),
+            None => bind_nulls(query, 6),
         };
     }
     if callbacks {
@@ -183,7 +178,7 @@ async fn write_chunk(conn: &mut SqliteConnection, chunk: &[StagedTask]) -> Resul
                     .bind(w.event.seq)
                     .bind(body.as_str())
                     .bind(w.task.created_at.micros()),
-                None => (0..6).fold(query, |q, _| q.bind(None::<i64>)),
+                None => bind_nulls(query, 6),
             };
         }
     }

@@ -1,11 +1,10 @@
 //! Tasks, their history and who was ever assigned them.
 
-use sqlx::query::Query;
-use sqlx::sqlite::SqliteArguments;
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::tasks::TaskRole;
 
+use super::rows::Query;
 use crate::store::StoreError;
 use crate::store::columns::{
     TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
@@ -84,9 +83,9 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
 /// `question`, `context`, `result_data`, `version`, `created_at`, `updated_at`,
 /// `originator_inbox` (nineteen; `callback_delivery` starts NULL).
 pub(super) fn bind_new_task<'q>(
-    query: Query<'q, Sqlite, SqliteArguments>,
+    query: Query<'q>,
     t: &'q TaskRecord,
-) -> Result<Query<'q, Sqlite, SqliteArguments>, StoreError> {
+) -> Result<Query<'q>, StoreError> {
     let (clarification_id, question) = t.clarification.clone().unzip();
     Ok(query
         .bind(t.team_pk.0)
@@ -113,9 +112,9 @@ pub(super) fn bind_new_task<'q>(
 /// Binds an event's columns after its task: `seq`, `kind`, `actor_pk`, `status`,
 /// `data`, `created_at`.
 pub(super) fn bind_event<'q>(
-    query: Query<'q, Sqlite, SqliteArguments>,
+    query: Query<'q>,
     event: &'q TaskEventRecord,
-) -> Result<Query<'q, Sqlite, SqliteArguments>, StoreError> {
+) -> Result<Query<'q>, StoreError> {
     Ok(query
         .bind(event.seq)
         .bind(event.kind.as_str())
@@ -127,10 +126,7 @@ pub(super) fn bind_event<'q>(
 
 /// Binds the task's key (team, originator, id): how the statements after the first
 /// find the row the first inserted.
-fn by_key<'q>(
-    query: Query<'q, Sqlite, SqliteArguments>,
-    t: &'q TaskRecord,
-) -> Query<'q, Sqlite, SqliteArguments> {
+fn by_key<'q>(query: Query<'q>, t: &'q TaskRecord) -> Query<'q> {
     query
         .bind(t.team_pk.0)
         .bind(t.originator_pk.0)
