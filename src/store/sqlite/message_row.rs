@@ -43,32 +43,78 @@ impl RenderedMessage {
         })
     }
 
-    /// Binds the message's row but its pk: the 21 columns after `pk` in
-    /// [`MESSAGE_ROW`]'s order (shared by the batch's insert and
-    /// [`post_one`](super::post_one::post_one)'s).
-    pub(super) fn bind_row<'q>(&'q self, q: Query<'q>, created_at: Timestamp) -> Query<'q> {
+    /// The message's row but its pk: the 21 columns after `pk` in [`MESSAGE_ROW`]'s
+    /// order, for the batch's insert (either driver, see `direct`) and
+    /// [`post_one`](super::post_one::post_one)'s.
+    pub(super) fn columns(&self, created_at: Timestamp) -> [Col<'_>; MESSAGE_BINDS] {
         let m = &self.message;
-        q.bind(&m.message_id)
-            .bind(m.team_pk.0)
-            .bind(m.kind.as_str())
-            .bind(m.sender_pk.0)
-            .bind(&m.sender_role)
-            .bind(m.message_type.as_str())
-            .bind(m.priority.as_str())
-            .bind(self.content.as_str())
-            .bind(m.requires_response)
-            .bind(m.response_deadline.map(Timestamp::micros))
-            .bind(&m.context_reference)
-            .bind(&m.thread_id)
-            .bind(&m.in_reply_to)
-            .bind(m.response_status.map(|s| s.as_str()))
-            .bind(self.recipients.as_str())
-            .bind(created_at.micros())
-            .bind(m.published.as_ref().map(|p| p.cause_by.as_str()))
-            .bind(self.send_to.as_deref())
-            .bind(self.instruct.as_deref())
-            .bind(m.via.map(|v| v.as_str()))
-            .bind(m.route.map(|r| r.as_str()))
+        [
+            Col::Text(&m.message_id),
+            Col::Int(m.team_pk.0),
+            Col::Text(m.kind.as_str()),
+            Col::Int(m.sender_pk.0),
+            Col::Text(&m.sender_role),
+            Col::Text(m.message_type.as_str()),
+            Col::Text(m.priority.as_str()),
+            Col::Text(&self.content),
+            Col::Int(i64::from(m.requires_response)),
+            Col::int(m.response_deadline.map(Timestamp::micros)),
+            Col::text(m.context_reference.as_deref()),
+            Col::text(m.thread_id.as_deref()),
+            Col::text(m.in_reply_to.as_deref()),
+            Col::text(m.response_status.map(|s| s.as_str())),
+            Col::Text(&self.recipients),
+            Col::Int(created_at.micros()),
+            Col::text(m.published.as_ref().map(|p| p.cause_by.as_str())),
+            Col::text(self.send_to.as_deref()),
+            Col::text(self.instruct.as_deref()),
+            Col::text(m.via.map(|v| v.as_str())),
+            Col::text(m.route.map(|r| r.as_str())),
+        ]
+    }
+
+    /// Binds [`RenderedMessage::columns`] to a sqlx query.
+    pub(super) fn bind_row<'q>(&'q self, q: Query<'q>, created_at: Timestamp) -> Query<'q> {
+        self.columns(created_at)
+            .into_iter()
+            .fold(q, |q, col| col.bind(q))
+    }
+}
+
+/// One value of a row, bound by either driver: the row's column order is written once.
+#[derive(Clone, Copy)]
+pub(super) enum Col<'a> {
+    Int(i64),
+    Text(&'a str),
+    Null,
+}
+
+impl<'a> Col<'a> {
+    fn int(value: Option<i64>) -> Col<'a> {
+        value.map_or(Col::Null, Col::Int)
+    }
+
+    fn text(value: Option<&'a str>) -> Col<'a> {
+        value.map_or(Col::Null, Col::Text)
+    }
+
+    pub(super) fn bind(self, q: Query<'a>) -> Query<'a> {
+        match self {
+            Col::Int(i) => q.bind(i),
+            Col::Text(s) => q.bind(s),
+            Col::Null => q.bind(None::<i64>),
+        }
+    }
+}
+
+impl rusqlite::ToSql for Col<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match *self {
+            Col::Int(i) => ValueRef::Integer(i),
+            Col::Text(s) => ValueRef::Text(s.as_bytes()),
+            Col::Null => ValueRef::Null,
+        }))
     }
 }
 

@@ -10,11 +10,13 @@ mod agents;
 mod api;
 mod callbacks;
 mod checkpoint;
+mod direct;
 mod idempotency;
 mod inbox;
 mod message_row;
 mod messages;
 mod post_one;
+mod post_sql;
 mod posts;
 mod remotes;
 mod retention;
@@ -201,11 +203,15 @@ impl SqliteStore {
             .await?;
 
         let bound = wal_bound(path, opts);
-        let writer =
-            Writer::spawn(write_conn, bound.clone()).map_err(|source| StoreError::Location {
+        let direct = direct::Direct::open(path, opts)
+            .map_err(|e| StoreError::Corrupt(format!("opening the direct connection: {e}")))?;
+        let staging = posts::PostStaging::with_direct(direct);
+        let writer = Writer::spawn(write_conn, staging, bound.clone()).map_err(|source| {
+            StoreError::Location {
                 path: path.to_path_buf(),
                 source,
-            })?;
+            }
+        })?;
         let stop = tokio_util::sync::CancellationToken::new();
         // The checkpoint task never waits for a lock: whatever it cannot do now it does
         // on a later tick. With a wait, a `TRUNCATE` that queued behind another process's

@@ -12,9 +12,11 @@ use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
 use switchboard_types::time::Timestamp;
 
-use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW, RenderedMessage};
+use super::direct::{Direct, DirectFlush};
+use super::message_row::{Col, MESSAGE_BINDS, RenderedMessage};
 use super::post_one::post_one;
-use super::rows::{JsonRows, bind_nulls, size_index, to_json, values_list};
+use super::post_sql::{INBOX_INSERT, KEYS_INSERT, RESPONSES_INSERT, messages_insert};
+use super::rows::{JsonRows, size_index, to_json};
 use super::task_staging::{StagedTask, TaskSlot, flush_tasks};
 use super::writer::{MAX_BATCH, Staging};
 use crate::store::StoreError;
@@ -106,6 +108,13 @@ impl IdCounters {
         self.last_seq.clear();
     }
 
+    /// Moves the counters past a flush's rows, once they are written.
+    fn advance(&mut self, rows: BatchRows) -> Vec<PostResult> {
+        self.last_message_pk = Some(rows.last_pk);
+        self.last_seq.extend(rows.seqs);
+        rows.results
+    }
+
     /// Makes sure the counters cover `posts`, reading what is missing in one query each.
     async fn load(
         &mut self,
@@ -145,14 +154,24 @@ impl IdCounters {
 
 /// Everything staged in the current batch (posts, and new tasks written before them),
 /// and the numbering of its rows.
-#[derive(Default)]
 pub(crate) struct PostStaging {
     posts: Vec<StagedPost>,
     tasks: Vec<StagedTask>,
     ids: IdCounters,
+    /// Writes batches of nothing but posts without sqlx's round trips (see `direct`).
+    direct: Direct,
 }
 
 impl PostStaging {
+    pub(super) fn with_direct(direct: Direct) -> PostStaging {
+        PostStaging {
+            posts: Vec::new(),
+            tasks: Vec::new(),
+            ids: IdCounters::default(),
+            direct,
+        }
+    }
+
     /// Queues a post; the slot tells, after the flush, what became of it.
     pub(super) fn stage(&mut self, post: StagedPost) -> PostSlot {
         let slot = post.slot.clone();
@@ -222,6 +241,19 @@ impl Staging for PostStaging {
             sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
             return Ok(());
         }
+        if begin && posts.len() <= MAX_BATCH {
+            match flush_direct(conn, &mut self.direct, &mut self.ids, &posts).await {
+                Ok(results) => {
+                    fill(&posts, results);
+                    return Ok(());
+                }
+                Err(err) => {
+                    // Nothing committed: the sqlx path writes them, or isolates the bad one.
+                    tracing::warn!(error = %err, posts = posts.len(), "direct insert failed; writing through sqlx");
+                    self.ids.forget();
+                }
+            }
+        }
         flush_posts_and_commit(conn, &mut self.ids, posts, begin).await
     }
 
@@ -259,11 +291,6 @@ const SIZES: [usize; 10] = [1, 2, 4, 8, 16, 32, 64, 128, 256, MAX_BATCH];
 /// were about a tenth of SQLite's write thread, most of it walking each message row with
 /// `->>` once per column, and the content, JSON inside a JSON string, was unescaped there.
 fn flush_sql(size: usize, ends: Ends) -> String {
-    let rows = values_list(MESSAGE_BINDS + 1, size);
-    let columns = (1..=MESSAGE_BINDS + 1)
-        .map(|i| format!("column{i}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     let begin = if ends == Ends::Transaction {
         "BEGIN IMMEDIATE;"
     } else {
@@ -274,24 +301,14 @@ fn flush_sql(size: usize, ends: Ends) -> String {
     } else {
         "\n    COMMIT;"
     };
+    let messages = messages_insert(size);
     format!(
         "{begin}
     SAVEPOINT flush;
-    INSERT INTO messages (pk, {MESSAGE_ROW})
-    SELECT {columns}
-    FROM (VALUES {rows}) WHERE column1 IS NOT NULL;
-    INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
-                       created_at, news, cause_by, thread_id)
-    SELECT e.value->>0, e.value->>1, m.pk, m.sender_pk, m.kind, m.message_type, m.priority,
-           m.created_at, COALESCE(e.value->>2, 1), m.cause_by, m.thread_id
-    FROM jsonb_each(?) j CROSS JOIN messages m CROSS JOIN jsonb_each(j.value, '$[1]') e
-    WHERE m.pk = j.value->>0;
-    INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
-    SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4
-    FROM jsonb_each(?) j;
-    INSERT INTO idempotency_keys (agent_pk, key, operation, request_hash, answer, created_at)
-    SELECT j.value->>0, j.value->>1, j.value->>2, unhex(j.value->>3), j.value->>4, j.value->>5
-    FROM jsonb_each(?) j;
+    {messages};
+    {INBOX_INSERT};
+    {RESPONSES_INSERT};
+    {KEYS_INSERT};
     RELEASE flush;{commit}"
     )
 }
@@ -508,23 +525,61 @@ async fn flush_together(
     let (sql, size) = flush_statement(posts.len(), ends)
         .ok_or_else(|| StoreError::Corrupt(format!("{} posts in one flush", posts.len())))?;
     ids.load(conn, posts).await?;
-    let rows = batch_rows(ids, posts)?;
-    let mut query = sqlx::query(sql);
-    let first_pk = rows.last_pk - i64::try_from(posts.len()).unwrap_or(0);
-    for (pk, p) in (first_pk + 1..).zip(posts) {
-        query = p.rendered.bind_row(query.bind(pk), p.created_at);
-    }
-    for _ in posts.len()..size {
-        query = bind_nulls(query, MESSAGE_BINDS + 1);
-    }
+    let mut rows = batch_rows(ids, posts)?;
+    let query = message_values(posts, &rows, size)
+        .into_iter()
+        .fold(sqlx::query(sql), |q, col| col.bind(q));
     query
-        .bind(rows.entries.finish()?)
-        .bind(rows.responses.finish()?)
-        .bind(rows.keys.finish()?)
+        .bind(std::mem::take(&mut rows.entries).finish()?)
+        .bind(std::mem::take(&mut rows.responses).finish()?)
+        .bind(std::mem::take(&mut rows.keys).finish()?)
         .execute(&mut *conn)
         .await?;
-    // Only now, with the rows written, do the counters move on.
-    ids.last_message_pk = Some(rows.last_pk);
-    ids.last_seq.extend(rows.seqs);
-    Ok(rows.results)
+    Ok(ids.advance(rows))
+}
+
+/// Like [`flush_together`] with [`Ends::Transaction`], on the writer's direct connection.
+async fn flush_direct(
+    conn: &mut SqliteConnection,
+    direct: &mut Direct,
+    ids: &mut IdCounters,
+    posts: &[StagedPost],
+) -> Result<Vec<PostResult>, StoreError> {
+    let index = size_index(&SIZES, posts.len())
+        .ok_or_else(|| StoreError::Corrupt(format!("{} posts in one flush", posts.len())))?;
+    static MESSAGES: [OnceLock<String>; SIZES.len()] = [const { OnceLock::new() }; SIZES.len()];
+    let messages = MESSAGES[index].get_or_init(|| messages_insert(SIZES[index]));
+    ids.load(conn, posts).await?;
+    let mut rows = batch_rows(ids, posts)?;
+    let (entries, responses, keys) = (
+        std::mem::take(&mut rows.entries).finish()?,
+        std::mem::take(&mut rows.responses).finish_some()?,
+        std::mem::take(&mut rows.keys).finish_some()?,
+    );
+    let values = message_values(posts, &rows, SIZES[index]);
+    direct
+        .commit(&DirectFlush {
+            messages,
+            values: &values,
+            inbox: (INBOX_INSERT, &entries),
+            responses: responses.as_deref().map(|r| (RESPONSES_INSERT, r)),
+            keys: keys.as_deref().map(|k| (KEYS_INSERT, k)),
+        })
+        .map_err(|e| StoreError::Corrupt(format!("direct insert: {e}")))?;
+    drop(values);
+    Ok(ids.advance(rows))
+}
+
+/// The message rows of `posts` as bound values, pk first (numbered from `rows`), padded
+/// with NULL rows up to `size`.
+fn message_values<'p>(posts: &'p [StagedPost], rows: &BatchRows, size: usize) -> Vec<Col<'p>> {
+    let width = MESSAGE_BINDS + 1;
+    let mut values = Vec::with_capacity(size * width);
+    let first_pk = rows.last_pk - i64::try_from(posts.len()).unwrap_or(0);
+    for (pk, p) in (first_pk + 1..).zip(posts) {
+        values.push(Col::Int(pk));
+        values.extend(p.rendered.columns(p.created_at));
+    }
+    values.resize(size * width, Col::Null);
+    values
 }

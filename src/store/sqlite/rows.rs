@@ -16,6 +16,14 @@ impl JsonRows {
             .map_err(|e| StoreError::Corrupt(format!("JSON row: {e}")))
     }
 
+    /// The array, or `None` when no row was pushed (its insert can be skipped).
+    pub(super) fn finish_some(self) -> Result<Option<String>, StoreError> {
+        if self.0.is_empty() {
+            return Ok(None);
+        }
+        self.finish().map(Some)
+    }
+
     pub(super) fn finish(mut self) -> Result<String, StoreError> {
         if self.0.is_empty() {
             self.0.push(b'[');

@@ -21,7 +21,10 @@
 //! themselves: they *stage* them on the [`WriteTx`] ([`WriteTx::stage_post`]), and the
 //! writer inserts everything staged with a few constant statements, right before the
 //! `COMMIT` or before any job touches the connection ([`WriteTx::conn`] flushes first),
-//! so every statement still sees all earlier jobs' writes, in order.
+//! so every statement still sees all earlier jobs' writes, in order. A batch of nothing
+//! but staged posts (the common case: sends arriving together) is written on the
+//! writer's own thread through a second, direct connection, without sqlx's worker
+//! thread and its round trip per statement (see `direct`).
 //!
 //! A job may carry an *after-commit* hook. Hooks run on this task, after `COMMIT`, in
 //! commit order; the registry cache and the live-push hub are updated there, so
@@ -39,7 +42,7 @@ use crate::store::StoreError;
 
 /// What jobs queue for the batch's shared insert, and how it is written: the writer
 /// only knows when to flush, not what (the posts module implements it for messages).
-pub(crate) trait Staging: Default + Send + 'static {
+pub(crate) trait Staging: Send + 'static {
     /// Where the staging stood before a job (to undo what a failed job staged).
     type Mark: Copy + Send;
     /// Whether anything waits to be written.
@@ -189,13 +192,17 @@ impl<S: Staging> Writer<S> {
     /// each step would wait in the run queue behind request handlers, so commit latency
     /// would grow with request load. (Throughput in the benchmark was the same either
     /// way, the CPU being saturated; the thread keeps the writer's latency its own.)
-    pub(crate) fn spawn(conn: SqliteConnection, wal: WalBound) -> std::io::Result<Writer<S>> {
+    pub(crate) fn spawn(
+        conn: SqliteConnection,
+        staged: S,
+        wal: WalBound,
+    ) -> std::io::Result<Writer<S>> {
         let (queue, rx) = mpsc::channel(QUEUE);
         let closing = tokio_util::sync::CancellationToken::new();
         let (done_tx, done_rx) = oneshot::channel();
         let tx = WriteTx {
             conn,
-            staged: S::default(),
+            staged,
             open: false,
         };
         let stop = closing.clone();
