@@ -1,6 +1,7 @@
 //! A second connection to the database, driven from the writer's own thread, for the
-//! batches that are nothing but staged posts (every SEND_MESSAGE, STOMP SEND,
-//! broadcast or publish that arrives alone or with others like it).
+//! batches that are nothing but staged rows: posts (every SEND_MESSAGE, STOMP SEND,
+//! broadcast or publish) and new tasks with their notices (task submissions, A2A
+//! `SendMessage`).
 //!
 //! sqlx runs each connection on a worker thread of its own and hands every statement's
 //! result back over a channel. The writer waits on each one, so a batch's transaction
@@ -12,36 +13,24 @@
 //! Only the writer uses it, and only between batches of the sqlx write connection (never
 //! while that one has a transaction open), so the two never wait for each other; SQLite
 //! keeps their views of the file consistent. Anything unusual (an error of any kind)
-//! falls back to the sqlx path, which knows how to isolate a bad post.
+//! falls back to the sqlx path, which knows how to isolate a bad post or a task whose
+//! id is taken.
 
 use std::path::Path;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
-use super::message_row::Col;
+use super::rows::Col;
 use crate::store::{Durability, StoreOptions};
 
-/// Statements kept prepared: the message insert at each batch size, and the three JSON
-/// inserts.
-const PREPARED: usize = 32;
+/// Statements kept prepared: the message insert at each batch size, the three JSON
+/// inserts, and the task inserts (three or four per chunk size).
+const PREPARED: usize = 64;
 
 /// The writer's direct connection.
 pub(crate) struct Direct {
     conn: Connection,
-}
-
-/// What one direct flush writes: statements and their bound values.
-pub(super) struct DirectFlush<'a> {
-    /// The message insert for the padded size, and its values (pk then the row).
-    pub(super) messages: &'a str,
-    pub(super) values: &'a [Col<'a>],
-    /// The inbox insert and its JSON rows.
-    pub(super) inbox: (&'a str, &'a str),
-    /// The response-link and idempotency-key inserts with their JSON rows, when the
-    /// batch has any.
-    pub(super) responses: Option<(&'a str, &'a str)>,
-    pub(super) keys: Option<(&'a str, &'a str)>,
 }
 
 impl Direct {
@@ -72,18 +61,16 @@ impl Direct {
         Ok(Direct { conn })
     }
 
-    /// Writes one flush in a transaction of its own and commits it. An error means
-    /// nothing of it was committed (the transaction rolls back when dropped).
-    pub(super) fn commit(&mut self, flush: &DirectFlush<'_>) -> rusqlite::Result<()> {
+    /// Runs `statements` (each with its values) in a transaction of its own and commits
+    /// it. An error means nothing of it was committed (the transaction rolls back when
+    /// dropped).
+    pub(super) fn commit(&mut self, statements: &[(&str, Vec<Col<'_>>)]) -> rusqlite::Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(flush.messages)?
-            .execute(rusqlite::params_from_iter(flush.values))?;
-        let (sql, rows) = flush.inbox;
-        tx.prepare_cached(sql)?.execute([rows])?;
-        for (sql, rows) in [flush.responses, flush.keys].into_iter().flatten() {
-            tx.prepare_cached(sql)?.execute([rows])?;
+        for (sql, values) in statements {
+            tx.prepare_cached(sql)?
+                .execute(rusqlite::params_from_iter(values))?;
         }
         tx.commit()
     }

@@ -4,7 +4,7 @@
 
 use switchboard_types::time::Timestamp;
 
-use super::rows::{Query, StoredContent, to_json};
+use super::rows::{Col, Query, StoredContent, to_json};
 use crate::store::StoreError;
 use crate::store::records::NewMessage;
 
@@ -78,43 +78,6 @@ impl RenderedMessage {
         self.columns(created_at)
             .into_iter()
             .fold(q, |q, col| col.bind(q))
-    }
-}
-
-/// One value of a row, bound by either driver: the row's column order is written once.
-#[derive(Clone, Copy)]
-pub(super) enum Col<'a> {
-    Int(i64),
-    Text(&'a str),
-    Null,
-}
-
-impl<'a> Col<'a> {
-    fn int(value: Option<i64>) -> Col<'a> {
-        value.map_or(Col::Null, Col::Int)
-    }
-
-    fn text(value: Option<&'a str>) -> Col<'a> {
-        value.map_or(Col::Null, Col::Text)
-    }
-
-    pub(super) fn bind(self, q: Query<'a>) -> Query<'a> {
-        match self {
-            Col::Int(i) => q.bind(i),
-            Col::Text(s) => q.bind(s),
-            Col::Null => q.bind(None::<i64>),
-        }
-    }
-}
-
-impl rusqlite::ToSql for Col<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, ValueRef};
-        Ok(ToSqlOutput::Borrowed(match *self {
-            Col::Int(i) => ValueRef::Integer(i),
-            Col::Text(s) => ValueRef::Text(s.as_bytes()),
-            Col::Null => ValueRef::Null,
-        }))
     }
 }
 

@@ -12,12 +12,12 @@ use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
 use switchboard_types::time::Timestamp;
 
-use super::direct::{Direct, DirectFlush};
-use super::message_row::{Col, MESSAGE_BINDS, RenderedMessage};
+use super::direct::Direct;
+use super::message_row::{MESSAGE_BINDS, RenderedMessage};
 use super::post_one::post_one;
 use super::post_sql::{INBOX_INSERT, KEYS_INSERT, RESPONSES_INSERT, messages_insert};
-use super::rows::{JsonRows, size_index, to_json};
-use super::task_staging::{StagedTask, TaskSlot, flush_tasks};
+use super::rows::{Col, JsonRows, size_index, to_json};
+use super::task_staging::{self, StagedTask, TaskSlot, flush_tasks};
 use super::writer::{MAX_BATCH, Staging};
 use crate::store::StoreError;
 use crate::store::records::{IdempotencyClaim, PostResult, ResponseLink};
@@ -228,6 +228,22 @@ impl Staging for PostStaging {
         conn: &mut SqliteConnection,
         begin: bool,
     ) -> Result<(), StoreError> {
+        if begin && self.posts.len() <= MAX_BATCH {
+            let (tasks, posts) = (&self.tasks, &self.posts);
+            match flush_direct(conn, &mut self.direct, &mut self.ids, tasks, posts).await {
+                Ok(results) => {
+                    self.tasks.clear();
+                    fill(&std::mem::take(&mut self.posts), results);
+                    return Ok(());
+                }
+                Err(err) => {
+                    // Nothing committed: the sqlx path writes the batch, or isolates
+                    // the bad task or post.
+                    tracing::warn!(error = %err, posts = self.posts.len(), tasks = self.tasks.len(), "direct write failed; writing through sqlx");
+                    self.ids.forget();
+                }
+            }
+        }
         let mut begin = begin;
         if !self.tasks.is_empty() {
             if begin {
@@ -240,19 +256,6 @@ impl Staging for PostStaging {
         if posts.is_empty() {
             sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
             return Ok(());
-        }
-        if begin && posts.len() <= MAX_BATCH {
-            match flush_direct(conn, &mut self.direct, &mut self.ids, &posts).await {
-                Ok(results) => {
-                    fill(&posts, results);
-                    return Ok(());
-                }
-                Err(err) => {
-                    // Nothing committed: the sqlx path writes them, or isolates the bad one.
-                    tracing::warn!(error = %err, posts = posts.len(), "direct insert failed; writing through sqlx");
-                    self.ids.forget();
-                }
-            }
         }
         flush_posts_and_commit(conn, &mut self.ids, posts, begin).await
     }
@@ -538,36 +541,41 @@ async fn flush_together(
     Ok(ids.advance(rows))
 }
 
-/// Like [`flush_together`] with [`Ends::Transaction`], on the writer's direct connection.
+/// The whole batch, staged tasks then posts, in one transaction on the writer's direct
+/// connection (see `direct`); no slot is filled unless it committed.
 async fn flush_direct(
     conn: &mut SqliteConnection,
     direct: &mut Direct,
     ids: &mut IdCounters,
+    tasks: &[StagedTask],
     posts: &[StagedPost],
 ) -> Result<Vec<PostResult>, StoreError> {
-    let index = size_index(&SIZES, posts.len())
-        .ok_or_else(|| StoreError::Corrupt(format!("{} posts in one flush", posts.len())))?;
-    static MESSAGES: [OnceLock<String>; SIZES.len()] = [const { OnceLock::new() }; SIZES.len()];
-    let messages = MESSAGES[index].get_or_init(|| messages_insert(SIZES[index]));
-    ids.load(conn, posts).await?;
-    let mut rows = batch_rows(ids, posts)?;
-    let (entries, responses, keys) = (
-        std::mem::take(&mut rows.entries).finish()?,
-        std::mem::take(&mut rows.responses).finish_some()?,
-        std::mem::take(&mut rows.keys).finish_some()?,
-    );
-    let values = message_values(posts, &rows, SIZES[index]);
+    let mut statements = task_staging::direct_statements(tasks)?;
+    let mut rows = None;
+    if let Some(index) = size_index(&SIZES, posts.len()).filter(|_| !posts.is_empty()) {
+        static MESSAGES: [OnceLock<String>; SIZES.len()] = [const { OnceLock::new() }; SIZES.len()];
+        let messages = MESSAGES[index].get_or_init(|| messages_insert(SIZES[index]));
+        ids.load(conn, posts).await?;
+        let mut batch = batch_rows(ids, posts)?;
+        statements.push((messages, message_values(posts, &batch, SIZES[index])));
+        let entries = std::mem::take(&mut batch.entries).finish()?;
+        statements.push((INBOX_INSERT, vec![Col::Owned(entries)]));
+        for (sql, json) in [
+            (RESPONSES_INSERT, std::mem::take(&mut batch.responses)),
+            (KEYS_INSERT, std::mem::take(&mut batch.keys)),
+        ] {
+            if let Some(json) = json.finish_some()? {
+                statements.push((sql, vec![Col::Owned(json)]));
+            }
+        }
+        rows = Some(batch);
+    }
     direct
-        .commit(&DirectFlush {
-            messages,
-            values: &values,
-            inbox: (INBOX_INSERT, &entries),
-            responses: responses.as_deref().map(|r| (RESPONSES_INSERT, r)),
-            keys: keys.as_deref().map(|k| (KEYS_INSERT, k)),
-        })
-        .map_err(|e| StoreError::Corrupt(format!("direct insert: {e}")))?;
-    drop(values);
-    Ok(ids.advance(rows))
+        .commit(&statements)
+        .map_err(|e| StoreError::Corrupt(format!("direct write: {e}")))?;
+    drop(statements);
+    task_staging::written(tasks);
+    Ok(rows.map(|r| ids.advance(r)).unwrap_or_default())
 }
 
 /// The message rows of `posts` as bound values, pk first (numbered from `rows`), padded

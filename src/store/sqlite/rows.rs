@@ -41,7 +41,7 @@ pub(super) type Query<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::S
 /// `size` rows of `arity` parameters, `(?, …),\n(?, …)`: a `VALUES` list bound row by
 /// row. Staged tasks and messages are written this way, with one statement per
 /// power-of-two `size` ([`size_index`]); the rows past the real ones are bound NULL
-/// ([`bind_nulls`]) and skipped by a `WHERE columnN IS NOT NULL`.
+/// ([`nulls`]) and skipped by a `WHERE columnN IS NOT NULL`.
 pub(super) fn values_list(arity: usize, size: usize) -> String {
     let row = format!("({})", vec!["?"; arity].join(", "));
     vec![row; size].join(",\n           ")
@@ -52,7 +52,48 @@ pub(super) fn size_index(sizes: &[usize], n: usize) -> Option<usize> {
     sizes.iter().position(|s| *s >= n)
 }
 
-/// Binds `n` NULLs: a padding row's parameters, or the part of one a row leaves empty.
-pub(super) fn bind_nulls(q: Query<'_>, n: usize) -> Query<'_> {
-    (0..n).fold(q, |q, _| q.bind(None::<i64>))
+/// `n` NULLs: a padding row's values, or the part of one a row leaves empty.
+pub(super) fn nulls<'a>(n: usize) -> impl Iterator<Item = Col<'a>> {
+    std::iter::repeat_n(Col::Null, n)
+}
+
+/// One value of a row, bound by either driver: the row's column order is written once.
+#[derive(Clone)]
+pub(super) enum Col<'a> {
+    Int(i64),
+    Text(&'a str),
+    /// Text rendered for the row (a JSON column).
+    Owned(String),
+    Null,
+}
+
+impl<'a> Col<'a> {
+    pub(super) fn int(value: Option<i64>) -> Col<'a> {
+        value.map_or(Col::Null, Col::Int)
+    }
+
+    pub(super) fn text(value: Option<&'a str>) -> Col<'a> {
+        value.map_or(Col::Null, Col::Text)
+    }
+
+    pub(super) fn bind(self, q: Query<'a>) -> Query<'a> {
+        match self {
+            Col::Int(i) => q.bind(i),
+            Col::Text(s) => q.bind(s),
+            Col::Owned(s) => q.bind(s),
+            Col::Null => q.bind(None::<i64>),
+        }
+    }
+}
+
+impl rusqlite::ToSql for Col<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match self {
+            Col::Int(i) => ValueRef::Integer(*i),
+            Col::Text(s) => ValueRef::Text(s.as_bytes()),
+            Col::Owned(s) => ValueRef::Text(s.as_bytes()),
+            Col::Null => ValueRef::Null,
+        }))
+    }
 }

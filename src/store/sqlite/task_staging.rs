@@ -8,13 +8,14 @@
 //! per table ([`chunk_sql`]) before the batch's posts. If a chunk's shared insert fails
 //! (a task id the originator already used), it is rolled back and that chunk's tasks are
 //! inserted one by one, each in its own savepoint, so only the duplicate fails; the
-//! notices of a task that failed are never written.
+//! notices of a task that failed are never written. A batch of staged rows alone runs
+//! the same inserts one by one on the writer's direct connection ([`direct_statements`]).
 
 use std::sync::{Arc, OnceLock};
 
 use sqlx::SqliteConnection;
 
-use super::rows::{bind_nulls, size_index, values_list};
+use super::rows::{Col, nulls, size_index, values_list};
 use super::tasks;
 use crate::store::StoreError;
 use crate::store::records::TaskWrite;
@@ -84,106 +85,155 @@ const SIZES: [usize; 7] = [1, 2, 4, 8, 16, 32, CHUNK];
 /// statements find it as the largest after it minus n plus the ordinal, without a
 /// lookup and whatever order SQLite inserts in.
 fn chunk_sql(size: usize, callbacks: bool) -> String {
+    format!(
+        "SAVEPOINT tasks;\n{};\nRELEASE tasks;",
+        chunk_statements(size, callbacks).join(";\n")
+    )
+}
+
+/// The inserts of [`chunk_sql`] one by one (tasks, assignees, events, and callbacks
+/// when `callbacks`), for the direct connection, which runs them as separate statements.
+fn chunk_statements(size: usize, callbacks: bool) -> Vec<String> {
     let rows = |arity: usize| values_list(arity, size);
     let this_pk = "(SELECT MAX(pk) FROM tasks) - ? + column1";
-    let mut sql = format!(
-        "
-    SAVEPOINT tasks;
-    INSERT INTO tasks (pk, team_pk, task_id, description, data, originator_pk, assignee_pk,
+    let mut statements = vec![
+        format!(
+            "INSERT INTO tasks (pk, team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data, version,
                        created_at, updated_at, originator_inbox)
     SELECT (SELECT COALESCE(MAX(pk), 0) FROM tasks) + column1, column2, column3, column4,
            column5, column6, column7, column8, column9, column10, column11, column12,
            column13, column14, column15, column16, column17, column18, column19, column20
-    FROM (VALUES {tasks}) WHERE column1 IS NOT NULL;
-    INSERT INTO task_assignees (task_pk, agent_pk)
+    FROM (VALUES {}) WHERE column1 IS NOT NULL",
+            rows(20)
+        ),
+        format!(
+            "INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT {this_pk}, column2
-    FROM (VALUES {assignees}) WHERE column2 IS NOT NULL;
-    INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
+    FROM (VALUES {}) WHERE column2 IS NOT NULL",
+            rows(2)
+        ),
+        format!(
+            "INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
     SELECT {this_pk}, column2, column3, column4, column5, column6, column7
-    FROM (VALUES {events}) WHERE column1 IS NOT NULL;",
-        tasks = rows(20),
-        assignees = rows(2),
-        events = rows(7),
-    );
+    FROM (VALUES {}) WHERE column1 IS NOT NULL",
+            rows(7)
+        ),
+    ];
     if callbacks {
-        sql.push_str(&format!(
-            "
-    INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
+        statements.push(format!(
+            "INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
                            next_attempt_at, created_at)
     SELECT {this_pk}, column2, column3, column4, column5, 'pending', 0, column6, column6
-    FROM (VALUES {callbacks}) WHERE column3 IS NOT NULL;",
-            callbacks = rows(6),
+    FROM (VALUES {}) WHERE column3 IS NOT NULL",
+            rows(6)
         ));
     }
-    sql.push_str("\n    RELEASE tasks;");
-    sql
+    statements
 }
 
-/// The statement for a chunk of `n` tasks ([`chunk_sql`] of the next size up in
-/// [`SIZES`], built once) and that size: how many rows it binds, padding included.
-fn statement(n: usize, callbacks: bool) -> (&'static str, usize) {
-    static BUILT: [[OnceLock<String>; 2]; SIZES.len()] =
+/// The size a chunk of `n` tasks is written at (the next one up in [`SIZES`]), and its
+/// statements: [`chunk_sql`] whole and [`chunk_statements`] one by one, built once.
+fn statement(n: usize, callbacks: bool) -> (&'static str, &'static [String], usize) {
+    type Built = OnceLock<(String, Vec<String>)>;
+    static BUILT: [[Built; 2]; SIZES.len()] =
         [const { [const { OnceLock::new() }, const { OnceLock::new() }] }; SIZES.len()];
     let index = size_index(&SIZES, n).unwrap_or(SIZES.len() - 1);
     let size = SIZES[index];
-    let sql = BUILT[index][usize::from(callbacks)].get_or_init(|| chunk_sql(size, callbacks));
-    (sql, size)
+    let (sql, parts) = BUILT[index][usize::from(callbacks)].get_or_init(|| {
+        (
+            chunk_sql(size, callbacks),
+            chunk_statements(size, callbacks),
+        )
+    });
+    (sql, parts, size)
+}
+
+/// The values of each of a chunk's statements ([`chunk_statements`]), padded to `size`
+/// rows. Each present row carries its ordinal; the statements after the first start
+/// with the chunk's count.
+fn chunk_values(
+    chunk: &[StagedTask],
+    size: usize,
+    callbacks: bool,
+) -> Result<Vec<Vec<Col<'_>>>, StoreError> {
+    let n = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
+    let (mut tasks, mut assignees, mut events, mut hooks) = (
+        Vec::with_capacity(20 * size),
+        vec![Col::Int(n)],
+        vec![Col::Int(n)],
+        vec![Col::Int(n)],
+    );
+    for i in 0..size {
+        let staged = chunk.get(i);
+        let ordinal = Col::int(staged.and(i64::try_from(i + 1).ok()));
+        tasks.push(ordinal.clone());
+        assignees.push(ordinal.clone());
+        events.push(ordinal.clone());
+        let Some(s) = staged else {
+            tasks.extend(nulls(19));
+            assignees.push(Col::Null);
+            events.extend(nulls(6));
+            hooks.extend(nulls(6));
+            continue;
+        };
+        let (w, t) = (&s.write, &s.write.task);
+        tasks.extend(tasks::new_task_columns(t)?);
+        assignees.push(Col::int(t.assignee_pk.map(|a| a.0)));
+        events.extend(tasks::event_columns(&w.event)?);
+        match &w.callback {
+            Some((url, body)) => hooks.extend([
+                ordinal,
+                Col::Int(t.team_pk.0),
+                Col::Text(url),
+                Col::Int(w.event.seq),
+                Col::Text(body),
+                Col::Int(t.created_at.micros()),
+            ]),
+            None => hooks.extend(nulls(6)),
+        }
+    }
+    let mut values = vec![tasks, assignees, events];
+    if callbacks {
+        values.push(hooks);
+    }
+    Ok(values)
 }
 
 /// Writes one chunk (at most [`CHUNK`] tasks) in one round trip.
 async fn write_chunk(conn: &mut SqliteConnection, chunk: &[StagedTask]) -> Result<(), StoreError> {
     let callbacks = chunk.iter().any(|s| s.write.callback.is_some());
-    let (sql, size) = statement(chunk.len(), callbacks);
-    let n = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
-    let ordinals = (1..=n).map(Some).chain(std::iter::repeat(None));
-    let padded = || {
-        chunk
-            .iter()
-            .map(Some)
-            .chain(std::iter::repeat(None))
-            .take(size)
-    };
-    let mut query = sqlx::query(sql);
-    for (ordinal, staged) in ordinals.clone().zip(padded()) {
-        query = query.bind(ordinal);
-        query = match staged {
-            Some(s) => tasks::bind_new_task(query, &s.write.task)?,
-            None => bind_nulls(query, 19),
-        };
-    }
-    query = query.bind(n);
-    for (ordinal, staged) in ordinals.clone().zip(padded()) {
-        let assignee = staged.and_then(|s| s.write.task.assignee_pk).map(|a| a.0);
-        query = query.bind(ordinal).bind(assignee);
-    }
-    query = query.bind(n);
-    for (ordinal, staged) in ordinals.clone().zip(padded()) {
-        query = query.bind(ordinal);
-        query = match staged {
-            Some(s) => tasks::bind_event(query, &s.write.event)?,
-            None => bind_nulls(query, 6),
-        };
-    }
-    if callbacks {
-        query = query.bind(n);
-        for (ordinal, staged) in ordinals.zip(padded()) {
-            let callback = staged.and_then(|s| Some((&s.write, s.write.callback.as_ref()?)));
-            query = match callback {
-                Some((w, (url, body))) => query
-                    .bind(ordinal)
-                    .bind(w.task.team_pk.0)
-                    .bind(url.as_str())
-                    .bind(w.event.seq)
-                    .bind(body.as_str())
-                    .bind(w.task.created_at.micros()),
-                None => bind_nulls(query, 6),
-            };
-        }
-    }
-    query.execute(&mut *conn).await?;
+    let (sql, _, size) = statement(chunk.len(), callbacks);
+    chunk_values(chunk, size, callbacks)?
+        .into_iter()
+        .flatten()
+        .fold(sqlx::query(sql), |q, col| col.bind(q))
+        .execute(&mut *conn)
+        .await?;
     Ok(())
+}
+
+/// Every staged task as statements and their values for the direct connection (see
+/// `direct`), chunk by chunk.
+pub(super) fn direct_statements(
+    staged: &[StagedTask],
+) -> Result<Vec<(&'static str, Vec<Col<'_>>)>, StoreError> {
+    let mut out = Vec::new();
+    for chunk in staged.chunks(CHUNK) {
+        let callbacks = chunk.iter().any(|s| s.write.callback.is_some());
+        let (_, parts, size) = statement(chunk.len(), callbacks);
+        let values = chunk_values(chunk, size, callbacks)?;
+        out.extend(parts.iter().map(String::as_str).zip(values));
+    }
+    Ok(out)
+}
+
+/// Marks every staged task written (after the direct connection committed them).
+pub(super) fn written(staged: &[StagedTask]) {
+    for s in staged {
+        s.slot.fill(Ok(()));
+    }
 }
 
 /// Writes every staged task inside the open transaction and fills each slot. One bad

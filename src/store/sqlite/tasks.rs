@@ -4,7 +4,7 @@ use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::tasks::TaskRole;
 
-use super::rows::Query;
+use super::rows::{Col, Query};
 use crate::store::StoreError;
 use crate::store::columns::{
     TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
@@ -86,27 +86,38 @@ pub(super) fn bind_new_task<'q>(
     query: Query<'q>,
     t: &'q TaskRecord,
 ) -> Result<Query<'q>, StoreError> {
-    let (clarification_id, question) = t.clarification.clone().unzip();
-    Ok(query
-        .bind(t.team_pk.0)
-        .bind(&t.task_id)
-        .bind(&t.description)
-        .bind(to_json(&t.data)?)
-        .bind(t.originator_pk.0)
-        .bind(t.assignee_pk.map(|a| a.0))
-        .bind(&t.callback_url)
-        .bind(t.priority.as_str())
-        .bind(to_json(&t.required_capabilities)?)
-        .bind(&t.target_agent_id)
-        .bind(t.status.as_str())
-        .bind(clarification_id)
-        .bind(question)
-        .bind(to_json(&t.context)?)
-        .bind(to_json(&t.result_data)?)
-        .bind(t.version)
-        .bind(t.created_at.micros())
-        .bind(t.updated_at.micros())
-        .bind(t.originator_inbox))
+    Ok(new_task_columns(t)?
+        .into_iter()
+        .fold(query, |q, col| col.bind(q)))
+}
+
+/// A new task's columns in [`bind_new_task`]'s order, for either driver.
+pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; 19], StoreError> {
+    let (clarification_id, question) = match &t.clarification {
+        Some((id, question)) => (Col::Text(id), Col::Text(question)),
+        None => (Col::Null, Col::Null),
+    };
+    Ok([
+        Col::Int(t.team_pk.0),
+        Col::Text(&t.task_id),
+        Col::Text(&t.description),
+        Col::Owned(to_json(&t.data)?),
+        Col::Int(t.originator_pk.0),
+        Col::int(t.assignee_pk.map(|a| a.0)),
+        Col::text(t.callback_url.as_deref()),
+        Col::Text(t.priority.as_str()),
+        Col::Owned(to_json(&t.required_capabilities)?),
+        Col::text(t.target_agent_id.as_deref()),
+        Col::Text(t.status.as_str()),
+        clarification_id,
+        question,
+        Col::Owned(to_json(&t.context)?),
+        Col::Owned(to_json(&t.result_data)?),
+        Col::Int(t.version),
+        Col::Int(t.created_at.micros()),
+        Col::Int(t.updated_at.micros()),
+        Col::Int(i64::from(t.originator_inbox)),
+    ])
 }
 
 /// Binds an event's columns after its task: `seq`, `kind`, `actor_pk`, `status`,
@@ -115,13 +126,21 @@ pub(super) fn bind_event<'q>(
     query: Query<'q>,
     event: &'q TaskEventRecord,
 ) -> Result<Query<'q>, StoreError> {
-    Ok(query
-        .bind(event.seq)
-        .bind(event.kind.as_str())
-        .bind(event.actor_pk.map(|a| a.0))
-        .bind(event.status.as_str())
-        .bind(to_json(&event.data)?)
-        .bind(event.created_at.micros()))
+    Ok(event_columns(event)?
+        .into_iter()
+        .fold(query, |q, col| col.bind(q)))
+}
+
+/// An event's columns in [`bind_event`]'s order, for either driver.
+pub(super) fn event_columns(event: &TaskEventRecord) -> Result<[Col<'_>; 6], StoreError> {
+    Ok([
+        Col::Int(event.seq),
+        Col::Text(event.kind.as_str()),
+        Col::int(event.actor_pk.map(|a| a.0)),
+        Col::Text(event.status.as_str()),
+        Col::Owned(to_json(&event.data)?),
+        Col::Int(event.created_at.micros()),
+    ])
 }
 
 /// Binds the task's key (team, originator, id): how the statements after the first

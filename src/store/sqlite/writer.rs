@@ -22,9 +22,9 @@
 //! writer inserts everything staged with a few constant statements, right before the
 //! `COMMIT` or before any job touches the connection ([`WriteTx::conn`] flushes first),
 //! so every statement still sees all earlier jobs' writes, in order. A batch of nothing
-//! but staged posts (the common case: sends arriving together) is written on the
-//! writer's own thread through a second, direct connection, without sqlx's worker
-//! thread and its round trip per statement (see `direct`).
+//! but staged rows (the common case: sends or task submissions arriving together) is
+//! written on the writer's own thread through a second, direct connection, without
+//! sqlx's worker thread and its round trip per statement (see `direct`).
 //!
 //! A job may carry an *after-commit* hook. Hooks run on this task, after `COMMIT`, in
 //! commit order; the registry cache and the live-push hub are updated there, so
