@@ -322,7 +322,7 @@ fn rabbit_broker() -> Broker {
     }
 }
 
-fn to_row(name: &str, how: &str, mut total: Slice, rss: u64) -> Row {
+fn to_row(name: &str, pairs: usize, how: &str, mut total: Slice, rss: u64) -> Row {
     let per_second = total.receipts as f64 / total.elapsed.as_secs_f64().max(0.001);
     let note = format!(
         "SEND→MESSAGE p50 {:.2} ms, p99 {:.2} ms ({} delivered); {}",
@@ -333,7 +333,10 @@ fn to_row(name: &str, how: &str, mut total: Slice, rss: u64) -> Row {
     );
     row(
         "stomp",
-        format!("{name}, {PAIRS} pairs, {how}"),
+        format!(
+            "{name}, {pairs} pair{}, {how}",
+            if pairs == 1 { "" } else { "s" }
+        ),
         format!("{per_second:.0} SEND/s"),
         format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.50)),
         format!("{:.2} ms", quantile_ms(&mut total.receipt_us, 0.99)),
@@ -415,9 +418,9 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
         rb.receipts as f64 / rb.elapsed.as_secs_f64().max(0.001),
     );
     const CLOSED: &str = "receipt per SEND";
-    let mut rows = vec![to_row("switchboard", CLOSED, sb, server.rss_kib())];
+    let mut rows = vec![to_row("switchboard", PAIRS, CLOSED, sb, server.rss_kib())];
     if rabbit_ok {
-        let mut rabbit_row = to_row(RABBIT_NAME, CLOSED, rb, 0);
+        let mut rabbit_row = to_row(RABBIT_NAME, PAIRS, CLOSED, rb, 0);
         rabbit_row.rss = "—".into();
         rows.push(rabbit_row);
         rows.push(row(
@@ -437,8 +440,36 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
             "  Switchboard's writer while paced: {}",
             batch_profile(&before, &batch_buckets(&server).await)
         );
+        rows.extend(serial(&ours, &rabbit, length, epoch).await);
     }
     rows
+}
+
+/// One producer and its consumer, closed loop: a SEND with nothing queued beside it, so
+/// the fixed cost of every hop and of a commit shows, which the 32-pair rows spread over
+/// their batches.
+async fn serial(ours: &Broker, rabbit: &Broker, length: Duration, epoch: Instant) -> Vec<Row> {
+    let first_pair = |b: &Broker| Broker {
+        producers: b.producers[..1].to_vec(),
+        consumers: b.consumers[..1].to_vec(),
+        queues: b.queues[..1].to_vec(),
+        senders: b.senders[..1].to_vec(),
+        ..b.clone()
+    };
+    let (ours, rabbit) = (first_pair(ours), first_pair(rabbit));
+    let (mut sb, mut rb) = (Slice::default(), Slice::default());
+    for _ in 0..SLICES {
+        if let Some(part) = slice(&ours, length, epoch, None).await {
+            add(&mut sb, part);
+        }
+        if let Some(part) = slice(&rabbit, length, epoch, None).await {
+            add(&mut rb, part);
+        }
+    }
+    const HOW: &str = "serial (one SEND at a time)";
+    let mut rabbit_row = to_row(RABBIT_NAME, 1, HOW, rb, 0);
+    rabbit_row.rss = "—".into();
+    vec![to_row("switchboard", 1, HOW, sb, 0), rabbit_row]
 }
 
 const RABBIT_NAME: &str = "rabbitmq 3.10 (persistent, durable queue)";
@@ -463,9 +494,9 @@ async fn at_equal_load(
         }
     }
     let how = format!("paced, {rate:.0} SEND/s offered to each");
-    let mut rabbit_row = to_row(RABBIT_NAME, &how, rb, 0);
+    let mut rabbit_row = to_row(RABBIT_NAME, PAIRS, &how, rb, 0);
     rabbit_row.rss = "—".into();
-    vec![to_row("switchboard", &how, sb, 0), rabbit_row]
+    vec![to_row("switchboard", PAIRS, &how, sb, 0), rabbit_row]
 }
 
 /// Idle STOMP connections, each subscribed to a queue: server memory per connection.
