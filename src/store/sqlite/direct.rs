@@ -79,54 +79,37 @@ impl Direct {
 #[cfg(test)]
 mod tests {
     use sqlx::{Connection, Row, SqliteConnection};
-    use switchboard_types::ids::{AgentPk, TeamPk};
-    use switchboard_types::messages::{MessageKind, MessageType, Priority};
+    use switchboard_types::ids::AgentPk;
+    use switchboard_types::messages::{MessageKind, MessageType};
 
     use crate::store::StoreOptions;
-    use crate::store::records::{Decided, NewMessage, NewPost};
+    use crate::store::records::{AgentRecord, Decided, NewMessage, NewPost};
     use crate::store::sqlite::SqliteStore;
 
-    fn post(id: &str) -> NewPost {
-        NewPost {
-            message: NewMessage {
-                message_id: id.to_owned(),
-                team_pk: TeamPk(1),
-                kind: MessageKind::Message,
-                sender_pk: AgentPk(1),
-                sender_role: "r".into(),
-                message_type: MessageType::Information,
-                priority: Priority::Normal,
-                content: serde_json::from_value(serde_json::json!({"text": id})).expect("content"),
-                requires_response: false,
-                response_deadline: None,
-                context_reference: None,
-                thread_id: None,
-                in_reply_to: None,
-                response_status: None,
-                published: None,
-                via: None,
-                route: None,
-            },
+    /// Posts `id` from `sender` to agent 2; whether it was written.
+    async fn send(store: &SqliteStore, sender: &AgentRecord, id: &str) -> bool {
+        let content = serde_json::from_value(serde_json::json!({"text": id})).expect("content");
+        let message = NewMessage::new(
+            id.to_owned(),
+            sender,
+            MessageKind::Message,
+            MessageType::Information,
+            content,
+        );
+        let post = NewPost {
+            message,
             recipient_ids: vec!["b".into()],
             deliver_to: vec![AgentPk(2)],
             response: None,
-        }
-    }
-
-    /// Posts `id`; whether it was written.
-    async fn send(store: &SqliteStore, id: &str) -> bool {
+        };
+        let decide = |_: &NewMessage, _| {
+            Ok::<_, crate::store::StoreError>(Decided {
+                value: (),
+                answer: None,
+            })
+        };
         let outcome = store
-            .post(
-                post(id),
-                None,
-                |_, _| {
-                    Ok::<_, crate::store::StoreError>(Decided {
-                        value: (),
-                        answer: None,
-                    })
-                },
-                |(), written| written.map(|_| ()),
-            )
+            .post(post, None, decide, |(), written| written.map(|_| ()))
             .await;
         outcome.is_ok()
     }
@@ -155,11 +138,18 @@ mod tests {
         .execute(&mut setup)
         .await
         .expect("team and agents");
-        assert!(send(&store, "first").await);
+        let sender = store
+            .load_agents()
+            .await
+            .expect("agents")
+            .into_iter()
+            .find(|a| a.pk == AgentPk(1))
+            .expect("agent a");
+        assert!(send(&store, &sender, "first").await);
 
         let sends = ["second", "first", "third", "fourth"].map(|id| {
-            let store = store.clone();
-            tokio::spawn(async move { send(&store, id).await })
+            let (store, sender) = (store.clone(), sender.clone());
+            tokio::spawn(async move { send(&store, &sender, id).await })
         });
         let mut written = Vec::new();
         for send in sends {

@@ -573,7 +573,6 @@ async fn flush_direct(
     direct
         .commit(&statements)
         .map_err(|e| StoreError::Corrupt(format!("direct write: {e}")))?;
-    drop(statements);
     task_staging::written(tasks);
     Ok(rows.map(|r| ids.advance(r)).unwrap_or_default())
 }

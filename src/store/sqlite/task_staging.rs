@@ -159,7 +159,7 @@ fn chunk_values(
     callbacks: bool,
 ) -> Result<Vec<Vec<Col<'_>>>, StoreError> {
     let n = i64::try_from(chunk.len()).unwrap_or(i64::MAX);
-    let (mut tasks, mut assignees, mut events, mut hooks) = (
+    let (mut task_rows, mut assignees, mut events, mut hooks) = (
         Vec::with_capacity(20 * size),
         vec![Col::Int(n)],
         vec![Col::Int(n)],
@@ -168,18 +168,18 @@ fn chunk_values(
     for i in 0..size {
         let staged = chunk.get(i);
         let ordinal = Col::int(staged.and(i64::try_from(i + 1).ok()));
-        tasks.push(ordinal.clone());
+        task_rows.push(ordinal.clone());
         assignees.push(ordinal.clone());
         events.push(ordinal.clone());
         let Some(s) = staged else {
-            tasks.extend(nulls(19));
+            task_rows.extend(nulls(19));
             assignees.push(Col::Null);
             events.extend(nulls(6));
             hooks.extend(nulls(6));
             continue;
         };
         let (w, t) = (&s.write, &s.write.task);
-        tasks.extend(tasks::new_task_columns(t)?);
+        task_rows.extend(tasks::new_task_columns(t)?);
         assignees.push(Col::int(t.assignee_pk.map(|a| a.0)));
         events.extend(tasks::event_columns(&w.event)?);
         match &w.callback {
@@ -194,7 +194,7 @@ fn chunk_values(
             None => hooks.extend(nulls(6)),
         }
     }
-    let mut values = vec![tasks, assignees, events];
+    let mut values = vec![task_rows, assignees, events];
     if callbacks {
         values.push(hooks);
     }
