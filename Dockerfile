@@ -9,6 +9,9 @@ WORKDIR /src
 # Dependencies first, so a source change does not rebuild them: a stub crate with the
 # real manifest and lock file fetches and compiles every dependency.
 COPY Cargo.toml Cargo.lock ./
+# How the bundled SQLite is compiled (see .cargo/config.toml): the dependency layer
+# must be built with it too.
+COPY .cargo .cargo
 COPY crates/switchboard-types/Cargo.toml crates/switchboard-types/
 COPY crates/switchboard-client/Cargo.toml crates/switchboard-client/
 RUN mkdir -p src benches/load examples crates/switchboard-types/src crates/switchboard-client/src \
