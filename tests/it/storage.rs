@@ -18,25 +18,18 @@ fn size(path: &std::path::Path) -> u64 {
 struct Watch {
     /// The largest size seen.
     peak: Arc<AtomicU64>,
-    /// The largest drop from one look to the next: the largest single cut.
-    largest_cut: Arc<AtomicU64>,
     running: Arc<AtomicBool>,
 }
 
 fn watch(path: std::path::PathBuf) -> Watch {
     let w = Watch {
         peak: Arc::new(AtomicU64::new(0)),
-        largest_cut: Arc::new(AtomicU64::new(0)),
         running: Arc::new(AtomicBool::new(true)),
     };
-    let (p, c, r) = (w.peak.clone(), w.largest_cut.clone(), w.running.clone());
+    let (p, r) = (w.peak.clone(), w.running.clone());
     std::thread::spawn(move || {
-        let mut before: u64 = 0;
         while r.load(Ordering::Relaxed) {
-            let now = size(&path);
-            p.fetch_max(now, Ordering::Relaxed);
-            c.fetch_max(before.saturating_sub(now), Ordering::Relaxed);
-            before = now;
+            p.fetch_max(size(&path), Ordering::Relaxed);
             std::thread::sleep(Duration::from_millis(1));
         }
     });
@@ -77,9 +70,14 @@ async fn write_through(app: &TestApp, a: &Agent, bytes: u64) -> usize {
 }
 
 /// Sixteen senders write five times the bound through the log as fast as they can; the
-/// log never grows past the bound. Then one sender keeps writing a little, twice a
-/// second (so writes never stop for the idle second): the load has eased, and the file
-/// is cut back to an eighth of the bound while it writes; once writes stop, to nothing.
+/// log never grows past the bound (the writer restarts it before a batch that could take
+/// it there, so this holds on a slow machine as on a fast one: a slower machine makes
+/// larger batches, and the writer's margin is measured from the batches themselves).
+/// Then one sender keeps writing a little, twice a second (so writes never stop for the
+/// idle second): the load has eased, and the file is cut back to an eighth of the bound
+/// while it writes; once writes stop, to nothing. That each cut frees at most one step
+/// is the unit test `the_log_file_is_cut_one_step_at_a_time` (exact sizes, no timing);
+/// the waits here are generous, so that only a server that never cuts fails them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
     const BOUND: u64 = 4 * 1024 * 1024;
@@ -118,7 +116,7 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
         }
     };
     let eased = async {
-        let shrank = eventually(Duration::from_secs(15), || {
+        let shrank = eventually(Duration::from_secs(60), || {
             size(&wal) <= small && size(&wal) > 0
         })
         .await;
@@ -132,21 +130,11 @@ async fn the_wal_keeps_to_its_bound_and_shrinks_when_the_load_eases() {
         size(&wal)
     );
     assert!(
-        eventually(Duration::from_secs(5), || size(&wal) == 0).await,
+        eventually(Duration::from_secs(30), || size(&wal) == 0).await,
         "an idle server's WAL stayed at {} bytes",
         size(&wal)
     );
     watched.running.store(false, Ordering::Relaxed);
-    // The file is cut in steps of an eighth of the bound (an `ftruncate` costs what it
-    // frees, and writes wait for it), never in one go; a send may land between the
-    // look at the size and the cut.
-    let largest = watched.largest_cut.load(Ordering::Relaxed);
-    assert!(
-        largest <= BOUND / 8 + 64 * 1024,
-        "the WAL was cut by {largest} bytes at once, more than a step of {}",
-        BOUND / 8
-    );
-    assert!(largest > 0, "the WAL was never seen cut");
     assert_eq!(
         app.inbox(&_b, "?limit=1").await.body["total_count"],
         16 * per_sender as u64 + trickled.load(Ordering::Relaxed),

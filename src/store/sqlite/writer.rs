@@ -303,6 +303,7 @@ async fn run<S: Staging>(
                 Err(_) => break,
             }
         }
+        wal.before_batch(&mut tx.conn, batch.len()).await;
         run_batch(&mut tx, &mut batch, &metrics).await;
         wal.after_batch(&mut tx.conn).await;
     }

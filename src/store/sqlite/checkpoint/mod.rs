@@ -21,6 +21,18 @@
 //!   connection could not do it either: it needs the writer's lock, which the writer
 //!   holds batch after batch. Between batches the writer holds nothing, so the restart
 //!   only waits for readers still reading old frames (queries of milliseconds);
+//! * **the bound itself** is kept *before* each batch ([`WalWatch::before_batch`]): a
+//!   commit appends every page it touched, so a check after the batch alone let the
+//!   batch that crossed the bound pass it (by 24–58 KiB of a 4 MiB bound with the 1 KiB
+//!   pages of a database this server creates). The writer knows how many jobs it is
+//!   about to run and has measured how much log one job writes (the most per job in any
+//!   batch of the last one to two minutes, never less than [`MIN_FRAMES_PER_JOB`]);
+//!   when the file plus that much for every job would pass the bound, it restarts the
+//!   log first, waiting for readers if it must. The margin is one batch's measured
+//!   worth of log, whatever the page size, at most half the bound. A job that writes
+//!   more than any job before it can still pass the bound by its own excess, once: that
+//!   is logged and counted (`switchboard_store_wal_over_bound_total`), and
+//!   docs/decisions/002-wal-bound.md says why no tighter promise is made;
 //! * a restart does **not** cut the file (`journal_size_limit` is the bound): under load
 //!   the log is rewritten in place. Cutting it back on every restart cost the commit
 //!   after it an `ftruncate` of 20–40 ms (measured with `strace` under the STOMP
@@ -39,12 +51,14 @@
 //! the WAL over time); see docs/architecture.md.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sqlx::{Row, SqliteConnection};
 use tokio_util::sync::CancellationToken;
+
+mod watch;
+pub use watch::{WalIndex, WalWatch};
 
 /// How often a passive checkpoint runs.
 pub const INTERVAL: Duration = Duration::from_millis(250);
@@ -72,6 +86,18 @@ const FORCED_WAIT_MS: u32 = 1000;
 
 /// The most a cut of the file frees at once, whatever the bound (see [`cut_step`]).
 const MAX_CUT_STEP: u64 = 32 * 1024 * 1024;
+
+/// The least log a job is taken to write before any was measured: a message touches
+/// its own row, its inbox entry and their index pages.
+const MIN_FRAMES_PER_JOB: u64 = 8;
+
+/// How long a measured job size is remembered: the estimate is the largest of this
+/// window and the one before it, so a burst of large jobs is remembered for one to two
+/// windows after it ended.
+const JOB_SIZE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The bytes of the WAL file's own header, before its first frame.
+const WAL_HEADER_BYTES: u64 = 32;
 
 /// Frames the passive checkpoints may leave uncopied for the writer's restart to be
 /// quick: what is left is copied on the writer's thread, while writes wait (1 MiB
@@ -109,169 +135,6 @@ impl WalBound {
     fn size(&self) -> u64 {
         std::fs::metadata(&self.file).map_or(0, |m| m.len())
     }
-}
-
-/// The figures of the wal-index header (<https://sqlite.org/walformat.html>, "The
-/// wal-index header": native byte order; `iChange` at 8, `szPage` at 14, `mxFrame` at
-/// 16, and `nBackfill` at 96 in the checkpoint information after the header's two
-/// copies). The
-/// format is part of SQLite's file format, stable across versions. Read without a lock,
-/// a figure may be a moment old; it only decides when to restart, never what is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WalIndex {
-    /// Bumped by every commit (`iChange`). The frame count cannot say whether anything
-    /// was written: a commit that finds the log fully copied starts it again from frame
-    /// 0, so under a light load the count stays the same from commit to commit.
-    pub changes: u32,
-    /// Frames in the log (`mxFrame`).
-    pub frames: u32,
-    /// Frames already copied into the database file (`nBackfill`).
-    pub copied: u32,
-    /// Bytes a frame takes in the log: its page and a 24-byte frame header.
-    pub frame_bytes: u64,
-}
-
-impl WalIndex {
-    /// Reads the header from the open `-shm` file; `None` before SQLite has written it.
-    pub fn read(shm: &File) -> Option<WalIndex> {
-        let mut header = [0u8; 100];
-        shm.read_exact_at(&mut header, 0).ok()?;
-        let u32_at = |at: usize| {
-            u32::from_ne_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-        };
-        let page = match u16::from_ne_bytes([header[14], header[15]]) {
-            0 => return None,
-            // 65,536 does not fit in 16 bits; the format stores it as 1.
-            1 => 65_536,
-            n => u64::from(n),
-        };
-        Some(WalIndex {
-            changes: u32_at(8),
-            frames: u32_at(16),
-            copied: u32_at(96),
-            frame_bytes: page + 24,
-        })
-    }
-
-    /// Bytes of the log in use.
-    pub fn log_bytes(&self) -> u64 {
-        u64::from(self.frames) * self.frame_bytes
-    }
-
-    /// Frames not yet copied into the database file.
-    pub fn backlog(&self) -> u32 {
-        self.frames.saturating_sub(self.copied)
-    }
-}
-
-/// The writer's side of the bound, with its metric handles looked up once (the writer
-/// thread is the one every write waits for).
-pub struct WalWatch {
-    bound: WalBound,
-    /// The `-shm` file, opened once it exists.
-    index: Option<File>,
-    bytes: metrics::Gauge,
-    restarts: metrics::Counter,
-}
-
-impl WalWatch {
-    pub fn new(bound: WalBound) -> WalWatch {
-        WalWatch {
-            bound,
-            index: None,
-            bytes: metrics::gauge!("switchboard_store_wal_bytes"),
-            restarts: metrics::counter!("switchboard_store_wal_restarts_total"),
-        }
-    }
-
-    fn wal_index(&mut self) -> Option<WalIndex> {
-        if self.index.is_none() {
-            self.index = File::open(&self.bound.index).ok();
-        }
-        WalIndex::read(self.index.as_ref()?)
-    }
-
-    /// Run by the writer after each batch, with no transaction open: restarts the log
-    /// when it holds more than half its bound. Once the log itself holds the bound,
-    /// writes wait until the restart succeeds; below it, a restart that readers hold up
-    /// is left for the next batch. (The log, not the file: a file that once reached the
-    /// bound keeps that size until the load eases, and judged by it every later restart
-    /// would copy its whole backlog with writes waiting.)
-    pub async fn after_batch(&mut self, conn: &mut SqliteConnection) {
-        let Some(index) = self.wal_index() else {
-            return;
-        };
-        let max = self.bound.max_bytes;
-        if index.log_bytes() < max / 2 {
-            return;
-        }
-        let size = self.bound.size();
-        self.bytes.set(size as f64);
-        let forced = index.log_bytes() >= max;
-        // Below the bound, restart only once the passive checkpoints have copied nearly
-        // everything: the copy would otherwise run here, with every write waiting.
-        if !forced && i64::from(index.backlog()) > QUICK_RESTART_FRAMES {
-            return;
-        }
-        let wait = if forced {
-            FORCED_WAIT_MS
-        } else {
-            RESTART_WAIT_MS
-        };
-        let started = Instant::now();
-        loop {
-            match restart(conn, wait, self.bound.busy_timeout).await {
-                Ok(true) => {
-                    self.restarts.increment(1);
-                    let took = started.elapsed();
-                    let log = index.log_bytes();
-                    if took > SLOW_RESTART {
-                        tracing::warn!(bytes = log, ?took, "WAL restart held writes up");
-                    } else {
-                        tracing::debug!(bytes = log, ?took, "WAL restarted");
-                    }
-                    return;
-                }
-                Ok(false) if forced => {
-                    tracing::warn!(
-                        bytes = index.log_bytes(),
-                        "WAL at its bound; writes wait for readers"
-                    );
-                }
-                Ok(false) => return,
-                Err(err) => {
-                    tracing::warn!(error = %err, "WAL restart failed");
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// A `RESTART` checkpoint waiting at most `wait_ms` for readers; whether it completed.
-async fn restart(
-    conn: &mut SqliteConnection,
-    wait_ms: u32,
-    usual: Duration,
-) -> Result<bool, sqlx::Error> {
-    // The writer's own busy timeout is for other processes' locks; a restart waits
-    // only as long as it is allowed to.
-    // Numbers of ours, formatted: nothing from a client reaches these statements.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "PRAGMA busy_timeout = {wait_ms}"
-    )))
-    .execute(&mut *conn)
-    .await?;
-    let outcome = sqlx::query("PRAGMA wal_checkpoint(RESTART)")
-        .fetch_one(&mut *conn)
-        .await;
-    let usual = format!("PRAGMA busy_timeout = {}", usual.as_millis());
-    let restore = sqlx::raw_sql(sqlx::AssertSqlSafe(usual))
-        .execute(&mut *conn)
-        .await;
-    let busy: i64 = outcome?.try_get(0)?;
-    restore?;
-    Ok(busy == 0)
 }
 
 /// The background task: passive checkpoints, and cutting the file back once the load
@@ -440,115 +303,4 @@ async fn checkpoint(conn: &mut SqliteConnection, mode: &'static str) -> Result<(
 }
 
 #[cfg(test)]
-mod tests {
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
-    use sqlx::{ConnectOptions, Row};
-
-    use super::{WalBound, WalIndex, cut_step};
-
-    /// A connection in WAL mode that never checkpoints on its own, as the server's.
-    async fn open(db: &std::path::Path) -> sqlx::SqliteConnection {
-        SqliteConnectOptions::new()
-            .filename(db)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .pragma("wal_autocheckpoint", "0")
-            .connect()
-            .await
-            .expect("open")
-    }
-
-    /// A passive checkpoint; with no reader, it copies the whole log.
-    async fn copy_all(conn: &mut sqlx::SqliteConnection) {
-        sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(conn)
-            .await
-            .expect("copied");
-    }
-
-    /// The figures read from the `-shm` file are SQLite's own: the frames a checkpoint
-    /// reports in the log, and after a passive checkpoint the frames it copied.
-    #[tokio::test]
-    async fn the_wal_index_header_reads_as_sqlite_reports_it() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let db = dir.path().join("index.db");
-        let mut conn = open(&db).await;
-        sqlx::raw_sql("CREATE TABLE t (x BLOB); INSERT INTO t VALUES (zeroblob(50000));")
-            .execute(&mut conn)
-            .await
-            .expect("write");
-        let shm = std::fs::File::open(dir.path().join("index.db-shm")).expect("shm");
-        let before = WalIndex::read(&shm).expect("header");
-        assert_eq!(before.frame_bytes, 4096 + 24);
-        assert!(before.frames > 10, "{before:?}");
-        assert_eq!(before.copied, 0);
-        let row = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&mut conn)
-            .await
-            .expect("checkpoint");
-        let (log, copied): (i64, i64) = (row.get(1), row.get(2));
-        let after = WalIndex::read(&shm).expect("header");
-        assert_eq!(i64::from(after.frames), log);
-        assert_eq!(i64::from(after.copied), copied);
-        assert_eq!(after.backlog(), 0);
-        assert_eq!(after.log_bytes(), log as u64 * 4120);
-    }
-
-    /// A fully copied log's file is cut one step at a time, each cut by SQLite's own
-    /// commit, down to nothing; what was written stays, and writes go on after it.
-    #[tokio::test]
-    async fn the_log_file_is_cut_one_step_at_a_time() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let db = dir.path().join("cut.db");
-        let mut conn = open(&db).await;
-        sqlx::raw_sql("CREATE TABLE t (x BLOB)")
-            .execute(&mut conn)
-            .await
-            .expect("table");
-        for _ in 0..40 {
-            sqlx::raw_sql("INSERT INTO t VALUES (zeroblob(100000))")
-                .execute(&mut conn)
-                .await
-                .expect("write");
-        }
-        copy_all(&mut conn).await;
-        let bound = WalBound {
-            database: db.clone(),
-            file: dir.path().join("cut.db-wal"),
-            index: dir.path().join("cut.db-shm"),
-            max_bytes: 8 * 1024 * 1024,
-            busy_timeout: std::time::Duration::ZERO,
-        };
-        let step = bound.cut_step();
-        assert_eq!(step, 1024 * 1024);
-        let mut size = bound.size();
-        assert!(size > 3 * step, "the log holds {size} bytes");
-        let mut cuts = 0;
-        while size > 0 {
-            // The server cuts only a fully copied log, as here.
-            copy_all(&mut conn).await;
-            cut_step(&mut conn, &bound, size, 0).await.expect("cut");
-            let after = bound.size();
-            assert_eq!(after, size.saturating_sub(step), "one step from {size}");
-            size = after;
-            cuts += 1;
-        }
-        assert!(cuts >= 4, "{cuts} cuts");
-        // Towards a limit above nothing, the last cut stops at it.
-        sqlx::raw_sql("INSERT INTO t VALUES (zeroblob(3000000))")
-            .execute(&mut conn)
-            .await
-            .expect("write");
-        copy_all(&mut conn).await;
-        let limit = bound.size() - step / 2;
-        cut_step(&mut conn, &bound, bound.size(), limit)
-            .await
-            .expect("cut");
-        assert_eq!(bound.size(), limit);
-        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM t WHERE length(x) > 0")
-            .fetch_one(&mut conn)
-            .await
-            .expect("read");
-        assert_eq!(rows, 41);
-    }
-}
+mod tests;
