@@ -88,8 +88,7 @@ pub struct ServeArgs {
     /// This process's name, in the log, in `/metrics` (`switchboard_node_info`) and in
     /// `/healthz` and `/readyz`: which node of several said what. 1 to 64 letters,
     /// digits, `.`, `_` or `-`; without it, a new `node-xxxxxxxx` at every start.
-    /// (Checked by the core's `NodeId` when the server is configured: the rule lives
-    /// there, with the name's other uses.)
+    // The rule is the core's `NodeId`, checked when the server is configured.
     #[arg(long, env = "SWITCHBOARD_NODE_ID")]
     pub node_id: Option<String>,
 
@@ -179,7 +178,6 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_CALLBACK_RETRY_BASE_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub callback_retry_base_ms: u64,
 
-    /// Seconds to wait for in-flight requests and connections at shutdown.
     /// How long a message every recipient has read is kept after it was sent (e.g. 7d;
     /// `forever` keeps it). Teams may set less, never more.
     #[arg(long, env = "SWITCHBOARD_RETENTION_READ_MESSAGES", default_value_t = Keep(None))]
@@ -199,6 +197,8 @@ pub struct ServeArgs {
     /// Time between retention passes.
     #[arg(long, env = "SWITCHBOARD_RETENTION_INTERVAL", default_value_t = Age(60))]
     pub retention_interval: Age,
+
+    /// Seconds in-flight requests and live connections get to finish at shutdown.
     #[arg(long, env = "SWITCHBOARD_SHUTDOWN_TIMEOUT", default_value_t = 10)]
     pub shutdown_timeout: u64,
 

@@ -3,8 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use switchboard::cli::{AdminArgs, AdminCommand, print_error, print_line};
 use switchboard::config::{Cli, Command, MigrateDbArgs};
-use switchboard::server::{Server, ServerConfig};
+use switchboard::core::auth::AdminToken;
+use switchboard::server::{Server, ServerConfig, StartError};
 
 /// mimalloc rather than the system allocator: requests allocate on one thread and free
 /// on another (a staged message is built by a handler and dropped by the writer), and
@@ -19,19 +21,11 @@ async fn main() -> ExitCode {
     match cli.command {
         Command::Openapi => match switchboard::server::openapi_document().to_pretty_json() {
             Ok(json) => {
-                // A reader that stops early (`| head`) closes the pipe: that ends the
-                // output, it is not an error.
-                use std::io::Write;
-                match writeln!(std::io::stdout(), "{json}") {
-                    Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
-                        eprintln!("error: cannot write the OpenAPI document: {err}");
-                        ExitCode::FAILURE
-                    }
-                    _ => ExitCode::SUCCESS,
-                }
+                print_line(&json);
+                ExitCode::SUCCESS
             }
             Err(err) => {
-                eprintln!("error: cannot render the OpenAPI document: {err}");
+                print_error(&format!("error: cannot render the OpenAPI document: {err}"));
                 ExitCode::FAILURE
             }
         },
@@ -44,12 +38,16 @@ async fn main() -> ExitCode {
             {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
-                    eprintln!("unhealthy: {err}");
+                    print_error(&format!("unhealthy: {err}"));
                     ExitCode::FAILURE
                 }
             }
         }
         Command::Agent(args) => switchboard::cli::run_agent(args).await,
+        Command::Admin(AdminArgs {
+            command: AdminCommand::ResetToken { database },
+            ..
+        }) => reset_token(&database).await,
         Command::Admin(args) => switchboard::cli::run_admin(args).await,
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
         Command::MigrateDb(args) => migrate_db(args).await,
@@ -58,24 +56,24 @@ async fn main() -> ExitCode {
                 Ok(config) => config,
                 Err(err) => {
                     // As clap says a flag's value is wrong: before anything starts.
-                    eprintln!("error: invalid value for '--node-id': {err}");
+                    print_error(&format!("error: invalid value for '--node-id': {err}"));
                     return ExitCode::from(2);
                 }
             };
             switchboard::telemetry::init(args.log_format);
+            let database = config.database.clone();
             let server = match Server::start(config).await {
                 Ok(server) => server,
                 Err(err) => {
-                    eprintln!("error: {err}");
-                    return ExitCode::FAILURE;
+                    print_error(&format!("error: {err}"));
+                    return if err.is_usage() {
+                        ExitCode::from(2)
+                    } else {
+                        ExitCode::FAILURE
+                    };
                 }
             };
-            if let Some(token) = server.generated_admin_token() {
-                println!(
-                    "\nNo admin token was configured, so one was generated. It is shown only this once;\n\
-                     only its digest is stored. Keep it to create teams:\n\n    {token}\n"
-                );
-            }
+            announce_admin_token(server.admin_token(), &database);
             let stop = server.stop_token();
             tokio::spawn(async move {
                 shutdown_signal().await;
@@ -88,31 +86,75 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Tells the operator which admin token is in force, so that nobody is left without one
+/// and without a clue: a generated one is shown (once: only its digest is stored); a
+/// kept one is named by the day it was set, with the way to replace it.
+fn announce_admin_token(token: &AdminToken, database: &std::path::Path) {
+    match token {
+        AdminToken::Configured => {}
+        AdminToken::Generated(token) => print_line(&format!(
+            "\nNo admin token was configured, so one was generated. It is shown only this once;\n\
+             only its digest is stored. Keep it to create teams:\n\n    {token}\n"
+        )),
+        AdminToken::Stored { set_at } => {
+            let when = set_at.map_or_else(
+                || "at an earlier start".to_owned(),
+                |at| format!("on {}", &at.to_string()[..10]),
+            );
+            print_line(&format!(
+                "The admin token was set {when} (only its digest is stored). Lost it? Stop the \
+                 server and run: switchboard admin reset-token --database {}",
+                database.display()
+            ));
+        }
+    }
+}
+
+/// `switchboard admin reset-token`: prints the new token; exit 2 when the database is
+/// served or missing (how it was asked), 1 when storage failed.
+async fn reset_token(database: &std::path::Path) -> ExitCode {
+    match switchboard::server::reset_admin_token(database).await {
+        Ok(token) => {
+            print_line(&format!(
+                "A new admin token was set on {}. It is shown only this once:\n\n    {token}\n\n\
+                 (On PostgreSQL, restart every node: each keeps the token it loaded.)",
+                database.display()
+            ));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            print_error(&format!("error: {err}"));
+            let usage = err.is_usage() || matches!(err, StartError::NoDatabase(_));
+            ExitCode::from(if usage { 2 } else { 1 })
+        }
+    }
+}
+
 /// Runs the copy; exit code 0 when every table was copied and verified, 1 otherwise
 /// (the target is then left as it was).
 async fn migrate_db(args: MigrateDbArgs) -> ExitCode {
     if !switchboard::store::postgres::is_url(&args.to) {
-        eprintln!(
+        print_error(&format!(
             "error: --to must be a PostgreSQL URL (postgres://user@host:port/database), not {:?}",
             args.to
-        );
+        ));
         return ExitCode::from(2);
     }
     match switchboard::store::postgres::copy::sqlite_to_postgres(&args.from, &args.to).await {
         Ok(copied) => {
             let width = copied.iter().map(|c| c.table.len()).max().unwrap_or(0);
             for entry in &copied {
-                println!("{:<width$}  {:>10} rows", entry.table, entry.rows);
+                print_line(&format!("{:<width$}  {:>10} rows", entry.table, entry.rows));
             }
             let total: u64 = copied.iter().map(|c| c.rows).sum();
-            println!(
+            print_line(&format!(
                 "copied {total} rows from {} into PostgreSQL; every table's count verified",
                 args.from.display()
-            );
+            ));
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("error: {err}");
+            print_error(&format!("error: {err}"));
             ExitCode::FAILURE
         }
     }

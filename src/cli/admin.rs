@@ -9,9 +9,16 @@ use super::{AdminAgentCommand, AdminArgs, AdminCommand, Failure, TeamCommand, in
 
 pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
     let c = &args.connection;
-    let http = HttpTransport::new(&c.url, token(c)?)?;
+    let http = || -> Result<HttpTransport, Failure> { Ok(HttpTransport::new(&c.url, token(c)?)?) };
     match args.command {
+        // Not a call to a server: the binary's main opens the database for it.
+        AdminCommand::ResetToken { .. } => {
+            return Err(Failure::Usage(
+                "reset-token works on the database, not through a server".into(),
+            ));
+        }
         AdminCommand::Team(TeamCommand::Create { name, team_id }) => {
+            let http = http()?;
             let input = CreateTeam { name, team_id };
             let answer: TeamCreated = call(&http, Operation::CreateTeam(input)).await?;
             show(c.json, &answer, || {
@@ -37,6 +44,7 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 addresses: None,
                 watch: None,
             };
+            let http = http()?;
             let operation = Operation::RegisterAgent {
                 team_id: team,
                 agent,

@@ -74,8 +74,8 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
     }
 }
 
-/// Prints every incoming frame as one JSON line (JSON escapes control characters, so
-/// the line is inert on a terminal).
+/// Prints every incoming frame as one JSON line, inert on a terminal (see
+/// [`super::inert_json`]).
 async fn listen(client: &Client, since: Option<i64>, count: Option<usize>) -> Result<(), Failure> {
     let mut incoming = match since {
         Some(after) => client.incoming_after(after),
@@ -83,7 +83,7 @@ async fn listen(client: &Client, since: Option<i64>, count: Option<usize>) -> Re
     };
     let mut seen = 0;
     while let Some(entry) = incoming.recv().await {
-        println!("{}", entry.frame);
+        super::print_line(&super::inert_json(&entry.frame.to_string()));
         seen += 1;
         if count.is_some_and(|n| seen >= n) {
             break;

@@ -210,6 +210,14 @@ pub enum AdminCommand {
     /// Agents (team key).
     #[command(subcommand)]
     Agent(AdminAgentCommand),
+    /// Replace a lost admin token: sets a new one in the database and prints it (shown
+    /// once). Offline: run it while no server serves a SQLite file (it refuses
+    /// otherwise); on PostgreSQL, restart the nodes afterwards.
+    ResetToken {
+        /// The database, as `serve --database` names it.
+        #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]
+        database: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -252,18 +260,18 @@ fn finish(result: Result<(), Failure>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(why)) => {
-            eprintln!("error: {why}");
+            print_error(&format!("error: {why}"));
             ExitCode::from(2)
         }
         Err(Failure::Client(err @ ClientError::Server { .. })) => {
-            eprintln!("error: {}", inert(&err.to_string()));
+            print_error(&format!("error: {}", inert(&err.to_string())));
             if let Some(action) = err.server_error().map(|e| e.suggested_action.clone()) {
-                eprintln!("hint: {}", inert(&action));
+                print_error(&format!("hint: {}", inert(&action)));
             }
             ExitCode::from(1)
         }
         Err(Failure::Client(err)) => {
-            eprintln!("error: {}", inert(&err.to_string()));
+            print_error(&format!("error: {}", inert(&err.to_string())));
             ExitCode::from(3)
         }
     }
@@ -304,12 +312,63 @@ fn json_value(text: Option<&str>) -> Result<Value, Failure> {
 fn show(json: bool, answer: &impl Serialize, summary: impl FnOnce() -> String) {
     if json {
         match serde_json::to_string(answer) {
-            Ok(text) => println!("{text}"),
-            Err(err) => eprintln!("error: the answer could not be printed as JSON: {err}"),
+            Ok(text) => print_line(&inert_json(&text)),
+            Err(err) => print_error(&format!(
+                "error: the answer could not be printed as JSON: {err}"
+            )),
         }
     } else {
-        println!("{}", summary());
+        print_line(&summary());
     }
+}
+
+/// Writes one line to stdout. A reader that stopped early (`| head`) closed the pipe:
+/// that ends the command quietly (exit 0), never with a panic; any other failure to
+/// write ends it with 1.
+pub fn print_line(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(err) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        print_error(&format!("error: cannot write to stdout: {err}"));
+        std::process::exit(1);
+    }
+}
+
+/// Writes one line to stderr; a closed stderr is ignored (there is nowhere to say so).
+pub fn print_error(text: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// Whether a character must never reach a terminal as itself: controls (C0, DEL, C1),
+/// the line and paragraph separators, and the characters that reorder or hide text
+/// (bidi controls, zero-width joiners, the byte-order mark).
+fn is_unsafe_on_terminal(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// JSON text made inert on a terminal and still the same JSON: serde_json escapes only
+/// C0 controls, so DEL, C1 controls and the bidi and zero-width characters a peer wrote
+/// are written as `\uXXXX` escapes. (Outside strings JSON text is ASCII, so every such
+/// character is inside a string, where the escape means the same character.)
+pub fn inert_json(json: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if is_unsafe_on_terminal(c) && !c.is_ascii_control() || c == '\u{7f}' {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// `text` safe to print on a terminal: control characters (C0, DEL, C1) and the
@@ -319,8 +378,7 @@ fn show(json: bool, answer: &impl Serialize, summary: impl FnOnce() -> String) {
 pub fn inert(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
-        let hidden = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
-        if c.is_control() || hidden {
+        if is_unsafe_on_terminal(c) {
             out.extend(c.escape_default());
         } else {
             out.push(c);
@@ -356,7 +414,7 @@ pub async fn run_mcp(args: McpArgs) -> ExitCode {
     match switchboard_client::mcp::bridge_stdio(&args.url, &args.token).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            print_error(&format!("error: {err}"));
             ExitCode::from(3)
         }
     }
@@ -364,7 +422,25 @@ pub async fn run_mcp(args: McpArgs) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::inert;
+    use super::{inert, inert_json};
+
+    /// `--json` and `listen` lines stay the same JSON, with nothing a terminal acts on.
+    #[test]
+    fn json_lines_escape_what_a_terminal_would_act_on() {
+        let value =
+            serde_json::json!({"text": "a\u{9b}2J\u{85}b\u{7f}c\u{202e}d\u{1b}[31m\u{2028}e"});
+        let line = inert_json(&serde_json::to_string(&value).expect("json"));
+        assert!(
+            line.chars()
+                .all(|c| !c.is_control() && !('\u{2028}'..='\u{202e}').contains(&c)),
+            "{line:?}"
+        );
+        assert!(line.contains("\\u009b") && line.contains("\\u202e") && line.contains("\\u007f"));
+        let back: serde_json::Value = serde_json::from_str(&line).expect("still JSON");
+        assert_eq!(back, value);
+        // Outside the BMP nothing changes (only the listed characters are escaped).
+        assert_eq!(inert_json("{\"e\":\"😀\"}"), "{\"e\":\"😀\"}");
+    }
 
     #[test]
     fn control_characters_are_shown_escaped() {

@@ -101,6 +101,62 @@ pub fn digest(secret: &str) -> SecretHash {
     Sha256::digest(secret.as_bytes()).into()
 }
 
+/// What a start settled about the admin token, for the operator: a server that says
+/// nothing leaves someone whose first start failed without a token and without a clue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminToken {
+    /// The operator gave one (`--admin-token`).
+    Configured,
+    /// None was given or stored: this one was generated, to be shown once.
+    Generated(String),
+    /// Kept from an earlier start; when it was set, if that was recorded.
+    Stored {
+        set_at: Option<switchboard_types::time::Timestamp>,
+    },
+}
+
+/// Settles the admin token of a database: the operator's `configured` one (recorded with
+/// today's date when it differs from the stored one), else the stored one, else a new
+/// one.
+pub async fn settle_admin_token(
+    store: &crate::store::Store,
+    configured: Option<&str>,
+) -> Result<(SecretHash, AdminToken), crate::store::StoreError> {
+    let stored = store.admin_token().await?;
+    if let Some(token) = configured {
+        let hash = digest(token);
+        if stored.is_none_or(|s| s.hash != hash) {
+            store
+                .set_admin_hash(hash, switchboard_types::time::Timestamp::now())
+                .await?;
+        }
+        return Ok((hash, AdminToken::Configured));
+    }
+    if let Some(stored) = stored {
+        let set_at = stored.set_at;
+        return Ok((stored.hash, AdminToken::Stored { set_at }));
+    }
+    let (hash, token) = replace_admin_token(store, None).await?;
+    Ok((hash, AdminToken::Generated(token)))
+}
+
+/// Sets a new admin token (`token`, or a generated one) and returns it with its digest:
+/// `switchboard admin reset-token`, run while no server serves the database.
+pub async fn replace_admin_token(
+    store: &crate::store::Store,
+    token: Option<&str>,
+) -> Result<(SecretHash, String), crate::store::StoreError> {
+    let token = match token {
+        Some(token) => token.to_owned(),
+        None => mint(TokenKind::Admin).text,
+    };
+    let hash = digest(&token);
+    store
+        .set_admin_hash(hash, switchboard_types::time::Timestamp::now())
+        .await?;
+    Ok((hash, token))
+}
+
 /// Checks a presented secret against a stored digest in constant time.
 pub fn verify(secret: &str, stored: &SecretHash) -> bool {
     digest(secret).ct_eq(stored).into()

@@ -95,31 +95,15 @@ impl Core {
     ///
     /// `admin_token` is the operator's choice (flag or env); without one, the token stored
     /// from an earlier start is kept, and on the very first start a new one is generated.
-    /// Returns the core and, only in that last case, the new token so it can be shown
-    /// once (only its digest is stored).
+    /// Returns the core and what was settled ([`auth::AdminToken`]), so that a generated
+    /// token can be shown once (only its digest is stored) and a kept one named.
     pub async fn open(
         store: Store,
         settings: CoreSettings,
-    ) -> Result<(Core, Option<String>), StoreError> {
+    ) -> Result<(Core, auth::AdminToken), StoreError> {
         let registry = Registry::default();
-        let mut generated = None;
-        let admin_hash = match settings.admin_token.as_deref() {
-            Some(token) => {
-                let hash = auth::digest(token);
-                store.set_admin_hash(hash).await?;
-                hash
-            }
-            None => match store.admin_hash().await? {
-                Some(hash) => hash,
-                None => {
-                    let token = auth::mint(auth::TokenKind::Admin);
-                    let hash = auth::digest(&token.text);
-                    store.set_admin_hash(hash).await?;
-                    generated = Some(token.text);
-                    hash
-                }
-            },
-        };
+        let (admin_hash, admin_token) =
+            auth::settle_admin_token(&store, settings.admin_token.as_deref()).await?;
         registry.set_admin_hash(admin_hash);
         for team in store.load_teams().await? {
             registry.put_team(team);
@@ -155,7 +139,7 @@ impl Core {
         };
         core.follow_other_nodes();
         core.watch_storage();
-        Ok((core, generated))
+        Ok((core, admin_token))
     }
 
     fn store(&self) -> &Store {

@@ -19,6 +19,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::callbacks::{self, CallbackSettings};
 use crate::config::{DurabilityArg, ServeArgs};
+use crate::core::auth::AdminToken;
 use crate::core::node::{InvalidNodeId, NodeId};
 use crate::core::ratelimit::RateLimit;
 use crate::core::retention::{self, RetentionSettings};
@@ -168,13 +169,41 @@ pub enum StartError {
     },
     #[error("cannot make the HTTP client for outside A2A agents: {0}")]
     Outbound(String),
+    #[error("there is no database at {0}")]
+    NoDatabase(PathBuf),
+}
+
+impl StartError {
+    /// Whether the start was refused for how it was asked (another server on the same
+    /// SQLite file): the command line's fault, exit code 2 like a bad flag.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, StartError::Store(StoreError::InUse { .. }))
+    }
+}
+
+/// `switchboard admin reset-token`: sets a new admin token on the database `database`
+/// names and returns it. A SQLite file must exist and must not be served meanwhile (its
+/// server's lock refuses this); PostgreSQL nodes keep the token they loaded until they
+/// restart.
+pub async fn reset_admin_token(database: &std::path::Path) -> Result<String, StartError> {
+    let text = database.to_string_lossy();
+    if !crate::store::postgres::is_url(&text) {
+        let file = PathBuf::from(text.strip_prefix("sqlite://").unwrap_or(&text));
+        if !file.exists() {
+            return Err(StartError::NoDatabase(file));
+        }
+    }
+    let store = Store::open(database, StoreOptions::default()).await?;
+    let replaced = crate::core::auth::replace_admin_token(&store, None).await;
+    store.close().await;
+    Ok(replaced?.1)
 }
 
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
     stomp_addr: Option<SocketAddr>,
-    generated_admin_token: Option<String>,
+    admin_token: AdminToken,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -184,13 +213,14 @@ impl Server {
     pub async fn start(config: ServerConfig) -> Result<Server, StartError> {
         // Before anything is written, so the first storage batches are counted too.
         let metrics = MetricsHandle::global();
-        let (store, core, generated_admin_token) = open_core(&config).await?;
-        let bind_error = |source| StartError::Bind {
-            addr: config.listen,
-            source,
+        // Every listener before storage: a start that cannot listen (a port in use)
+        // creates no database and settles no admin token nobody will ever see.
+        let (listener, addr) = bind(config.listen).await?;
+        let stomp_listener = match config.stomp_listen {
+            Some(at) => Some(bind(at).await?),
+            None => None,
         };
-        let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
-        let addr = listener.local_addr().map_err(bind_error)?;
+        let (store, core, admin_token) = open_core(&config).await?;
         let ws = WsState {
             core: core.clone(),
             settings: WsSettings {
@@ -201,7 +231,7 @@ impl Server {
             tracker: TaskTracker::new(),
         };
         let stomp = stomp_state(&config, &core, &ws);
-        let stomp_addr = start_stomp(&config, &stomp).await?;
+        let stomp_addr = start_stomp(stomp_listener, &stomp);
         let stop = CancellationToken::new();
         let delegation = a2a::Delegation::new(
             core.clone(),
@@ -241,7 +271,7 @@ impl Server {
         Ok(Server {
             addr,
             stomp_addr,
-            generated_admin_token,
+            admin_token,
             stop,
             task,
         })
@@ -258,7 +288,15 @@ impl Server {
 
     /// The admin token generated at this start, if one was (first start, no flag).
     pub fn generated_admin_token(&self) -> Option<&str> {
-        self.generated_admin_token.as_deref()
+        match &self.admin_token {
+            AdminToken::Generated(token) => Some(token),
+            _ => None,
+        }
+    }
+
+    /// What this start settled about the admin token (for the operator's start-up note).
+    pub fn admin_token(&self) -> &AdminToken {
+        &self.admin_token
     }
 
     /// A token that stops the server when cancelled.
@@ -299,24 +337,27 @@ fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState) -> StompState {
     }
 }
 
-/// Binds the STOMP listener, if asked for, and starts accepting.
-async fn start_stomp(
-    config: &ServerConfig,
-    state: &StompState,
-) -> Result<Option<SocketAddr>, StartError> {
-    let Some(addr) = config.stomp_listen else {
-        return Ok(None);
-    };
+/// Binds a listener; the address it got (the port, for `:0`).
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
     let bind_error = |source| StartError::Bind { addr, source };
     let listener = TcpListener::bind(addr).await.map_err(bind_error)?;
     let local = listener.local_addr().map_err(bind_error)?;
+    Ok((listener, local))
+}
+
+/// Starts accepting on the STOMP listener, if one was asked for and bound.
+fn start_stomp(
+    listener: Option<(TcpListener, SocketAddr)>,
+    state: &StompState,
+) -> Option<SocketAddr> {
+    let (listener, local) = listener?;
     tokio::spawn(stomp::listen(listener, state.clone()));
     tracing::info!(addr = %local, "STOMP listening");
-    Ok(Some(local))
+    Some(local)
 }
 
 /// Opens storage and the core on it.
-async fn open_core(config: &ServerConfig) -> Result<(Store, Core, Option<String>), StartError> {
+async fn open_core(config: &ServerConfig) -> Result<(Store, Core, AdminToken), StartError> {
     let options = StoreOptions {
         durability: config.durability,
         busy_timeout: config.busy_timeout,

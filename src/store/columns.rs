@@ -192,6 +192,13 @@ pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {
 }
 
 /// A stored digest, checked for its length.
+/// A setting's time, written as decimal microseconds; `None` when absent or unreadable
+/// (it only informs the operator).
+pub(crate) fn set_at_from(bytes: Option<Vec<u8>>) -> Option<Timestamp> {
+    let text = String::from_utf8(bytes?).ok()?;
+    text.parse().ok().map(Timestamp::from_micros)
+}
+
 pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
     SecretHash::try_from(bytes.as_slice())
         .map_err(|_| StoreError::Corrupt(format!("a stored digest has {} bytes", bytes.len())))

@@ -32,6 +32,13 @@ pub enum StoreError {
          --database a new file (or the right one)"
     )]
     NotOurs { path: PathBuf, reason: String },
+    /// Another process serves this SQLite file (see `sqlite::lock`).
+    #[error(
+        "{path} is already served by {holder}. One SQLite file has one server: stop that \
+         one first, or give this one another --database; several nodes share a PostgreSQL \
+         database (--database postgres://…)"
+    )]
+    InUse { path: PathBuf, holder: String },
     /// The database was migrated by a newer binary; it was left untouched.
     #[error(
         "the database holds migration {database}, newer than this binary's newest \

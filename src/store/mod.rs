@@ -29,11 +29,12 @@ use switchboard_types::time::Timestamp;
 
 pub use error::StoreError;
 use records::{
-    ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
-    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks, PostContext,
-    PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
-    StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
+    IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
+    MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
+    PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency,
+    ResponseRow, SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    TeamRecord, TeamSecret,
 };
 use remotes::RemoteAgentRecord;
 use webhooks::WebhookRecord;
@@ -143,9 +144,9 @@ impl Store {
     delegate! {
         /// Whether the database answers.
         fn ping(&self) -> ();
-        /// The stored digest of the admin token, if one was set.
-        fn admin_hash(&self) -> Option<SecretHash>;
-        fn set_admin_hash(&self, hash: SecretHash) -> ();
+        /// The stored admin token (its digest and when it was set), if one was set.
+        fn admin_token(&self) -> Option<AdminTokenRecord>;
+        fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> ();
         /// Every team, for the registry at start-up.
         fn load_teams(&self) -> Vec<TeamRecord>;
         /// Every agent (removed ones too: messages keep pointing at them).

@@ -14,6 +14,15 @@ use switchboard_types::time::Timestamp;
 /// A SHA-256 digest of a token secret.
 pub type SecretHash = [u8; 32];
 
+/// The admin token as stored: its digest, and when it was set (unknown for a token set
+/// by a version that did not record it), so that a start without `--admin-token` can
+/// say which token is in force and how to replace a lost one.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminTokenRecord {
+    pub hash: SecretHash,
+    pub set_at: Option<Timestamp>,
+}
+
 /// A team as stored.
 #[derive(Debug, Clone)]
 pub struct TeamRecord {

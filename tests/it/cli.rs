@@ -223,3 +223,44 @@ async fn the_command_line_acts_as_an_agent() {
     errors_have_exit_codes(&app, &alice).await;
     app.stop().await;
 }
+
+/// Output to a reader that is already gone (`… | true`, `… | head -c 300` once it has
+/// its bytes) ends the command quietly: exit 0, no panic. And `--json` output stays the
+/// same JSON with everything a terminal would act on escaped: a peer's C1 control
+/// (U+009B is CSI), DEL and a right-to-left override reach the terminal as `\uXXXX`.
+#[tokio::test]
+async fn output_is_quiet_on_a_closed_pipe_and_inert_on_a_terminal() {
+    let app = TestApp::start().await;
+    let (alice, bob) = shell_team(&app).await;
+    let tricky = "a\u{9b}2Jb\u{85}c\u{7f}d\u{202e}e";
+    cli_ok(&app, &alice, &["agent", "send", "--to", "bob", tricky]).await;
+    let out = cli_ok(&app, &bob, &["agent", "inbox", "--json"]).await;
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    for c in ['\u{9b}', '\u{85}', '\u{7f}', '\u{202e}'] {
+        assert!(!text.contains(c), "{c:?} reached the terminal: {text:?}");
+    }
+    let inbox: serde_json::Value = serde_json::from_str(&text).expect("still JSON");
+    assert_eq!(inbox["messages"][0]["content"]["text"], tricky);
+    let human = cli_ok(&app, &bob, &["agent", "inbox"]).await;
+    let human = String::from_utf8(human.stdout).expect("UTF-8");
+    assert!(
+        !human.contains('\u{9b}') && !human.contains('\u{202e}'),
+        "{human:?}"
+    );
+
+    for args in ["agent inbox --json", "agent inbox", "openapi"] {
+        let script = format!("\"$BIN\" {args} | true; echo \"exit=${{PIPESTATUS[0]}}\" >&2");
+        let out = tokio::process::Command::new("bash")
+            .args(["-c", &script])
+            .env("BIN", env!("CARGO_BIN_EXE_switchboard"))
+            .env("SWITCHBOARD_URL", &app.base)
+            .env("SWITCHBOARD_TOKEN", &bob)
+            .output()
+            .await
+            .expect("bash runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args}: {stderr}");
+        assert!(stderr.contains("exit=0"), "{args}: {stderr}");
+    }
+    app.stop().await;
+}

@@ -16,6 +16,7 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "large_inbox::",
     "migrate_db::",
     "database_files::",
+    "first_start::",
     "layout::",
     "docs::",
     "deploy::",

@@ -21,6 +21,7 @@ mod docs;
 mod engines;
 mod errors;
 mod faults;
+mod first_start;
 mod hardening;
 mod inbox;
 mod large_inbox;

@@ -17,11 +17,12 @@ use super::{PgStore, inbox, outbox, registry, tasks};
 use crate::store::StoreError;
 use crate::store::columns::hash_from;
 use crate::store::records::{
-    ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
-    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks, PostContext,
-    PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
-    StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
+    IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
+    MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
+    PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency,
+    ResponseRow, SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    TeamRecord, TeamSecret,
 };
 use crate::store::remotes::RemoteAgentRecord;
 use crate::store::webhooks::WebhookRecord;
@@ -51,11 +52,15 @@ impl PgStore {
         Ok(())
     }
 
-    pub async fn admin_hash(&self) -> Result<Option<SecretHash>, StoreError> {
-        registry::setting(&self.read, registry::ADMIN_TOKEN_HASH)
-            .await?
-            .map(hash_from)
-            .transpose()
+    pub async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError> {
+        let Some(bytes) = registry::setting(&self.read, registry::ADMIN_TOKEN_HASH).await? else {
+            return Ok(None);
+        };
+        let set_at = registry::setting(&self.read, registry::ADMIN_TOKEN_SET_AT).await?;
+        Ok(Some(AdminTokenRecord {
+            hash: hash_from(bytes)?,
+            set_at: crate::store::columns::set_at_from(set_at),
+        }))
     }
 
     pub async fn load_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
@@ -258,9 +263,11 @@ impl PgStore {
 
 /// Writes, as jobs of the group commit.
 impl PgStore {
-    pub async fn set_admin_hash(&self, hash: SecretHash) -> Result<(), StoreError> {
+    pub async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
         write!(self, |conn| {
-            registry::put_setting(conn, registry::ADMIN_TOKEN_HASH, &hash).await
+            registry::put_setting(conn, registry::ADMIN_TOKEN_HASH, &hash).await?;
+            let at = at.micros().to_string();
+            registry::put_setting(conn, registry::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
         })
     }
 

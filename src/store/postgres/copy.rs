@@ -43,6 +43,9 @@ pub struct Copied {
 /// on both sides.
 pub async fn sqlite_to_postgres(from: &Path, to: &str) -> Result<Vec<Copied>, StoreError> {
     let mut source = open_source(from).await?;
+    // A server still writing the file would make the copy a moment's, not the last
+    // state's: refused while one serves it.
+    let _serving = crate::store::sqlite::lock::take_shared(from)?;
     carries_every_column(&mut source).await?;
     let pool = super::open(to).await?;
     let mut src = source.begin().await?;

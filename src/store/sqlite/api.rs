@@ -17,20 +17,24 @@ use super::{
 };
 use crate::store::StoreError;
 use crate::store::records::{
-    ActivityCounts, AgentRecord, Attempt, Counts, Decided, DueCallback, IdempotencyClaim,
-    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext, PostOutcome,
-    PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
+    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
+    IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
+    MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext,
+    PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
 impl SqliteStore {
-    pub async fn admin_hash(&self) -> Result<Option<SecretHash>, StoreError> {
-        match settings::get(&self.read, settings::ADMIN_TOKEN_HASH).await? {
-            Some(bytes) => crate::store::columns::hash_from(bytes).map(Some),
-            None => Ok(None),
-        }
+    pub async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError> {
+        let Some(bytes) = settings::get(&self.read, settings::ADMIN_TOKEN_HASH).await? else {
+            return Ok(None);
+        };
+        let set_at = settings::get(&self.read, settings::ADMIN_TOKEN_SET_AT).await?;
+        Ok(Some(AdminTokenRecord {
+            hash: crate::store::columns::hash_from(bytes)?,
+            set_at: crate::store::columns::set_at_from(set_at),
+        }))
     }
 
     pub async fn load_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
@@ -191,11 +195,14 @@ impl SqliteStore {
 
 /// Writes, as jobs of the group commit.
 impl SqliteStore {
-    pub async fn set_admin_hash(&self, hash: SecretHash) -> Result<(), StoreError> {
+    pub async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
         self.write_then(
             move |tx| {
                 Box::pin(async move {
-                    settings::put(tx.conn().await?, settings::ADMIN_TOKEN_HASH, &hash).await
+                    let conn = tx.conn().await?;
+                    settings::put(conn, settings::ADMIN_TOKEN_HASH, &hash).await?;
+                    let at = at.micros().to_string();
+                    settings::put(conn, settings::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
                 })
             },
             Ok,

@@ -13,6 +13,7 @@ mod checkpoint;
 mod direct;
 mod idempotency;
 mod inbox;
+pub(crate) mod lock;
 mod message_row;
 mod messages;
 mod post_one;
@@ -53,6 +54,8 @@ pub struct SqliteStore {
     read: SqlitePool,
     writer: Writer<PostStaging>,
     checkpoints: std::sync::Arc<Checkpointer>,
+    /// This process's claim on the file, released by [`SqliteStore::close`].
+    serving: std::sync::Arc<std::sync::Mutex<Option<lock::ServingLock>>>,
 }
 
 /// The background checkpoint task and the token that stops it.
@@ -181,6 +184,8 @@ impl SqliteStore {
             })?;
         }
         refuse_foreign(path).await?;
+        // Before anything is written: a second server on this file changes nothing.
+        let serving = lock::take(path)?;
         let options = connect_options(path, opts);
         let mut write_conn = options
             .clone()
@@ -248,6 +253,7 @@ impl SqliteStore {
                 stop,
                 task: tokio::sync::Mutex::new(Some(task)),
             }),
+            serving: std::sync::Arc::new(std::sync::Mutex::new(Some(serving))),
         })
     }
 
@@ -296,6 +302,13 @@ impl SqliteStore {
         }
         self.writer.close().await;
         self.read.close().await;
+        // The file is free for the next server only once every connection is closed.
+        // A poisoned lock only means a panic elsewhere; the claim is dropped either way.
+        let claim = match self.serving.lock() {
+            Ok(mut guard) => guard.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        drop(claim);
     }
 }
 

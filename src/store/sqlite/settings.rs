@@ -5,6 +5,8 @@ use sqlx::{SqliteConnection, SqlitePool};
 use crate::store::StoreError;
 
 pub(super) const ADMIN_TOKEN_HASH: &str = "admin_token_sha256";
+/// When the admin token was set: microseconds since the epoch, as decimal text.
+pub(super) const ADMIN_TOKEN_SET_AT: &str = "admin_token_set_at";
 
 pub(super) async fn get(pool: &SqlitePool, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
     Ok(
