@@ -407,3 +407,54 @@ async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
         req.send().await.expect_error(401, "UNAUTHORIZED");
     }
 }
+
+/// A host that writes its first messages at once and closes stdin (initialize, the
+/// initialized notification and a call, in one write) gets the call answered: the stdio
+/// bridge keeps the session's order and ends the session only after the call. Twenty
+/// rounds, each of which used to lose the call (404 or 500) nearly every time.
+#[tokio::test]
+async fn the_stdio_bridge_answers_a_call_pipelined_after_initialize() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::start().await;
+    let (_, a, _) = team(&app).await;
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "pipelining-host", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "whoami", "arguments": {}}}),
+    ];
+    let written: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    for round in 0..20 {
+        let mut bridge = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+            .args(["mcp", "--url", &app.base, "--token", &a.token])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the bridge starts");
+        let mut stdin = bridge.stdin.take().expect("stdin");
+        stdin.write_all(written.as_bytes()).await.expect("written");
+        drop(stdin);
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            bridge.wait_with_output(),
+        )
+        .await
+        .expect("the bridge ends once stdin did")
+        .expect("output");
+        let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let call = answers
+            .iter()
+            .find(|m| m["id"] == 2)
+            .unwrap_or_else(|| panic!("round {round}: no answer to the call: {answers:?}"));
+        assert_eq!(
+            call["result"]["structuredContent"]["agent_id"], "a",
+            "round {round}: {call}"
+        );
+    }
+    app.stop().await;
+}

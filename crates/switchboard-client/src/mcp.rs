@@ -33,7 +33,18 @@ struct Upstream {
     out: mpsc::UnboundedSender<String>,
 }
 
-/// Runs the bridge until stdin ends; then ends the MCP session on the server.
+/// How long the bridge waits, once stdin ended, for calls still under way (the longest
+/// a `wait_for_messages` lasts, and some).
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(65);
+
+/// Runs the bridge until stdin ends; then lets the calls under way finish (a host may
+/// write its last requests and close stdin at once) and ends the MCP session on the
+/// server.
+///
+/// Order: `initialize` and every notification (no `id`, such as
+/// `notifications/initialized`) are sent one at a time, in the order written, each
+/// before anything after it: what follows needs the session they open and complete.
+/// Requests are sent side by side (a wait and a send may overlap).
 pub async fn bridge_stdio(base_url: &str, token: &str) -> Result<(), ClientError> {
     let (out, mut lines) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(async move {
@@ -59,6 +70,7 @@ pub async fn bridge_stdio(base_url: &str, token: &str) -> Result<(), ClientError
     };
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut listening = false;
+    let mut under_way = tokio::task::JoinSet::new();
     while let Some(line) = stdin
         .next_line()
         .await
@@ -74,8 +86,7 @@ pub async fn bridge_stdio(base_url: &str, token: &str) -> Result<(), ClientError
                 continue;
             }
         };
-        if message["method"] == "initialize" {
-            // Everything after it needs the session it opens.
+        if message["method"] == "initialize" || message.get("id").is_none() {
             upstream.clone().post(message).await;
             continue;
         }
@@ -84,8 +95,13 @@ pub async fn bridge_stdio(base_url: &str, token: &str) -> Result<(), ClientError
             tokio::spawn(upstream.clone().listen());
         }
         // Calls may overlap (a wait and a send): each goes on its own.
-        tokio::spawn(upstream.clone().post(message));
+        under_way.spawn(upstream.clone().post(message));
     }
+    // Closing the session under a call still on its way would answer it 404.
+    let _ = tokio::time::timeout(DRAIN, async {
+        while under_way.join_next().await.is_some() {}
+    })
+    .await;
     upstream.close().await;
     drop(upstream);
     let _ = writer.await;
