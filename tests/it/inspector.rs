@@ -8,33 +8,48 @@ use std::sync::OnceLock;
 
 use crate::python::root;
 
-/// The Inspector's command, installed (once per test run) if needed.
+/// Whether the Inspector can run here (installing it on first use); `false`, with a
+/// `SKIPPED` note, on a machine without Node.js and npm (see `python::gate`).
+pub fn available(test: &str) -> bool {
+    crate::python::gate(test, "Node.js with npm and its registry", ready())
+}
+
+/// The Inspector's command (after [`available`] said yes).
 pub fn inspector() -> PathBuf {
-    static READY: OnceLock<PathBuf> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            let dir = root().join("target").join("inspector");
-            let bin = dir.join("node_modules/.bin/mcp-inspector");
-            if !bin.exists() {
-                std::fs::create_dir_all(&dir).expect("target/inspector");
-                for file in ["package.json", "package-lock.json"] {
-                    std::fs::copy(
-                        root().join("tests/interop/inspector").join(file),
-                        dir.join(file),
-                    )
-                    .expect("copy the pinned package files");
-                }
-                let installed = std::process::Command::new("npm")
-                    .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-                    .current_dir(&dir)
-                    .stdout(Stdio::null())
-                    .status()
-                    .expect("npm runs");
-                assert!(installed.success(), "npm ci in target/inspector failed");
-            }
-            bin
-        })
-        .clone()
+    match ready() {
+        Ok(bin) => bin.clone(),
+        Err(why) => panic!("the MCP Inspector is not available: {why}"),
+    }
+}
+
+/// The Inspector, installed (once per test run) if needed, or why it cannot be.
+fn ready() -> &'static Result<PathBuf, String> {
+    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    READY.get_or_init(|| {
+        let dir = root().join("target").join("inspector");
+        let bin = dir.join("node_modules/.bin/mcp-inspector");
+        if bin.exists() {
+            return Ok(bin);
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("target/inspector: {e}"))?;
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(
+                root().join("tests/interop/inspector").join(file),
+                dir.join(file),
+            )
+            .map_err(|e| format!("copying the pinned {file}: {e}"))?;
+        }
+        let installed = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("npm does not run: {e}"))?;
+        if !installed.success() || !bin.exists() {
+            return Err("`npm ci` in target/inspector failed (no npm registry?)".into());
+        }
+        Ok(bin)
+    })
 }
 
 /// Runs the Inspector's CLI mode against `url` with a bearer token and `args`; returns

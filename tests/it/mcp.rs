@@ -16,6 +16,9 @@ async fn team(app: &TestApp) -> (Team, Agent, Agent) {
 
 #[tokio::test]
 async fn two_agents_talk_and_run_a_task_through_mcp_alone() {
+    if !crate::python::available("two_agents_talk_and_run_a_task_through_mcp_alone") {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
     let out = python::run(
@@ -106,6 +109,11 @@ async fn seen_through_rest(app: &TestApp, a: &Agent, out: &Value) {
 
 #[tokio::test]
 async fn wait_for_messages_is_released_by_a_rest_send_and_bad_calls_are_tool_errors() {
+    if !crate::python::available(
+        "wait_for_messages_is_released_by_a_rest_send_and_bad_calls_are_tool_errors",
+    ) {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
     let out = python::run("mcp_agents.py", &["waiting", &app.base, &a.token, &b.token]).await;
@@ -144,6 +152,11 @@ async fn wait_for_messages_is_released_by_a_rest_send_and_bad_calls_are_tool_err
 
 #[tokio::test]
 async fn a_team_key_adds_agents_over_mcp_and_the_prompts_teach_the_etiquette() {
+    if !crate::python::available(
+        "a_team_key_adds_agents_over_mcp_and_the_prompts_teach_the_etiquette",
+    ) {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, a, _) = team(&app).await;
     let out = python::run("mcp_agents.py", &["setup", &app.base, &team.key, &a.token]).await;
@@ -170,6 +183,9 @@ async fn a_team_key_adds_agents_over_mcp_and_the_prompts_teach_the_etiquette() {
 
 #[tokio::test]
 async fn subscribed_resources_hear_of_a_rest_send_and_of_their_task() {
+    if !crate::python::available("subscribed_resources_hear_of_a_rest_send_and_of_their_task") {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
     let out = python::run(
@@ -201,6 +217,9 @@ async fn subscribed_resources_hear_of_a_rest_send_and_of_their_task() {
 
 #[tokio::test]
 async fn the_same_client_over_stdio_through_switchboard_mcp() {
+    if !crate::python::available("the_same_client_over_stdio_through_switchboard_mcp") {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
     let binary = env!("CARGO_BIN_EXE_switchboard");
@@ -232,6 +251,9 @@ async fn the_same_client_over_stdio_through_switchboard_mcp() {
 
 #[tokio::test]
 async fn nothing_of_another_team_is_reachable_over_mcp() {
+    if !crate::python::available("nothing_of_another_team_is_reachable_over_mcp") {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, _) = team(&app).await;
     let other = app.team("other").await;
@@ -267,6 +289,9 @@ async fn nothing_of_another_team_is_reachable_over_mcp() {
 
 #[tokio::test]
 async fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
+    if !crate::inspector::available("the_mcp_inspector_cli_lists_and_calls_the_tools") {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, _) = team(&app).await;
     let url = format!("{}/mcp", app.base);
@@ -291,6 +316,9 @@ async fn the_mcp_inspector_cli_lists_and_calls_the_tools() {
 
 #[tokio::test]
 async fn every_other_tool_works_through_mcp() {
+    if !crate::python::available("every_other_tool_works_through_mcp") {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, a, b) = team(&app).await;
     let c = app.agent(&team, "c", &[]).await;
@@ -327,6 +355,11 @@ async fn every_other_tool_works_through_mcp() {
 
 #[tokio::test]
 async fn subscriptions_listen_of_the_2026_revision_hears_the_inbox_and_a_task() {
+    if !crate::python::available(
+        "subscriptions_listen_of_the_2026_revision_hears_the_inbox_and_a_task",
+    ) {
+        return;
+    }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
     let out = python::run(

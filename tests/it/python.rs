@@ -1,7 +1,14 @@
 //! Stock Python clients (stomp.py, PyYAML, the MCP SDK, …) for the interop tests: a virtualenv under
 //! `target/pyenv` with the versions pinned in `tests/interop/requirements.txt`, made on
 //! first use, so `cargo test` alone works on a fresh machine (`.ci/run` makes it first).
+//!
+//! A machine without Python 3 (with `venv`) or without PyPI cannot run them: each such
+//! test starts with [`available`], which says `SKIPPED … (needs python3 …)` on the
+//! terminal and lets the test pass without running — unless
+//! `SWITCHBOARD_TEST_STOCK_CLIENTS=required` (`.ci/run` sets it), where it fails instead,
+//! as the PostgreSQL tests do under `SWITCHBOARD_TEST_POSTGRES`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -16,47 +23,79 @@ pub fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The virtualenv's interpreter, the environment made (once per test run) if needed.
+/// Whether the stock clients' tools can run here; see the module's doc. `what` names
+/// the tools in the note (`python3 with venv and PyPI`), `ready` says why not.
+pub fn gate(test: &str, what: &str, ready: &Result<PathBuf, String>) -> bool {
+    let why = match ready {
+        Ok(_) => return true,
+        Err(why) => why,
+    };
+    if std::env::var("SWITCHBOARD_TEST_STOCK_CLIENTS").is_ok_and(|v| v == "required") {
+        panic!("{test} needs {what}, and SWITCHBOARD_TEST_STOCK_CLIENTS=required: {why}");
+    }
+    // Straight to the terminal: the harness keeps a passing test's prints to itself.
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED {test} (needs {what}): {why}");
+    false
+}
+
+/// Whether the stock Python clients can run here (making the virtualenv on first use);
+/// `false`, with a `SKIPPED` note, when they cannot and are not required.
+pub fn available(test: &str) -> bool {
+    gate(test, "python3 with venv and PyPI", ready())
+}
+
+/// The virtualenv's interpreter (after [`available`] said yes).
 pub fn python() -> PathBuf {
-    static READY: OnceLock<PathBuf> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            let venv = root().join("target").join("pyenv");
-            let python = venv.join("bin").join("python");
-            let has = |python: &Path| {
-                std::process::Command::new(python)
-                    .args(["-c", "import stomp, yaml, mcp, jsonschema, a2a, websockets"])
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success())
-            };
-            if !has(&python) {
-                let made = std::process::Command::new("python3")
-                    .args(["-m", "venv"])
-                    .arg(&venv)
-                    .status()
-                    .expect("python3 runs");
-                assert!(made.success(), "python3 -m venv target/pyenv failed");
-                let installed = std::process::Command::new(&python)
-                    .args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "-q",
-                        "--disable-pip-version-check",
-                        "-r",
-                    ])
-                    .arg(root().join("tests/interop/requirements.txt"))
-                    .status()
-                    .expect("pip runs");
-                assert!(
-                    installed.success(),
-                    "pip install -r tests/interop/requirements.txt failed"
-                );
-            }
-            python
-        })
-        .clone()
+    match ready() {
+        Ok(python) => python.clone(),
+        Err(why) => panic!("the stock Python clients are not available: {why}"),
+    }
+}
+
+/// The virtualenv, made (once per test run) if needed, or why it cannot be.
+fn ready() -> &'static Result<PathBuf, String> {
+    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    READY.get_or_init(|| {
+        let venv = root().join("target").join("pyenv");
+        let python = venv.join("bin").join("python");
+        let has = |python: &Path| {
+            std::process::Command::new(python)
+                .args(["-c", "import stomp, yaml, mcp, jsonschema, a2a, websockets"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        if has(&python) {
+            return Ok(python);
+        }
+        let made = std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .stdout(Stdio::null())
+            .status()
+            .map_err(|e| format!("python3 does not run: {e}"))?;
+        if !made.success() {
+            return Err(
+                "`python3 -m venv target/pyenv` failed (is python3-venv installed?)".into(),
+            );
+        }
+        let installed = std::process::Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(root().join("tests/interop/requirements.txt"))
+            .status()
+            .map_err(|e| format!("pip does not run: {e}"))?;
+        if !installed.success() || !has(&python) {
+            return Err("`pip install -r tests/interop/requirements.txt` failed (no PyPI?)".into());
+        }
+        Ok(python)
+    })
 }
 
 /// Runs `tests/interop/<script>` with `args`; asserts it succeeds within a minute and

@@ -37,6 +37,9 @@ async fn scenario(app: &TestApp, name: &str, team: &Team, client: &Agent, worker
 
 #[tokio::test]
 async fn the_stock_client_streams_a_task_with_a_question_and_its_answer() {
+    if !crate::python::available("the_stock_client_streams_a_task_with_a_question_and_its_answer") {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, client, worker) = team(&app).await;
     let out = scenario(&app, "conversation", &team, &client, &worker).await;
@@ -111,6 +114,10 @@ async fn the_stock_client_streams_a_task_with_a_question_and_its_answer() {
 
 #[tokio::test]
 async fn a_dropped_subscription_resumes_from_its_last_event_without_a_gap() {
+    if !crate::python::available("a_dropped_subscription_resumes_from_its_last_event_without_a_gap")
+    {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, client, worker) = team(&app).await;
     let out = scenario(&app, "resume", &team, &client, &worker).await;
@@ -127,6 +134,9 @@ async fn a_dropped_subscription_resumes_from_its_last_event_without_a_gap() {
 
 #[tokio::test]
 async fn the_same_send_twice_makes_one_task() {
+    if !crate::python::available("the_same_send_twice_makes_one_task") {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, client, worker) = team(&app).await;
     let out = scenario(&app, "idempotent", &team, &client, &worker).await;
@@ -168,6 +178,11 @@ async fn the_same_send_twice_makes_one_task() {
 
 #[tokio::test]
 async fn the_stock_client_manages_push_configs_and_the_receiver_gets_each_change() {
+    if !crate::python::available(
+        "the_stock_client_manages_push_configs_and_the_receiver_gets_each_change",
+    ) {
+        return;
+    }
     let app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
     let (team, client, worker) = team(&app).await;
     let out = scenario(&app, "push", &team, &client, &worker).await;
@@ -252,6 +267,9 @@ pub(super) fn error_of(response: &Value, code: i64) -> String {
 
 #[tokio::test]
 async fn the_sdks_0_3_client_runs_the_same_conversation() {
+    if !crate::python::available("the_sdks_0_3_client_runs_the_same_conversation") {
+        return;
+    }
     let app = TestApp::start().await;
     let (team, client, worker) = team(&app).await;
     let out = scenario(&app, "legacy", &team, &client, &worker).await;

@@ -35,6 +35,11 @@ async fn scenario(app: &TestApp, team: &Team, name: &str) -> Value {
 
 #[tokio::test]
 async fn two_wise_agents_converse_and_the_conversation_is_ordinary_switchboard_messages() {
+    if !crate::python::available(
+        "two_wise_agents_converse_and_the_conversation_is_ordinary_switchboard_messages",
+    ) {
+        return;
+    }
     let (app, team) = start().await;
     // WiseA exists beforehand (so REST and a WebSocket can watch as it); WiseB is
     // registered by its first subscription on the bridge.
@@ -99,6 +104,9 @@ async fn two_wise_agents_converse_and_the_conversation_is_ordinary_switchboard_m
 
 #[tokio::test]
 async fn a_message_waits_for_an_agent_that_subscribes_later() {
+    if !crate::python::available("a_message_waits_for_an_agent_that_subscribes_later") {
+        return;
+    }
     let (app, team) = start().await;
     app.agent(&team, "WiseLate", &[]).await;
     let out = scenario(&app, &team, "late").await;
@@ -107,6 +115,11 @@ async fn a_message_waits_for_an_agent_that_subscribes_later() {
 
 #[tokio::test]
 async fn a_body_that_would_run_code_is_refused_and_never_reaches_the_receiver() {
+    if !crate::python::available(
+        "a_body_that_would_run_code_is_refused_and_never_reaches_the_receiver",
+    ) {
+        return;
+    }
     let (app, team) = start().await;
     let b = app.agent(&team, "WiseB", &[]).await;
     let out = scenario(&app, &team, "malicious").await;
@@ -131,6 +144,9 @@ async fn a_body_that_would_run_code_is_refused_and_never_reaches_the_receiver() 
 
 #[tokio::test]
 async fn a_rest_message_reaches_a_stomp_agent_as_a_body_pyyaml_loads() {
+    if !crate::python::available("a_rest_message_reaches_a_stomp_agent_as_a_body_pyyaml_loads") {
+        return;
+    }
     let (app, team) = start().await;
     let sender = app.agent(&team, "planner", &[]).await;
     app.agent(&team, "WiseR", &[]).await;

@@ -32,6 +32,11 @@ async fn scenario(
 
 #[tokio::test]
 async fn client_acks_redeliver_what_was_not_acknowledged_after_a_reconnect() {
+    if !crate::python::available(
+        "client_acks_redeliver_what_was_not_acknowledged_after_a_reconnect",
+    ) {
+        return;
+    }
     let out = scenario("acks", |_| {}).await;
     assert_eq!(out["first"], json!(["one", "two", "three"]));
     assert_eq!(out["redelivered"], json!(["two"]));
@@ -39,12 +44,18 @@ async fn client_acks_redeliver_what_was_not_acknowledged_after_a_reconnect() {
 
 #[tokio::test]
 async fn abort_drops_a_transaction_and_commit_sends_it() {
+    if !crate::python::available("abort_drops_a_transaction_and_commit_sends_it") {
+        return;
+    }
     let out = scenario("transactions", |_| {}).await;
     assert_eq!(out["got"], json!(["kept-1", "kept-2"]));
 }
 
 #[tokio::test]
 async fn a_stomp_1_0_client_subscribes_and_acknowledges() {
+    if !crate::python::available("a_stomp_1_0_client_subscribes_and_acknowledges") {
+        return;
+    }
     let out = scenario("version10", |_| {}).await;
     assert_eq!(out["got"], "ten");
     assert_eq!(out["headers"]["destination"], "/queue/request/alice");
@@ -52,6 +63,9 @@ async fn a_stomp_1_0_client_subscribes_and_acknowledges() {
 
 #[tokio::test]
 async fn escaped_headers_round_trip_and_content_length_frames_a_nul() {
+    if !crate::python::available("escaped_headers_round_trip_and_content_length_frames_a_nul") {
+        return;
+    }
     let out = scenario("escaping", |_| {}).await;
     assert_eq!(out["subscription"], "sub:with\\odd\r\nchars");
     let error = out["nul_error"].as_str().unwrap_or_default();
@@ -62,12 +76,18 @@ async fn escaped_headers_round_trip_and_content_length_frames_a_nul() {
 
 #[tokio::test]
 async fn the_server_heart_beats_as_often_as_the_client_asks() {
+    if !crate::python::available("the_server_heart_beats_as_often_as_the_client_asks") {
+        return;
+    }
     let out = scenario("heartbeats", |_| {}).await;
     assert!(out["heartbeats"].as_u64() >= Some(3), "{out}");
 }
 
 #[tokio::test]
 async fn identities_stay_in_their_lane_and_limits_are_named() {
+    if !crate::python::available("identities_stay_in_their_lane_and_limits_are_named") {
+        return;
+    }
     let out = scenario("rules", |config| config.max_body_bytes = 64 * 1024).await;
     let says = |key: &str, words: &str| {
         let text = out[key].as_str().unwrap_or_default();
@@ -95,6 +115,9 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
 
 #[tokio::test]
 async fn stomp_over_websocket_talks_with_stomp_over_tcp() {
+    if !crate::python::available("stomp_over_websocket_talks_with_stomp_over_tcp") {
+        return;
+    }
     let out = scenario("websocket", |_| {}).await;
     assert_eq!(out["ws_got"], "over tcp");
     assert_eq!(out["tcp_got"], "over websocket");
@@ -102,6 +125,9 @@ async fn stomp_over_websocket_talks_with_stomp_over_tcp() {
 
 #[tokio::test]
 async fn plain_queues_and_topics_carry_any_body_byte_for_byte() {
+    if !crate::python::available("plain_queues_and_topics_carry_any_body_byte_for_byte") {
+        return;
+    }
     let out = scenario("plain", |_| {}).await;
     assert_eq!(out["plain"], 3);
     assert_eq!(out["topic"], "/topic/news");

@@ -52,6 +52,11 @@ fn route_of(inbox: &Value, text: &str) -> Value {
 
 #[tokio::test]
 async fn explicit_routes_win_and_a_reply_goes_back_the_way_its_request_came() {
+    if !crate::python::available(
+        "explicit_routes_win_and_a_reply_goes_back_the_way_its_request_came",
+    ) {
+        return;
+    }
     let (app, team) = start().await;
     let planner = app.agent(&team, "planner", &[]).await;
     let wise = app.agent(&team, "WiseRt", &[]).await;
