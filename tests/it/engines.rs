@@ -19,6 +19,8 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "first_start::",
     "layout::",
     "docs::",
+    "guide::",
+    "readme::",
     "deploy::",
 ];
 

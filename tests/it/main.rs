@@ -22,6 +22,7 @@ mod engines;
 mod errors;
 mod faults;
 mod first_start;
+mod guide;
 mod hardening;
 mod inbox;
 mod large_inbox;

@@ -7,7 +7,7 @@
 //! the seam between replay and live pushes (a push at or below it was already replayed;
 //! a push past `last_sent + 1` means a gap, filled from storage first).
 //!
-//! Close codes (see README): 1000 normal (a client's close is answered with its own
+//! Close codes (see docs/websocket.md): 1000 normal (a client's close is answered with its own
 //! code), 1001 server shutting down, 1009 frame too
 //! large, 1011 storage unavailable, 1013 server connection limit, 4001 keep-alive
 //! timeout, 4003 agent removed, 4008 outbox overflow (reconnect and resume from your last

@@ -299,21 +299,21 @@ async fn the_a2a_walkthrough_works_as_written() {
     let app =
         TestApp::start_with(|c| c.admin_token = Some(readme::WALKTHROUGH_ADMIN.to_owned())).await;
     let script = format!(
-        "{}\n{}",
-        readme::walkthrough("foundation"),
-        readme::walkthrough("a2a")
+        "{}echo '=== docs/a2a.md'\n{}",
+        readme::readme(),
+        readme::walkthrough("docs/a2a.md", "a2a")
     );
     let out = readme::run(&app, &script).await;
-    let answers = readme::printed_json(&out);
-    assert_eq!(answers.len(), 10, "{out}");
-    assert_eq!(answers[6]["name"], "coder", "{out}");
-    assert_eq!(answers[6]["skills"][0]["id"], "python");
-    let task = &answers[7]["result"]["task"];
+    let answers = readme::page_answers(&out, "docs/a2a.md");
+    assert_eq!(answers.len(), 4, "{out}");
+    assert_eq!(answers[0]["name"], "coder", "{out}");
+    assert_eq!(answers[0]["skills"][0]["id"], "python");
+    let task = &answers[1]["result"]["task"];
     assert_eq!(task["id"], "a2a-review-42", "{out}");
     assert_eq!(task["status"]["state"], "TASK_STATE_SUBMITTED");
-    let artifact = &answers[8]["result"]["artifactUpdate"]["artifact"];
+    let artifact = &answers[2]["result"]["artifactUpdate"]["artifact"];
     assert_eq!(artifact["parts"][0]["data"]["verdict"], "approved", "{out}");
-    let status = &answers[9]["result"]["statusUpdate"]["status"];
+    let status = &answers[3]["result"]["statusUpdate"]["status"];
     assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
     app.stop().await;
 }

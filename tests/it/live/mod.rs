@@ -392,8 +392,11 @@ async fn a_connection_that_answers_pings_stays_open() {
             pings += 1;
         }
     }
-    app.send(&a, &[&b], "still here?").await;
-    assert_eq!(ws.next().await["message"]["content"]["text"], "still here?");
+    // Reading while the send is on its way: pings come every 50 ms, and a client that
+    // stops reading for two of them (a slow send on a busy machine) is rightly closed.
+    let to = [&b];
+    let (_, frame) = tokio::join!(app.send(&a, &to, "still here?"), ws.next());
+    assert_eq!(frame["message"]["content"]["text"], "still here?");
     // Application-level pings work too.
     ws.send(json!({"type": "ping"})).await;
     assert_eq!(ws.next_of("pong").await["type"], "pong");

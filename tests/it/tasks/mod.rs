@@ -111,7 +111,7 @@ async fn receive(State(r): State<Receiver>, headers: HeaderMap, body: String) ->
     StatusCode::from_u16(status).expect("status")
 }
 
-/// Verifies `Switchboard-Signature: t=…,v1=…` the way the README tells receivers to.
+/// Verifies `Switchboard-Signature: t=…,v1=…` the way docs/tasks.md tells receivers to.
 pub(crate) fn verify(secret: &str, headers: &HeaderMap, body: &str) -> bool {
     let Some(header) = headers
         .get("switchboard-signature")

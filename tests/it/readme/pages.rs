@@ -1,127 +1,32 @@
-//! The README's walkthroughs, run as written: every code block after a
-//! `<!-- walkthrough: NAME -->` marker is executed with bash against a real server, with
-//! only `http://localhost:8080` replaced by the test server's address.
+//! The pages' own walkthroughs: each runs after the README's, as written, and the
+//! frames a page shows are checked against a real socket.
 
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+use super::{doc, page_answers, path_with_binary, readme, run, walkthrough, walkthrough_server};
 use crate::support::TestApp;
 use crate::wsclient::Ws;
 
-const README: &str = include_str!("../../README.md");
-
-/// The admin token the README starts the server with.
-pub const WALKTHROUGH_ADMIN: &str = "walkthrough-admin-token";
-
-/// The shell code of a walkthrough (all its marked blocks, in order).
-pub fn walkthrough(name: &str) -> String {
-    let marker = format!("<!-- walkthrough: {name} -->");
-    let mut script = String::new();
-    for part in README.split(&marker).skip(1) {
-        let block = part
-            .split_once("```sh\n")
-            .and_then(|(_, rest)| rest.split_once("\n```"))
-            .map(|(code, _)| code)
-            .unwrap_or_else(|| panic!("walkthrough '{name}' marker without a ```sh block"));
-        script.push_str(block);
-        script.push('\n');
-    }
-    assert!(!script.is_empty(), "README has no walkthrough '{name}'");
-    script
-}
-
-/// Runs a script with bash (`-euo pipefail`) against `app`; returns stdout.
-pub async fn run(app: &TestApp, script: &str) -> String {
-    let script = script.replace("http://localhost:8080", &app.base);
-    let out = tokio::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .output()
-        .await
-        .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "walkthrough failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-/// The JSON objects a script printed, one per line.
-pub fn printed_json(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
-        .filter(Value::is_object)
-        .collect()
-}
-
-#[tokio::test]
-async fn the_foundation_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let out = run(&app, &walkthrough("foundation")).await;
-    let answers = printed_json(&out);
-    assert_eq!(answers.len(), 6, "{out}");
-    assert_eq!(answers[0]["team_id"], "research");
-    assert_eq!(answers[1]["agent"]["agent_id"], "planner");
-    assert_eq!(answers[2]["agent"]["agent_id"], "coder");
-    let found: Vec<&str> = answers[3]["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .filter_map(|a| a["agent_id"].as_str())
-        .collect();
-    assert_eq!(found, ["coder"]);
-    assert_eq!(answers[4]["agent"]["status"], "busy");
-    assert_eq!(answers[5]["error_code"], "AGENT_ALREADY_REGISTERED");
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn the_messaging_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let script = format!(
-        "{}\n{}",
-        walkthrough("foundation"),
-        walkthrough("messaging")
-    );
-    let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    // Six answers of the foundation part, then the messaging ones.
-    let answers = &answers[6..];
-    assert_eq!(answers.len(), 9, "{out}");
-    assert_eq!(
-        answers[0]["delivery_status"]["pending_delivery"],
-        serde_json::json!(["coder"])
-    );
-    assert_eq!(answers[1]["total_count"], 1);
-    assert_eq!(answers[1]["messages"][0]["priority"], "high");
-    assert_eq!(answers[2]["marked_read"].as_array().map(Vec::len), Some(1));
-    assert_eq!(answers[3]["original_message_updated"], true);
-    assert_eq!(answers[4]["recipients"], serde_json::json!(["coder"]));
-    assert_eq!(answers[5]["potential_responders"][0]["agent_id"], "planner");
-    assert_eq!(answers[6]["error_code"], "INVALID_RECIPIENT");
-    assert_eq!(answers[7]["error_code"], "MESSAGE_TOO_LONG");
-    assert_eq!(answers[8]["error_code"], "RESPONSE_NOT_REQUIRED");
-    app.stop().await;
-}
-
 #[tokio::test]
 async fn the_routes_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let script = format!("{}\n{}", walkthrough("foundation"), walkthrough("routes"));
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/stomp.md'\n{}",
+        readme(),
+        walkthrough("docs/stomp.md", "routes")
+    );
     let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    assert_eq!(answers.len(), 8, "{out}");
+    let answers = page_answers(&out, "docs/stomp.md");
+    assert_eq!(answers.len(), 2, "{out}");
     assert_eq!(
-        answers[6]["delivery_status"]["pending_delivery"],
+        answers[0]["delivery_status"]["pending_delivery"],
         json!(["coder"]),
         "{out}"
     );
-    assert_eq!(answers[7]["messages"][0]["route"], "stomp", "{out}");
+    assert_eq!(answers[1]["messages"][0]["route"], "stomp", "{out}");
     assert_eq!(
-        answers[7]["messages"][0]["content"]["text"],
+        answers[1]["messages"][0]["content"]["text"],
         "for your STOMP queue"
     );
     app.stop().await;
@@ -129,12 +34,16 @@ async fn the_routes_walkthrough_works_as_written() {
 
 #[tokio::test]
 async fn the_mcp_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let script = format!("{}\n{}", walkthrough("foundation"), walkthrough("mcp"));
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/mcp.md'\n{}",
+        readme(),
+        walkthrough("docs/mcp.md", "mcp")
+    );
     let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    assert_eq!(answers.len(), 7, "{out}");
-    let result = &answers[6]["result"];
+    let answers = page_answers(&out, "docs/mcp.md");
+    assert_eq!(answers.len(), 1, "{out}");
+    let result = &answers[0]["result"];
     assert_eq!(result["isError"], false, "{out}");
     assert_eq!(
         result["structuredContent"]["delivery_status"]["pending_delivery"],
@@ -145,16 +54,16 @@ async fn the_mcp_walkthrough_works_as_written() {
 
 #[tokio::test]
 async fn the_retention_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let app = walkthrough_server().await;
     let script = format!(
-        "{}\n{}",
-        walkthrough("foundation"),
-        walkthrough("retention")
+        "{}echo '=== docs/operations.md'\n{}",
+        readme(),
+        walkthrough("docs/operations.md", "retention")
     );
     let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    assert_eq!(answers.len(), 7, "{out}");
-    let team = &answers[6];
+    let answers = page_answers(&out, "docs/operations.md");
+    assert_eq!(answers.len(), 1, "{out}");
+    let team = &answers[0];
     assert_eq!(team["retention"]["read_messages_seconds"], 604800, "{team}");
     assert_eq!(
         team["effective_retention"]["finished_tasks_seconds"],
@@ -165,17 +74,6 @@ async fn the_retention_walkthrough_works_as_written() {
         Value::Null
     );
     app.stop().await;
-}
-
-/// A `## ` section of the README (the text after `heading`, up to the next section).
-fn section(heading: &str) -> &'static str {
-    README
-        .split(heading)
-        .nth(1)
-        .unwrap_or_else(|| panic!("README has no section {heading:?}"))
-        .split("\n## ")
-        .next()
-        .unwrap_or_default()
 }
 
 /// The ```json blocks of a section, in order.
@@ -235,25 +133,21 @@ async fn type_lines(ws: &mut Ws, block: &str) {
     }
 }
 
-/// The README's WebSocket section: the documented `websocat` line (its URL and header)
-/// opened with the test client, the documented client frames typed into it, and the
-/// documented server frames coming back. (The line itself was checked with websocat by
-/// hand; the tests do not need it installed.)
+/// docs/websocket.md: the documented `websocat` line (its URL and header) opened with the
+/// test client after the README's walkthrough, the documented client frames typed into
+/// it, and the documented server frames coming back. (The line itself was checked with
+/// websocat by hand; the tests do not need it installed.)
 #[tokio::test]
-async fn the_websocket_section_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let script = format!(
-        "{}\n{}\necho \"TOKEN=$CODER_TOKEN\"",
-        walkthrough("foundation"),
-        walkthrough("messaging")
-    );
+async fn the_websocket_page_works_as_written() {
+    let app = walkthrough_server().await;
+    let script = format!("{}\necho \"TOKEN=$CODER_TOKEN\"", readme());
     let out = run(&app, &script).await;
-    let section = section("## Live push over WebSocket");
+    let section = doc("docs/websocket.md");
     let mut socket =
-        open_documented_line(&app, section, "CODER_TOKEN", printed_after(&out, "TOKEN=")).await;
+        open_documented_line(&app, &section, "CODER_TOKEN", printed_after(&out, "TOKEN=")).await;
 
-    // The json blocks of the section: server frames first, then the frames to type.
-    let blocks = json_blocks(section);
+    // The json blocks of the page: server frames first, then the frames to type.
+    let blocks = json_blocks(&section);
     let documented_types: Vec<String> = blocks[0]
         .lines()
         .map(|l| {
@@ -281,9 +175,9 @@ async fn the_websocket_section_works_as_written() {
         }
     }
     assert_eq!(
-        seen_types[..4],
+        seen_types[..documented_types.len()],
         documented_types[..],
-        "hello, the replayed messages, caught_up"
+        "hello, the replayed entries, caught_up"
     );
     // Operations of one connection run side by side: replies are matched by request_id.
     let reply_to = |id: &str| {
@@ -294,14 +188,14 @@ async fn the_websocket_section_works_as_written() {
     };
     assert_eq!(
         reply_to("r1")["result"]["delivery_status"]["pending_delivery"],
-        serde_json::json!(["planner"])
+        json!(["planner"])
     );
     assert!(reply_to("r2")["result"]["messages"].is_array());
     app.stop().await;
 }
 
 /// Every documented field of a frame is there with the documented value (ids and times
-/// are elided in the README: an empty value or one ending in `_` or `…` only says
+/// are elided in the docs: an empty value or one ending in `_` or `…` only says
 /// "present").
 fn assert_documented(got: &Value, documented: &Value) {
     for (key, value) in documented.as_object().expect("object") {
@@ -318,7 +212,7 @@ fn assert_documented(got: &Value, documented: &Value) {
     }
 }
 
-/// The tester's documented socket: the replayed frames match the README, then the
+/// The tester's documented socket: the replayed frames match the page, then the
 /// documented `TaskResponse` frames typed into it are both answered ok.
 async fn tester_socket_works_as_written(app: &TestApp, section: &str, tester: &str) {
     let mut socket = open_documented_line(app, section, "TESTER_TOKEN", tester).await;
@@ -352,21 +246,19 @@ async fn tester_socket_works_as_written(app: &TestApp, section: &str, tester: &s
     }
 }
 
-/// The Tasks section: the curl walkthrough as written, then the tester's documented
+/// docs/tasks.md: the curl walkthrough as written, then the tester's documented
 /// `websocat` line, the documented replayed frames, and the documented `TaskResponse`
 /// frames typed into it.
 #[tokio::test]
 async fn the_tasks_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let app = walkthrough_server().await;
     let script = format!(
-        "{}\n{}\n{}\necho \"TOKENS=$TESTER_TOKEN $PLANNER_TOKEN\"",
-        walkthrough("foundation"),
-        walkthrough("messaging"),
-        walkthrough("tasks")
+        "{}echo '=== docs/tasks.md'\n{}\necho \"TOKENS=$TESTER_TOKEN $PLANNER_TOKEN\"",
+        readme(),
+        walkthrough("docs/tasks.md", "tasks")
     );
     let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    let answers = &answers[15..];
+    let answers = page_answers(&out, "docs/tasks.md");
     assert_eq!(answers.len(), 5, "{out}");
     assert_eq!(answers[0]["task_response"]["status"], "in-progress");
     assert_eq!(answers[0]["task"]["assignee_agent_id"], "coder");
@@ -378,7 +270,7 @@ async fn the_tasks_walkthrough_works_as_written() {
         .split_once(' ')
         .expect("two tokens");
 
-    tester_socket_works_as_written(&app, section("\n## Tasks\n"), tester).await;
+    tester_socket_works_as_written(&app, &doc("docs/tasks.md"), tester).await;
     let detail = app
         .get("/v1/tasks/parse-logs")
         .token(planner)
@@ -407,21 +299,10 @@ async fn the_tasks_walkthrough_works_as_written() {
     app.stop().await;
 }
 
-/// `PATH` with the built `switchboard` binary first, as a user who installed it has.
-fn path_with_binary() -> String {
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_switchboard"))
-        .parent()
-        .expect("bin dir")
-        .display()
-        .to_string();
-    format!("{bin}:{}", std::env::var("PATH").unwrap_or_default())
-}
-
-/// Terminal 1 of the demo: the README's `listen` line, run as written as Bob, once
-/// Bob shows as connected (so that a send reports him delivered). Its stdout lines.
+/// Terminal 1 of the demo: the page's `listen` line, run as written as Bob, once Bob
+/// shows as connected (so that a send reports him delivered). Its stdout lines.
 async fn bob_listens(
     app: &TestApp,
-    path: &str,
     bob: &str,
 ) -> (
     tokio::process::Child,
@@ -429,12 +310,14 @@ async fn bob_listens(
 ) {
     use tokio::io::{AsyncBufReadExt, BufReader};
 
-    let listen = README
+    let page = doc("docs/cli.md");
+    let listen = page
         .lines()
         .find(|l| l.ends_with("switchboard agent listen"))
         .expect("the listen line");
     let mut terminal = tokio::process::Command::new("bash")
-        .args(["-c", &format!("export PATH='{path}'; {listen}")])
+        .args(["-c", listen])
+        .env("PATH", path_with_binary())
         .env("SWITCHBOARD_URL", &app.base)
         .env("BOB_TOKEN", bob)
         .stdout(std::process::Stdio::piped())
@@ -457,17 +340,15 @@ async fn bob_listens(
     (terminal, lines)
 }
 
-/// "Agents from the terminal": the set-up block, Bob's documented `listen` line as a
-/// real subprocess, Alice's block, then Bob's; with the built binary on `PATH`.
+/// docs/cli.md: the set-up block, Bob's documented `listen` line as a real subprocess,
+/// Alice's block, then Bob's; with the built binary on `PATH`.
 #[tokio::test]
 async fn the_two_terminal_demo_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
-    let path = path_with_binary();
-    let with_path = |script: &str| format!("export PATH='{path}'\n{script}");
-    let setup = walkthrough("cli-setup");
+    let app = walkthrough_server().await;
+    let setup = walkthrough("docs/cli.md", "cli-setup");
     let out = run(
         &app,
-        &with_path(&format!("{setup}\necho \"TOKENS=$ALICE_TOKEN $BOB_TOKEN\"")),
+        &format!("{setup}\necho \"TOKENS=$ALICE_TOKEN $BOB_TOKEN\""),
     )
     .await;
     let tokens = printed_after(&out, "TOKENS=");
@@ -476,7 +357,7 @@ async fn the_two_terminal_demo_works_as_written() {
         alice.starts_with("sb_agent_") && bob.starts_with("sb_agent_"),
         "{tokens}"
     );
-    let (mut terminal_1, mut lines) = bob_listens(&app, &path, bob).await;
+    let (mut terminal_1, mut lines) = bob_listens(&app, bob).await;
 
     // Terminal 2.
     let vars = format!(
@@ -485,7 +366,7 @@ async fn the_two_terminal_demo_works_as_written() {
     );
     let out = run(
         &app,
-        &with_path(&format!("{vars}{}", walkthrough("cli-alice"))),
+        &format!("{vars}{}", walkthrough("docs/cli.md", "cli-alice")),
     )
     .await;
     let printed: Vec<&str> = out.lines().collect();
@@ -519,7 +400,7 @@ async fn the_two_terminal_demo_works_as_written() {
 
     let out = run(
         &app,
-        &with_path(&format!("{vars}{}", walkthrough("cli-bob"))),
+        &format!("{vars}{}", walkthrough("docs/cli.md", "cli-bob")),
     )
     .await;
     assert!(
@@ -531,20 +412,19 @@ async fn the_two_terminal_demo_works_as_written() {
     app.stop().await;
 }
 
-/// The publish section: the curl walkthrough as written, then its documented `websocat`
+/// docs/publish.md: the curl walkthrough as written, then its documented `websocat`
 /// line (news only, with activity) and frames.
 #[tokio::test]
 async fn the_publish_walkthrough_works_as_written() {
-    let app = TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await;
+    let app = walkthrough_server().await;
     let script = format!(
-        "{}\n{}\n{}\necho \"TOKEN=$REVIEWER_TOKEN\"",
-        walkthrough("foundation"),
-        walkthrough("messaging"),
-        walkthrough("publish")
+        "{}echo '=== docs/publish.md'\n{}\necho \"TOKEN=$REVIEWER_TOKEN\"",
+        readme(),
+        walkthrough("docs/publish.md", "publish")
     );
     let out = run(&app, &script).await;
-    let answers = printed_json(&out);
-    let [reviewer, watch, code, news, activity, verdict] = &answers[answers.len() - 6..] else {
+    let answers = page_answers(&out, "docs/publish.md");
+    let [reviewer, watch, code, news, activity, verdict] = &answers[..] else {
         panic!("six answers: {out}");
     };
     assert_eq!(reviewer["agent"]["watch"], json!(["code.*"]), "{reviewer}");
@@ -553,6 +433,8 @@ async fn the_publish_walkthrough_works_as_written() {
         json!(["review.verdict"]),
         "{watch}"
     );
+    // The README's team alone (the whole reading order adds the tester: see
+    // the_whole_walkthrough_runs_in_reading_order_from_any_directory).
     assert_eq!(code["recipients"], json!(["planner", "reviewer"]), "{code}");
     assert_eq!(code["news_for"], json!(["reviewer"]));
     assert_eq!(news["messages"].as_array().map(Vec::len), Some(1), "{news}");
@@ -561,15 +443,10 @@ async fn the_publish_walkthrough_works_as_written() {
     assert_eq!(verdict["recipients"], json!(["planner"]), "{verdict}");
     assert_eq!(verdict["news_for"], json!(["planner"]));
 
-    let section = section("## Publish and watch (MetaGPT-style)");
-    let mut socket = open_documented_line(
-        &app,
-        section,
-        "REVIEWER_TOKEN",
-        printed_after(&out, "TOKEN="),
-    )
-    .await;
-    let blocks = json_blocks(section);
+    let page = doc("docs/publish.md");
+    let mut socket =
+        open_documented_line(&app, &page, "REVIEWER_TOKEN", printed_after(&out, "TOKEN=")).await;
+    let blocks = json_blocks(&page);
     let documented: Vec<Value> = blocks[1]
         .lines()
         .map(|l| serde_json::from_str(&l.replace(",…", "")).expect("documented frame"))
