@@ -144,6 +144,24 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_WS_MAX_CONNECTIONS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub ws_max_connections: u64,
 
+    /// Sockets the server holds at once, of every kind (HTTP, WebSocket, STOMP); when
+    /// full, an idle one is let go for a new one, and without an idle one the new one is
+    /// refused (503). Never more than the file-descriptor limit leaves after a reserve
+    /// for the database and outgoing calls; by default, that much.
+    #[arg(long, env = "SWITCHBOARD_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(16..))]
+    pub max_connections: Option<u64>,
+
+    /// Seconds a connection may take to send a whole request head, counted from its
+    /// opening or from the end of its last answer: so also how long an idle keep-alive
+    /// connection stays open. Past it the connection is closed.
+    #[arg(long, env = "SWITCHBOARD_HTTP_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_timeout: u64,
+
+    /// Seconds a request body may take to arrive in full, from its head; past it the
+    /// request is answered 408 REQUEST_TIMEOUT and the connection closed.
+    #[arg(long, env = "SWITCHBOARD_HTTP_BODY_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_body_timeout: u64,
+
     /// Address and port of the STOMP listener (61613 is STOMP's usual port); no STOMP
     /// listener without it. Wise Agents processes and any STOMP 1.0–1.2 client connect here.
     #[arg(long, env = "SWITCHBOARD_STOMP_LISTEN")]

@@ -3,7 +3,11 @@
 //! [`Server::start`] is what `switchboard serve` runs and what the integration tests
 //! start on `127.0.0.1:0`: there is one way to run the server.
 
+mod config;
+mod limits;
 mod listener;
+
+pub use config::ServerConfig;
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,144 +21,21 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::callbacks::{self, CallbackSettings};
-use crate::config::{DurabilityArg, ServeArgs};
+use crate::callbacks;
 use crate::core::auth::AdminToken;
-use crate::core::node::{InvalidNodeId, NodeId};
-use crate::core::ratelimit::RateLimit;
-use crate::core::retention::{self, RetentionSettings};
+use crate::core::retention;
 use crate::core::tasks::TaskSettings;
 use crate::core::{Core, CoreSettings};
 use crate::hub::HubSettings;
-use crate::store::{Durability, Store, StoreError, StoreOptions};
+use crate::store::{Store, StoreError, StoreOptions};
 use crate::telemetry::MetricsHandle;
 use crate::transport::a2a;
+use crate::transport::common::gate::Gate;
 use crate::transport::http::{self, HttpSettings, HttpState};
 use crate::transport::mcp::{self, McpState};
 use crate::transport::stomp::frame::Limits;
 use crate::transport::stomp::{self, StompSettings, StompState};
 use crate::transport::ws::{self, WsSettings, WsState};
-
-/// Everything needed to run a server.
-#[derive(Debug, Clone)]
-pub struct ServerConfig {
-    pub listen: SocketAddr,
-    /// This process's name among the nodes (`--node-id`; generated when not given).
-    pub node_id: NodeId,
-    pub database: PathBuf,
-    pub admin_token: Option<String>,
-    pub durability: Durability,
-    pub max_body_bytes: usize,
-    pub shutdown_timeout: Duration,
-    /// How long a write waits for a database lock held elsewhere before failing.
-    pub busy_timeout: Duration,
-    /// The size the write-ahead log is kept under (`--wal-max-bytes`).
-    pub wal_max_bytes: u64,
-    /// Per-agent limit on sending operations.
-    pub rate_limit: Option<RateLimit>,
-    /// Seconds between WebSocket pings (and the time allowed for the pong).
-    pub ws_ping_interval: Duration,
-    /// Frames a WebSocket connection may have waiting.
-    pub ws_outbox: usize,
-    /// Live connections one agent may hold at once (more are closed with 4029).
-    pub ws_max_per_agent: usize,
-    /// Live connections the server holds at once (more are closed with 1013).
-    pub ws_max_connections: usize,
-    /// How task callbacks are sent (timeout, retries, private addresses).
-    pub callbacks: CallbackSettings,
-    /// What is kept how long, and how often the retention pass runs.
-    pub retention: RetentionSettings,
-    /// Where STOMP clients connect (`--stomp-listen`); no STOMP listener when `None`.
-    pub stomp_listen: Option<SocketAddr>,
-    /// The heart-beat the server asks of STOMP clients (zero: none).
-    pub stomp_heart_beat: Duration,
-    /// STOMP clients without credentials act as this team's bridge.
-    pub stomp_anonymous_team: Option<String>,
-    /// How often an outside A2A agent's card is read again.
-    pub a2a_card_refresh: Duration,
-}
-
-impl ServerConfig {
-    /// Defaults for a server on `listen` with its database at `database`.
-    pub fn new(listen: SocketAddr, database: PathBuf) -> Self {
-        ServerConfig {
-            listen,
-            node_id: NodeId::generate(),
-            database,
-            admin_token: None,
-            durability: Durability::Normal,
-            max_body_bytes: 1024 * 1024,
-            shutdown_timeout: Duration::from_secs(10),
-            busy_timeout: StoreOptions::default().busy_timeout,
-            wal_max_bytes: StoreOptions::default().wal_max_bytes,
-            rate_limit: None,
-            ws_ping_interval: Duration::from_secs(20),
-            ws_outbox: 1024,
-            ws_max_per_agent: 16,
-            ws_max_connections: 10_000,
-            callbacks: CallbackSettings::default(),
-            retention: RetentionSettings::default(),
-            stomp_listen: None,
-            stomp_heart_beat: Duration::ZERO,
-            stomp_anonymous_team: None,
-            a2a_card_refresh: Duration::from_secs(600),
-        }
-    }
-}
-
-/// The command line's settings; fails only on a `--node-id` the core refuses.
-impl TryFrom<&ServeArgs> for ServerConfig {
-    type Error = InvalidNodeId;
-
-    fn try_from(args: &ServeArgs) -> Result<Self, InvalidNodeId> {
-        let node_id = match &args.node_id {
-            Some(name) => NodeId::parse(name)?,
-            None => NodeId::generate(),
-        };
-        Ok(ServerConfig {
-            listen: args.listen,
-            node_id,
-            database: args.database.clone(),
-            admin_token: args.admin_token.as_ref().map(|s| s.0.clone()),
-            durability: match args.durability {
-                DurabilityArg::Normal => Durability::Normal,
-                DurabilityArg::Full => Durability::Full,
-            },
-            max_body_bytes: args.max_body_bytes,
-            shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
-            busy_timeout: StoreOptions::default().busy_timeout,
-            wal_max_bytes: args.wal_max_bytes,
-            rate_limit: args.rate_limit.map(|per_second| RateLimit {
-                per_second,
-                burst: args.rate_limit_burst.unwrap_or(per_second).max(1.0),
-            }),
-            a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
-            ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
-            ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),
-            ws_max_per_agent: usize::try_from(args.ws_max_per_agent).unwrap_or(usize::MAX),
-            ws_max_connections: usize::try_from(args.ws_max_connections).unwrap_or(usize::MAX),
-            callbacks: CallbackSettings {
-                timeout: Duration::from_secs(args.callback_timeout),
-                max_attempts: i64::from(args.callback_max_attempts),
-                retry_base: Duration::from_millis(args.callback_retry_base_ms),
-                allow_private: args.allow_private_callbacks,
-            },
-            retention: RetentionSettings {
-                server: switchboard_types::teams::Retention {
-                    read_messages_seconds: args.retention_read_messages.seconds(),
-                    unread_messages_seconds: args.retention_unread_messages.seconds(),
-                    finished_tasks_seconds: args.retention_finished_tasks.seconds(),
-                },
-                idempotency_keys: Duration::from_secs(args.retention_idempotency_keys.0),
-                callbacks: Duration::from_secs(args.retention_callbacks.0),
-                interval: Duration::from_secs(args.retention_interval.0),
-            },
-            stomp_listen: args.stomp_listen,
-            stomp_heart_beat: Duration::from_millis(args.stomp_heart_beat_ms),
-            stomp_anonymous_team: args.stomp_anonymous_team.clone(),
-        })
-    }
-}
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +102,7 @@ impl Server {
             None => None,
         };
         let (store, core, admin_token) = open_core(&config).await?;
+        let gate = limits::connection_gate(config.max_connections);
         let ws = WsState {
             core: core.clone(),
             settings: WsSettings {
@@ -230,7 +112,7 @@ impl Server {
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
         };
-        let stomp = stomp_state(&config, &core, &ws);
+        let stomp = stomp_state(&config, &core, &ws, &gate);
         let stomp_addr = start_stomp(stomp_listener, &stomp);
         let stop = CancellationToken::new();
         let delegation = a2a::Delegation::new(
@@ -243,7 +125,11 @@ impl Server {
             &core,
             metrics,
             (&ws, &stomp, &delegation),
-            (config.max_body_bytes, config.ws_max_per_agent),
+            HttpSettings {
+                max_body_bytes: config.max_body_bytes,
+                body_timeout: config.http_body_timeout,
+            },
+            config.ws_max_per_agent,
         );
         tokio::spawn(delegation.resume());
         let workers = Workers {
@@ -251,8 +137,11 @@ impl Server {
             sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
             retention: tokio::spawn(retention::run(core.clone(), stop.clone())),
         };
+        let http = listener::HttpLimits {
+            header_timeout: config.http_header_timeout,
+        };
         let task = tokio::spawn(serve(
-            listener,
+            (listener, gate, http),
             app,
             stop.clone(),
             config.shutdown_timeout,
@@ -320,7 +209,7 @@ impl Server {
 
 /// What STOMP sessions need, on TCP and at `/v1/stomp`. They end with the WebSocket
 /// sessions at shutdown, and shutdown waits for them alike.
-fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState) -> StompState {
+fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState, gate: &Gate) -> StompState {
     StompState {
         core: core.clone(),
         settings: StompSettings {
@@ -330,10 +219,12 @@ fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState) -> StompState {
             },
             heart_beat: config.stomp_heart_beat,
             connect_timeout: Duration::from_secs(10),
+            write_stall: config.ws_ping_interval,
             anonymous_team: config.stomp_anonymous_team.clone(),
         },
         shutdown: ws.shutdown.clone(),
         tracker: ws.tracker.clone(),
+        gate: gate.clone(),
     }
 }
 
@@ -432,8 +323,10 @@ fn compose(
     core: &Core,
     metrics: MetricsHandle,
     (ws, stomp, delegation): (&WsState, &StompState, &a2a::Delegation),
-    (max_body_bytes, mcp_sessions_per_agent): (usize, usize),
+    settings: HttpSettings,
+    mcp_sessions_per_agent: usize,
 ) -> Router {
+    let max_body_bytes = settings.max_body_bytes;
     let (rest, live, stomp_ws, outside) = routes();
     let (rest, mut openapi) = rest
         .with_state::<()>(HttpState::new(core.clone(), metrics))
@@ -462,7 +355,7 @@ fn compose(
             .merge(a2a)
             .merge(outside),
         openapi,
-        &HttpSettings { max_body_bytes },
+        &settings,
     )
 }
 
@@ -476,7 +369,7 @@ struct Workers {
 /// Serves until `stop`, then shuts down in order: in-flight requests (bounded by
 /// `grace`), WebSocket sessions, background work, the last cursors, storage.
 async fn serve(
-    listener: TcpListener,
+    (listener, gate, http): (TcpListener, Gate, listener::HttpLimits),
     app: Router,
     stop: CancellationToken,
     grace: Duration,
@@ -484,7 +377,7 @@ async fn serve(
     workers: Workers,
     (core, store): (Core, Store),
 ) {
-    let serving = listener::serve(listener, app, stop.clone());
+    let serving = listener::serve(listener, app, stop.clone(), gate, http);
     let mut serving = std::pin::pin!(serving);
     let deadline = async {
         stop.cancelled().await;

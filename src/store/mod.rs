@@ -182,9 +182,10 @@ impl Store {
         fn team_activity(&self, team: TeamPk) -> HashMap<AgentPk, ActivityCounts>;
         /// How long each response of the team took.
         fn response_latencies(&self, team: TeamPk) -> Vec<ResponseLatency>;
-        /// The task with this id that `viewer` originated or is or was assigned (its
-        /// own first): task ids are unique per originator.
-        fn find_task(&self, team: TeamPk, task_id: &str, viewer: AgentPk) -> Option<TaskRecord>;
+        /// Every task with this id that `viewer` originated or is or was assigned, oldest
+        /// first (a few at most): task ids are unique per originator, so one id may name
+        /// several tasks a viewer takes part in.
+        fn find_task(&self, team: TeamPk, task_id: &str, viewer: AgentPk) -> Vec<TaskRecord>;
         /// The task's history, oldest first.
         fn task_events(&self, task: TaskPk) -> Vec<TaskEventRecord>;
         fn task_callbacks(&self, task: TaskPk) -> Vec<CallbackDelivery>;

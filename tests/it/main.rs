@@ -24,6 +24,7 @@ mod faults;
 mod first_start;
 mod guide;
 mod hardening;
+mod hostile;
 mod inbox;
 mod large_inbox;
 mod layout;

@@ -31,6 +31,17 @@ impl Process {
         )
     }
 
+    /// The server with at most `descriptors` file descriptors (`ulimit -n`, soft and hard),
+    /// as on a machine whose limit is low.
+    pub fn start_with_descriptors(database: &Path, descriptors: u32, extra: &[&str]) -> Process {
+        let mut command = Command::new("bash");
+        command
+            .args(["-c", r#"ulimit -n "$0" && exec "$@""#])
+            .arg(descriptors.to_string())
+            .arg(env!("CARGO_BIN_EXE_switchboard"));
+        Process::spawn(command, database, extra)
+    }
+
     /// The server with its database on a disk of `size` (`3m`): a tmpfs mounted at
     /// `dir` in a mount namespace of its own (an unprivileged user namespace, so no
     /// root is needed). The test reaches the files through [`Process::seen_by_server`].

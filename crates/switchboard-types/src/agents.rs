@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
-use crate::ids::check_id;
+use crate::ids::check_agent_id;
 use crate::publish::{Subscription, clean_subscription};
 use crate::time::Timestamp;
 use crate::validate::{CapabilityLimits, check_text, clean_capabilities};
@@ -82,7 +82,7 @@ impl RegisterAgent {
 
     /// The value rules; returns the capabilities cleaned (trimmed, without duplicates).
     pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
-        check_id("agent_id", &self.agent_id)?;
+        check_agent_id("agent_id", &self.agent_id)?;
         check_text("role", &self.role, MAX_ROLE)?;
         let capabilities = clean_capabilities(
             "capabilities",

@@ -68,6 +68,8 @@ pub enum ErrorCode {
     UriTooLong,
     /// The request's headers are more, or larger, than the server accepts.
     HeadersTooLarge,
+    /// The request's body did not arrive in the time the server allows.
+    RequestTimeout,
     /// The caller sends faster than the server allows.
     RateLimited,
     /// Storage (or another dependency) is not available; nothing was changed.
@@ -135,6 +137,9 @@ impl ErrorCode {
             }
             ErrorCode::HeadersTooLarge => {
                 "Send fewer or smaller headers; the limits are in details."
+            }
+            ErrorCode::RequestTimeout => {
+                "Send the whole body at once, within details.limit_seconds of its head."
             }
             ErrorCode::RateLimited => {
                 "Slow down and retry after the delay in details.retry_after_ms."

@@ -46,6 +46,49 @@ pub fn check_id(field: &str, id: &str) -> Result<(), ErrorBody> {
     Ok(())
 }
 
+/// Agent ids that mean something else where agents are named: SEND_MESSAGE reads
+/// `["ALL"]` as the whole team, and clients are careless about its casing.
+pub const RESERVED_AGENT_IDS: &[&str] = &["all"];
+
+/// Checks an agent id a registration chooses: [`check_id`], and none of
+/// [`RESERVED_AGENT_IDS`] in any casing (an agent `ALL` would be unreachable, and
+/// `all` read as the team by a client that upper-cases).
+pub fn check_agent_id(field: &str, id: &str) -> Result<(), ErrorBody> {
+    check_id(field, id)?;
+    if RESERVED_AGENT_IDS
+        .iter()
+        .any(|r| id.eq_ignore_ascii_case(r))
+    {
+        return Err(ErrorBody::validation(
+            field,
+            format!("{field} '{id}' is reserved (\"ALL\" names the whole team)"),
+        )
+        .with("value", id));
+    }
+    Ok(())
+}
+
+/// A task reference: a task's id, or `id@originator` where the id alone would be
+/// ambiguous. Task ids are unique among one originator's tasks, so an agent that takes
+/// part in two tasks of the same id (given by two originators, or one it gave and one it
+/// was given) names the one it means by its originator.
+///
+/// Returns the id and the originator's agent id, if given; each part follows
+/// [`check_id`].
+pub fn task_ref<'a>(
+    field: &str,
+    reference: &'a str,
+) -> Result<(&'a str, Option<&'a str>), ErrorBody> {
+    match reference.split_once('@') {
+        None => check_id(field, reference).map(|()| (reference, None)),
+        Some((id, originator)) => {
+            check_id(field, id)?;
+            check_id(field, originator).map_err(|err| err.with("value", reference))?;
+            Ok((id, Some(originator)))
+        }
+    }
+}
+
 macro_rules! row_key {
     ($($(#[$doc:meta])* $name:ident;)*) => {$(
         $(#[$doc])*
@@ -75,6 +118,30 @@ row_key! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_reference_is_an_id_or_an_id_at_its_originator() {
+        assert_eq!(task_ref("task_id", "payroll"), Ok(("payroll", None)));
+        assert_eq!(
+            task_ref("task_id", "payroll@alice"),
+            Ok(("payroll", Some("alice")))
+        );
+        for bad in ["@alice", "payroll@", "pay roll@alice", "a@b@c", ""] {
+            assert!(task_ref("task_id", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_whole_team_is_no_agent_id_in_any_casing() {
+        for reserved in ["ALL", "all", "All", "aLl"] {
+            assert!(check_agent_id("agent_id", reserved).is_err(), "{reserved}");
+            assert!(
+                check_id("agent_id", reserved).is_ok(),
+                "{reserved}: a task may be 'all'"
+            );
+        }
+        assert!(check_agent_id("agent_id", "allison").is_ok());
+    }
 
     #[test]
     fn accepts_the_documented_charset() {

@@ -320,20 +320,38 @@ impl Core {
         .await
     }
 
-    /// Reads the task for an action by the calling agent. Only its originator and its
-    /// assignees, past and present, see it; anyone else gets `TASK_NOT_FOUND` (and, ids
-    /// being unique per originator, cannot even learn that the id is in use).
+    /// Reads the task a reference names for an action by the calling agent. Only its
+    /// originator and its assignees, past and present, see it; anyone else gets
+    /// `TASK_NOT_FOUND` (and, ids being unique per originator, cannot even learn that the
+    /// id is in use).
+    ///
+    /// A reference is the task's id, or `id@originator` (`ids::task_ref`). Where the id
+    /// alone names more than one task the caller takes part in (two originators chose the
+    /// same id; or one task it gave and one it was given), nothing is guessed: the answer
+    /// is `CONFLICT`, naming those tasks' originators, so that no agent ever acts on or
+    /// reads a task other than the one it means (before, the newest was taken: a result
+    /// meant for alice's task landed on carol's).
     pub(super) async fn load_task(
         &self,
         team: Arc<TeamRecord>,
         me: Arc<AgentRecord>,
-        task_id: &str,
+        reference: &str,
     ) -> CoreResult<Loaded> {
-        let task = self
-            .store()
-            .find_task(team.pk, task_id, me.pk)
-            .await?
-            .ok_or_else(|| task_not_found(task_id))?;
+        let (task_id, originator) = switchboard_types::ids::task_ref("task_id", reference)?;
+        let mut found = self.store().find_task(team.pk, task_id, me.pk).await?;
+        if let Some(originator) = originator {
+            let registry = self.registry();
+            found.retain(|t| {
+                registry
+                    .agent(t.originator_pk)
+                    .is_some_and(|a| a.agent_id == originator)
+            });
+        }
+        let task = match found.len() {
+            0 => return Err(task_not_found(task_id)),
+            1 => found.remove(0),
+            _ => return Err(self.ambiguous_task(task_id, &found)),
+        };
         let party = Party {
             originator: task.originator_pk == me.pk,
             assignee: task.assignee_pk == Some(me.pk),
@@ -375,6 +393,37 @@ impl Core {
         )
         .with("task_id", task_id)
         .suggest("Read the task and try the action again."))
+    }
+}
+
+impl Core {
+    /// The refusal of a task id that names several tasks the caller takes part in: their
+    /// originators (parties the caller already knows), and how to name one.
+    fn ambiguous_task(
+        &self,
+        task_id: &str,
+        found: &[crate::store::records::TaskRecord],
+    ) -> CoreError {
+        let originators: Vec<String> = found
+            .iter()
+            .filter_map(|t| self.registry().agent(t.originator_pk))
+            .map(|a| a.agent_id.clone())
+            .collect();
+        let example = originators.first().map_or("originator", String::as_str);
+        CoreError::new(
+            ErrorCode::Conflict,
+            format!(
+                "task id '{task_id}' names {} tasks you take part in; name one by its \
+                 originator",
+                found.len()
+            ),
+        )
+        .with("task_id", task_id)
+        .with("originators", originators.clone())
+        .suggest(format!(
+            "Use the reference {task_id}@{example} (the task id, '@', its \
+             originating_agent_id) wherever the task id goes."
+        ))
     }
 }
 

@@ -233,14 +233,20 @@ impl Core {
         })
     }
 
-    /// The task with this id that the caller originated.
+    /// The task with this id that the caller originated (named with the caller as its
+    /// originator, so a task of the same id the caller was given is never the one found).
     async fn owned_task(
         &self,
         caller: &Caller,
         task_id: &str,
     ) -> CoreResult<crate::store::records::TaskRecord> {
         let (team, me) = self.acting_agent(caller)?;
-        let loaded = self.load_task(team, me, task_id).await?;
+        let reference = if task_id.contains('@') {
+            task_id.to_owned()
+        } else {
+            format!("{task_id}@{}", me.agent_id)
+        };
+        let loaded = self.load_task(team, me, &reference).await?;
         if !loaded.party.originator {
             return Err(CoreError::forbidden(format!(
                 "only the originator of task '{task_id}' sets its webhooks"

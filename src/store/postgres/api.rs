@@ -166,7 +166,7 @@ impl PgStore {
         team: TeamPk,
         task_id: &str,
         viewer: AgentPk,
-    ) -> Result<Option<TaskRecord>, StoreError> {
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
 

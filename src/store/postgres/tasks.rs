@@ -138,22 +138,22 @@ pub(super) async fn find_visible<'e>(
     team: TeamPk,
     task_id: &str,
     viewer: AgentPk,
-) -> Result<Option<TaskRecord>, StoreError> {
+) -> Result<Vec<TaskRecord>, StoreError> {
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks t
          WHERE t.team_pk = $1 AND t.task_id = $2
            AND (t.originator_pk = $3
                 OR EXISTS (SELECT 1 FROM task_assignees a
                            WHERE a.agent_pk = $3 AND a.task_pk = t.pk))
-         ORDER BY t.originator_pk = $3 DESC, t.pk DESC LIMIT 1"
+         ORDER BY t.pk LIMIT 16"
     );
-    let row = sqlx::query(AssertSqlSafe(sql))
+    let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(team.0)
         .bind(task_id)
         .bind(viewer.0)
-        .fetch_optional(ex)
+        .fetch_all(ex)
         .await?;
-    row.as_ref().map(task).transpose()
+    rows.iter().map(task).collect()
 }
 
 pub(super) async fn by_pk<'e>(

@@ -140,7 +140,7 @@ impl SqliteStore {
         team: TeamPk,
         task_id: &str,
         viewer: AgentPk,
-    ) -> Result<Option<TaskRecord>, StoreError> {
+    ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
 

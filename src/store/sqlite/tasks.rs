@@ -259,25 +259,27 @@ pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     team: TeamPk,
     task_id: &str,
     viewer: AgentPk,
-) -> Result<Option<TaskRecord>, StoreError> {
+) -> Result<Vec<TaskRecord>, StoreError> {
     // Built from constants only.
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM tasks t
          WHERE t.team_pk = ? AND t.task_id = ?
            AND (t.originator_pk = ?
                 OR EXISTS (SELECT 1 FROM task_assignees a
                            WHERE a.agent_pk = ? AND a.task_pk = t.pk))
-         ORDER BY t.originator_pk = ? DESC, t.pk DESC LIMIT 1"
+         ORDER BY t.pk LIMIT {VISIBLE_NAMESAKES}"
     )))
     .bind(team.0)
     .bind(task_id)
     .bind(viewer.0)
     .bind(viewer.0)
-    .bind(viewer.0)
-    .fetch_optional(ex)
+    .fetch_all(ex)
     .await?;
-    row.as_ref().map(from_row).transpose()
+    rows.iter().map(from_row).collect()
 }
+
+/// Most tasks of one id a viewer is told about when the id alone is ambiguous.
+const VISIBLE_NAMESAKES: usize = 16;
 
 /// The task with this key (for work queued about it, such as a webhook delivery).
 pub(super) async fn by_pk<'e, E: SqliteExecutor<'e>>(

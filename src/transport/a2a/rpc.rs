@@ -94,12 +94,19 @@ impl Interface {
     /// A task of the caller's that was given to this member (`TaskNotFound` otherwise:
     /// another member's tasks are not reachable through this interface).
     pub async fn task(&self, task_id: &str) -> Result<TaskDetail, A2AError> {
-        let task_id = task_id.to_owned();
+        let task_id = self.reference(task_id);
         match self.dispatch(Operation::GetTask { task_id }).await? {
             Reply::Task(detail) if self.owns(&detail.task) => Ok(*detail),
             Reply::Task(detail) => Err(A2AError::task_not_found(&detail.task.task_id)),
             _ => Err(A2AError::internal("GetTask answered otherwise")),
         }
+    }
+
+    /// How a task this caller gave is named to the core: always with the caller as its
+    /// originator, so that a task of the same id the caller was given (ids are unique
+    /// per originator; an A2A task's is `a2a-` and the message id) is never the one meant.
+    pub fn reference(&self, task_id: &str) -> String {
+        format!("{task_id}@{}", self.me)
     }
 
     /// Whether a task belongs to this interface: the caller gave it to this member.
@@ -481,7 +488,7 @@ async fn cancel(interface: &Interface, request: CancelTaskRequest) -> Result<a2a
         .and_then(Value::as_str)
         .map(str::to_owned);
     let operation = Operation::CancelTask {
-        task_id: request.id.clone(),
+        task_id: interface.reference(&request.id),
         cancel: Cancel { reason },
     };
     match interface

@@ -138,7 +138,7 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
     }
     let Reply::TaskUpdated(answered) = interface
         .dispatch(Operation::AnswerClarification {
-            task_id: task_id.to_owned(),
+            task_id: interface.reference(task_id),
             clarification_id: open.clarification_id.clone(),
             answer: Answer { answer: text },
             response_provided_by: None,
@@ -177,7 +177,12 @@ pub async fn blocking(
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
     // The first wait answers at once: the send itself is an entry after `after_seq`.
     let mut detail = core
-        .wait_for_task(&interface.caller, &sent.task_id, sent.after_seq, BLOCK_FOR)
+        .wait_for_task(
+            &interface.caller,
+            &interface.reference(&sent.task_id),
+            sent.after_seq,
+            BLOCK_FOR,
+        )
         .await
         .map_err(to_a2a)?;
     while !settled(&detail, sent.after_seq) {
@@ -186,7 +191,12 @@ pub async fn blocking(
             break;
         }
         detail = core
-            .wait_for_task(&interface.caller, &sent.task_id, newest(&detail), left)
+            .wait_for_task(
+                &interface.caller,
+                &interface.reference(&sent.task_id),
+                newest(&detail),
+                left,
+            )
             .await
             .map_err(to_a2a)?;
     }

@@ -281,8 +281,9 @@ async fn follow(
             return;
         }
         let core = &interface.state.core;
+        let reference = interface.reference(&task_id);
         tokio::select! {
-            changed = core.wait_for_task(&interface.caller, &task_id, cursor, WAIT) => {
+            changed = core.wait_for_task(&interface.caller, &reference, cursor, WAIT) => {
                 match changed {
                     Ok(changed) => detail = changed,
                     Err(err) => {

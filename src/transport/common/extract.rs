@@ -68,17 +68,49 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let limit = req.extensions().get::<BodyLimit>().map(|l| l.0);
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large(limit)
-            } else {
-                ErrorBody::validation("body", format!("could not read the body: {rejection}"))
-            }
-        })?;
+        let bytes = read_body(req, state).await?;
         decode_json(&bytes).map(JsonBody).map_err(ApiError::from)
     }
 }
+
+/// A request's whole body, or the error body that says why not: over the size limit
+/// (413), past the body deadline (408), or unreadable (400).
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let limit = req.extensions().get::<BodyLimit>().map(|l| l.0);
+    let deadline = req.extensions().get::<BodyDeadline>().map(|d| d.0);
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large(limit).into()
+        } else if timed_out(&rejection) {
+            let err = ErrorBody::new(
+                ErrorCode::RequestTimeout,
+                "the request body did not arrive in time",
+            );
+            match deadline {
+                Some(deadline) => err.with("limit_seconds", deadline.as_secs()).into(),
+                None => err.into(),
+            }
+        } else {
+            ErrorBody::validation("body", format!("could not read the body: {rejection}")).into()
+        }
+    })
+}
+
+/// Whether reading a body failed because its deadline passed.
+fn timed_out(rejection: &axum::extract::rejection::BytesRejection) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(rejection);
+    while let Some(err) = source {
+        if err.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+/// The configured body deadline, made visible to the extractor so the 408 can say it.
+#[derive(Clone, Copy)]
+pub struct BodyDeadline(pub std::time::Duration);
 
 /// The configured body limit, made visible to the extractor so the 413 can say it.
 #[derive(Clone, Copy)]

@@ -5,12 +5,14 @@
 mod auth;
 mod error;
 mod extract;
+pub mod gate;
 pub mod socket;
 
 pub use auth::{authenticate, bearer};
 pub use error::{ApiError, ApiResult, status_for};
 pub use extract::{
-    Auth, BodyLimit, IdempotencyKey, JsonBody, PathParams, QueryParams, decode_query, too_large,
+    Auth, BodyDeadline, BodyLimit, IdempotencyKey, JsonBody, PathParams, QueryParams, decode_query,
+    read_body, too_large,
 };
 
 use crate::core::Core;

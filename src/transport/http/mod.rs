@@ -26,6 +26,7 @@ use switchboard_types::{ErrorBody, ErrorCode, Operation, Reply};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::timeout::RequestBodyDeadlineLayer;
 use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_swagger_ui::SwaggerUi;
@@ -34,7 +35,7 @@ pub use openapi::BEARER;
 
 use crate::core::{Caller, Core, CoreResult};
 use crate::telemetry::MetricsHandle;
-use crate::transport::common::{ApiError, ApiResult, BodyLimit, HasCore};
+use crate::transport::common::{ApiError, ApiResult, BodyDeadline, BodyLimit, HasCore};
 
 /// What REST handlers need, behind one `Arc`: axum clones the state for every extractor
 /// of every request, and one reference count is cheaper than cloning each handle.
@@ -64,6 +65,8 @@ impl HasCore for HttpState {
 pub struct HttpSettings {
     /// Largest accepted request body, in bytes.
     pub max_body_bytes: usize,
+    /// Time a request body may take to arrive in full (`--http-body-timeout`).
+    pub body_timeout: Duration,
 }
 
 /// Every REST route with its OpenAPI description.
@@ -115,6 +118,10 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
         .layer(middleware::from_fn(track_metrics))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(axum::Extension(BodyLimit(settings.max_body_bytes)))
+        // A body that trickles in (or never comes) holds a task and a connection: the
+        // whole of it must arrive within the deadline (not one byte per idle period).
+        .layer(RequestBodyDeadlineLayer::new(settings.body_timeout))
+        .layer(axum::Extension(BodyDeadline(settings.body_timeout)))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request| {

@@ -278,6 +278,19 @@ fn unescape(text: &str, version: Version, command: Command) -> Result<String, Fr
     Ok(out)
 }
 
+/// Whether `text` can be written as a header name or value in `version`: a NUL never (it
+/// ends the frame, and no version escapes it); a line end only where escaping exists
+/// (1.1 and 1.2, outside CONNECT/CONNECTED), and a carriage return only in 1.2.
+fn writable(text: &str, version: Version, command: Command) -> bool {
+    let escaped = version != Version::V1_0 && command.escapes();
+    text.chars().all(|c| match c {
+        '\0' => false,
+        '\n' => escaped,
+        '\r' => escaped && version == Version::V1_2,
+        _ => true,
+    })
+}
+
 fn escape_into(out: &mut BytesMut, text: &str, version: Version, command: Command) {
     if version == Version::V1_0 || !command.escapes() {
         out.put_slice(text.as_bytes());
@@ -420,6 +433,14 @@ impl Encoder<Option<Frame>> for StompCodec {
         out.put_slice(frame.command.as_str().as_bytes());
         out.put_u8(b'\n');
         for (name, value) in &frame.headers {
+            // A header this version cannot carry as it is would end the frame early or
+            // start a forged header: it is left out, never written raw.
+            if !writable(name, self.version, frame.command)
+                || !writable(value, self.version, frame.command)
+            {
+                tracing::warn!(header = %name.escape_debug(), "a header that cannot be written in this STOMP version was left out");
+                continue;
+            }
             escape_into(out, name, self.version, frame.command);
             out.put_u8(b':');
             escape_into(out, value, self.version, frame.command);

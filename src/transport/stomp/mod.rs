@@ -35,6 +35,9 @@ pub struct StompSettings {
     pub heart_beat: Duration,
     /// How long a new connection has to send `CONNECT`.
     pub connect_timeout: Duration,
+    /// How long a write may make no progress before the session ends: the client stopped
+    /// reading (its socket buffers are full) and would hold the session for ever.
+    pub write_stall: Duration,
     /// Clients without credentials act as this team's bridge (`--stomp-anonymous-team`;
     /// unsafe anywhere but a laptop). `None`: credentials are required.
     pub anonymous_team: Option<String>,
@@ -49,6 +52,8 @@ pub struct StompState {
     pub shutdown: CancellationToken,
     /// Sessions and subscriptions, so shutdown can wait for them.
     pub tracker: TaskTracker,
+    /// The server's connection budget (STOMP over TCP takes its places from it too).
+    pub gate: crate::transport::common::gate::Gate,
 }
 
 impl session::Wire for Framed<TcpStream, StompCodec> {
@@ -87,26 +92,38 @@ const LINGER: Duration = Duration::from_secs(1);
 
 /// Accepts STOMP connections until shutdown.
 pub async fn listen(listener: TcpListener, state: StompState) {
+    let mut backoff = crate::transport::common::socket::Backoff::default();
     loop {
         let accepted = tokio::select! {
             () = state.shutdown.cancelled() => return,
             accepted = listener.accept() => accepted,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                crate::transport::common::socket::tune(&stream);
-                // A small first read buffer: a CONNECT is short, and most connections
-                // then sit idle; it grows with bigger frames.
-                let codec = StompCodec::new(state.settings.limits);
-                let wire = Framed::with_capacity(stream, codec, 1024);
-                let session = session::serve(state.clone(), wire, peer.to_string());
-                state.tracker.spawn(session);
-            }
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(err) => {
                 // Out of descriptors, usually: wait rather than spin.
-                tracing::warn!(error = %err, "STOMP accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                backoff.failed("stomp", &err).await;
+                continue;
             }
-        }
+        };
+        backoff.succeeded();
+        // A place in the server's connection budget, or the socket is closed at once.
+        let Some(ticket) = state.gate.admit() else {
+            continue;
+        };
+        crate::transport::common::socket::tune(&stream);
+        // A small first read buffer: a CONNECT is short, and most connections then sit
+        // idle; it grows with bigger frames.
+        let codec = StompCodec::new(state.settings.limits);
+        let wire = Framed::with_capacity(stream, codec, 1024);
+        let place = ticket.slot().clone();
+        let session = session::serve(state.clone(), wire, peer.to_string(), Some(place));
+        state.tracker.spawn(async move {
+            tokio::select! {
+                () = session => {}
+                // Let go by the gate before it connected, for a newer socket.
+                () = ticket.slot().shed() => {}
+            }
+        });
     }
 }

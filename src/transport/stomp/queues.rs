@@ -195,9 +195,13 @@ pub fn to_publish(tag: &str, content: Content) -> Publish {
 /// text for a message that came another way.
 pub fn plain_body(view: &MessageView) -> (Vec<u8>, String) {
     let data = &view.content.data;
+    // A peer wrote it (a STOMP SEND's header, or REST's `content.data`): only a plain
+    // media type goes out as a header; anything with a control character (a line end
+    // that would start a forged header, a NUL that would end the frame) is not one.
     let content_type = data
         .get(CONTENT_TYPE_KEY)
         .and_then(Value::as_str)
+        .filter(|t| t.len() <= 255 && !t.chars().any(char::is_control))
         .unwrap_or("text/plain;charset=utf-8")
         .to_owned();
     if let Some(text) = data.get(RAW_BODY_KEY).and_then(Value::as_str) {

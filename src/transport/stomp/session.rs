@@ -17,8 +17,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod end;
 mod handshake;
 mod send;
+
+use end::{describe, finish};
 
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
@@ -155,7 +158,16 @@ struct Session<'a, W: Wire> {
 }
 
 /// Serves one connection, from its first frame to its end.
-pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
+/// Serves one connection. `place` is its place in the connection gate (STOMP over TCP):
+/// let go while it has not connected, pinned once it has (an authenticated session is
+/// bounded by its credential's caps instead). STOMP over WebSocket passes none: the
+/// upgrade pinned it.
+pub async fn serve<W: Wire>(
+    state: StompState,
+    mut wire: W,
+    peer: String,
+    place: Option<std::sync::Arc<crate::transport::common::gate::Slot>>,
+) {
     metrics::gauge!("switchboard_stomp_connections").increment(1.0);
     let connected = tokio::time::timeout(
         state.settings.connect_timeout,
@@ -175,6 +187,9 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
             return;
         }
     };
+    if let Some(place) = place {
+        place.pin();
+    }
     let (version, identity, heart_beat) = session;
     let (out_tx, out_rx) = mpsc::channel(OUTBOX);
     let session_id = format!("stomp-{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
@@ -206,48 +221,6 @@ pub async fn serve<W: Wire>(state: StompState, mut wire: W, peer: String) {
     tracing::info!(session = %session.session_id, team = %team, agents = ?agents, "STOMP session ended");
     finish(session.wire, end).await;
     metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
-}
-
-/// Team and identity, for the log.
-fn describe(state: &StompState, identity: &Identity) -> (String, String) {
-    match identity {
-        Identity::Agent(caller) => match state.core.acting_agent(caller) {
-            Ok((team, agent)) => (team.team_id.clone(), agent.agent_id.clone()),
-            Err(_) => (String::new(), String::new()),
-        },
-        Identity::Bridge { team_id, .. } => (team_id.clone(), "team bridge".into()),
-    }
-}
-
-/// Sends the closing frame the end calls for, and closes.
-async fn finish<W: Wire>(mut wire: W, end: End) {
-    let frame = match end {
-        End::Error {
-            message,
-            detail,
-            receipt,
-        } => {
-            let mut frame = Frame::new(Command::Error).header("message", message);
-            if let Some(receipt) = receipt {
-                frame = frame.header("receipt-id", receipt);
-            }
-            let frame = frame
-                .header("content-type", "text/plain")
-                .header("content-length", detail.len().to_string())
-                .body(detail);
-            Some(frame)
-        }
-        End::Disconnect | End::Gone => None,
-    };
-    let error = frame.is_some();
-    if let Some(frame) = frame {
-        let _ = tokio::time::timeout(Duration::from_secs(1), wire.send(Some(frame))).await;
-        metrics::counter!("switchboard_stomp_frames_out_total").increment(1);
-    }
-    let _ = tokio::time::timeout(Duration::from_secs(1), wire.close()).await;
-    if error {
-        wire.linger().await;
-    }
 }
 
 impl<W: Wire> Session<'_, W> {
@@ -300,9 +273,21 @@ impl<W: Wire> Session<'_, W> {
         (!self.silence_limit.is_zero()).then(|| self.last_read + self.silence_limit)
     }
 
+    /// Writes a frame (or a heart-beat), bounded by `write_stall`: a client that stopped
+    /// reading ends its session (its subscriptions leave the hub with it) instead of
+    /// holding it in the write.
     async fn write(&mut self, frame: Option<Frame>) -> Result<(), End> {
         let counted = frame.is_some();
-        self.wire.send(frame).await.map_err(|_| End::Gone)?;
+        let stall = self.state.settings.write_stall;
+        match tokio::time::timeout(stall, self.wire.send(frame)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(End::Gone),
+            Err(_) => {
+                metrics::counter!("switchboard_stomp_stalled_total").increment(1);
+                tracing::info!(session = %self.session_id, "STOMP client stopped reading; session ended");
+                return Err(End::Gone);
+            }
+        }
         self.last_write = Instant::now();
         self.shrunk = false;
         if counted {

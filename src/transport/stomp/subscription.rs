@@ -230,12 +230,14 @@ impl Subscription {
         if self.ack != AckMode::Auto && self.version == Version::V1_2 {
             frame = frame.header("ack", ack_id);
         }
+        // The headers the server vouches for first (the first of a name is the one that
+        // counts), the one a peer wrote (its content type) last.
         let frame = frame
-            .header("content-type", content_type)
-            .header("content-length", body.len().to_string())
             .header("switchboard-seq", seq.to_string())
             .header("switchboard-message-id", view.message_id.clone())
             .header("switchboard-sender", view.sender_agent_id.clone())
+            .header("content-length", body.len().to_string())
+            .header("content-type", content_type)
             .body(body);
         let consumed = match self.ack {
             AckMode::Auto => Some((self.cursor.clone(), seq)),

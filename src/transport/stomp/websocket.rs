@@ -65,7 +65,7 @@ async fn stomp_over_websocket(
         .max_frame_size(max)
         .on_upgrade(move |socket| {
             let wire = WsWire::new(socket, StompCodec::new(state.settings.limits));
-            tracker.track_future(session::serve(state, wire, "websocket".into()))
+            tracker.track_future(session::serve(state, wire, "websocket".into(), None))
         })
 }
 

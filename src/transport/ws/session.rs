@@ -10,8 +10,13 @@
 //! Close codes (see docs/websocket.md): 1000 normal (a client's close is answered with its own
 //! code), 1001 server shutting down, 1009 frame too
 //! large, 1011 storage unavailable, 1013 server connection limit, 4001 keep-alive
-//! timeout, 4003 agent removed, 4008 outbox overflow (reconnect and resume from your last
-//! seq), 4029 too many connections for this agent.
+//! timeout, 4003 agent removed, 4008 outbox overflow or a peer that stopped reading
+//! (reconnect and resume from your last seq), 4029 too many connections for this agent.
+//!
+//! Every write is bounded: one that makes no progress within a ping interval means the
+//! peer stopped reading (its socket buffers are full, so the write waits for ever and the
+//! heartbeat never runs). The session then leaves the hub at once — the agent stops
+//! counting as delivered from that moment — and closes with 4008.
 
 use std::pin::Pin;
 use std::time::{Duration, Instant};
@@ -66,6 +71,21 @@ enum End {
     ClientClosed,
     /// The connection broke: nothing more to send.
     Gone,
+    /// A write made no progress within the bound: the peer stopped reading.
+    Stalled,
+}
+
+/// A write to the socket, bounded by `limit`: [`End::Stalled`] when it makes no
+/// progress in time, [`End::Gone`] when the connection broke.
+async fn timed(
+    limit: Duration,
+    write: impl Future<Output = Result<(), axum::Error>>,
+) -> Result<(), End> {
+    match tokio::time::timeout(limit, write).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(End::Gone),
+        Err(_) => Err(End::Stalled),
+    }
 }
 
 type Reply_ = Pin<Box<dyn Future<Output = String> + Send>>;
@@ -102,15 +122,23 @@ impl Session {
             }
         };
         conn.news_only = self.news_only;
-        match self.serve(&mut socket, &mut conn).await {
+        let end = self.serve(&mut socket, &mut conn).await;
+        tracing::debug!(agent = %conn.agent_id, connection = conn.id(), "session ended");
+        // Out of the hub before anything else: nothing more is counted as delivered to
+        // this connection while its close is attempted.
+        drop(conn);
+        match end {
             End::Close(code, reason) => close(&mut socket, code, reason).await,
+            End::Stalled => {
+                metrics::counter!("switchboard_ws_stalled_total").increment(1);
+                close(&mut socket, CLOSE_LAGGING, "the connection stopped reading").await;
+            }
             End::ClientClosed => {
                 // Sends the close frame the WebSocket layer queued in answer.
                 let _ = tokio::time::timeout(Duration::from_secs(1), socket.flush()).await;
             }
             End::Gone => {}
         }
-        tracing::debug!(agent = %conn.agent_id, connection = conn.id(), "session ended");
     }
 
     async fn serve(&self, socket: &mut WebSocket, conn: &mut Connection) -> End {
@@ -122,8 +150,9 @@ impl Session {
             heartbeat_interval_ms: u64::try_from(self.ping_interval.as_millis())
                 .unwrap_or(u64::MAX),
         });
-        if send_frame(socket, &hello).await.is_err() {
-            return End::Gone;
+        let limit = self.ping_interval;
+        if let Err(end) = timed(limit, send_frame(socket, &hello)).await {
+            return end;
         }
         let mut live = Live {
             session: self,
@@ -141,8 +170,8 @@ impl Session {
         let caught_up = ServerFrame::<Value>::CaughtUp {
             seq: live.last_sent,
         };
-        if send_frame(live.socket, &caught_up).await.is_err() {
-            return End::Gone;
+        if let Err(end) = timed(limit, send_frame(live.socket, &caught_up)).await {
+            return end;
         }
         if self.activity {
             // The first frame follows shortly: watching asks for a fresh computation.
@@ -186,7 +215,7 @@ impl Live<'_> {
                     "outbox overflow: reconnect and resume from your last seq",
                 )),
                 Some(reply) = self.in_flight.next(), if !self.in_flight.is_empty() => {
-                    send_text(self.socket, reply).await.map_err(|_| End::Gone)
+                    self.write(Message::Text(reply.into())).await
                 }
                 push = self.conn.next_push() => match push {
                     Some(push) => self.push(push).await,
@@ -194,7 +223,7 @@ impl Live<'_> {
                 },
                 _ = heartbeat.tick() => self.heartbeat().await,
                 frame = next_activity(&mut self.activity) => match frame {
-                    Some(frame) => send_text(self.socket, frame.to_string()).await.map_err(|_| End::Gone),
+                    Some(frame) => self.write(Message::Text(frame.to_string().into())).await,
                     None => {
                         self.activity = None;
                         Ok(())
@@ -231,7 +260,7 @@ impl Live<'_> {
         }
         match push.frame() {
             Ok(frame) => {
-                send_text(self.socket, frame).await.map_err(|_| End::Gone)?;
+                self.write(Message::Text(frame.into())).await?;
                 self.last_sent = seq;
                 Ok(())
             }
@@ -251,10 +280,23 @@ impl Live<'_> {
             ));
         }
         self.awaiting_pong = true;
-        self.socket
-            .send(Message::Ping(Default::default()))
-            .await
-            .map_err(|_| End::Gone)
+        self.write(Message::Ping(Default::default())).await
+    }
+
+    /// Writes one message, bounded (see the module documentation).
+    async fn write(&mut self, message: Message) -> Result<(), End> {
+        timed(self.session.ping_interval, self.socket.send(message)).await
+    }
+
+    /// Writes one frame, bounded.
+    async fn write_frame(&mut self, frame: &ServerFrame) -> Result<(), End> {
+        match frame.to_text() {
+            Ok(text) => self.write(Message::Text(text.into())).await,
+            Err(err) => {
+                tracing::error!(error = %err, "a frame could not be rendered");
+                Ok(())
+            }
+        }
     }
 
     /// Handles one message from the client.
@@ -285,9 +327,7 @@ impl Live<'_> {
                         self.refuse(&bad).await
                     }
                 },
-                Ok(ClientFrame::Ping) => send_frame(self.socket, &ServerFrame::<Value>::Pong)
-                    .await
-                    .map_err(|_| End::Gone),
+                Ok(ClientFrame::Ping) => self.write_frame(&ServerFrame::<Value>::Pong).await,
                 Ok(ClientFrame::Request {
                     request_id,
                     operation,
@@ -317,9 +357,8 @@ impl Live<'_> {
 
     /// Answers a frame that could not be understood; the connection stays open.
     async fn refuse(&mut self, bad: &BadFrame) -> Result<(), End> {
-        send_frame(self.socket, &bad.to_frame(&self.conn.agent_id))
-            .await
-            .map_err(|_| End::Gone)
+        let frame = bad.to_frame(&self.conn.agent_id);
+        self.write_frame(&frame).await
     }
 
     /// Runs an operation; the future yields the reply frame.
@@ -367,20 +406,19 @@ impl Live<'_> {
             };
             let socket = &mut *self.socket;
             let last_sent = &mut self.last_sent;
+            let limit = self.session.ping_interval;
             let write = async {
                 for (seq, frame) in page {
                     // Fed, not sent: the page goes out in as few writes as the buffer allows.
                     if let Some(frame) = frame {
-                        socket.feed(Message::Text(frame.into())).await?;
+                        timed(limit, socket.feed(Message::Text(frame.into()))).await?;
                     }
                     *last_sent = seq;
                 }
-                socket.flush().await
+                timed(limit, socket.flush()).await
             };
             let (next, written) = tokio::join!(next, write);
-            if written.is_err() {
-                return Err(End::Gone);
-            }
+            written?;
             match next {
                 Some(next) => page = next?,
                 None => return Ok(()),

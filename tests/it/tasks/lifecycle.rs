@@ -299,7 +299,7 @@ async fn tasks_are_listed_by_role_and_status_a_page_at_a_time() {
 
 /// Task ids belong to their originator: an agent that cannot see a task cannot learn
 /// that its id is in use (its own task with that id is simply created), and each agent
-/// finds its own task by the id.
+/// finds the task it means by the id, or by `id@originator` where the id names two.
 #[tokio::test]
 async fn a_task_id_reveals_nothing_about_tasks_the_caller_cannot_see() {
     let app = app().await;
@@ -320,10 +320,17 @@ async fn a_task_id_reveals_nothing_about_tasks_the_caller_cannot_see() {
         app.task(&c, "build").await.body["task"]["description"],
         "C's build"
     );
-    // A sees its own; the assignee of each sees the one it was given.
+    // A takes part in both (its own, and C's given to it): the id alone names neither,
+    // and each is named by its originator. The assignee of A's sees the one it was given.
+    let both = app.task(&a, "build").await.expect_error(409, "CONFLICT");
+    assert_eq!(both.body["details"]["originators"], json!(["a", "c"]));
     assert_eq!(
-        app.task(&a, "build").await.body["task"]["description"],
+        app.task(&a, "build@a").await.body["task"]["description"],
         "A's build"
+    );
+    assert_eq!(
+        app.task(&a, "build@c").await.body["task"]["description"],
+        "C's build"
     );
     assert_eq!(
         app.task(&b, "build").await.body["task"]["description"],

@@ -201,6 +201,7 @@ pub(crate) fn kinds(detail: &Value) -> Vec<String> {
 }
 
 mod lifecycle;
+mod namesakes;
 mod registry;
 mod rules;
 mod story;

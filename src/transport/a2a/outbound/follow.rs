@@ -101,12 +101,7 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
     let mut wait = POLL_MIN;
     loop {
         let detail = still_ours(&caller, d, task_id, &remote_id).await?;
-        // An answer given here since the last look goes there.
-        if let Some((seq, answer)) = newest_answer(&detail)
-            && Some(seq) > forwarded_answer
-        {
-            send_text(d, task_id, &remote_id, &context_id, seq, &answer).await?;
-            forwarded_answer = Some(seq);
+        if forward_answer(d, &detail, (&remote_id, &context_id), &mut forwarded_answer).await? {
             wait = POLL_MIN;
         }
         let binding = d.binding();
@@ -158,6 +153,23 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
             }
         }
     }
+}
+
+/// Sends an answer given here since the last look on to the remote task (`remote`: its
+/// id and context); whether there was one.
+async fn forward_answer(
+    d: &Delegate,
+    detail: &TaskDetail,
+    (remote_id, context_id): (&str, &str),
+    forwarded: &mut Option<i64>,
+) -> Result<bool, Stop> {
+    let Some((seq, answer)) = newest_answer(detail).filter(|(seq, _)| Some(*seq) > *forwarded)
+    else {
+        return Ok(false);
+    };
+    send_text(d, &detail.task.task_id, remote_id, context_id, seq, &answer).await?;
+    *forwarded = Some(seq);
+    Ok(true)
 }
 
 /// The task as it is here, while it is still this agent's; a cancel here is sent on.

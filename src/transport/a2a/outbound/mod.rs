@@ -245,8 +245,11 @@ impl Delegate {
             let data = &message.content.data;
             if data.get("type").and_then(|t| t.as_str()) == Some("TaskRequest")
                 && let Some(task_id) = data.get("task_id").and_then(|t| t.as_str())
+                && let Some(originator) = data.get("originating_agent_id").and_then(|o| o.as_str())
             {
-                self.clone().take(task_id.to_owned());
+                // Named with its originator: another task of the same id given to this
+                // agent must never be the one followed.
+                self.clone().take(format!("{task_id}@{originator}"));
             }
             seen.push(message.message_id);
         }
@@ -290,7 +293,11 @@ impl Delegate {
             .dispatch(caller, Operation::ListTasks(query))
             .await
         {
-            Ok(Reply::Tasks(list)) => list.tasks.into_iter().map(|t| t.task_id).collect(),
+            Ok(Reply::Tasks(list)) => list
+                .tasks
+                .into_iter()
+                .map(|t| format!("{}@{}", t.task_id, t.originating_agent_id))
+                .collect(),
             _ => Vec::new(),
         }
     }

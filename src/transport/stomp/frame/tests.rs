@@ -148,6 +148,37 @@ fn encoding_round_trips_every_version() {
     }
 }
 
+/// A header its version cannot carry as it is — a line end in 1.0 (nothing is escaped),
+/// a NUL in any (it ends the frame), a carriage return before 1.2 — is left out, never
+/// written raw: the frame that reaches the client has only the headers written.
+#[test]
+fn a_header_a_version_cannot_carry_is_left_out() {
+    for (version, value) in [
+        (Version::V1_0, "text/plain\nswitchboard-sender:ceo"),
+        (Version::V1_1, "text/plain\0MESSAGE"),
+        (Version::V1_1, "text/plain\r"),
+        (Version::V1_2, "a\0b"),
+    ] {
+        let mut codec = StompCodec::new(Limits::default());
+        codec.version = version;
+        let sent = Frame::new(Command::Message)
+            .header("switchboard-sender", "a")
+            .header("content-type", value)
+            .body(&b"hi"[..]);
+        let mut out = BytesMut::new();
+        codec.encode(Some(sent), &mut out).expect("encodes");
+        let items = decode_all(&mut codec, &out).expect("decodes");
+        let [Incoming::Frame(got)] = &items[..] else {
+            panic!("{version:?}: one frame, got {items:?}");
+        };
+        assert_eq!(
+            got.headers,
+            [("switchboard-sender".to_owned(), "a".to_owned())],
+            "{version:?}"
+        );
+    }
+}
+
 #[test]
 fn limits_say_which() {
     let limits = Limits {
