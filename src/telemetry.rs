@@ -16,9 +16,23 @@ pub enum LogFormat {
 
 /// Installs the global tracing subscriber. The level comes from `RUST_LOG`; without it,
 /// `info` for Switchboard and `warn` for the libraries, which are chatty at `info`.
+///
+/// The MCP SDK (`rmcp`) logs at `info` what peers wrote, whole: a client's `clientInfo`
+/// (a 900 KB name made a 900 KB line), notifications, cancellation reasons. It is held
+/// at `warn` whatever `RUST_LOG` says, unless `RUST_LOG` names it.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=warn,hyper=warn"));
+    let env = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let directives = match &env {
+        Some(env) if env.contains("rmcp") => env.clone(),
+        Some(env) => format!("{env},rmcp=warn"),
+        None => "info,sqlx=warn,tower_http=warn,hyper=warn,rmcp=warn".to_owned(),
+    };
+    let filter = EnvFilter::try_new(&directives).unwrap_or_else(|err| {
+        eprintln!("RUST_LOG is not a filter ({err}); logging at info");
+        EnvFilter::new("info,sqlx=warn,tower_http=warn,hyper=warn,rmcp=warn")
+    });
     // Colour codes only on a terminal: in a file or a log collector they are noise.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

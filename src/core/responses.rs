@@ -99,7 +99,9 @@ impl Core {
     }
 
     /// The original of a response: one the responder received, that wants a response
-    /// and is not past its deadline.
+    /// and is not past its deadline. To an agent that is no party to it (neither its
+    /// sender nor a recipient) a message answers as a missing one: whether an id exists
+    /// is not for it to learn. Its sender, who can read it, is told it was no recipient.
     async fn original_for(
         &self,
         team: &TeamRecord,
@@ -116,6 +118,9 @@ impl Core {
             .await?
             .is_none()
         {
+            if original.sender_pk != responder.pk {
+                return Err(message_not_found(message_id));
+            }
             return Err(CoreError::new(
                 ErrorCode::InvalidRecipient,
                 format!(

@@ -72,6 +72,16 @@ pub enum StoreError {
 const SQLITE_FULL: &str = "13";
 
 impl StoreError {
+    /// Whether the failure is a client's doing (a reused id or key) rather than the
+    /// store's: the client is told (409), the log says it quietly.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            StoreError::Conflict => true,
+            StoreError::PostFailed(inner) => inner.is_conflict(),
+            _ => false,
+        }
+    }
+
     /// Whether the write failed for want of space (also inside a failed post).
     pub fn is_full(&self) -> bool {
         match self {

@@ -15,6 +15,8 @@ pub struct Process {
     pub base: String,
     /// The line the server announced its address with.
     pub listening: Value,
+    /// Every line the server logged since (JSON, one per line), as it comes.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Process {
@@ -96,12 +98,29 @@ impl Process {
             }
         };
         // Keep draining the log so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().expect("log").push(line);
+            }
+        });
         Process {
             child,
             base: format!("http://{addr}"),
             listening,
+            log,
         }
+    }
+
+    /// The log lines so far, parsed.
+    pub fn logged(&self) -> Vec<Value> {
+        self.log
+            .lock()
+            .expect("log")
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 
     pub fn kill(mut self) {

@@ -89,11 +89,21 @@ async fn only_recipients_respond_to_messages_that_need_it() {
     let original = request(&app, &boss, &["worker"]).await;
     let fyi = app.send(&boss, &[&worker], "just so you know").await;
 
+    // A teammate who is no party to the message is told what it would be told of a
+    // message that does not exist: whether the id exists is not its to learn.
+    let unknown = respond(&app, &bystander, "msg_doesnotexist", json!({}))
+        .await
+        .expect_error(404, "MESSAGE_NOT_FOUND");
     let res = respond(&app, &bystander, &original, json!({}))
         .await
-        .expect_error(400, "INVALID_RECIPIENT");
-    assert_eq!(res.body["details"]["invalid_ids"], json!(["bystander"]));
-    // The original's own sender is not a recipient either.
+        .expect_error(404, "MESSAGE_NOT_FOUND");
+    assert_eq!(
+        res.body["error_message"]
+            .as_str()
+            .map(|m| m.replace(original.as_str(), "msg_doesnotexist")),
+        unknown.body["error_message"].as_str().map(str::to_owned)
+    );
+    // The original's own sender, who can read it, is told it is no recipient.
     respond(&app, &boss, &original, json!({}))
         .await
         .expect_error(400, "INVALID_RECIPIENT");

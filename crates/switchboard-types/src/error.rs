@@ -177,14 +177,23 @@ pub const MAX_ECHO_CHARS: usize = 256;
 /// Most items of a list in `details` (e.g. `invalid_ids`).
 pub const MAX_ECHO_ITEMS: usize = 100;
 
-/// `text` cut to at most `max` characters, saying how much was left out.
-fn bounded_text(text: String, max: usize) -> String {
+/// `text` cut to at most `max` characters, saying how much was left out: the one rule
+/// for anything a peer wrote that reaches an error text or a log line (an error body's
+/// strings, an A2A error's method name, …), so neither grows with what was sent.
+pub fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(max) {
-        None => text,
+        None => std::borrow::Cow::Borrowed(text),
         Some((at, _)) => {
             let rest = text[at..].chars().count();
-            format!("{}… ({rest} more characters)", &text[..at])
+            std::borrow::Cow::Owned(format!("{}… ({rest} more characters)", &text[..at]))
         }
+    }
+}
+
+fn bounded_text(text: String, max: usize) -> String {
+    match cut(&text, max) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(cut) => cut,
     }
 }
 

@@ -8,6 +8,9 @@
 //!
 //! * a struct is read only from an object;
 //! * a key that appears twice in an object is an error (`duplicate key`);
+//! * no string, and no key, contains U+0000 (NUL): no engine stores it the same way
+//!   (PostgreSQL refuses it in text and JSON, SQLite keeps it), so it is refused where
+//!   it comes in, with the field named, the same on both;
 //! * what was expected is said in JSON's words ("an object", "an integer"), never a Rust
 //!   type name.
 //!
@@ -19,6 +22,39 @@ use std::fmt;
 use serde::de::{
     self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess, Visitor,
 };
+
+/// Whether JSON text has a string with a NUL in it (a `\u0000` escape; JSON has no
+/// other way to write one), for a decoder that cannot go through [`Strict`] (the A2A
+/// SDK's types): the same rule, checked before decoding.
+pub fn has_nul(json: &[u8]) -> bool {
+    let mut backslashes = 0usize;
+    for (at, byte) in json.iter().enumerate() {
+        if *byte == b'\\' {
+            backslashes += 1;
+            continue;
+        }
+        if backslashes % 2 == 1
+            && *byte == b'u'
+            && json.get(at + 1..at + 5).is_some_and(|hex| hex == b"0000")
+        {
+            return true;
+        }
+        backslashes = 0;
+    }
+    json.contains(&0)
+}
+
+/// The error of a string with a NUL in it (see the module documentation).
+fn nul<E: de::Error>() -> E {
+    E::custom("a string may not contain U+0000 (NUL)")
+}
+
+fn refuse_nul<E: de::Error>(text: &str) -> Result<(), E> {
+    if text.contains('\0') {
+        return Err(nul());
+    }
+    Ok(())
+}
 
 /// A deserializer that reads structs only from objects and refuses duplicate keys.
 pub struct Strict<D>(pub D);
@@ -184,9 +220,30 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Expect<V> {
     forward_visits! {
         visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),
         visit_i128(i128), visit_u8(u8), visit_u16(u16), visit_u32(u32), visit_u64(u64),
-        visit_u128(u128), visit_f32(f32), visit_f64(f64), visit_char(char),
-        visit_str(&str), visit_borrowed_str(&'de str), visit_string(String),
+        visit_u128(u128), visit_f32(f32), visit_f64(f64),
         visit_bytes(&[u8]), visit_borrowed_bytes(&'de [u8]), visit_byte_buf(Vec<u8>),
+    }
+
+    fn visit_char<E: de::Error>(self, v: char) -> Result<Self::Value, E> {
+        if v == '\0' {
+            return Err(nul());
+        }
+        self.inner.visit_char(v)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        refuse_nul(v)?;
+        self.inner.visit_str(v)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        refuse_nul(v)?;
+        self.inner.visit_borrowed_str(v)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        refuse_nul(&v)?;
+        self.inner.visit_string(v)
     }
 
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
@@ -445,16 +502,19 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for KeyVisitor<'_, V> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        refuse_nul(v)?;
         *self.key = Some(v.to_owned());
         self.inner.visit_str(v)
     }
 
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        refuse_nul(v)?;
         *self.key = Some(v.to_owned());
         self.inner.visit_borrowed_str(v)
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        refuse_nul(&v)?;
         *self.key = Some(v.clone());
         self.inner.visit_string(v)
     }
@@ -551,6 +611,25 @@ mod tests {
         assert!(!err.contains("Team"), "{err}");
         let nested = strict::<Vec<Team>>(r#"[["a"]]"#).expect_err("nested");
         assert!(nested.contains("expected an object"), "{nested}");
+    }
+
+    #[test]
+    fn a_nul_in_any_string_or_key_is_refused() {
+        for json in [
+            r#"{"name": "a\u0000b", "size": 1}"#,
+            r#"{"name": "a", "size": 1, "x\u0000": 1}"#,
+        ] {
+            let err = strict::<Team>(json).expect_err(json);
+            assert!(err.contains("U+0000"), "{err}");
+            assert!(super::has_nul(json.as_bytes()), "{json}");
+        }
+        let nested =
+            strict::<Value>(r#"{"data": {"deep": ["ok", "no\u0000"]}}"#).expect_err("deep");
+        assert!(nested.contains("U+0000"), "{nested}");
+        // A backslash before `u0000` is a backslash, not a NUL.
+        let text = r#"{"name": "a\\u0000", "size": 1}"#;
+        assert!(strict::<Team>(text).is_ok());
+        assert!(!super::has_nul(text.as_bytes()));
     }
 
     #[test]

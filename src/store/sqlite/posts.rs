@@ -238,8 +238,17 @@ impl Staging for PostStaging {
                 }
                 Err(err) => {
                     // Nothing committed: the sqlx path writes the batch, or isolates
-                    // the bad task or post.
-                    tracing::warn!(error = %err, posts = self.posts.len(), tasks = self.tasks.len(), "direct write failed; writing through sqlx");
+                    // the bad task or post. A reused id is a client's doing, not the
+                    // store's: said at debug, the client gets its 409.
+                    if err.is_conflict() {
+                        tracing::debug!(
+                            posts = self.posts.len(),
+                            tasks = self.tasks.len(),
+                            "a reused id in a direct write; writing through sqlx"
+                        );
+                    } else {
+                        tracing::warn!(error = %err, posts = self.posts.len(), tasks = self.tasks.len(), "direct write failed; writing through sqlx");
+                    }
                     self.ids.forget();
                 }
             }
@@ -342,7 +351,14 @@ async fn flush_posts(conn: &mut SqliteConnection, ids: &mut IdCounters, posts: V
         match flush_together(conn, ids, chunk, Ends::Open).await {
             Ok(results) => fill(chunk, results),
             Err(err) => {
-                tracing::warn!(error = %err, posts = chunk.len(), "shared insert failed; writing posts one by one");
+                if err.is_conflict() {
+                    tracing::debug!(
+                        posts = chunk.len(),
+                        "a reused key in a shared insert; writing posts one by one"
+                    );
+                } else {
+                    tracing::warn!(error = %err, posts = chunk.len(), "shared insert failed; writing posts one by one");
+                }
                 ids.forget();
                 if let Err(undo) = sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
                     .execute(&mut *conn)
@@ -394,7 +410,14 @@ async fn flush_posts_and_commit(
                 .await
                 .is_ok()
             {
-                tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
+                if err.is_conflict() {
+                    tracing::debug!(
+                        posts = posts.len(),
+                        "a reused key in a shared insert; writing posts one by one"
+                    );
+                } else {
+                    tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
+                }
                 one_by_one(conn, &posts).await;
                 sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
                 Ok(())
@@ -570,9 +593,16 @@ async fn flush_direct(
         }
         rows = Some(batch);
     }
-    direct
-        .commit(&statements)
-        .map_err(|e| StoreError::Corrupt(format!("direct write: {e}")))?;
+    direct.commit(&statements).map_err(|e| match e {
+        // A reused id (a task's, an idempotency key's): an ordinary outcome the sqlx
+        // path isolates, not damage.
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::Conflict
+        }
+        e => StoreError::Corrupt(format!("direct write: {e}")),
+    })?;
     task_staging::written(tasks);
     Ok(rows.map(|r| ids.advance(r)).unwrap_or_default())
 }

@@ -113,7 +113,7 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
                 Dialect::V03 => Value::Null,
             })
         }
-        other => Err(A2AError::method_not_found(other)),
+        other => Err(super::rpc::unknown_method(other)),
     }
 }
 

@@ -138,13 +138,19 @@ pub async fn call(
         Ok(dialect) => dialect,
         Err(err) => return answer(id, Err(err)),
     };
+    // The rule of every way in (`switchboard_types::strict`); the SDK's types are not
+    // decoded through it, so it is checked on the request's text.
+    if switchboard_types::strict::has_nul(&body) {
+        let why = "a string may not contain U+0000 (NUL)";
+        return answer(id, Err(A2AError::invalid_params(why)));
+    }
     let (method, params) = match dialect {
         Dialect::V1 => (method, params),
         Dialect::V03 => match (v03::method(&method), params.into_value()) {
             (Some(method), Ok(params)) => {
                 (method.to_owned(), Params::Tree(v03::params(method, params)))
             }
-            (None, _) => return answer(id, Err(A2AError::method_not_found(&method))),
+            (None, _) => return answer(id, Err(unknown_method(&method))),
             (_, Err(err)) => return answer(id, Err(err)),
         },
     };
@@ -194,8 +200,14 @@ async fn unary(
             shown(dialect, &value)
         }
         "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
-        other => Err(A2AError::method_not_found(other)),
+        other => Err(unknown_method(other)),
     }
+}
+
+/// An unknown method, named in the answer as far as the echo bound allows (a peer's
+/// 200 KB method name is not echoed back whole).
+pub(super) fn unknown_method(method: &str) -> A2AError {
+    A2AError::method_not_found(&switchboard_types::error::cut(method, 64))
 }
 
 /// A result as the dialect shows it, serialized straight from its type in 1.0 (the hot

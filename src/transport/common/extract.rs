@@ -135,6 +135,12 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        // The rule of every way in (`switchboard_types::strict`): no NUL in a string.
+        if parts.uri.path().to_ascii_lowercase().contains("%00") {
+            return Err(
+                ErrorBody::validation("path", "a path may not contain U+0000 (NUL)").into(),
+            );
+        }
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParams(p.0))
@@ -163,6 +169,16 @@ where
 
 /// Decodes a query string into `T`, naming the parameter on failure.
 pub fn decode_query<T: DeserializeOwned>(query: &str) -> Result<T, ErrorBody> {
+    // The rule of every way in (`switchboard_types::strict`): no NUL in a string.
+    if let Some((name, _)) =
+        form_urlencoded_parse(query).find(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        let name = switchboard_types::decode::visible_field(&name);
+        return Err(ErrorBody::validation(
+            &name,
+            format!("{name}: a string may not contain U+0000 (NUL)"),
+        ));
+    }
     let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();

@@ -250,8 +250,24 @@ async fn track_metrics(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let method = req.method().as_str().to_owned();
+    // The access log (one line per request at INFO on its own target, so an operator can
+    // turn it off alone): the request id is kept only when the line will be written.
+    let request_id = tracing::enabled!(target: "switchboard::access", tracing::Level::INFO)
+        .then(|| req.headers().get("x-request-id").cloned())
+        .flatten();
     let response = next.run(req).await;
     let status = response.status();
+    if let Some(id) = &request_id {
+        tracing::info!(
+            target: "switchboard::access",
+            method = %method,
+            route = %route,
+            status = status.as_u16(),
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            request_id = id.to_str().unwrap_or("-"),
+            "request"
+        );
+    }
     metrics::counter!(
         "switchboard_http_requests_total",
         "method" => method.clone(),

@@ -144,7 +144,9 @@ impl Destination {
 }
 
 /// The content of a message sent to a plain queue or a topic: the body as text when it
-/// is UTF-8 (cut at the contract's length for `text`, whole in `data`), else base64.
+/// is UTF-8 without a NUL (cut at the contract's length for `text`, whole in `data`),
+/// else base64 (a NUL is stored by neither engine as text; kept this way the body still
+/// comes back byte for byte).
 pub fn plain_content(destination: &str, body: &[u8], content_type: Option<&str>) -> Content {
     let mut data = Map::new();
     data.insert(
@@ -157,15 +159,15 @@ pub fn plain_content(destination: &str, body: &[u8], content_type: Option<&str>)
             Value::String(content_type.to_owned()),
         );
     }
-    let text = match std::str::from_utf8(body) {
-        Ok(text) => {
+    let text = match std::str::from_utf8(body).ok().filter(|t| !t.contains('\0')) {
+        Some(text) => {
             data.insert(RAW_BODY_KEY.into(), Value::String(text.to_owned()));
             match text {
                 "" => EMPTY_TEXT.to_owned(),
                 text => text.chars().take(MAX_TEXT).collect(),
             }
         }
-        Err(_) => {
+        None => {
             data.insert(BASE64_KEY.into(), Value::String(BASE64.encode(body)));
             format!("({} bytes, not text)", body.len())
         }

@@ -3,6 +3,8 @@
 //! timeouts, the same code paths as the defaults.
 
 mod connections;
+mod inputs;
+mod logs;
 mod stomp;
 
 use std::net::SocketAddr;

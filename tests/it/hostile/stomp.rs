@@ -109,7 +109,10 @@ async fn the_whole_team_is_no_agent_in_any_casing() {
     );
     stream.write_all(frames.as_bytes()).await.expect("writes");
     let got = read_until(&mut stream, "reserved").await;
-    assert!(got.contains("ERROR\nmessage:agent_id 'aLL' is reserved"), "{got}");
+    assert!(
+        got.contains("ERROR\nmessage:agent_id 'aLL' is reserved"),
+        "{got}"
+    );
     assert!(!got.contains("RECEIPT"), "{got}");
     let members = app
         .get("/v1/teams/reserved/agents")
