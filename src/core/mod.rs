@@ -33,6 +33,7 @@ pub mod registry;
 pub mod remotes;
 mod responses;
 pub mod retention;
+pub mod sessions;
 pub mod tasks;
 mod teams;
 pub mod waiting;
@@ -65,6 +66,10 @@ struct Inner {
     queue_cursors: queues::QueueCursors,
     node_id: node::NodeId,
     health: health::StorageHealth,
+    /// Long-lived sessions each credential holds, and what they buffer (`sessions`).
+    sessions: Arc<sessions::Sessions>,
+    /// Sessions of one kind a credential may hold (the hub's per-agent cap).
+    session_cap: usize,
 }
 
 /// Settings of the core.
@@ -135,6 +140,8 @@ impl Core {
                 queue_cursors: queues::QueueCursors::default(),
                 node_id: settings.node_id,
                 health: health::StorageHealth::default(),
+                sessions: Arc::default(),
+                session_cap: settings.hub.max_per_agent,
             }),
         };
         core.follow_other_nodes();

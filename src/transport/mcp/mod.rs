@@ -37,9 +37,11 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use switchboard_types::ErrorCode;
 use switchboard_types::routing::Via;
 
-use crate::core::{Caller, Core};
+use crate::core::sessions::Credential;
+use crate::core::{Caller, Core, CoreError};
 use crate::transport::common::{ApiError, authenticate};
 
 /// What every MCP session of this server shares: the core and the tool list (built once
@@ -76,8 +78,9 @@ impl McpState {
 /// servers) are off: every request here carries a token, and operators put the server
 /// behind names the SDK cannot know.
 ///
-/// An agent holds at most `sessions_per_agent` sessions (`--ws-max-per-agent`, as for
-/// live connections); a session idle for 5 minutes ends (the SDK's keep-alive).
+/// A credential holds at most `sessions_per_agent` sessions (`--ws-max-per-agent`, as
+/// for live connections), and only its own (`sessions`); a session idle for 5 minutes
+/// ends (the SDK's keep-alive).
 pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize) -> Router {
     let handler = state.clone();
     let config = StreamableHttpServerConfig::default()
@@ -98,9 +101,9 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
         ))
 }
 
-/// Refuses a request without a valid token with the REST error body (401), and a new
-/// session beyond the agent's bound (429); otherwise hands the caller to the tools in
-/// the request's extensions.
+/// Refuses a request without a valid token with the REST error body (401), a session
+/// another credential opened (404), and a new session beyond the credential's bound
+/// (429); otherwise hands the caller to the tools in the request's extensions.
 async fn authenticated(
     State((core, limit)): State<(Core, Arc<sessions::SessionLimit>)>,
     mut request: Request,
@@ -112,22 +115,32 @@ async fn authenticated(
         .map(|v| v.to_str().unwrap_or(""));
     let caller = authenticate(&core, header)?.by(Via::Mcp);
     request.extensions_mut().insert(caller);
-    let agent = match caller {
-        Caller::Agent { agent, .. } => Some(agent),
-        _ => None,
-    };
+    let owner = Credential::from(&caller);
+    let named = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    // Another credential's session is answered as an unknown one.
+    if let Some(id) = &named
+        && !limit.may_use(id, owner)
+    {
+        return Err(CoreError::new(ErrorCode::NotFound, "no such MCP session")
+            .with("field", "Mcp-Session-Id")
+            .suggest("Open a session of your own with initialize.")
+            .into());
+    }
     // A POST without a session id opens one (an initialize of the handshake revisions).
-    let opens = request.method() == axum::http::Method::POST
-        && !request.headers().contains_key("mcp-session-id");
-    if opens && let Some(agent) = agent {
-        limit.admit(agent).await?;
+    let opens = request.method() == axum::http::Method::POST && named.is_none();
+    if opens {
+        limit.admit(owner).await?;
     }
     let response = next.run(request).await;
     if opens
-        && let (Some(agent), Some(id)) = (agent, response.headers().get("mcp-session-id"))
+        && let Some(id) = response.headers().get("mcp-session-id")
         && let Ok(id) = id.to_str()
     {
-        limit.opened(id, agent);
+        limit.opened(id, owner);
     }
     Ok(response)
 }

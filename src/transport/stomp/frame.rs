@@ -211,6 +211,8 @@ pub enum FrameError {
     MissingNul(usize),
     #[error("headers are not UTF-8")]
     NotUtf8,
+    #[error("a NUL octet in a header: NUL only ends a frame")]
+    NulInHeader,
     #[error("read failed: {0}")]
     Io(String),
 }
@@ -317,6 +319,11 @@ fn parse_head(
     limits: &Limits,
 ) -> Result<(Command, Vec<(String, String)>), FrameError> {
     let text = std::str::from_utf8(head).map_err(|_| FrameError::NotUtf8)?;
+    // No version can write a NUL in a header (it ends the frame): one read here could
+    // never be passed on, so it is not accepted either.
+    if text.contains('\0') {
+        return Err(FrameError::NulInHeader);
+    }
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let name = lines.next().unwrap_or_default();
     let command = Command::parse(name)
@@ -336,10 +343,16 @@ fn parse_head(
         let (name, value) = line
             .split_once(':')
             .ok_or_else(|| FrameError::MalformedHeader(line.chars().take(64).collect()))?;
-        headers.push((
+        let (name, value) = (
             unescape(name, version, command)?,
             unescape(value, version, command)?,
-        ));
+        );
+        // What this version cannot write back (a bare carriage return where nothing is
+        // escaped) is not read either: every header read can be passed on as it came.
+        if !writable(&name, version, command) || !writable(&value, version, command) {
+            return Err(FrameError::MalformedHeader(line.chars().take(64).collect()));
+        }
+        headers.push((name, value));
     }
     Ok((command, headers))
 }

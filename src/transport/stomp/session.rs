@@ -27,13 +27,14 @@ use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE};
 use super::subscription::{AckMode, AckOp, Out, OutMessage, Subscription};
+use crate::core::sessions::MAX_BUFFERED_BYTES;
 use crate::core::{Caller, CoreError};
 
-/// Open transactions per connection, frames per transaction, and body bytes held by a
-/// connection's transactions: a transaction is buffered in memory until its COMMIT.
+/// Open transactions per connection and frames per transaction (a transaction is
+/// buffered in memory until its COMMIT; the bytes of all of a credential's are bounded
+/// by `MAX_BUFFERED_BYTES`).
 const MAX_TRANSACTIONS: usize = 16;
 const MAX_TRANSACTION_FRAMES: usize = 1024;
-const MAX_TRANSACTION_BYTES: usize = 16 * 1024 * 1024;
 
 /// Frames a session's subscriptions may have waiting to be written.
 const OUTBOX: usize = 256;
@@ -63,6 +64,15 @@ enum Identity {
     Agent(Caller),
     /// A team key with `login` = the team id: any agent of the team, named by its queue.
     Bridge { caller: Caller, team_id: String },
+}
+
+impl Identity {
+    /// The credential the connection authenticated with.
+    fn caller(&self) -> &Caller {
+        match self {
+            Identity::Agent(caller) | Identity::Bridge { caller, .. } => caller,
+        }
+    }
 }
 
 /// Why a session ends.
@@ -145,6 +155,9 @@ struct Session<'a, W: Wire> {
     /// Agents this connection subscribed for: on a bridge, who it may send as.
     agents: HashSet<String>,
     transactions: HashMap<String, Vec<Frame>>,
+    /// The connection's place in its credential's count, and the bytes its transactions
+    /// hold against the credential's buffer.
+    hold: crate::core::sessions::SessionHold,
     out_tx: mpsc::Sender<Out>,
     out_rx: mpsc::Receiver<Out>,
     /// How often the server sends a heart-beat when otherwise silent (zero: never).
@@ -190,7 +203,7 @@ pub async fn serve<W: Wire>(
     if let Some(place) = place {
         place.pin();
     }
-    let (version, identity, heart_beat) = session;
+    let (version, identity, heart_beat, hold) = session;
     let (out_tx, out_rx) = mpsc::channel(OUTBOX);
     let session_id = format!("stomp-{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
     let (team, who) = describe(&state, &identity);
@@ -204,6 +217,7 @@ pub async fn serve<W: Wire>(
         subscriptions: HashMap::new(),
         agents: HashSet::new(),
         transactions: HashMap::new(),
+        hold,
         out_tx,
         out_rx,
         send_every: heart_beat.0,
@@ -493,18 +507,14 @@ impl<W: Wire> Session<'_, W> {
 
     fn buffer(&mut self, frame: &Frame) -> Result<(), End> {
         let name = required(frame, "transaction")?;
-        let held: usize = self
-            .transactions
-            .values()
-            .flatten()
-            .map(|f| f.body.len())
-            .sum();
         match self.transactions.get_mut(name) {
             Some(frames) if frames.len() >= MAX_TRANSACTION_FRAMES => Err(End::error(format!(
                 "transaction too large: at most {MAX_TRANSACTION_FRAMES} frames"
             ))),
-            Some(_) if held + frame.body.len() > MAX_TRANSACTION_BYTES => Err(End::error(format!(
-                "transactions too large: at most {MAX_TRANSACTION_BYTES} bytes of bodies held per connection"
+            // Held against the credential: more connections do not buy more memory.
+            Some(_) if !self.hold.buffer(frame.body.len()) => Err(End::error(format!(
+                "transactions too large: at most {MAX_BUFFERED_BYTES} bytes of bodies held \
+                 by one credential's connections"
             ))),
             Some(frames) => {
                 frames.push(frame.clone());
@@ -514,6 +524,12 @@ impl<W: Wire> Session<'_, W> {
         }
     }
 
+    /// Gives a finished transaction's bytes back to the credential's buffer.
+    fn ended(&mut self, frames: &[Frame]) {
+        let bytes = frames.iter().map(|f| f.body.len()).sum();
+        self.hold.release(bytes);
+    }
+
     /// `COMMIT`: the transaction's frames, in order. Each `SEND` commits on its own: a
     /// refused body ends the connection after the ones before it went out.
     async fn commit(&mut self, frame: &Frame) -> Result<(), End> {
@@ -521,6 +537,7 @@ impl<W: Wire> Session<'_, W> {
         let Some(frames) = self.transactions.remove(name) else {
             return Err(End::error(format!("no transaction '{name}'")));
         };
+        self.ended(&frames);
         for frame in frames {
             match frame.command {
                 Command::Send => self.send(&frame).await?,
@@ -535,7 +552,10 @@ impl<W: Wire> Session<'_, W> {
     fn abort(&mut self, frame: &Frame) -> Result<(), End> {
         let name = required(frame, "transaction")?;
         match self.transactions.remove(name) {
-            Some(_) => Ok(()),
+            Some(frames) => {
+                self.ended(&frames);
+                Ok(())
+            }
             None => Err(End::error(format!("no transaction '{name}'"))),
         }
     }

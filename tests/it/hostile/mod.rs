@@ -5,6 +5,7 @@
 mod connections;
 mod inputs;
 mod logs;
+mod sessions;
 mod stomp;
 
 use std::net::SocketAddr;

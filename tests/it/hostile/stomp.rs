@@ -23,7 +23,7 @@ async fn subscribed(addr: std::net::SocketAddr, version: &str, token: &str) -> T
 }
 
 /// Reads until `marker` arrived (5 s at most); everything read.
-async fn read_until(stream: &mut TcpStream, marker: &str) -> String {
+pub(super) async fn read_until(stream: &mut TcpStream, marker: &str) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     while !String::from_utf8_lossy(&got).contains(marker) {
@@ -36,9 +36,10 @@ async fn read_until(stream: &mut TcpStream, marker: &str) -> String {
 }
 
 /// A content type with a line end (for STOMP 1.0, where nothing is escaped) and one with
-/// a NUL (for 1.2, where a NUL ends the frame), published by REST to a topic: the
+/// a carriage return (which 1.1 cannot escape), published by REST to a topic: the
 /// subscriber's MESSAGE carries the real sender, first, and no forged header or phantom
-/// frame. (Before: a 1.0 subscriber read `switchboard-sender: ceo`.)
+/// frame. (Before: a 1.0 subscriber read `switchboard-sender: ceo`. A NUL, which would
+/// end the frame, is refused where it comes in: `hostile::inputs`.)
 #[tokio::test]
 async fn a_peer_written_content_type_cannot_forge_a_header_or_a_frame() {
     let app =
@@ -50,9 +51,9 @@ async fn a_peer_written_content_type_cannot_forge_a_header_or_a_frame() {
     for (version, content_type, text) in [
         ("", "text/plain\nswitchboard-sender:ceo", "from a, v1.0"),
         (
-            "accept-version:1.2\n",
-            "text/plain\u{0}MESSAGE\nswitchboard-sender:ceo",
-            "from a, v1.2",
+            "accept-version:1.1\n",
+            "text/plain\r\nswitchboard-sender:ceo",
+            "from a, v1.1",
         ),
     ] {
         let mut stream = subscribed(addr, version, &b.token).await;

@@ -1,0 +1,152 @@
+//! What one credential may hold at once, whoever it is: sessions of each long-lived kind
+//! (STOMP connections, MCP sessions), and the bytes its sessions buffer.
+//!
+//! A credential is the admin token, a team key or an agent token. Each is held to the
+//! same cap per kind (`--ws-max-per-agent`, the WebSocket cap), so no credential — not
+//! the admin's, not a team key — can open sessions without end (found: one agent held
+//! 300 STOMP connections without a subscription; the team key opened 3,000 MCP sessions
+//! in 2 s, 390 MiB of RSS). Bytes buffered for later (STOMP transactions, held until
+//! their COMMIT) are bounded per credential, not per connection, so more connections do
+//! not buy more memory.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use switchboard_types::ErrorCode;
+use switchboard_types::ids::{AgentPk, TeamPk};
+
+use super::{Caller, Core, CoreError, CoreResult};
+
+/// Bytes one credential's sessions may buffer at once.
+pub const MAX_BUFFERED_BYTES: usize = 16 * 1024 * 1024;
+
+/// A long-lived kind of session a credential holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SessionKind {
+    /// A STOMP connection (TCP or WebSocket), subscribed or not.
+    Stomp,
+    /// An MCP session.
+    Mcp,
+}
+
+impl SessionKind {
+    fn name(self) -> &'static str {
+        match self {
+            SessionKind::Stomp => "STOMP connections",
+            SessionKind::Mcp => "MCP sessions",
+        }
+    }
+}
+
+/// Who holds: the credential behind a caller (whichever transport it calls by).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Credential {
+    Admin,
+    Team(TeamPk),
+    Agent(AgentPk),
+}
+
+impl From<&Caller> for Credential {
+    fn from(caller: &Caller) -> Credential {
+        match caller {
+            Caller::Admin => Credential::Admin,
+            Caller::Team { team } => Credential::Team(*team),
+            Caller::Agent { agent, .. } => Credential::Agent(*agent),
+        }
+    }
+}
+
+/// The counts. A `std` mutex: held for a map operation, never across `.await`.
+#[derive(Default)]
+pub(super) struct Sessions {
+    held: Mutex<HashMap<(Credential, SessionKind), usize>>,
+    buffered: Mutex<HashMap<Credential, usize>>,
+}
+
+/// A session's place in its credential's count; dropping it gives the place back, with
+/// whatever the session still had buffered.
+pub struct SessionHold {
+    sessions: Arc<Sessions>,
+    holder: Credential,
+    kind: SessionKind,
+    buffered: usize,
+}
+
+impl Core {
+    /// Takes a place for a session of `kind` held by `caller`'s credential, or refuses
+    /// (`RATE_LIMITED`) when the credential already holds the cap.
+    pub fn hold_session(&self, caller: &Caller, kind: SessionKind) -> CoreResult<SessionHold> {
+        let max = self.inner.session_cap;
+        let holder = Credential::from(caller);
+        let sessions = &self.inner.sessions;
+        let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
+        let count = held.entry((holder, kind)).or_default();
+        if *count >= max {
+            return Err(CoreError::new(
+                ErrorCode::RateLimited,
+                format!(
+                    "this credential already holds {max} {}; close one first",
+                    kind.name()
+                ),
+            )
+            .with("max", max)
+            .suggest("Close a session you no longer use, then try again."));
+        }
+        *count += 1;
+        Ok(SessionHold {
+            sessions: sessions.clone(),
+            holder,
+            kind,
+            buffered: 0,
+        })
+    }
+}
+
+impl SessionHold {
+    /// Takes `bytes` more of the credential's buffer; `false` (nothing taken) when that
+    /// would pass [`MAX_BUFFERED_BYTES`].
+    pub fn buffer(&mut self, bytes: usize) -> bool {
+        let mut buffered = self
+            .sessions
+            .buffered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let total = buffered.entry(self.holder).or_default();
+        if total.saturating_add(bytes) > MAX_BUFFERED_BYTES {
+            return false;
+        }
+        *total += bytes;
+        self.buffered += bytes;
+        true
+    }
+
+    /// Gives back `bytes` of what this session buffered (its transaction ended).
+    pub fn release(&mut self, bytes: usize) {
+        let bytes = bytes.min(self.buffered);
+        self.buffered -= bytes;
+        let mut buffered = self
+            .sessions
+            .buffered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(total) = buffered.get_mut(&self.holder) {
+            *total = total.saturating_sub(bytes);
+            if *total == 0 {
+                buffered.remove(&self.holder);
+            }
+        }
+    }
+}
+
+impl Drop for SessionHold {
+    fn drop(&mut self) {
+        self.release(self.buffered);
+        let mut held = self.sessions.held.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = held.get_mut(&(self.holder, self.kind)) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                held.remove(&(self.holder, self.kind));
+            }
+        }
+    }
+}

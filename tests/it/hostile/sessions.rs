@@ -1,0 +1,193 @@
+//! Every credential — an agent token, a team key, the admin token — is held to the same
+//! caps on long-lived sessions, and a session is its opener's alone.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::stomp::read_until;
+use crate::support::TestApp;
+
+async fn stomp_app(cap: usize) -> TestApp {
+    TestApp::start_with(|c| {
+        c.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.ws_max_per_agent = cap;
+    })
+    .await
+}
+
+/// A connection with `headers` (the credentials), waiting for the server's answer.
+async fn stomp_connect(addr: std::net::SocketAddr, headers: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let connect = format!("CONNECT\naccept-version:1.2\n{headers}\n\0");
+    stream.write_all(connect.as_bytes()).await.expect("writes");
+    let got = read_until(&mut stream, "\0").await;
+    (stream, got)
+}
+
+/// Every STOMP connection counts toward its credential's cap, subscribed or not, for an
+/// agent and for a team bridge alike (one agent held 300), and a client cannot ask for
+/// heart-beats faster than one a second (`heart-beat:0,1` got ~480 a second).
+#[tokio::test]
+async fn stomp_connections_count_and_heart_beats_have_a_floor() {
+    let app = stomp_app(4).await;
+    let team = app.team("caps").await;
+    let agent = app.agent(&team, "a", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    for credentials in [
+        format!("passcode:{}\n", agent.token),
+        format!("login:caps\npasscode:{}\n", team.key),
+    ] {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            let (stream, got) = stomp_connect(addr, &credentials).await;
+            assert!(got.starts_with("CONNECTED"), "{got}");
+            held.push(stream);
+        }
+        let (_, refused) = stomp_connect(addr, &credentials).await;
+        assert!(refused.starts_with("ERROR"), "{refused}");
+        assert!(
+            refused.contains("already holds 4 STOMP connections"),
+            "{refused}"
+        );
+        held.pop();
+        // The place is given back once that connection has ended.
+        let mut again = String::new();
+        for _ in 0..50 {
+            again = stomp_connect(addr, &credentials).await.1;
+            if again.starts_with("CONNECTED") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(again.starts_with("CONNECTED"), "{again}");
+    }
+
+    let (mut stream, connected) =
+        stomp_connect(addr, &format!("heart-beat:0,1\npasscode:{}\n", agent.token)).await;
+    let agreed = connected
+        .lines()
+        .find_map(|l| l.strip_prefix("heart-beat:"))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("the server's interval");
+    assert_eq!(agreed, 1000, "{connected}");
+    let started = Instant::now();
+    let mut beats = 0;
+    let mut buf = [0u8; 64];
+    while started.elapsed() < Duration::from_millis(2500) {
+        use tokio::io::AsyncReadExt;
+        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => beats += buf[..n].iter().filter(|b| **b == b'\n').count(),
+            Ok(_) => break,
+            Err(_) => {}
+        }
+    }
+    assert!((1..=4).contains(&beats), "{beats} heart-beats in 2.5 s");
+    app.stop().await;
+}
+
+/// Bodies held in transactions until their COMMIT count against the credential, not the
+/// connection: two connections cannot hold more than one may (24 connections once took
+/// the server from 74 to 481 MiB).
+#[tokio::test]
+async fn transactions_hold_a_bounded_number_of_bytes_per_credential() {
+    let app = stomp_app(16).await;
+    let team = app.team("held").await;
+    let agent = app.agent(&team, "a", &[]).await;
+    app.agent(&team, "b", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let body = "x".repeat(1000 * 1000);
+    let mut refused = String::new();
+    let mut held = Vec::new();
+    'connections: for connection in 0..3 {
+        let (mut stream, got) = stomp_connect(addr, &format!("passcode:{}\n", agent.token)).await;
+        assert!(got.starts_with("CONNECTED"), "{got}");
+        let begin = format!("BEGIN\ntransaction:t{connection}\n\n\0");
+        stream.write_all(begin.as_bytes()).await.expect("begin");
+        for frame in 0..10 {
+            let send = format!(
+                "SEND\ndestination:/queue/b\ntransaction:t{connection}\ncontent-length:{}\nreceipt:r{frame}\n\n{body}\0",
+                body.len()
+            );
+            if stream.write_all(send.as_bytes()).await.is_err() {
+                break;
+            }
+            let got = read_until(&mut stream, &format!("receipt-id:r{frame}")).await;
+            if got.contains("ERROR") {
+                refused = got;
+                break 'connections;
+            }
+        }
+        held.push(stream);
+    }
+    assert!(
+        refused.contains("bytes of bodies held by one credential"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        held.len(),
+        1,
+        "the second connection hit the credential's bound"
+    );
+    app.stop().await;
+}
+
+/// An MCP `initialize`, as `token`: the session id, or the status it was refused with.
+async fn mcp_session(app: &TestApp, token: &str) -> Result<String, u16> {
+    let res = app
+        .post("/mcp")
+        .token(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "caps", "version": "1"}}}),
+        )
+        .send()
+        .await;
+    match res.headers.get("mcp-session-id") {
+        Some(id) => Ok(id.to_str().expect("ASCII").to_owned()),
+        None => Err(res.status),
+    }
+}
+
+/// MCP sessions are capped for the admin and a team key as for an agent (the team key
+/// opened 3,000 in 2 s), and a session answers only the credential that opened it: with
+/// its id, another team's agent can neither read its stream nor end it.
+#[tokio::test]
+async fn mcp_sessions_are_capped_per_credential_and_bound_to_their_opener() {
+    let app = TestApp::start_with(|c| c.ws_max_per_agent = 3).await;
+    let team = app.team("mcp-caps").await;
+    let agent = app.agent(&team, "a", &[]).await;
+    let other_team = app.team("other").await;
+    let stranger = app.agent(&other_team, "s", &[]).await;
+    for token in [
+        agent.token.as_str(),
+        team.key.as_str(),
+        crate::support::ADMIN,
+    ] {
+        for _ in 0..3 {
+            mcp_session(&app, token).await.expect("a session");
+        }
+        assert_eq!(mcp_session(&app, token).await, Err(429), "the fourth");
+    }
+    let other_agent = app.agent(&other_team, "t", &[]).await;
+    let id = mcp_session(&app, &other_agent.token)
+        .await
+        .expect("a session");
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let res = app
+            .req(method.clone(), "/mcp")
+            .token(&stranger.token)
+            .header("mcp-session-id", &id)
+            .header("accept", "application/json, text/event-stream")
+            .send()
+            .await;
+        assert_eq!(res.status, 404, "{method}: {}", res.body);
+        assert_eq!(res.body["error_code"], Value::from("NOT_FOUND"));
+    }
+    app.stop().await;
+}
