@@ -46,6 +46,7 @@ impl Core {
             .with("max", MAX_WAIT_MS));
         }
         let watch = self.hub().watch_inbox(me.pk);
+        let removed = self.removal_signal(caller)?;
         let after = match after {
             Some(after) => after,
             None => self.store().newest_seq(me.pk).await?,
@@ -77,6 +78,7 @@ impl Core {
             }
             tokio::select! {
                 () = &mut woken => {}
+                () = removed.cancelled() => return Err(agent_removed()),
                 _ = ticks.tick() => on_tick(started.elapsed()),
                 () = tokio::time::sleep_until(deadline) => {
                     return Ok(InboxWait {
@@ -93,9 +95,14 @@ impl Core {
 
 /// An agent's inbox changing, as a stream of wake-ups: what a subscription (MCP's
 /// resource subscriptions) listens to. Dropping it stops listening.
-pub struct InboxChanges(crate::hub::Watch);
+pub struct InboxChanges(crate::hub::Watch, tokio_util::sync::CancellationToken);
 
 impl InboxChanges {
+    /// Resolves when the agent is removed: the subscription must end.
+    pub async fn removed(&self) {
+        self.1.cancelled().await;
+    }
+
     /// Resolves at the next commit that adds to the inbox once enabled (`enable` the
     /// pinned future before acting on the previous change, so none is missed).
     pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
@@ -107,6 +114,35 @@ impl Core {
     /// Starts listening for commits to the calling agent's inbox.
     pub fn inbox_changes(&self, caller: &Caller) -> CoreResult<InboxChanges> {
         let (_, me) = self.acting_agent(caller)?;
-        Ok(InboxChanges(self.hub().watch_inbox(me.pk)))
+        let watch = self.hub().watch_inbox(me.pk);
+        Ok(InboxChanges(watch, self.removal_signal(caller)?))
     }
+
+    /// A token cancelled when the calling agent is removed — on this node or another —
+    /// for whatever it holds that is not a registered connection (a STOMP session, an
+    /// A2A stream, an MCP wait): it ends at once, not at its next request. Never
+    /// cancelled for a team key or the admin. Checked again once the token is held, so
+    /// a removal between the caller's authentication and now is not missed.
+    pub fn removal_signal(
+        &self,
+        caller: &Caller,
+    ) -> CoreResult<tokio_util::sync::CancellationToken> {
+        let Caller::Agent { agent, .. } = caller else {
+            return Ok(tokio_util::sync::CancellationToken::new());
+        };
+        let removal = self.hub().removal(*agent);
+        if self.acting_agent(caller).is_err() {
+            removal.cancel();
+            return Err(agent_removed());
+        }
+        Ok(removal)
+    }
+}
+
+/// What a wait answers once its agent was removed: its token no longer counts.
+fn agent_removed() -> CoreError {
+    CoreError::new(
+        switchboard_types::ErrorCode::Unauthorized,
+        "the agent was removed: its token no longer counts",
+    )
 }

@@ -157,6 +157,10 @@ pub struct Hub {
     /// Agents with live connections on other nodes (several nodes on one database):
     /// their transports and since when, as last heard (every second).
     elsewhere: RwLock<HashMap<AgentPk, (Vec<Route>, Timestamp)>>,
+    /// Cancelled when the agent is removed, for what is not a registered connection but
+    /// must end with the agent too: a STOMP session before it subscribes, an A2A stream,
+    /// an MCP wait or subscription. Made on first ask; gone with the removal.
+    removals: std::sync::Mutex<HashMap<AgentPk, tokio_util::sync::CancellationToken>>,
 }
 
 /// A registered connection: its outbox and lag flag. Dropping it unregisters.
@@ -225,7 +229,18 @@ impl Hub {
             signals: std::sync::Mutex::new(HashMap::new()),
             waiting: AtomicU64::new(0),
             elsewhere: RwLock::new(HashMap::new()),
+            removals: std::sync::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// A token cancelled when `agent_pk` is removed (see [`Hub::kick`]).
+    pub fn removal(&self, agent_pk: AgentPk) -> tokio_util::sync::CancellationToken {
+        self.removals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(agent_pk)
+            .or_default()
+            .clone()
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<AgentPk, AgentState>> {
@@ -278,12 +293,21 @@ impl Hub {
         })
     }
 
-    /// Ends every live connection of an agent (it was removed).
+    /// Ends every live connection of an agent (it was removed), and everything else
+    /// that waits on its [`Hub::removal`].
     pub fn kick(&self, agent_pk: AgentPk) {
         if let Some(state) = self.read().get(&agent_pk) {
             for conn in &state.conns {
                 conn.kicked.cancel();
             }
+        }
+        let removal = self
+            .removals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&agent_pk);
+        if let Some(removal) = removal {
+            removal.cancel();
         }
     }
 

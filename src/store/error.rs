@@ -82,6 +82,17 @@ impl StoreError {
         }
     }
 
+    /// Says that a write falls back to a slower path that isolates what failed: at
+    /// debug for a reused id or key (a client's doing; the client gets its 409), at warn
+    /// for anything else.
+    pub fn log_fallback(&self, fallback: &'static str, rows: usize) {
+        if self.is_conflict() {
+            tracing::debug!(rows, fallback, "a reused id or key in a shared write");
+        } else {
+            tracing::warn!(error = %self, rows, fallback, "a shared write failed");
+        }
+    }
+
     /// Whether the write failed for want of space (also inside a failed post).
     pub fn is_full(&self) -> bool {
         match self {

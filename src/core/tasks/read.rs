@@ -53,6 +53,7 @@ impl Core {
         let (team, me) = self.acting_agent(caller)?;
         let task_pk = self.load_task(team, me, task_id).await?.task.pk;
         let watch = self.hub().watch_task(task_pk);
+        let removed = self.removal_signal(caller)?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let woken = watch.notify().notified();
@@ -65,6 +66,14 @@ impl Core {
             }
             tokio::select! {
                 () = &mut woken => {}
+                // Its caller's token no longer counts: the follow (an A2A stream, a
+                // blocking send) ends now, not at the task's next change.
+                () = removed.cancelled() => {
+                    return Err(crate::core::CoreError::new(
+                        switchboard_types::ErrorCode::Unauthorized,
+                        "the agent was removed: its token no longer counts",
+                    ));
+                }
                 () = tokio::time::sleep_until(deadline) => return Ok(detail),
             }
         }

@@ -144,14 +144,7 @@ pub(super) async fn flush(
             Ok(())
         }
         Err(err) => {
-            if err.is_conflict() {
-                tracing::debug!(
-                    posts = posts.len(),
-                    "a reused key in a shared insert; writing posts one by one"
-                );
-            } else {
-                tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
-            }
+            err.log_fallback("posts one by one", posts.len());
             let undo = format!("ROLLBACK TO flush; RELEASE flush; {NOW_ALONE}");
             sqlx::raw_sql(sqlx::AssertSqlSafe(undo))
                 .execute(&mut *conn)

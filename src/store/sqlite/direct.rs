@@ -76,6 +76,19 @@ impl Direct {
     }
 }
 
+/// What a failed direct write means for the store: a reused id (a task's, an
+/// idempotency key's) is an ordinary outcome the sqlx path isolates, not damage.
+pub(super) fn store_error(e: rusqlite::Error) -> crate::store::StoreError {
+    match e {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            crate::store::StoreError::Conflict
+        }
+        e => crate::store::StoreError::Corrupt(format!("direct write: {e}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use sqlx::{Connection, Row, SqliteConnection};

@@ -238,17 +238,11 @@ impl Staging for PostStaging {
                 }
                 Err(err) => {
                     // Nothing committed: the sqlx path writes the batch, or isolates
-                    // the bad task or post. A reused id is a client's doing, not the
-                    // store's: said at debug, the client gets its 409.
-                    if err.is_conflict() {
-                        tracing::debug!(
-                            posts = self.posts.len(),
-                            tasks = self.tasks.len(),
-                            "a reused id in a direct write; writing through sqlx"
-                        );
-                    } else {
-                        tracing::warn!(error = %err, posts = self.posts.len(), tasks = self.tasks.len(), "direct write failed; writing through sqlx");
-                    }
+                    // the bad task or post.
+                    err.log_fallback(
+                        "the direct write, again through sqlx",
+                        self.posts.len() + self.tasks.len(),
+                    );
                     self.ids.forget();
                 }
             }
@@ -351,14 +345,7 @@ async fn flush_posts(conn: &mut SqliteConnection, ids: &mut IdCounters, posts: V
         match flush_together(conn, ids, chunk, Ends::Open).await {
             Ok(results) => fill(chunk, results),
             Err(err) => {
-                if err.is_conflict() {
-                    tracing::debug!(
-                        posts = chunk.len(),
-                        "a reused key in a shared insert; writing posts one by one"
-                    );
-                } else {
-                    tracing::warn!(error = %err, posts = chunk.len(), "shared insert failed; writing posts one by one");
-                }
+                err.log_fallback("posts one by one", chunk.len());
                 ids.forget();
                 if let Err(undo) = sqlx::raw_sql("ROLLBACK TO flush; RELEASE flush")
                     .execute(&mut *conn)
@@ -410,14 +397,7 @@ async fn flush_posts_and_commit(
                 .await
                 .is_ok()
             {
-                if err.is_conflict() {
-                    tracing::debug!(
-                        posts = posts.len(),
-                        "a reused key in a shared insert; writing posts one by one"
-                    );
-                } else {
-                    tracing::warn!(error = %err, posts = posts.len(), "shared insert failed; writing posts one by one");
-                }
+                err.log_fallback("posts one by one", posts.len());
                 one_by_one(conn, &posts).await;
                 sqlx::raw_sql("COMMIT").execute(&mut *conn).await?;
                 Ok(())
@@ -593,16 +573,9 @@ async fn flush_direct(
         }
         rows = Some(batch);
     }
-    direct.commit(&statements).map_err(|e| match e {
-        // A reused id (a task's, an idempotency key's): an ordinary outcome the sqlx
-        // path isolates, not damage.
-        rusqlite::Error::SqliteFailure(failure, _)
-            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            StoreError::Conflict
-        }
-        e => StoreError::Corrupt(format!("direct write: {e}")),
-    })?;
+    direct
+        .commit(&statements)
+        .map_err(super::direct::store_error)?;
     task_staging::written(tasks);
     Ok(rows.map(|r| ids.advance(r)).unwrap_or_default())
 }

@@ -203,7 +203,11 @@ async fn follow(
         let _ = armed.send(());
     }
     loop {
-        woken.as_mut().await;
+        tokio::select! {
+            () = woken.as_mut() => {}
+            // The agent was removed: its subscriptions end with it.
+            () = changes.removed() => return,
+        }
         // Armed before acting on this change, so a commit meanwhile is not missed.
         woken = Box::pin(changes.notified());
         woken.as_mut().enable();

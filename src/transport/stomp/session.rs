@@ -158,6 +158,9 @@ struct Session<'a, W: Wire> {
     /// The connection's place in its credential's count, and the bytes its transactions
     /// hold against the credential's buffer.
     hold: crate::core::sessions::SessionHold,
+    /// Cancelled when the connection's agent is removed (never for a bridge): the
+    /// session ends at once, subscribed or not.
+    removed: CancellationToken,
     out_tx: mpsc::Sender<Out>,
     out_rx: mpsc::Receiver<Out>,
     /// How often the server sends a heart-beat when otherwise silent (zero: never).
@@ -204,6 +207,14 @@ pub async fn serve<W: Wire>(
         place.pin();
     }
     let (version, identity, heart_beat, hold) = session;
+    let removed = match state.core.removal_signal(identity.caller()) {
+        Ok(removed) => removed,
+        Err(err) => {
+            finish(wire, End::from_core(err)).await;
+            metrics::gauge!("switchboard_stomp_connections").decrement(1.0);
+            return;
+        }
+    };
     let (out_tx, out_rx) = mpsc::channel(OUTBOX);
     let session_id = format!("stomp-{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
     let (team, who) = describe(&state, &identity);
@@ -218,6 +229,7 @@ pub async fn serve<W: Wire>(
         agents: HashSet::new(),
         transactions: HashMap::new(),
         hold,
+        removed,
         out_tx,
         out_rx,
         send_every: heart_beat.0,
@@ -247,6 +259,7 @@ impl<W: Wire> Session<'_, W> {
             let step = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Err(End::error("server shutting down")),
+                () = self.removed.cancelled() => Err(End::error("the agent was removed")),
                 Some(out) = self.out_rx.recv() => self.write_out(out).await,
                 () = sleep_until(heart_beat) => self.write(None).await,
                 () = sleep_until(idle) => {

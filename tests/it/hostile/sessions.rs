@@ -191,3 +191,110 @@ async fn mcp_sessions_are_capped_per_credential_and_bound_to_their_opener() {
     }
     app.stop().await;
 }
+
+/// Removing an agent ends everything it holds at once, on every transport: a STOMP
+/// connection that never subscribed, an A2A stream following a task, an MCP wait.
+/// (Before: the STOMP connection stayed until its next frame got 401, the A2A stream
+/// until the task's next event.)
+#[tokio::test]
+async fn a_removed_agent_loses_every_connection_at_once() {
+    let app = stomp_app(16).await;
+    let team = app.team("gone").await;
+    let doomed = app.agent(&team, "doomed", &[]).await;
+    app.agent(&team, "worker", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let (mut stomp, got) = stomp_connect(addr, &format!("passcode:{}\n", doomed.token)).await;
+    assert!(got.starts_with("CONNECTED"), "{got}");
+
+    let mut stream = following_a_task(&app, &doomed.token).await;
+    let waiting = waiting_over_mcp(&app, &doomed.token);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let removed_at = Instant::now();
+    app.delete("/v1/teams/gone/agents/doomed")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    let ended = read_until(&mut stomp, "removed").await;
+    assert!(
+        ended.contains("ERROR\nmessage:the agent was removed"),
+        "{ended:?}"
+    );
+    let mut rest = String::new();
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(5), stream.chunk())
+        .await
+        .expect("the stream ends at once")
+    {
+        rest.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(rest.contains("UNAUTHORIZED"), "{rest}");
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the wait ends at once")
+        .expect("joined");
+    assert!(waited.contains("UNAUTHORIZED"), "{waited}");
+    assert!(removed_at.elapsed() < Duration::from_secs(5));
+    app.stop().await;
+}
+
+/// An A2A stream of `token`'s agent following a task it gave, with its first event read.
+async fn following_a_task(app: &TestApp, token: &str) -> reqwest::Response {
+    let made = app
+        .post("/a2a/gone/worker")
+        .token(token)
+        .json(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "follow-me", "role": "ROLE_USER", "parts": [{"text": "work"}]},
+            "configuration": {"returnImmediately": true}}}),
+        )
+        .send()
+        .await
+        .expect_status(200);
+    let task_id = made.body["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let mut stream = reqwest::Client::new()
+        .post(format!("{}/a2a/gone/worker", app.base))
+        .bearer_auth(token)
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}}))
+        .send()
+        .await
+        .expect("the stream opens");
+    let first = stream
+        .chunk()
+        .await
+        .expect("reads")
+        .expect("the task's first event");
+    assert!(!first.is_empty());
+    stream
+}
+
+/// An MCP `wait_for_messages` of a minute by `token`'s agent, under way.
+fn waiting_over_mcp(app: &TestApp, token: &str) -> tokio::task::JoinHandle<String> {
+    let base = app.base.clone();
+    let token = token.to_owned();
+    tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{base}/mcp"))
+            .bearer_auth(&token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "wait_for_messages")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "wait_for_messages", "arguments": {"timeout_ms": 60000},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}),
+            )
+            .send()
+            .await
+            .expect("answered")
+            .text()
+            .await
+            .expect("a body")
+    })
+}

@@ -97,8 +97,23 @@ pub async fn run_in(app: &TestApp, script: &str, dir: Option<&Path>) -> String {
     if let Some(dir) = dir {
         command.current_dir(dir);
     }
-    let out = command.output().await.expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // What the script printed goes to a file, so a walkthrough that hangs (a reader's
+    // shell would wait for ever) fails with what it got as far as.
+    let printed = tempfile::NamedTempFile::new().expect("a file for the output");
+    let stdout_file = printed.reopen().expect("reopened");
+    command
+        .stdout(std::process::Stdio::from(stdout_file))
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let child = command.spawn().expect("bash runs");
+    let out = match tokio::time::timeout(WALKTHROUGH_TIME, child.wait_with_output()).await {
+        Ok(out) => out.expect("bash ran"),
+        Err(_) => panic!(
+            "the walkthrough did not end in {WALKTHROUGH_TIME:?}; it printed:\n{}",
+            std::fs::read_to_string(printed.path()).unwrap_or_default()
+        ),
+    };
+    let stdout = std::fs::read_to_string(printed.path()).expect("the output");
     assert!(
         out.status.success(),
         "walkthrough failed ({}):\nstdout:\n{stdout}\nstderr:\n{}",
@@ -107,6 +122,9 @@ pub async fn run_in(app: &TestApp, script: &str, dir: Option<&Path>) -> String {
     );
     stdout
 }
+
+/// The longest a walkthrough may take before its test gives up on it.
+const WALKTHROUGH_TIME: std::time::Duration = std::time::Duration::from_secs(180);
 
 /// The JSON objects a script printed, one per line.
 pub fn printed_json(stdout: &str) -> Vec<Value> {
