@@ -59,7 +59,8 @@ impl Core {
         };
         let (counts, slice) = store.read_inbox(me.pk, &filter, page).await?;
         let mut items = slice.items;
-        let next_cursor = if items.len() as i64 > limit {
+        // More follow when the page read past `limit`, or stopped at its byte bound.
+        let next_cursor = if items.len() as i64 > limit || slice.cut {
             items.truncate(limit as usize);
             items
                 .last()
@@ -102,9 +103,13 @@ impl Core {
         connection: &Connection,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<(i64, Option<String>)>> {
-        self.inbox_items_after(connection.agent(), after, limit)
-            .await?
+    ) -> CoreResult<ReplayPage<(i64, Option<String>)>> {
+        let page = self
+            .inbox_items_after(connection.agent(), after, limit)
+            .await?;
+        let more = page.more;
+        let items = page
+            .items
             .into_iter()
             .map(|item| {
                 let seq = item.entry.seq;
@@ -122,29 +127,41 @@ impl Core {
                 })?;
                 Ok((seq, Some(frame)))
             })
-            .collect()
+            .collect::<CoreResult<Vec<_>>>()?;
+        Ok(ReplayPage { items, more })
     }
+}
+
+/// A page of a replay, and whether entries follow it.
+pub struct ReplayPage<T> {
+    pub items: Vec<T>,
+    pub more: bool,
 }
 
 impl Core {
     /// The agent's inbox entries after sequence number `after`, oldest first, at most
-    /// `limit`, unfiltered: what every replay (WebSocket, STOMP) reads.
+    /// `limit` (fewer when their weight reached `MAX_PAGE_BYTES`), unfiltered: what every
+    /// replay (WebSocket, STOMP) reads. `more` says whether entries follow: a replay goes
+    /// on until it is false, never judging by the page's length.
     pub(super) async fn inbox_items_after(
         &self,
         agent: AgentPk,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<InboxItem>> {
+    ) -> CoreResult<ReplayPage<InboxItem>> {
         let page = InboxPageSpec {
             order: SortOrder::OldestFirst,
             after: Some(after),
-            limit,
+            limit: limit + 1,
         };
         let slice = self
             .store()
             .list_inbox(agent, &InboxFilter::default(), page)
             .await?;
-        Ok(slice.items)
+        let mut items = slice.items;
+        let more = slice.cut || items.len() as i64 > limit;
+        items.truncate(usize::try_from(limit).unwrap_or(0));
+        Ok(ReplayPage { items, more })
     }
 }
 

@@ -152,7 +152,7 @@ impl Core {
         connection: &Connection,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<(i64, Option<String>)>> {
+    ) -> CoreResult<super::inbox::ReplayPage<(i64, Option<String>)>> {
         self.inbox_after(connection, after, limit).await
     }
 

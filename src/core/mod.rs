@@ -38,6 +38,8 @@ pub mod tasks;
 mod teams;
 pub mod waiting;
 
+pub use inbox::ReplayPage;
+
 use std::sync::Arc;
 
 pub use auth::Caller;

@@ -274,16 +274,22 @@ impl Core {
         connection: &Connection,
         after: i64,
         limit: i64,
-    ) -> CoreResult<Vec<MessageView>> {
-        Ok(self
+    ) -> CoreResult<super::inbox::ReplayPage<MessageView>> {
+        let page = self
             .inbox_items_after(connection.agent(), after, limit)
-            .await?
+            .await?;
+        let items = page
+            .items
             .into_iter()
             .map(|item| {
                 let read = item.entry.read_at.is_some();
                 let seq = item.entry.seq;
                 self.view(item.message, Some(seq), read, Some(item.entry.news))
             })
-            .collect())
+            .collect();
+        Ok(super::inbox::ReplayPage {
+            items,
+            more: page.more,
+        })
     }
 }

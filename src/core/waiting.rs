@@ -58,7 +58,7 @@ impl Core {
             let woken = watch.notify().notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let items = self.inbox_items_after(me.pk, after, limit).await?;
+            let items = self.inbox_items_after(me.pk, after, limit).await?.items;
             if let Some(last) = items.last() {
                 let next_after_seq = last.entry.seq;
                 let messages = items

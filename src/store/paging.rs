@@ -2,7 +2,7 @@
 //! on every engine: which filters the kept counters answer, the windows of sequence
 //! numbers the others are counted and paged in, and the window of the team metrics.
 
-use switchboard_types::messages::SortOrder;
+use switchboard_types::messages::{MAX_PAGE_BYTES, SortOrder};
 
 use super::records::{InboxCounts, InboxFilter};
 
@@ -119,3 +119,27 @@ impl Window {
 
 /// Most responses the team metrics' response times are taken over (the newest).
 pub const LATENCY_WINDOW: i64 = 10_000;
+
+/// What keeps a page of the inbox within [`MAX_PAGE_BYTES`] while its rows are read one
+/// at a time (never all of a page's rows in memory first: 100 messages of 1 MB each made
+/// one answer of 100 MB, and eight such reads took 1.8 GB). A page holds at least one
+/// entry, whatever it weighs.
+#[derive(Default)]
+pub(crate) struct PageBytes {
+    bytes: usize,
+    /// The page stopped for its weight with rows left.
+    pub cut: bool,
+}
+
+impl PageBytes {
+    /// Whether a row of `weight` bytes still fits after `taken` rows; once one does not,
+    /// the page ends there.
+    pub fn admit(&mut self, weight: usize, taken: usize) -> bool {
+        if taken > 0 && self.bytes.saturating_add(weight) > MAX_PAGE_BYTES {
+            self.cut = true;
+            return false;
+        }
+        self.bytes = self.bytes.saturating_add(weight);
+        true
+    }
+}

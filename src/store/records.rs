@@ -313,6 +313,9 @@ pub struct InboxSlice {
     /// inbox ended: the next page starts after this sequence number, even if this one
     /// holds fewer entries than asked for (or none).
     pub resume_after: Option<i64>,
+    /// Set when the page stopped at `MAX_PAGE_BYTES` with entries left: more follow
+    /// after its last entry.
+    pub cut: bool,
 }
 
 /// Where to start a page of the inbox and which way to go.

@@ -220,9 +220,10 @@ impl Content {
         }
     }
 
-    /// The text and the attachments against their limits.
+    /// The text, the data and the attachments against their limits.
     pub fn validate(&self) -> Result<(), ErrorBody> {
         check_message_text("content.text", &self.text, MAX_TEXT)?;
+        check_data_size("content.data", &self.data)?;
         if self.attachments.len() > MAX_ATTACHMENTS {
             return Err(ErrorBody::new(
                 ErrorCode::MessageTooLong,
@@ -579,3 +580,6 @@ pub struct MessageDetail {
 
 #[cfg(test)]
 mod tests;
+mod weight;
+
+pub use weight::{MAX_DATA_BYTES, MAX_PAGE_BYTES, check_data_size};

@@ -465,6 +465,7 @@ impl TaskRequest {
             check_id("task_id", id)?;
         }
         check_message_text("description", &self.description, MAX_TASK_TEXT)?;
+        crate::messages::check_data_size("data", &self.data)?;
         clean_capabilities(
             "required_capabilities",
             self.required_capabilities.clone(),

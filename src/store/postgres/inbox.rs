@@ -4,6 +4,8 @@
 //! [`COUNT_WINDOW`] entries, and any other filter is counted and paged within windows of
 //! sequence numbers, so no request costs as much as the inbox is large.
 
+use crate::store::paging::PageBytes;
+use futures_util::TryStreamExt;
 use std::collections::HashMap;
 
 use sqlx::postgres::{PgConnection, PgExecutor};
@@ -224,23 +226,30 @@ async fn page_of(
         SortOrder::OldestFirst => " ORDER BY i.seq ASC",
     });
     q.push(" LIMIT ").push_bind(limit);
-    let rows = q.build().fetch_all(&mut *conn).await?;
-    let items = rows
-        .iter()
-        .map(|row| {
-            Ok(InboxItem {
-                entry: InboxEntry {
-                    seq: row.int("seq")?,
-                    read_at: row.opt_time("read_at")?,
-                    news: row.flag("news")?,
-                },
-                message: message(row)?,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut rows = q.build().fetch(&mut *conn);
+    let mut items = Vec::new();
+    let mut bytes = PageBytes::default();
+    while let Some(row) = rows.try_next().await? {
+        let weight = row.try_get::<&str, _>("content")?.len()
+            + row
+                .try_get::<Option<&str>, _>("instruct_content")?
+                .map_or(0, str::len);
+        if !bytes.admit(weight, items.len()) {
+            break;
+        }
+        items.push(InboxItem {
+            entry: InboxEntry {
+                seq: row.int("seq")?,
+                read_at: row.opt_time("read_at")?,
+                news: row.flag("news")?,
+            },
+            message: message(&row)?,
+        });
+    }
     Ok(InboxSlice {
         items,
         resume_after: window.and_then(|w| w.resume_after),
+        cut: bytes.cut,
     })
 }
 

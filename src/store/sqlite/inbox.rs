@@ -1,5 +1,7 @@
 //! Inbox queries: one agent's entries, filtered and paged, and a team's counts.
 
+use crate::store::paging::PageBytes;
+use futures_util::TryStreamExt;
 use std::collections::HashMap;
 
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
@@ -263,25 +265,32 @@ async fn page_of(
         SortOrder::OldestFirst => " ORDER BY i.seq ASC",
     });
     q.push(" LIMIT ").push_bind(limit);
-    let rows = q.build().fetch_all(&mut *conn).await?;
-    let items = rows
-        .iter()
-        .map(|row| {
-            Ok(InboxItem {
-                entry: InboxEntry {
-                    seq: row.try_get("seq")?,
-                    read_at: row
-                        .try_get::<Option<i64>, _>("read_at")?
-                        .map(Timestamp::from_micros),
-                    news: row.try_get::<i64, _>("news")? != 0,
-                },
-                message: message_from_row(row)?,
-            })
-        })
-        .collect::<Result<Vec<_>, StoreError>>()?;
+    let mut rows = q.build().fetch(&mut *conn);
+    let mut items = Vec::new();
+    let mut bytes = PageBytes::default();
+    while let Some(row) = rows.try_next().await? {
+        let weight = row.try_get::<&str, _>("content")?.len()
+            + row
+                .try_get::<Option<&str>, _>("instruct_content")?
+                .map_or(0, str::len);
+        if !bytes.admit(weight, items.len()) {
+            break;
+        }
+        items.push(InboxItem {
+            entry: InboxEntry {
+                seq: row.try_get("seq")?,
+                read_at: row
+                    .try_get::<Option<i64>, _>("read_at")?
+                    .map(Timestamp::from_micros),
+                news: row.try_get::<i64, _>("news")? != 0,
+            },
+            message: message_from_row(&row)?,
+        });
+    }
     Ok(InboxSlice {
         items,
         resume_after: window.and_then(|w| w.resume_after),
+        cut: bytes.cut,
     })
 }
 

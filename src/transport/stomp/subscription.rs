@@ -190,11 +190,10 @@ impl Subscription {
                     return Err(Stop);
                 }
             };
-            let full = page.len() as i64 == PAGE;
-            for view in &page {
+            for view in &page.items {
                 self.deliver(view).await?;
             }
-            if !full {
+            if !page.more {
                 return Ok(());
             }
         }

@@ -393,8 +393,8 @@ impl Live<'_> {
     async fn catch_up(&mut self) -> Result<(), End> {
         let mut page = read_page(&self.session.core, self.conn, self.last_sent).await?;
         loop {
-            let full = page.len() as i64 == REPLAY_PAGE;
-            let next_after = page.last().map_or(self.last_sent, |(seq, _)| *seq);
+            let full = page.more;
+            let next_after = page.items.last().map_or(self.last_sent, |(seq, _)| *seq);
             let core = &self.session.core;
             let conn = &*self.conn;
             let next = async {
@@ -408,7 +408,7 @@ impl Live<'_> {
             let last_sent = &mut self.last_sent;
             let limit = self.session.ping_interval;
             let write = async {
-                for (seq, frame) in page {
+                for (seq, frame) in page.items {
                     // Fed, not sent: the page goes out in as few writes as the buffer allows.
                     if let Some(frame) = frame {
                         timed(limit, socket.feed(Message::Text(frame.into()))).await?;
@@ -445,7 +445,7 @@ async fn read_page(
     core: &Core,
     conn: &Connection,
     after: i64,
-) -> Result<Vec<(i64, Option<String>)>, End> {
+) -> Result<crate::core::ReplayPage<(i64, Option<String>)>, End> {
     core.replay_page(conn, after, REPLAY_PAGE)
         .await
         .map_err(|err| {

@@ -103,3 +103,70 @@ async fn elsewhere_than_bodies(app: &TestApp, a: &crate::support::Agent) {
         .expect_status(200);
     assert_eq!(a2a.body["error"]["code"], -32602, "{}", a2a.body);
 }
+
+/// What one answer may weigh: a page of the inbox stops at 4 MiB of messages and says
+/// so with `next_cursor` (100 messages of 1 MB made one answer of 100 MB, and eight such
+/// reads took 1.8 GB), following it reaches every entry once, a replay over the
+/// WebSocket carries them all, and a message's data weighs at most 2 MiB whatever the
+/// body limit allows.
+#[tokio::test]
+async fn pages_and_messages_have_a_weight_bound() {
+    let app = TestApp::start_with(|c| c.max_body_bytes = 4 * 1024 * 1024).await;
+    let team = app.team("heavy").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let blob = "w".repeat(900 * 1000);
+    for i in 0..10 {
+        app.send_with(
+            &a,
+            json!({"recipient_agent_ids": ["b"], "content": {"text": format!("heavy {i}"), "data": {"blob": blob}}}),
+        )
+        .await
+        .expect_status(201);
+    }
+    let mut seen = Vec::new();
+    let mut query = "?limit=100&sort_order=oldest_first".to_owned();
+    loop {
+        let page = app
+            .get(&format!("/v1/messages{query}"))
+            .token(&b.token)
+            .send()
+            .await
+            .expect_status(200);
+        let size = page.body.to_string().len();
+        assert!(size < 5 * 1024 * 1024, "a page of {size} bytes");
+        let messages = page.body["messages"].as_array().expect("messages").clone();
+        assert!(
+            !messages.is_empty() && messages.len() < 10,
+            "{} on a page",
+            messages.len()
+        );
+        seen.extend(
+            messages
+                .iter()
+                .map(|m| m["content"]["text"].as_str().unwrap_or_default().to_owned()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => query = format!("?limit=100&sort_order=oldest_first&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..10).map(|i| format!("heavy {i}")).collect();
+    assert_eq!(seen, expected);
+
+    let (_, replayed, seq) = app.ws_caught_up(&b, "?since=0").await;
+    assert_eq!(
+        replayed.len(),
+        10,
+        "the replay crosses the byte bound's pages"
+    );
+    assert_eq!(seq, 10);
+
+    let too_much = "z".repeat(2 * 1024 * 1024 + 1);
+    let refused = app
+        .send_with(&a, json!({"recipient_agent_ids": ["b"], "content": {"text": "t", "data": {"blob": too_much}}}))
+        .await
+        .expect_error(400, "MESSAGE_TOO_LONG");
+    assert_eq!(refused.body["details"]["field"], "content.data");
+    app.stop().await;
+}
