@@ -167,7 +167,11 @@ impl Core {
 
 /// Where a page starts: after `after_seq` (oldest first only) or a cursor, not both.
 fn start_of_page(query: &InboxQuery, order: SortOrder) -> CoreResult<Option<i64>> {
-    match (query.after_seq, query.cursor.as_deref()) {
+    // `cursor=` (empty) is no cursor: the first page.
+    match (
+        query.after_seq,
+        query.cursor.as_deref().filter(|c| !c.is_empty()),
+    ) {
         (Some(_), Some(_)) => Err(CoreError::validation(
             "after_seq",
             "give after_seq or cursor, not both",

@@ -131,7 +131,12 @@ def run_schemathesis(base, world, label, caller, token, seconds):
         "--warnings", "off",
     ]
     print(f"\n=== schemathesis as {label} ({seconds}s) ===", flush=True)
-    return subprocess.run(command, env=env, cwd=ROOT).returncode
+    # schemathesis keeps a crash cache (.schemathesis/) in its working directory and
+    # replays it on the next run: keep it under target/, out of the repository and out
+    # of a fresh clone's verdict.
+    scratch = os.path.join(ROOT, "target", "spec-fuzz")
+    os.makedirs(scratch, exist_ok=True)
+    return subprocess.run(command, env=env, cwd=scratch).returncode
 
 
 def main():

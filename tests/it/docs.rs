@@ -60,6 +60,16 @@ fn every_operation_is_documented_with_security_and_error_bodies() {
                     "{method} {path} lacks 401"
                 );
             }
+            // A task reference may be malformed (400) or name several of the caller's
+            // tasks (409 CONFLICT): every operation that takes one says so.
+            if path.contains("{task_id}") {
+                for status in ["400", "409"] {
+                    assert!(
+                        op["responses"].get(status).is_some(),
+                        "{method} {path} lacks {status} for its task reference"
+                    );
+                }
+            }
         }
     }
 }
@@ -239,5 +249,36 @@ fn stated_patterns_agree_with_the_validation() {
             _,
         > = serde_json::from_value(serde_json::json!(query));
         assert_eq!(decoded.is_ok(), valid, "decoder disagrees on {query:?}");
+    }
+    the_text_and_base64_patterns_agree_with_the_validation();
+}
+
+/// A text the pattern calls non-blank is one the validation keeps (schemathesis found
+/// `"\u0085"`), and a base64 string the pattern allows is one the decoder takes
+/// (schemathesis found "invalid base64" the document allowed).
+fn the_text_and_base64_patterns_agree_with_the_validation() {
+    use base64::Engine;
+    let not_blank = regex::Regex::new(switchboard_types::openapi::NOT_BLANK).expect("pattern");
+    for text in [
+        "a", " a ", "\u{85}", " \u{85} ", "\u{feff}", "\u{a0}", "\t\n", "\u{2028}", "é",
+    ] {
+        assert_eq!(
+            not_blank.is_match(text),
+            !text.trim().is_empty(),
+            "{text:?}"
+        );
+    }
+    let base64 = regex::Regex::new(switchboard_types::openapi::BASE64_PATTERN).expect("pattern");
+    for text in [
+        "", "QQ==", "QUI=", "QUJD", "AB==", "QR==", "QUJ=", "Q", "QQ", "QQ=", "QQ===", "Q===",
+        "QUJD=", "QU=D", "Q\nQ=", "+/+/", "-_-_",
+    ] {
+        assert_eq!(
+            base64.is_match(text),
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .is_ok(),
+            "{text:?}"
+        );
     }
 }

@@ -66,6 +66,18 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for CommaList<T> {
     }
 }
 
+/// For a field of a body that must change something (a PATCH): absent is `None` (with
+/// `#[serde(default)]`), `null` is refused. Taking `null` for "absent" let a body of
+/// nulls only pass the document's `minProperties` and then fail the "at least one
+/// field" rule; now the document says what is accepted (the field is not nullable).
+pub fn no_null<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
+}
+
 /// Decodes an already parsed JSON value into `T`, naming the field on failure (strict,
 /// as [`decode_json`]).
 pub fn decode_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ErrorBody> {

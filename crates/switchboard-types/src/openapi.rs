@@ -31,8 +31,18 @@ use crate::validate::{CapabilityLimits, MAX_IDEMPOTENCY_KEY};
 pub const ID_PATTERN: &str =
     r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]*|\.[A-Za-z0-9_-][A-Za-z0-9._-]*|\.\.[A-Za-z0-9._-]+)$";
 
+/// Canonical standard base64, as the decoder takes it: whole quanta, `=` padding only
+/// at the end, and no stray bits in the last character before it ("AB==" is not).
+pub const BASE64_PATTERN: &str =
+    r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
+
 /// Text the validation trims before checking emptiness: at least one non-space.
-const NOT_BLANK: &str = r"\S";
+///
+/// Exactly what the validation's `trim` keeps, in a pattern ECMA-262 (the document's
+/// readers) and Rust's regex read alike: their `\s` differ by U+0085, which Rust
+/// trims and ECMA keeps, and U+FEFF, which ECMA's matches and Rust keeps (schemathesis
+/// sent `"\u0085"` as a question, which the document allowed and the server refused).
+pub const NOT_BLANK: &str = r"[^\s\u0085]|\ufeff";
 
 /// What the server enforces on one field or parameter.
 #[derive(Debug, Clone, Copy)]
@@ -350,7 +360,7 @@ fn apply_scalar(object: &mut Object, rule: &Rule) -> bool {
             object,
             0,
             bytes.div_ceil(3) * 4,
-            Some("^[A-Za-z0-9+/]*={0,2}$".into()),
+            Some(BASE64_PATTERN.into()),
         ),
         Rule::IdempotencyKey => text(object, 1, MAX_IDEMPOTENCY_KEY, Some("^[!-~]+$".into())),
         Rule::CommaList(values) => {

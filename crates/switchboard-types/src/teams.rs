@@ -75,12 +75,20 @@ pub struct TeamView {
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateTeam {
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub name: Option<String>,
     /// Switches sending off (or on) for every member of the team.
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub communication_enabled: Option<bool>,
     /// Whether a STOMP team bridge registers unknown agents on first subscription.
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub stomp_auto_register: Option<bool>,
     /// Replaces the team's retention (every field: absent or `null` follows the server).
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retention: Option<Retention>,
 }
 

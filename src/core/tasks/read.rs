@@ -87,9 +87,11 @@ impl Core {
     ) -> CoreResult<TaskList> {
         let (_, me) = self.acting_agent(caller)?;
         let limit = page_size(query.limit)?;
+        // `cursor=` (empty) is no cursor: the first page.
         let before = query
             .cursor
             .as_deref()
+            .filter(|c| !c.is_empty())
             .map(cursor::decode_task)
             .transpose()?;
         let spec = TaskListSpec {

@@ -83,12 +83,14 @@ async fn list_tasks(
 /// A task with its full history and callback deliveries (its originator and any
 /// assignee, past or present).
 #[utoipa::path(get, path = "/v1/tasks/{task_id}", tag = "tasks", security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The task's id")),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     responses(
         (status = 200, description = "The task", body = TaskDetail),
+        (status = 400, description = "VALIDATION_ERROR: the task reference is not `id` or `id@originator`", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: not an agent token", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND (also for tasks the caller is no party to)", body = ErrorBody),
+        (status = 409, description = "CONFLICT: the id names several tasks the caller takes part in; name one as `id@originator`", body = ErrorBody),
     ))]
 async fn get_task(
     State(state): State<HttpState>,
@@ -104,7 +106,7 @@ async fn get_task(
 /// originator, the old and the new assignee get a `HandoffNotification`. An open
 /// clarification is dropped.
 #[utoipa::path(post, path = "/v1/tasks/{task_id}/handoff", tag = "tasks", security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The task's id")),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     request_body = Handoff,
     responses(
         (status = 200, description = "Handed off", body = TaskUpdated),
@@ -112,7 +114,7 @@ async fn get_task(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: the caller is neither assignee nor originator; COMMUNICATION_DISABLED", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND or AGENT_NOT_FOUND (new_agent_id)", body = ErrorBody),
-        (status = 409, description = "INVALID_TASK_TRANSITION (finished task, same assignee) or NO_SUITABLE_AGENT (the new agent does not accept tasks)", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id; name it `id@originator`) or INVALID_TASK_TRANSITION (finished task, same assignee) or NO_SUITABLE_AGENT (the new agent does not accept tasks)", body = ErrorBody),
     ))]
 async fn handoff(
     State(state): State<HttpState>,
@@ -134,7 +136,7 @@ async fn handoff(
 /// Ask the originator a question (the assignee); the task becomes `input-required` and
 /// the originator gets a `ClarificationRequest` with its `clarification_id`.
 #[utoipa::path(post, path = "/v1/tasks/{task_id}/clarifications", tag = "tasks", security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The task's id")),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     request_body = Clarify,
     responses(
         (status = 201, description = "Asked; task.open_clarification holds the id", body = TaskUpdated),
@@ -142,7 +144,7 @@ async fn handoff(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: only the assignee asks", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "INVALID_TASK_TRANSITION: a question is open, or the task is finished", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id; name it `id@originator`) or INVALID_TASK_TRANSITION: a question is open, or the task is finished", body = ErrorBody),
     ))]
 async fn clarify(
     State(state): State<HttpState>,
@@ -166,7 +168,7 @@ async fn clarify(
 /// task resumes, and the assignee gets a `ClarificationResponse`.
 #[utoipa::path(post, path = "/v1/tasks/{task_id}/clarifications/{clarification_id}/answer", tag = "tasks", security(("bearer" = [])),
     params(
-        ("task_id" = String, Path, description = "The task's id"),
+        ("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks"),
         ("clarification_id" = String, Path, description = "The open question's id"),
     ),
     request_body = Answer,
@@ -176,7 +178,7 @@ async fn clarify(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: only the originator answers", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "INVALID_TASK_TRANSITION: no such open question, or the task is finished", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id; name it `id@originator`) or INVALID_TASK_TRANSITION: no such open question, or the task is finished", body = ErrorBody),
     ))]
 async fn answer(
     State(state): State<HttpState>,
@@ -200,7 +202,7 @@ async fn answer(
 /// Report progress (`in-progress`) or the result (`success`, `failed`) (the assignee);
 /// the originator gets each `TaskResponse`.
 #[utoipa::path(post, path = "/v1/tasks/{task_id}/result", tag = "tasks", security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The task's id")),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     request_body = TaskResult,
     responses(
         (status = 200, description = "Recorded", body = TaskUpdated),
@@ -208,7 +210,7 @@ async fn answer(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: only the assignee reports", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "INVALID_TASK_TRANSITION: the task is finished (or waits for an answer, for progress)", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id; name it `id@originator`) or INVALID_TASK_TRANSITION: the task is finished (or waits for an answer, for progress)", body = ErrorBody),
     ))]
 async fn report(
     State(state): State<HttpState>,
@@ -231,7 +233,7 @@ async fn report(
 /// Cancel the task (the originator); the assignee gets a failed `TaskResponse` with
 /// `result_data.canceled: true`.
 #[utoipa::path(post, path = "/v1/tasks/{task_id}/cancel", tag = "tasks", security(("bearer" = [])),
-    params(("task_id" = String, Path, description = "The task's id")),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     request_body = Cancel,
     responses(
         (status = 200, description = "Canceled", body = TaskUpdated),
@@ -239,7 +241,7 @@ async fn report(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
         (status = 403, description = "FORBIDDEN: only the originator cancels", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND", body = ErrorBody),
-        (status = 409, description = "INVALID_TASK_TRANSITION: the task is finished", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id; name it `id@originator`) or INVALID_TASK_TRANSITION: the task is finished", body = ErrorBody),
     ))]
 async fn cancel(
     State(state): State<HttpState>,

@@ -170,3 +170,71 @@ async fn pages_and_messages_have_a_weight_bound() {
     assert_eq!(refused.body["details"]["field"], "content.data");
     app.stop().await;
 }
+
+/// What the OpenAPI document promises, the decoder keeps (each found by schemathesis):
+/// a PATCH field is absent or a value, never `null` (a body of nulls passed the
+/// document's `minProperties` and then failed "at least one field"); a number without a
+/// fraction is an integer, as JSON Schema counts; an empty `cursor=` is the first page.
+#[tokio::test]
+async fn the_decoder_keeps_what_the_document_promises() {
+    let app = TestApp::start().await;
+    let team = app.team("doc").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+
+    for (path, token, body, field) in [
+        (
+            "/v1/teams/doc/agents/a",
+            &a.token,
+            json!({"role": null}),
+            "role",
+        ),
+        (
+            "/v1/teams/doc/agents/a",
+            &a.token,
+            json!({"watch": null}),
+            "watch",
+        ),
+        ("/v1/teams/doc", &team.key, json!({"name": null}), "name"),
+        (
+            "/v1/teams/doc",
+            &team.key,
+            json!({"retention": null}),
+            "retention",
+        ),
+    ] {
+        app.patch(path)
+            .token(token)
+            .json(body)
+            .send()
+            .await
+            .expect_invalid(field);
+    }
+
+    let res = app
+        .patch("/v1/teams/doc")
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 3600.0}}))
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(res.body["retention"]["read_messages_seconds"], 3600);
+    app.patch("/v1/teams/doc")
+        .token(&team.key)
+        .json(json!({"retention": {"read_messages_seconds": 3600.5}}))
+        .send()
+        .await
+        .expect_invalid("retention.read_messages_seconds");
+
+    app.send(&a, &[&b], "first").await;
+    let page = app.inbox(&b, "?cursor=").await.expect_status(200);
+    assert_eq!(page.body["messages"].as_array().map(Vec::len), Some(1));
+    let tasks = app
+        .get("/v1/tasks?cursor=")
+        .token(&b.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert!(tasks.body["tasks"].is_array(), "{}", tasks.body);
+    app.stop().await;
+}

@@ -220,30 +220,49 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Expect<V> {
     forward_visits! {
         visit_bool(bool), visit_i8(i8), visit_i16(i16), visit_i32(i32), visit_i64(i64),
         visit_i128(i128), visit_u8(u8), visit_u16(u16), visit_u32(u32), visit_u64(u64),
-        visit_u128(u128), visit_f32(f32), visit_f64(f64),
+        visit_u128(u128), visit_f32(f32),
         visit_bytes(&[u8]), visit_borrowed_bytes(&'de [u8]), visit_byte_buf(Vec<u8>),
+    }
+
+    /// JSON Schema counts `6203.0` as an integer, and the OpenAPI document says
+    /// "integer": where one is expected, a number without a fraction (in range) is one.
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+        if v.is_finite() && v.fract() == 0.0 {
+            match self.expected {
+                "an integer" if v >= i64::MIN as f64 && v < i64::MAX as f64 => {
+                    return self.inner.visit_i64(v as i64).map_err(in_json_words);
+                }
+                "a non-negative integer" if v >= 0.0 && v < u64::MAX as f64 => {
+                    #[allow(clippy::cast_sign_loss)]
+                    return self.inner.visit_u64(v as u64).map_err(in_json_words);
+                }
+                _ => {}
+            }
+        }
+        self.inner.visit_f64(v).map_err(in_json_words)
     }
 
     fn visit_char<E: de::Error>(self, v: char) -> Result<Self::Value, E> {
         if v == '\0' {
             return Err(nul());
         }
-        self.inner.visit_char(v)
+        self.inner.visit_char(v).map_err(in_json_words)
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
         refuse_nul(v)?;
-        self.inner.visit_str(v)
+        self.inner.visit_str(v).map_err(in_json_words)
     }
 
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
         refuse_nul(v)?;
-        self.inner.visit_borrowed_str(v)
+        self.inner.visit_borrowed_str(v).map_err(in_json_words)
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
         refuse_nul(&v)?;
-        self.inner.visit_string(v)
+        self.inner.visit_string(v).map_err(in_json_words)
     }
 
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
