@@ -24,7 +24,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
-use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
 pub use error::StoreError;
@@ -33,7 +32,7 @@ use records::{
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
     PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency,
-    ResponseRow, SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite,
     TeamRecord, TeamSecret,
 };
 use remotes::RemoteAgentRecord;
@@ -186,9 +185,8 @@ impl Store {
         /// first (a few at most): task ids are unique per originator, so one id may name
         /// several tasks a viewer takes part in.
         fn find_task(&self, team: TeamPk, task_id: &str, viewer: AgentPk) -> Vec<TaskRecord>;
-        /// The task's history, oldest first.
-        fn task_events(&self, task: TaskPk) -> Vec<TaskEventRecord>;
-        fn task_callbacks(&self, task: TaskPk) -> Vec<CallbackDelivery>;
+        /// The task with its history and callbacks, in one snapshot.
+        fn task_snapshot(&self, task: TaskPk) -> Option<TaskSnapshot>;
         /// One page of the agent's tasks, newest first.
         fn list_tasks(&self, agent: AgentPk, spec: &TaskListSpec) -> Vec<TaskRecord>;
         fn callback_secret(&self, team: TeamPk) -> Option<TeamSecret>;
@@ -209,8 +207,6 @@ impl Store {
         /// The task's webhooks, oldest first.
         fn task_webhooks(&self, task: TaskPk) -> Vec<WebhookRecord>;
         fn webhook(&self, pk: i64) -> Option<WebhookRecord>;
-        /// A task by its key, with its history.
-        fn task_with_events(&self, task: TaskPk) -> Option<(TaskRecord, Vec<TaskEventRecord>)>;
         /// Adds a webhook to a task (or replaces the one of the same id), with the
         /// task's entries after `replay_after` queued to it.
         fn put_webhook(&self, webhook: WebhookRecord, replay_after: Option<i64>) -> ();

@@ -507,6 +507,19 @@ pub struct TaskRecord {
     pub updated_at: Timestamp,
 }
 
+/// A task as of one moment: its row, its history and its callbacks, read in one
+/// snapshot. Read apart, a change committed between the reads gave a status older than
+/// the history beside it, and a waiter that took the history's newest entry as its cursor
+/// then waited for a change that had already happened (A2A `SendMessage` hung 60 s).
+#[derive(Debug, Clone)]
+pub struct TaskSnapshot {
+    pub task: TaskRecord,
+    /// Oldest first.
+    pub events: Vec<TaskEventRecord>,
+    /// Callbacks to the task's `callback_url`, oldest first.
+    pub callbacks: Vec<CallbackDelivery>,
+}
+
 /// An entry of a task's history.
 #[derive(Debug, Clone)]
 pub struct TaskEventRecord {

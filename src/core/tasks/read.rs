@@ -18,13 +18,22 @@ impl Core {
     ) -> CoreResult<TaskDetail> {
         let (team, me) = self.acting_agent(caller)?;
         let l = self.load_task(team, me, task_id).await?;
-        let events = self.store().task_events(l.task.pk).await?;
-        let callbacks = self.store().task_callbacks(l.task.pk).await?;
+        // The row, history and callbacks of one moment: a status never older than the
+        // history beside it (a follower takes the newest entry as its cursor).
+        let snapshot = self
+            .store()
+            .task_snapshot(l.task.pk)
+            .await?
+            .ok_or_else(|| super::task_not_found(task_id))?;
         Ok(TaskDetail {
             success: true,
-            task: self.task_view(&l.task),
-            events: events.into_iter().map(|e| self.event_view(e)).collect(),
-            callbacks,
+            task: self.task_view(&snapshot.task),
+            events: snapshot
+                .events
+                .into_iter()
+                .map(|e| self.event_view(e))
+                .collect(),
+            callbacks: snapshot.callbacks,
         })
     }
 

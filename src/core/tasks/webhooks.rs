@@ -200,9 +200,9 @@ impl Core {
             .await
             .map_err(|e| format!("reading the webhook: {e}"))?
             .ok_or("the webhook was removed")?;
-        let (task, events) = self
+        let crate::store::records::TaskSnapshot { task, events, .. } = self
             .store()
-            .task_with_events(due.task_pk)
+            .task_snapshot(due.task_pk)
             .await
             .map_err(|e| format!("reading the task: {e}"))?
             .ok_or("the task was removed")?;

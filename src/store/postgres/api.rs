@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
-use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
 use super::messages::{self, Post};
@@ -21,7 +20,7 @@ use crate::store::records::{
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
     PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency,
-    ResponseRow, SecretHash, StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite,
     TeamRecord, TeamSecret,
 };
 use crate::store::remotes::RemoteAgentRecord;
@@ -170,12 +169,23 @@ impl PgStore {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
 
-    pub async fn task_events(&self, task: TaskPk) -> Result<Vec<TaskEventRecord>, StoreError> {
-        tasks::events(&self.read, task).await
-    }
-
-    pub async fn task_callbacks(&self, task: TaskPk) -> Result<Vec<CallbackDelivery>, StoreError> {
-        tasks::callbacks_of(&self.read, task).await
+    /// One REPEATABLE READ transaction: the three reads see one snapshot.
+    pub async fn task_snapshot(&self, task: TaskPk) -> Result<Option<TaskSnapshot>, StoreError> {
+        let mut tx = self.read.begin().await?;
+        sqlx::raw_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        let Some(record) = tasks::by_pk(&mut *tx, task).await? else {
+            return Ok(None);
+        };
+        let events = tasks::events(&mut *tx, task).await?;
+        let callbacks = tasks::callbacks_of(&mut *tx, task).await?;
+        tx.commit().await?;
+        Ok(Some(TaskSnapshot {
+            task: record,
+            events,
+            callbacks,
+        }))
     }
 
     pub async fn list_tasks(
@@ -209,23 +219,6 @@ impl PgStore {
 
     pub async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {
         outbox::webhook_by_pk(&self.read, pk).await
-    }
-
-    /// A task by its key with its history, read in one snapshot.
-    pub async fn task_with_events(
-        &self,
-        task: TaskPk,
-    ) -> Result<Option<(TaskRecord, Vec<TaskEventRecord>)>, StoreError> {
-        let mut tx = self.read.begin().await?;
-        sqlx::raw_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .execute(&mut *tx)
-            .await?;
-        let Some(record) = tasks::by_pk(&mut *tx, task).await? else {
-            return Ok(None);
-        };
-        let events = tasks::events(&mut *tx, task).await?;
-        tx.commit().await?;
-        Ok(Some((record, events)))
     }
 
     pub async fn sync_connections(

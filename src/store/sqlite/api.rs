@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
-use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
 use super::message_row::RenderedMessage;
@@ -21,7 +20,7 @@ use crate::store::records::{
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext,
     PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
-    StoredAnswer, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite, TeamRecord, TeamSecret,
+    StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite, TeamRecord, TeamSecret,
 };
 
 /// Reads, on the pool (they see everything committed before they start).
@@ -144,12 +143,21 @@ impl SqliteStore {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
 
-    pub async fn task_events(&self, task: TaskPk) -> Result<Vec<TaskEventRecord>, StoreError> {
-        tasks::events(&self.read, task).await
-    }
-
-    pub async fn task_callbacks(&self, task: TaskPk) -> Result<Vec<CallbackDelivery>, StoreError> {
-        callbacks::callbacks_of(&self.read, task).await
+    /// One read transaction: SQLite's snapshot is taken at its first read and held to
+    /// its end, so no commit lands between the three reads.
+    pub async fn task_snapshot(&self, task: TaskPk) -> Result<Option<TaskSnapshot>, StoreError> {
+        let mut tx = self.read.begin().await?;
+        let Some(record) = tasks::by_pk(&mut *tx, task).await? else {
+            return Ok(None);
+        };
+        let events = tasks::events(&mut *tx, task).await?;
+        let callbacks = callbacks::callbacks_of(&mut *tx, task).await?;
+        tx.commit().await?;
+        Ok(Some(TaskSnapshot {
+            task: record,
+            events,
+            callbacks,
+        }))
     }
 
     pub async fn list_tasks(

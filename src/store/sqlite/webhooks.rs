@@ -7,7 +7,6 @@ use switchboard_types::ids::TaskPk;
 use super::SqliteStore;
 use crate::store::StoreError;
 use crate::store::columns::{WEBHOOK_COLUMNS as COLUMNS, webhook as from_row};
-use crate::store::records::{TaskEventRecord, TaskRecord};
 use crate::store::webhooks::WebhookRecord;
 
 async fn of_task<'e, E: SqliteExecutor<'e>>(
@@ -112,18 +111,6 @@ async fn delete(
 impl SqliteStore {
     pub async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
         of_task(&self.read, task).await
-    }
-
-    /// A task by its key, with its history: what a webhook delivery reports.
-    pub async fn task_with_events(
-        &self,
-        task: TaskPk,
-    ) -> Result<Option<(TaskRecord, Vec<TaskEventRecord>)>, StoreError> {
-        let Some(record) = super::tasks::by_pk(&self.read, task).await? else {
-            return Ok(None);
-        };
-        let events = super::tasks::events(&self.read, task).await?;
-        Ok(Some((record, events)))
     }
 
     pub async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {

@@ -5,6 +5,7 @@
 
 mod outbound;
 mod push;
+mod race;
 mod rpc;
 
 use serde_json::{Value, json};
