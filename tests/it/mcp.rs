@@ -69,6 +69,29 @@ async fn two_agents_talk_and_run_a_task_through_mcp_alone() {
         out["respond_required"],
         json!(["original_message_id", "response_content"])
     );
+    // The path's id, renamed: a required string, not the body's nullable echo.
+    assert_eq!(
+        out["respond_original"]["type"], "string",
+        "{:#}",
+        out["respond_original"]
+    );
+    // The text block holds the answer itself (Agno's, LangChain's and CrewAI's adapters
+    // give a model nothing else): the structured content, serialized.
+    let text_of = |key: &str| -> Value {
+        serde_json::from_str(out[key].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{key} is not the answer as JSON ({e}): {}", out[key]))
+    };
+    assert_eq!(text_of("sent_text"), out["sent"]);
+    assert_eq!(
+        text_of("inbox_text")["messages"][0]["content"]["text"],
+        "Can you review PR 7?"
+    );
+    // A refusal's text: the code and message, then the whole error body.
+    let refused = out["unknown"]["text"].as_str().unwrap_or_default();
+    assert!(refused.starts_with("INVALID_RECIPIENT: "), "{refused}");
+    let body: Value = serde_json::from_str(refused.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the error body as JSON ({e}): {refused}"));
+    assert_eq!(body, out["unknown"]["data"]);
     assert_eq!(out["whoami"]["agent_id"], "a");
     assert_eq!(out["found"], json!(["b"]));
     assert_eq!(out["received"]["content"]["text"], "Can you review PR 7?");
@@ -415,14 +438,75 @@ async fn an_agent_holds_a_bounded_number_of_mcp_sessions() {
     assert_eq!(refused["body"]["details"]["max"], 2);
     // Another agent is not affected; ending a session makes room.
     open_session(&app, &b).await.expect("b's own session");
-    app.req(reqwest::Method::DELETE, "/mcp")
-        .header("mcp-session-id", &first)
-        .token(&a.token)
-        .send()
-        .await;
+    // Ending is 204 (the official clients take 200 or 204 and log a failure for
+    // anything else, the SDK's 202 included), and idempotent: again, still 204.
+    for _ in 0..2 {
+        app.req(reqwest::Method::DELETE, "/mcp")
+            .header("mcp-session-id", &first)
+            .token(&a.token)
+            .send()
+            .await
+            .expect_status(204);
+    }
     open_session(&app, &a)
         .await
         .expect("room again after DELETE");
+}
+
+/// What a model reads through the frameworks' own MCP adapters (LangChain's
+/// `langchain-mcp-adapters`, Agno's `MCPTools`; `tests/interop/mcp_frameworks.py`): they
+/// pass on only a tool result's text blocks, so the text must hold the answer — the
+/// message, its id and delivery status, the inbox, a refusal's code and details.
+#[tokio::test]
+async fn the_frameworks_adapters_hand_the_model_the_whole_answer() {
+    let test = "the_frameworks_adapters_hand_the_model_the_whole_answer";
+    if !crate::python::available(test)
+        || !crate::python::available_in(&crate::python::FRAMEWORKS, test)
+    {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    for (framework, venv) in [
+        ("langchain", &crate::python::FRAMEWORKS),
+        ("agno", &crate::python::STOCK),
+    ] {
+        let out = crate::python::run_in(
+            venv,
+            "mcp_frameworks.py",
+            &[framework, &app.base, &a.token, &b.token],
+        )
+        .await;
+        assert_eq!(out["tools"], 23, "{framework}: {out:#}");
+        let text = |key: &str| out[key].as_str().unwrap_or_default().to_owned();
+        let sent: Value = serde_json::from_str(&text("sent")).unwrap_or_else(|e| {
+            panic!("{framework}: the send's text is its answer ({e}): {out:#}")
+        });
+        let id = sent["message_id"]
+            .as_str()
+            .expect("a message id")
+            .to_owned();
+        assert_eq!(sent["delivery_status"]["pending_delivery"], json!(["b"]));
+        let inbox: Value = serde_json::from_str(&text("inbox"))
+            .unwrap_or_else(|e| panic!("{framework}: the inbox's text is the inbox ({e})"));
+        assert_eq!(inbox["messages"][0]["message_id"], id.as_str());
+        assert_eq!(
+            inbox["messages"][0]["content"]["text"],
+            format!("{framework} question")
+        );
+        // A refusal reaches the model with its code and details (Agno wraps the
+        // blocks in its own words; the JSON inside is escaped once).
+        let refused = text("refused");
+        assert!(
+            refused.contains("INVALID_RECIPIENT: "),
+            "{framework}: {refused}"
+        );
+        assert!(
+            refused.contains(r#""invalid_ids":["nobody"]"#),
+            "{framework}: the details reach the model: {refused}"
+        );
+    }
+    app.stop().await;
 }
 
 #[tokio::test]

@@ -38,70 +38,116 @@ pub fn gate(test: &str, what: &str, ready: &Result<PathBuf, String>) -> bool {
     false
 }
 
+/// A virtualenv under `target/` with the versions pinned in a requirements file.
+pub struct Venv {
+    /// Its folder under `target/`.
+    dir: &'static str,
+    requirements: &'static str,
+    /// A Python statement that runs when everything is installed.
+    probe: &'static str,
+    made: OnceLock<Result<PathBuf, String>>,
+}
+
+/// The stock clients (stomp.py, the official MCP and A2A SDKs, Agno, …).
+pub static STOCK: Venv = Venv {
+    dir: "pyenv",
+    requirements: "tests/interop/requirements.txt",
+    probe: "import stomp, yaml, mcp, jsonschema, a2a, websockets, agno",
+    made: OnceLock::new(),
+};
+
+/// The agent frameworks' MCP adapters that need `mcp` 1.x (LangChain's): their own
+/// virtualenv, beside the stock clients' `mcp` 2.x.
+pub static FRAMEWORKS: Venv = Venv {
+    dir: "pyenv-frameworks",
+    requirements: "tests/interop/requirements-frameworks.txt",
+    probe: "import langchain_mcp_adapters",
+    made: OnceLock::new(),
+};
+
 /// Whether the stock Python clients can run here (making the virtualenv on first use);
 /// `false`, with a `SKIPPED` note, when they cannot and are not required.
 pub fn available(test: &str) -> bool {
-    gate(test, "python3 with venv and PyPI", ready())
+    available_in(&STOCK, test)
+}
+
+/// As [`available`], for the virtualenv `venv`.
+pub fn available_in(venv: &Venv, test: &str) -> bool {
+    gate(test, "python3 with venv and PyPI", venv.ready())
 }
 
 /// The virtualenv's interpreter (after [`available`] said yes).
 pub fn python() -> PathBuf {
-    match ready() {
-        Ok(python) => python.clone(),
-        Err(why) => panic!("the stock Python clients are not available: {why}"),
-    }
+    STOCK.python()
 }
 
-/// The virtualenv, made (once per test run) if needed, or why it cannot be.
-fn ready() -> &'static Result<PathBuf, String> {
-    static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    READY.get_or_init(|| {
-        let venv = root().join("target").join("pyenv");
-        let python = venv.join("bin").join("python");
-        let has = |python: &Path| {
-            std::process::Command::new(python)
-                .args(["-c", "import stomp, yaml, mcp, jsonschema, a2a, websockets"])
-                .stderr(Stdio::null())
+impl Venv {
+    fn python(&self) -> PathBuf {
+        match self.ready() {
+            Ok(python) => python.clone(),
+            Err(why) => panic!("the stock Python clients are not available: {why}"),
+        }
+    }
+
+    /// The virtualenv, made (once per test run) if needed, or why it cannot be.
+    fn ready(&self) -> &Result<PathBuf, String> {
+        self.made.get_or_init(|| {
+            let venv = root().join("target").join(self.dir);
+            let python = venv.join("bin").join("python");
+            let has = |python: &Path| {
+                std::process::Command::new(python)
+                    .args(["-c", self.probe])
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if has(&python) {
+                return Ok(python);
+            }
+            let made = std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&venv)
+                .stdout(Stdio::null())
                 .status()
-                .is_ok_and(|s| s.success())
-        };
-        if has(&python) {
-            return Ok(python);
-        }
-        let made = std::process::Command::new("python3")
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .stdout(Stdio::null())
-            .status()
-            .map_err(|e| format!("python3 does not run: {e}"))?;
-        if !made.success() {
-            return Err(
-                "`python3 -m venv target/pyenv` failed (is python3-venv installed?)".into(),
-            );
-        }
-        let installed = std::process::Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(root().join("tests/interop/requirements.txt"))
-            .status()
-            .map_err(|e| format!("pip does not run: {e}"))?;
-        if !installed.success() || !has(&python) {
-            return Err("`pip install -r tests/interop/requirements.txt` failed (no PyPI?)".into());
-        }
-        Ok(python)
-    })
+                .map_err(|e| format!("python3 does not run: {e}"))?;
+            if !made.success() {
+                return Err(format!(
+                    "`python3 -m venv target/{}` failed (is python3-venv installed?)",
+                    self.dir
+                ));
+            }
+            let installed = std::process::Command::new(&python)
+                .args([
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    "-r",
+                ])
+                .arg(root().join(self.requirements))
+                .status()
+                .map_err(|e| format!("pip does not run: {e}"))?;
+            if !installed.success() || !has(&python) {
+                return Err(format!(
+                    "`pip install -r {}` failed (no PyPI?)",
+                    self.requirements
+                ));
+            }
+            Ok(python)
+        })
+    }
 }
 
 /// Runs `tests/interop/<script>` with `args`; asserts it succeeds within a minute and
 /// returns the JSON object on the last line it printed.
 pub async fn run(script: &str, args: &[&str]) -> Value {
-    let child = spawn(script, args);
+    run_in(&STOCK, script, args).await
+}
+
+/// As [`run`], with the interpreter of `venv`.
+pub async fn run_in(venv: &Venv, script: &str, args: &[&str]) -> Value {
+    let child = spawn_in(venv, script, args);
     let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("the script ends by itself")
@@ -162,7 +208,11 @@ pub async fn finish(mut script: Script) -> Value {
 }
 
 fn spawn(script: &str, args: &[&str]) -> Child {
-    Command::new(python())
+    spawn_in(&STOCK, script, args)
+}
+
+fn spawn_in(venv: &Venv, script: &str, args: &[&str]) -> Child {
+    Command::new(venv.python())
         .arg(root().join("tests/interop").join(script))
         .args(args)
         .stdout(Stdio::piped())

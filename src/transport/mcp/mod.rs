@@ -135,7 +135,14 @@ async fn authenticated(
     if opens {
         limit.admit(owner).await?;
     }
-    let response = next.run(request).await;
+    let ends = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    // The SDK answers a session's end 202; the official clients expect 200 or 204 and
+    // log "Session termination failed: 202" on every close. Ending is idempotent: a
+    // session already ended (or never known to this credential) ends again quietly.
+    if ends && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+    }
     if opens
         && let Some(id) = response.headers().get("mcp-session-id")
         && let Ok(id) = id.to_str()

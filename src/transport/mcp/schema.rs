@@ -31,6 +31,12 @@ pub fn input(doc: &Value, spec: &Spec) -> JsonObject {
         if spec.caller_fields.contains(&name.as_str()) || spec.fixed.contains(&name.as_str()) {
             return;
         }
+        // The first definition of a field is the tool's: a path parameter renamed to a
+        // body field (respond's `original_message_id`) is a required string, not the
+        // body's optional, nullable echo of the path.
+        if properties.contains_key(&name) {
+            return;
+        }
         if needed && !required.contains(&Value::String(name.clone())) {
             required.push(Value::String(name.clone()));
         }
@@ -68,12 +74,10 @@ pub fn input(doc: &Value, spec: &Spec) -> JsonObject {
             .filter_map(Value::as_str)
             .collect();
         for (name, schema) in fields {
-            // A renamed path parameter is the same field as the body's (respond).
-            let renamed = spec.renames.iter().any(|(_, to)| to == name);
             add(
                 name.clone(),
                 schema.clone(),
-                renamed || needed.contains(&name.as_str()),
+                needed.contains(&name.as_str()),
             );
         }
     }

@@ -362,13 +362,13 @@ pub async fn call(
 ) -> CallToolResult {
     if matches!(spec.decode, Wait) {
         return match wait(core, caller, arguments, on_tick).await {
-            Ok(value) => structured(spec, value),
+            Ok(value) => structured(value),
             Err(err) => refusal(err),
         };
     }
     match operation(core, caller, spec, arguments) {
         Ok(operation) => match core.dispatch(caller, operation).await {
-            Ok(reply) => answer(spec, &reply),
+            Ok(reply) => answer(&reply),
             Err(err) => refusal(err),
         },
         Err(err) => refusal(err),
@@ -431,31 +431,35 @@ async fn wait(
     serde_json::to_value(waited).map_err(|e| CoreError::internal(format!("encoding: {e}")))
 }
 
-fn answer(spec: &Spec, reply: &Reply) -> CallToolResult {
+fn answer(reply: &Reply) -> CallToolResult {
     match serde_json::to_value(reply) {
-        Ok(value) => structured(spec, value),
+        Ok(value) => structured(value),
         Err(e) => refusal(CoreError::internal(format!("encoding the answer: {e}"))),
     }
 }
 
-fn structured(spec: &Spec, value: Value) -> CallToolResult {
+/// The answer twice: as `structuredContent`, and serialized in a text block, as the MCP
+/// specification (2025-06-18 on) asks of a tool with structured output. Agno's,
+/// LangChain's and CrewAI's MCP adapters hand a model only the text blocks: with a
+/// placeholder there, their agents could call every tool and read none of the answers.
+fn structured(value: Value) -> CallToolResult {
+    let text = value.to_string();
     let mut result = CallToolResult::structured(value);
-    result.content = vec![ContentBlock::text(format!(
-        "{} succeeded; the structured content holds the answer.",
-        spec.name
-    ))];
+    result.content = vec![ContentBlock::text(text)];
     result
 }
 
+/// A refusal: a line a model reads at a glance, then the whole error body (its code,
+/// `details`, `suggested_action`) as JSON, as in [`structured`].
 fn refusal(err: CoreError) -> CallToolResult {
     let body = err.into_body();
+    let value = serde_json::to_value(&body).unwrap_or(Value::Null);
     let text = format!(
-        "{}: {} — {}",
+        "{}: {} — {}\n{value}",
         body.error_code.as_str(),
         body.error_message,
         body.suggested_action
     );
-    let value = serde_json::to_value(&body).unwrap_or(Value::Null);
     let mut result = CallToolResult::structured_error(value);
     result.content = vec![ContentBlock::text(text)];
     result
