@@ -171,23 +171,19 @@ impl Core {
     }
 
     /// Removes a webhook (and what it still had to send) from a task the caller
-    /// originated; `NOT_FOUND` when the task has no webhook of that id.
+    /// originated; whether there was one. Removing is idempotent (A2A's spec says so of
+    /// deleting a push config): a webhook already gone is no error, an unknown task is.
     pub async fn remove_task_webhook(
         &self,
         caller: &Caller,
         task_id: &str,
         webhook_id: &str,
-    ) -> CoreResult<()> {
+    ) -> CoreResult<bool> {
         let task = self.owned_task(caller, task_id).await?;
-        if self
+        Ok(self
             .store()
             .delete_webhook(task.pk, webhook_id.to_owned())
-            .await?
-        {
-            Ok(())
-        } else {
-            Err(no_webhook(task_id, webhook_id))
-        }
+            .await?)
     }
 
     /// What a webhook's delivery sends: the bodies its format renders for the entry,

@@ -65,6 +65,10 @@ pub fn router(core: Core, streams_per_agent: usize) -> Router {
             get(card::card),
         )
         .route("/a2a/{team_id}/{agent_id}", post(rpc::call))
+        // The same interface with a trailing slash: the 1.0 test kit's client always
+        // adds one, Agno's A2A client posts to `base_url + "/"`, and the JS SDK's card
+        // resolver wants the base URL to end in one.
+        .route("/a2a/{team_id}/{agent_id}/", post(rpc::call))
         .with_state(A2aState {
             core,
             streams: Arc::new(stream::StreamLimit::new(streams_per_agent)),

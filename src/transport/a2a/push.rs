@@ -105,6 +105,7 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
         "DeleteTaskPushNotificationConfig" => {
             let request: DeleteTaskPushNotificationConfigRequest = decode(params)?;
             interface.task(&request.task_id).await?;
+            // Idempotent: deleting a config that is already gone succeeds.
             core.remove_task_webhook(caller, &request.task_id, &request.id)
                 .await
                 .map_err(|err| config_error(err, &request.task_id, &request.id))?;

@@ -102,16 +102,26 @@ async fn a_config_gets_every_change_with_its_token_and_credentials() {
     let detail = app.task(&client, &task_id).await.expect_status(200);
     assert_eq!(detail.body["callbacks"], json!([]));
 
-    // Deleted: gone from the list; a second delete and a get say which config is missing.
+    // Deleted: gone from the list; deleting again succeeds too (the spec calls the
+    // operation idempotent); a get says which config is missing.
     let delete = rpc_body("DeleteTaskPushNotificationConfig", ids.clone());
     let deleted = call(&app, &client, "worker", delete.clone(), &[]).await;
     assert_eq!(deleted["result"], json!({}));
     let listed = call(&app, &client, "worker", list, &[]).await;
     assert_eq!(listed["result"], json!({}));
     let again = call(&app, &client, "worker", delete, &[]).await;
-    assert!(error_of(&again, -32001).contains("no push notification config 'cfg'"));
+    assert_eq!(again["result"], json!({}), "{again:#}");
     let get = rpc_body("GetTaskPushNotificationConfig", ids);
-    error_of(&call(&app, &client, "worker", get, &[]).await, -32001);
+    assert!(
+        error_of(&call(&app, &client, "worker", get, &[]).await, -32001)
+            .contains("no push notification config 'cfg'")
+    );
+    // A task that is not the caller's (or does not exist) is still an error.
+    let elsewhere = rpc_body(
+        "DeleteTaskPushNotificationConfig",
+        json!({"taskId": "no-such-task", "id": "cfg"}),
+    );
+    error_of(&call(&app, &client, "worker", elsewhere, &[]).await, -32001);
 }
 
 #[tokio::test]

@@ -226,6 +226,16 @@ async fn cards_and_interfaces_stay_inside_the_team() {
     )
     .await;
     error_of(&elsewhere, -32001);
+    // The interface with a trailing slash is the same interface (the 1.0 kit's client
+    // and Agno's always add one); its card is where the slash says.
+    let slashed = app
+        .post("/a2a/a2a/worker/")
+        .token(&client.token)
+        .raw(rpc_body("GetTask", json!({"id": id})).to_string())
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(slashed.body["result"]["id"], id, "{:#}", slashed.body);
 }
 
 #[tokio::test]
