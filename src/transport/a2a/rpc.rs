@@ -127,6 +127,18 @@ pub async fn call(
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
+    // JSON-RPC's members are named once: `"method":"SendMessage","method":"GetTask"`
+    // ran GetTask (the last one won) where a stricter reader would run the first.
+    let members = top_level_members(&body);
+    if let Some(twice) = members.as_ref().and_then(|m| repeated(m)) {
+        let why = format!(
+            "the request names '{}' twice",
+            switchboard_types::error::cut(twice, 64)
+        );
+        return answer(JsonRpcId::Null, Err(A2AError::invalid_request(why)));
+    }
+    // A request without an `id` member is a notification: done, never answered.
+    let notification = members.is_some_and(|m| !m.iter().any(|k| k == "id"));
     let (id, method, params) = match as_sent(&body) {
         Some(parts) => parts,
         None => match envelope(&body) {
@@ -147,14 +159,19 @@ pub async fn call(
     let (method, params) = match dialect {
         Dialect::V1 => (method, params),
         Dialect::V03 => match (v03::method(&method), params.into_value()) {
-            (Some(method), Ok(params)) => {
-                (method.to_owned(), Params::Tree(v03::params(method, params)))
-            }
+            (Some(method), Ok(params)) => match v03::params(method, params) {
+                Ok(params) => (method.to_owned(), Params::Tree(params)),
+                Err(err) => return answer(id, Err(err)),
+            },
             (None, _) => return answer(id, Err(unknown_method(&method))),
             (_, Err(err)) => return answer(id, Err(err)),
         },
     };
     interface.dialect = dialect;
+    if notification {
+        notified(&interface, &method, params, &headers).await;
+        return axum::http::StatusCode::NO_CONTENT.into_response();
+    }
     match method.as_str() {
         "SendStreamingMessage" => match params.decode() {
             Ok(request) => stream::send(interface, (id, dialect), request, &headers).await,
@@ -166,6 +183,63 @@ pub async fn call(
         },
         _ => answer_shown(id, unary(&interface, &method, params, &headers).await),
     }
+}
+
+/// A notification (JSON-RPC 2.0 §4.1): the server must not reply, so what it asks is
+/// done as far as it makes sense without an answer — a send is sent (never waited for,
+/// nor streamed: nobody would hear it), a subscription is nothing — and the outcome,
+/// errors included, goes unsaid.
+async fn notified(interface: &Interface, method: &str, params: Params<'_>, headers: &HeaderMap) {
+    match method {
+        "SendMessage" | "SendStreamingMessage" => {
+            if let Ok(request) = params.decode() {
+                let _ = send::submit(interface, &request, headers).await;
+            }
+        }
+        "SubscribeToTask" => {}
+        _ => {
+            let _ = unary(interface, method, params, headers).await;
+        }
+    }
+}
+
+/// The names of the members of the request's top-level object, in order (`None` when
+/// the body is not a JSON object: the envelope's reader says why).
+fn top_level_members(body: &[u8]) -> Option<Vec<String>> {
+    struct Members(Vec<String>);
+    impl<'de> Deserialize<'de> for Members {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Members;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Members, A::Error> {
+                    let mut names = Vec::new();
+                    while let Some(name) = map.next_key::<String>()? {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        names.push(name);
+                    }
+                    Ok(Members(names))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    serde_json::from_slice::<Members>(body).ok().map(|m| m.0)
+}
+
+/// The first member named twice.
+fn repeated(members: &[String]) -> Option<&str> {
+    members
+        .iter()
+        .enumerate()
+        .find(|(at, name)| members[..*at].contains(name))
+        .map(|(_, name)| name.as_str())
 }
 
 /// The methods answered with one response, each result serialized as the dialect shows
@@ -184,11 +258,9 @@ async fn unary(
         }
         "GetTask" => {
             let request: GetTaskRequest = params.decode()?;
+            let history = history_length(request.history_length)?;
             let detail = interface.task(&request.id).await?;
-            shown(
-                dialect,
-                &convert::task(&detail.task, request.history_length),
-            )
+            shown(dialect, &convert::task(&detail.task, history))
         }
         "ListTasks" => shown(dialect, &list(interface, params.decode()?).await?),
         "CancelTask" => shown(dialect, &cancel(interface, params.decode()?).await?),
@@ -201,6 +273,73 @@ async fn unary(
         }
         "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
         other => Err(unknown_method(other)),
+    }
+}
+
+/// A2A 1.0's JSON is protobuf's JSON mapping, whose parsers take a field's original
+/// name (`page_size`) as well as its lowerCamel JSON name (`pageSize`); the reference
+/// server does. Renames every snake_case key to lowerCamel, except inside the values
+/// that are free-form JSON (`metadata`, a data part's `data`), whose keys are the
+/// client's own. A field given under both names is `InvalidParams`, as protobuf's
+/// parser refuses it. Unknown fields are then ignored, as the reference server does
+/// (`ignore_unknown_fields=True`).
+fn proto_names(value: Value) -> Result<Value, A2AError> {
+    match value {
+        Value::Object(fields) => {
+            let mut renamed = serde_json::Map::with_capacity(fields.len());
+            for (key, value) in fields {
+                let name = lower_camel(&key);
+                let value = match name.as_str() {
+                    "metadata" | "data" => value,
+                    _ => proto_names(value)?,
+                };
+                if renamed.contains_key(&name) {
+                    return Err(A2AError::invalid_params(format!(
+                        "{}: the field is given twice (as its JSON name and as its original name)",
+                        switchboard_types::error::cut(&name, 64)
+                    )));
+                }
+                renamed.insert(name, value);
+            }
+            Ok(Value::Object(renamed))
+        }
+        Value::Array(items) => items
+            .into_iter()
+            .map(proto_names)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        other => Ok(other),
+    }
+}
+
+/// `page_size` as `pageSize`; a name without an inner `_` as it is.
+fn lower_camel(name: &str) -> String {
+    if !name.trim_start_matches('_').contains('_') {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for (at, c) in name.chars().enumerate() {
+        if c == '_' && at > 0 {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A request's `historyLength`: how many of the newest messages to show, so never
+/// negative (`InvalidParams`, as the spec's validation says).
+pub(super) fn history_length(asked: Option<i32>) -> Result<Option<i32>, A2AError> {
+    match asked {
+        Some(n) if n < 0 => Err(A2AError::invalid_params(format!(
+            "historyLength: {n} is negative; give 0 or more (or leave it out for all)"
+        ))),
+        other => Ok(other),
     }
 }
 
@@ -233,6 +372,11 @@ impl Params<'_> {
     /// The params as the method's request, or `InvalidParams` saying what is wrong.
     pub fn decode<T: DeserializeOwned>(self) -> Result<T, A2AError> {
         match self {
+            // An original (snake_case) field name: through the tree, which renames it.
+            Params::Text(raw) if raw.get().contains('_') => decode(proto_names(
+                serde_json::from_str(raw.get())
+                    .map_err(|e| A2AError::parse_error(e.to_string()))?,
+            )?),
             Params::Text(raw) => {
                 let mut parser = serde_json::Deserializer::from_str(raw.get());
                 serde_path_to_error::deserialize(&mut parser).map_err(|e| {
@@ -246,18 +390,19 @@ impl Params<'_> {
                     A2AError::invalid_params(format!("{path}: {why}"))
                 })
             }
-            Params::Tree(value) => decode(value),
+            Params::Tree(value) => decode(proto_names(value)?),
         }
     }
 
     /// The params as a tree, for the methods that read them so.
     pub fn into_value(self) -> Result<Value, A2AError> {
-        match self {
+        let value = match self {
             Params::Text(raw) => {
-                serde_json::from_str(raw.get()).map_err(|e| A2AError::parse_error(e.to_string()))
+                serde_json::from_str(raw.get()).map_err(|e| A2AError::parse_error(e.to_string()))?
             }
-            Params::Tree(value) => Ok(value),
-        }
+            Params::Tree(value) => value,
+        };
+        proto_names(value)
     }
 }
 
@@ -453,7 +598,7 @@ async fn list(
         return Err(A2AError::internal("ListTasks answered otherwise"));
     };
     let after = request.status_timestamp_after.map(|t| t.timestamp_micros());
-    let history = request.history_length.or(Some(0));
+    let history = history_length(request.history_length)?.or(Some(0));
     let tasks: Vec<a2a::Task> = list
         .tasks
         .iter()

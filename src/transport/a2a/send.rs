@@ -42,6 +42,11 @@ pub async fn submit(
     headers: &HeaderMap,
 ) -> Result<Sent, A2AError> {
     let message = &request.message;
+    if message.parts.is_empty() {
+        return Err(A2AError::invalid_params(
+            "message.parts: a message has at least one part",
+        ));
+    }
     let push = request
         .configuration
         .as_ref()
@@ -167,9 +172,10 @@ pub async fn blocking(
     request: SendMessageRequest,
     headers: &HeaderMap,
 ) -> Result<a2a::Task, A2AError> {
-    let sent = submit(interface, &request, headers).await?;
     let config = request.configuration.as_ref();
-    let history = config.and_then(|c| c.history_length);
+    // Checked before anything is sent: a refused request leaves no task behind.
+    let history = super::rpc::history_length(config.and_then(|c| c.history_length))?;
+    let sent = submit(interface, &request, headers).await?;
     if config.and_then(|c| c.return_immediately) == Some(true) {
         return Ok(convert::task(&sent.task, history));
     }

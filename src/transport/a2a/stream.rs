@@ -128,6 +128,13 @@ pub async fn send(
         Ok(place) => place,
         Err(err) => return err.into_response(),
     };
+    let asked = request
+        .configuration
+        .as_ref()
+        .and_then(|c| c.history_length);
+    if let Err(err) = super::rpc::history_length(asked) {
+        return answer(id, Err(err));
+    }
     let sent = match send::submit(&interface, &request, headers).await {
         Ok(sent) => sent,
         Err(err) => return answer(id, Err(err)),

@@ -7,6 +7,7 @@
 //! Served when the request says `A2A-Version: 0.3`, or names no version and uses a 0.3
 //! method name.
 
+use a2a::A2AError;
 use serde_json::{Map, Value, json};
 
 /// The protocol dialect of one request.
@@ -43,17 +44,18 @@ pub fn method(name: &str) -> Option<&'static str> {
     })
 }
 
-/// 0.3 params as the params of `method`, the 1.0 method they became.
-pub fn params(method: &str, mut params: Value) -> Value {
+/// 0.3 params as the params of `method`, the 1.0 method they became; `InvalidParams`
+/// for a part without its `kind` (0.3 requires it: without it a part is nothing).
+pub fn params(method: &str, mut params: Value) -> Result<Value, A2AError> {
     match method {
-        "CreateTaskPushNotificationConfig" => return push_config_in(params),
+        "CreateTaskPushNotificationConfig" => return Ok(push_config_in(params)),
         "GetTaskPushNotificationConfig"
         | "DeleteTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs" => return push_ids_in(params),
+        | "ListTaskPushNotificationConfigs" => return Ok(push_ids_in(params)),
         _ => {}
     }
     if let Some(message) = params.get_mut("message") {
-        *message = message_in(message.take());
+        *message = message_in(message.take())?;
     }
     if let Some(Value::Object(config)) = params.get_mut("configuration") {
         // 0.3 blocks unless told `blocking: false`; 1.0 says it the other way round.
@@ -64,7 +66,7 @@ pub fn params(method: &str, mut params: Value) -> Value {
             config.insert("taskPushNotificationConfig".into(), push_fields_in(push));
         }
     }
-    params
+    Ok(params)
 }
 
 /// `{taskId, pushNotificationConfig: {id, url, token, authentication: {schemes,
@@ -126,9 +128,9 @@ pub fn push_config_out(config: Value) -> Value {
     json!({ "taskId": task_id, "pushNotificationConfig": fields })
 }
 
-fn message_in(message: Value) -> Value {
+fn message_in(message: Value) -> Result<Value, A2AError> {
     let Value::Object(mut fields) = message else {
-        return message;
+        return Ok(message);
     };
     fields.remove("kind");
     if let Some(role) = fields.get_mut("role")
@@ -137,11 +139,17 @@ fn message_in(message: Value) -> Value {
         *role = json!(format!("ROLE_{}", name.to_ascii_uppercase()));
     }
     if let Some(Value::Array(parts)) = fields.get_mut("parts") {
-        for part in parts.iter_mut() {
+        for (at, part) in parts.iter_mut().enumerate() {
+            let kind = part.get("kind").and_then(Value::as_str);
+            if !matches!(kind, Some("text" | "data" | "file")) {
+                return Err(A2AError::invalid_params(format!(
+                    "message.parts[{at}]: a 0.3 part has a kind: \"text\", \"data\" or \"file\""
+                )));
+            }
             *part = part_in(part.take());
         }
     }
-    Value::Object(fields)
+    Ok(Value::Object(fields))
 }
 
 fn part_in(part: Value) -> Value {
@@ -331,7 +339,8 @@ mod tests {
                                       {"kind": "file", "file": {"uri": "http://x/f", "mimeType": "text/plain", "name": "f"}}]},
                 "configuration": {"blocking": false}
             }),
-        );
+        )
+        .expect("a valid 0.3 send");
         assert_eq!(
             params,
             json!({
