@@ -26,7 +26,7 @@ use end::{describe, finish};
 use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE};
-use super::subscription::{AckMode, AckOp, Out, OutMessage, Subscription};
+use super::subscription::{AckMode, AckOp, Ledger, Out, OutMessage, Subscription};
 use crate::core::sessions::MAX_BUFFERED_BYTES;
 use crate::core::{Caller, CoreError};
 
@@ -128,8 +128,8 @@ impl End {
 
 /// A subscription as the session keeps it.
 struct Handle {
-    /// `None` for ack `auto`, which takes no acks.
-    acks: Option<mpsc::UnboundedSender<AckOp>>,
+    /// What it delivered and what was acknowledged (ack `auto` takes no acks).
+    ledger: Arc<Ledger>,
     cancel: CancellationToken,
     clean: Arc<AtomicBool>,
 }
@@ -418,13 +418,13 @@ impl<W: Wire> Session<'_, W> {
             .queue_cursor(conn.agent(), &cursor)
             .await
             .map_err(End::from_core)?;
-        let (acks_tx, acks_rx) = match ack {
-            AckMode::Auto => (None, None),
-            AckMode::Client | AckMode::ClientIndividual => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                (Some(tx), Some(rx))
-            }
-        };
+        let ledger = Arc::new(Ledger::new(
+            core.clone(),
+            conn.agent(),
+            cursor.clone(),
+            ack,
+            (examined, acked),
+        ));
         let cancel = CancellationToken::new();
         let clean = Arc::new(AtomicBool::new(false));
         tracing::debug!(session = %self.session_id, subscription = %id, destination, agent = %conn.agent_id, "STOMP subscription");
@@ -438,12 +438,9 @@ impl<W: Wire> Session<'_, W> {
             version: self.version,
             conn,
             out: self.out_tx.clone(),
-            acks: acks_rx,
+            ledger: ledger.clone(),
             cancel: cancel.clone(),
             clean: clean.clone(),
-            examined,
-            pending: Default::default(),
-            acked,
         };
         if let Some(agent) = to.agent_id {
             self.agents.insert(agent);
@@ -452,7 +449,7 @@ impl<W: Wire> Session<'_, W> {
         self.subscriptions.insert(
             id,
             Handle {
-                acks: acks_tx,
+                ledger,
                 cancel,
                 clean,
             },
@@ -497,10 +494,8 @@ impl<W: Wire> Session<'_, W> {
         } else {
             AckOp::Nack(seq)
         };
-        // A subscription that ended has nothing left to acknowledge.
-        if let Some(acks) = &handle.acks {
-            let _ = acks.send(op);
-        }
+        // Applied now, before the next frame is read: frames take effect in order.
+        handle.ledger.acknowledge(op);
         Ok(())
     }
 

@@ -60,19 +60,118 @@ pub struct OutMessage {
     pub agent: switchboard_types::ids::AgentPk,
 }
 
-/// The next ack of a subscription that takes them; pending forever for one that does not.
-async fn next_ack(acks: &mut Option<mpsc::UnboundedReceiver<AckOp>>) -> Option<AckOp> {
-    match acks {
-        Some(acks) => acks.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// An `ACK` or `NACK` routed to its subscription.
 #[derive(Debug, Clone, Copy)]
 pub enum AckOp {
     Ack(i64),
     Nack(i64),
+}
+
+/// What a subscription delivered and what its client acknowledged: written by the
+/// subscription's task (which delivers) and by its session (which applies each `ACK` and
+/// `NACK` as it reads it). Applied in the session, an acknowledgement takes effect in the
+/// order the client sent its frames: an `ACK` followed by `UNSUBSCRIBE` or `DISCONNECT`
+/// (even in one write) is recorded before the subscription ends, and a `RECEIPT` for it
+/// means it was. (Routed to the task through a channel, the task could see the end first
+/// and drop the ACK: the message came again on the next subscription.)
+pub struct Ledger {
+    core: Core,
+    agent: switchboard_types::ids::AgentPk,
+    /// The queue's cursor name.
+    cursor: String,
+    ack: AckMode,
+    book: std::sync::Mutex<Book>,
+}
+
+#[derive(Default)]
+struct Book {
+    /// Every entry up to here was looked at (delivered, or not this queue's).
+    examined: i64,
+    /// Delivered, not yet acknowledged (client modes).
+    pending: BTreeSet<i64>,
+    /// Past the cursor, acknowledged one by one (`client-individual`), now or by an
+    /// earlier subscription: not delivered again.
+    acked: BTreeSet<i64>,
+}
+
+impl Ledger {
+    pub fn new(
+        core: Core,
+        agent: switchboard_types::ids::AgentPk,
+        cursor: String,
+        ack: AckMode,
+        (examined, acked): (i64, BTreeSet<i64>),
+    ) -> Ledger {
+        Ledger {
+            core,
+            agent,
+            cursor,
+            ack,
+            book: std::sync::Mutex::new(Book {
+                examined,
+                pending: BTreeSet::new(),
+                acked,
+            }),
+        }
+    }
+
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn examined(&self) -> i64 {
+        self.book().examined
+    }
+
+    /// Entry `seq` was looked at; whether it is to be delivered (not acknowledged one by
+    /// one already), and then (client modes) it waits for an ACK — in the same step, so
+    /// an ACK of an earlier entry never records the cursor past it. An entry skipped
+    /// while nothing waits for an ACK moves the cursor.
+    fn examine(&self, seq: i64, carried: bool) -> bool {
+        let mut book = self.book();
+        book.examined = seq;
+        if carried && !book.acked.contains(&seq) {
+            if self.ack != AckMode::Auto {
+                book.pending.insert(seq);
+            }
+            return true;
+        }
+        if self.ack != AckMode::Auto && book.pending.is_empty() {
+            self.record(&mut book);
+        }
+        false
+    }
+
+    /// An `ACK` consumes (in `client` mode, everything up to it); a `NACK` leaves the
+    /// message unconsumed: it comes again on the next subscription to the queue.
+    pub fn acknowledge(&self, op: AckOp) {
+        let AckOp::Ack(seq) = op else {
+            return;
+        };
+        let mut book = self.book();
+        match self.ack {
+            AckMode::Auto => return,
+            AckMode::Client => book.pending.retain(|p| *p > seq),
+            AckMode::ClientIndividual => {
+                if book.pending.remove(&seq) {
+                    book.acked.insert(seq);
+                }
+            }
+        }
+        self.record(&mut book);
+    }
+
+    /// Tells the core how far the queue was consumed: up to the first unacknowledged
+    /// entry, and the ones acknowledged past it.
+    fn record(&self, book: &mut Book) {
+        let cursor = book
+            .pending
+            .first()
+            .map_or(book.examined, |first| first - 1);
+        book.acked.retain(|s| *s > cursor);
+        self.core
+            .queue_consumed(self.agent, &self.cursor, cursor, &book.acked);
+    }
 }
 
 /// A subscription's task state.
@@ -87,19 +186,12 @@ pub struct Subscription {
     pub version: Version,
     pub conn: Connection,
     pub out: mpsc::Sender<Out>,
-    /// `ACK`/`NACK`s routed here; none for ack `auto` (an idle connection's memory).
-    pub acks: Option<mpsc::UnboundedReceiver<AckOp>>,
+    /// What was delivered and acknowledged, shared with the session.
+    pub ledger: Arc<Ledger>,
     pub cancel: CancellationToken,
     /// Set before `cancel` when the client ended the subscription (UNSUBSCRIBE,
     /// DISCONNECT), not the connection breaking.
     pub clean: Arc<AtomicBool>,
-    /// Every entry up to here was looked at (delivered, or not this queue's).
-    pub examined: i64,
-    /// Delivered, not yet acknowledged (client modes).
-    pub pending: BTreeSet<i64>,
-    /// Past the cursor, acknowledged one by one (`client-individual`), now or by an
-    /// earlier subscription: not delivered again.
-    pub acked: BTreeSet<i64>,
 }
 
 /// Why the task stops.
@@ -142,10 +234,6 @@ impl Subscription {
                     self.conn.drain();
                     Box::pin(self.catch_up()).await
                 }
-                Some(op) = next_ack(&mut self.acks) => {
-                    self.acknowledge(op);
-                    Ok(())
-                }
                 push = self.conn.next_push() => match push {
                     Some(push) => Box::pin(self.push(push)).await,
                     None => Err(Stop),
@@ -159,10 +247,11 @@ impl Subscription {
 
     async fn push(&mut self, push: LivePush) -> Result<(), Stop> {
         let seq = push.seq();
-        if seq <= self.examined {
+        let examined = self.ledger.examined();
+        if seq <= examined {
             return Ok(());
         }
-        if seq == self.examined + 1
+        if seq == examined + 1
             && let Some(view) = push.message()
         {
             return self.deliver_at(seq, view).await;
@@ -177,7 +266,7 @@ impl Subscription {
         loop {
             let page = match self
                 .core
-                .inbox_views_after(&self.conn, self.examined, PAGE)
+                .inbox_views_after(&self.conn, self.ledger.examined(), PAGE)
                 .await
             {
                 Ok(page) => page,
@@ -208,11 +297,7 @@ impl Subscription {
 
     /// Delivers entry `seq` of the inbox, if it is this queue's.
     async fn deliver_at(&mut self, seq: i64, view: &MessageView) -> Result<(), Stop> {
-        self.examined = seq;
-        if !self.queue.carries(view) || self.acked.contains(&seq) {
-            if self.ack != AckMode::Auto && self.pending.is_empty() {
-                self.record();
-            }
+        if !self.ledger.examine(seq, self.queue.carries(view)) {
             return Ok(());
         }
         let (body, content_type) = if self.queue.is_wise() {
@@ -240,10 +325,7 @@ impl Subscription {
             .body(body);
         let consumed = match self.ack {
             AckMode::Auto => Some((self.cursor.clone(), seq)),
-            AckMode::Client | AckMode::ClientIndividual => {
-                self.pending.insert(seq);
-                None
-            }
+            AckMode::Client | AckMode::ClientIndividual => None,
         };
         let out = Out::Message(Box::new(OutMessage {
             frame,
@@ -251,35 +333,5 @@ impl Subscription {
             agent: self.conn.agent(),
         }));
         self.out.send(out).await.map_err(|_| Stop)
-    }
-
-    /// An `ACK` consumes (in `client` mode, everything up to it); a `NACK` leaves the
-    /// message unconsumed: it comes again on the next subscription to the queue.
-    fn acknowledge(&mut self, op: AckOp) {
-        let AckOp::Ack(seq) = op else {
-            return;
-        };
-        match self.ack {
-            AckMode::Auto => return,
-            AckMode::Client => self.pending.retain(|p| *p > seq),
-            AckMode::ClientIndividual => {
-                if self.pending.remove(&seq) {
-                    self.acked.insert(seq);
-                }
-            }
-        }
-        self.record();
-    }
-
-    /// Tells the core how far the queue was consumed: up to the first unacknowledged
-    /// entry, and the ones acknowledged past it.
-    fn record(&mut self) {
-        let cursor = self
-            .pending
-            .first()
-            .map_or(self.examined, |first| first - 1);
-        self.acked.retain(|s| *s > cursor);
-        self.core
-            .queue_consumed(self.conn.agent(), &self.cursor, cursor, &self.acked);
     }
 }

@@ -341,3 +341,77 @@ async fn accepted_sockets_have_tcp_keep_alive() {
         drop(stream);
     }
 }
+
+/// An `ACK` sent in the same write as the `UNSUBSCRIBE` or `DISCONNECT` after it takes
+/// effect first: frames of a connection take effect in the order they were sent. Before,
+/// the ACK travelled to the subscription's task, which could see the end first and drop
+/// it (4 of 4, 8 of 8 with DISCONNECT even when it asked for a receipt): the acknowledged
+/// message came again on the next subscription.
+#[tokio::test]
+async fn an_ack_just_before_the_end_is_never_lost() {
+    let app = app(Duration::ZERO).await;
+    let team = app.team("t").await;
+    let sender = app.agent(&team, "sender", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let mut round = 0;
+    for mode in ["client", "client-individual"] {
+        for end in ["UNSUBSCRIBE\nid:1\n\n\0", "DISCONNECT\nreceipt:bye\n\n\0"] {
+            for _ in 0..5 {
+                round += 1;
+                let wise = app.agent(&team, &format!("wise{round}"), &[]).await;
+                for text in ["one", "two"] {
+                    app.send(&sender, &[&wise], text).await;
+                }
+                let destination = format!("/queue/request/wise{round}");
+                let (mut stream, early) =
+                    subscribed_acking(addr, &wise.token, &destination, mode).await;
+                assert_eq!(message_seqs(&mut stream, &early, 2).await, ["1", "2"]);
+                // The ACK of the first and the end, in one write.
+                let frames = format!("ACK\nsubscription:1\nmessage-id:1:1\n\n\0{end}");
+                let frames = if end.starts_with("UNSUBSCRIBE") {
+                    format!("{frames}DISCONNECT\nreceipt:bye\n\n\0")
+                } else {
+                    frames
+                };
+                stream.write_all(frames.as_bytes()).await.expect("writes");
+                let rest = read_to_close(&mut stream).await;
+                assert!(rest.contains("receipt-id:bye"), "{mode} {end:?}: {rest}");
+                let (mut again, early) =
+                    subscribed_acking(addr, &wise.token, &destination, mode).await;
+                // In inbox order: a lost ACK shows as "1" coming first.
+                assert_eq!(
+                    message_seqs(&mut again, &early, 1).await,
+                    ["2"],
+                    "{mode}, then {end:?}: the acknowledged message came again"
+                );
+            }
+        }
+    }
+}
+
+/// Connects as `token` and subscribes to `destination` with ack `mode`; the stream and
+/// what arrived up to the subscription's receipt.
+async fn subscribed_acking(
+    addr: std::net::SocketAddr,
+    token: &str,
+    destination: &str,
+    mode: &str,
+) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let frames = format!(
+        "STOMP\naccept-version:1.1\npasscode:{token}\n\n\0\
+         SUBSCRIBE\nid:1\ndestination:{destination}\nack:{mode}\nreceipt:sub\n\n\0"
+    );
+    stream.write_all(frames.as_bytes()).await.expect("writes");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&got).contains("receipt-id:sub") {
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .expect("the receipt comes")
+            .expect("reads");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    (stream, String::from_utf8_lossy(&got).into_owned())
+}
