@@ -200,8 +200,43 @@ def routes(host, port, team, key):
             "requests": [m._message for m, _ in r.request.messages]}
 
 
+def pass_through(host, port, team, key):
+    """Wise Agents' PassThroughClientAgent: the client asks Pass, whose process_request
+    forwards the request it got as the `_message` of its own —
+    `WiseAgentMessage(message=request, sender=self.name, context_name=request.context_name)`
+    — which PyYAML dumps as a nested !wiseagents.WiseAgentMessage. The worker loads the
+    nested message; Pass stays connected and forwards a second request too."""
+    client = WiseAgent("WiseClient", host, port, team, key)
+    hop = WiseAgent("Pass", host, port, team, key)
+    worker = WiseAgent("WiseWorker", host, port, team, key)
+    for agent in (client, hop, worker):
+        agent.start()
+    time.sleep(0.3)
+    for n, question in enumerate(["What is 2+2?", "And 3+3?"], start=1):
+        client.send_request(WiseAgentMessage(question, sender="WiseClient", message_type="QUERY",
+                                             context_name="default",
+                                             route_response_to="WiseClient"), "Pass")
+        hop.request.wait(lambda i: len(i.messages) >= n, "the client's request")
+        request, _ = hop.request.messages[n - 1]
+        # process_request, as Wise Agents wrote it.
+        hop.send_request(WiseAgentMessage(request, sender="Pass", context_name=request._context_name),
+                         "WiseWorker")
+        worker.request.wait(lambda i: len(i.messages) >= n, "the forwarded request")
+    assert not hop.request.errors and not hop.response.errors, (hop.request.errors, hop.response.errors)
+    forwarded = [m for m, _ in worker.request.messages]
+    for message in forwarded:
+        assert isinstance(message, WiseAgentMessage), type(message)
+        assert isinstance(message._message, WiseAgentMessage), fields(message)
+    for agent in (client, hop, worker):
+        agent.stop()
+    first = forwarded[0]
+    return {"outer": {k: v for k, v in fields(first).items() if k != "_message"},
+            "inner": fields(first._message),
+            "questions": [m._message._message for m in forwarded]}
+
+
 SCENARIOS = {"conversation": conversation, "late": late, "malicious": malicious,
-             "receive": receive, "routes": routes}
+             "receive": receive, "routes": routes, "pass_through": pass_through}
 
 
 def main():

@@ -235,17 +235,9 @@ pub fn to_send_message(
     wise: &WiseMessage,
     raw: &str,
 ) -> SendMessage {
-    let mut data = Map::new();
-    let field = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
-    data.insert("_chat_id".into(), field(&wise.chat_id));
-    data.insert("_context_name".into(), field(&wise.context_name));
-    data.insert("_message".into(), field(&wise.message));
-    data.insert("_message_type".into(), field(&wise.message_type));
-    data.insert("_route_response_to".into(), field(&wise.route_response_to));
-    data.insert("_sender".into(), field(&wise.sender));
-    data.insert("_tool_id".into(), field(&wise.tool_id));
+    let mut data = wise_fields(wise);
     data.insert(RAW_BODY_KEY.into(), Value::String(raw.to_owned()));
-    let text = match wise.message.as_deref() {
+    let text = match wise.text() {
         None | Some("") => EMPTY_TEXT.to_owned(),
         Some(text) => text.chars().take(MAX_TEXT).collect(),
     };
@@ -263,6 +255,46 @@ pub fn to_send_message(
     message.context_reference = wise.context_name.clone();
     message.thread_id = wise.chat_id.clone();
     message
+}
+
+/// A Wise message's fields as JSON; a nested `_message` as an object of its own.
+fn wise_fields(wise: &WiseMessage) -> Map<String, Value> {
+    let field = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+    let mut data = Map::new();
+    data.insert("_chat_id".into(), field(&wise.chat_id));
+    data.insert("_context_name".into(), field(&wise.context_name));
+    let message = match &wise.nested {
+        Some(nested) => Value::Object(wise_fields(nested)),
+        None => field(&wise.message),
+    };
+    data.insert("_message".into(), message);
+    data.insert("_message_type".into(), field(&wise.message_type));
+    data.insert("_route_response_to".into(), field(&wise.route_response_to));
+    data.insert("_sender".into(), field(&wise.sender));
+    data.insert("_tool_id".into(), field(&wise.tool_id));
+    data
+}
+
+/// A nested `_message` stored by [`wise_fields`], back as a message (to the gate's
+/// depth: nothing deeper was ever stored from a Wise body, and no deeper one is read).
+fn nested_from(fields: &Map<String, Value>, depth: usize) -> Option<Box<WiseMessage>> {
+    let text = |key: &str| fields.get(key).and_then(Value::as_str).map(str::to_owned);
+    let nested = match fields.get("_message") {
+        Some(Value::Object(inner)) if depth + 1 < super::wise::MAX_NESTING => {
+            nested_from(inner, depth + 1)
+        }
+        _ => None,
+    };
+    Some(Box::new(WiseMessage {
+        chat_id: text("_chat_id"),
+        context_name: text("_context_name"),
+        message: text("_message"),
+        nested,
+        message_type: text("_message_type").filter(|t| MESSAGE_TYPES.contains(&t.as_str())),
+        route_response_to: text("_route_response_to"),
+        sender: text("_sender"),
+        tool_id: text("_tool_id"),
+    }))
 }
 
 /// The `WiseAgentMessage` a Wise Agents receiver gets for an inbox entry. `_sender` is
@@ -287,10 +319,20 @@ pub fn to_wise(view: &MessageView) -> WiseMessage {
             }
             .map(str::to_owned)
         });
+    // A forwarded message (`PassThroughClientAgent`) goes on as it came: nested.
+    let nested = match data.get("_message") {
+        Some(Value::Object(inner)) if from_wise => nested_from(inner, 1),
+        _ => None,
+    };
+    let message = match nested {
+        Some(_) => None,
+        None => Some(text_field("_message").unwrap_or_else(|| view.content.text.clone())),
+    };
     WiseMessage {
         chat_id: text_field("_chat_id").or_else(|| view.thread_id.clone()),
         context_name: text_field("_context_name").or_else(|| view.context_reference.clone()),
-        message: Some(text_field("_message").unwrap_or_else(|| view.content.text.clone())),
+        message,
+        nested,
         message_type,
         route_response_to: text_field("_route_response_to"),
         sender: Some(view.sender_agent_id.clone()),
@@ -342,6 +384,7 @@ mod tests {
             chat_id: Some("chat".into()),
             context_name: Some("ctx".into()),
             message: Some("x".repeat(MAX_TEXT + 5)),
+            nested: None,
             message_type: Some("ALERT".into()),
             route_response_to: None,
             sender: Some("A".into()),

@@ -6,8 +6,10 @@
 //! the receiving agent. A body is therefore relayed only if it is exactly what their
 //! dump produces: one document holding one block or flow mapping tagged
 //! `!wiseagents.WiseAgentMessage`, whose keys are the known fields and whose values are
-//! untagged scalars — no other tag anywhere, no anchors, no aliases, no nested
-//! collections, valid UTF-8, within the size limit. The check walks the YAML parser's
+//! untagged scalars — except `_message`, which may itself be such a mapping (Wise Agents'
+//! `PassThroughClientAgent` forwards the request it got as the `_message` of its own), to
+//! at most [`MAX_NESTING`] levels — no other tag anywhere, no anchors, no aliases, no
+//! other collections, valid UTF-8, within the size limit. The check walks the YAML parser's
 //! events (granit-parser) rather than deserialising, so nothing is ever constructed from
 //! a tag.
 //!
@@ -48,12 +50,20 @@ pub const MESSAGE_TYPES: [&str; 7] = [
     "HUMAN",
 ];
 
+/// How many messages deep a `_message` may nest (a pass-through of a pass-through of a
+/// pass-through): enough for the chains Wise Agents builds, small enough that no body
+/// makes the gate or the writer recurse far.
+pub const MAX_NESTING: usize = 4;
+
 /// A body that passed the gate: each field's value (`None` for `null` or absent).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WiseMessage {
     pub chat_id: Option<String>,
     pub context_name: Option<String>,
+    /// `_message` as text; `None` when absent, `null`, or a message ([`Self::nested`]).
     pub message: Option<String>,
+    /// `_message` when it is itself a `WiseAgentMessage`.
+    pub nested: Option<Box<WiseMessage>>,
     pub message_type: Option<String>,
     pub route_response_to: Option<String>,
     pub sender: Option<String>,
@@ -86,20 +96,48 @@ impl WiseMessage {
         ]
     }
 
+    /// The text a person reads: `_message`, or the innermost message's.
+    pub fn text(&self) -> Option<&str> {
+        match &self.nested {
+            Some(nested) => nested.text(),
+            None => self.message.as_deref(),
+        }
+    }
+
     /// The body for a Wise Agents receiver: all seven fields, so both generations of
-    /// Wise Agents read it.
+    /// Wise Agents read it. A nested `_message` is written as a flow mapping with the
+    /// same tag, which PyYAML loads as the same object its block dump made.
     pub fn to_yaml(&self) -> String {
         let mut out = format!("!{TAG}\n");
         for (name, value) in FIELDS.iter().zip(self.values()) {
             out.push_str(name);
             out.push_str(": ");
-            match value {
-                Some(v) => double_quoted(&mut out, v),
-                None => out.push_str("null"),
+            match (name, &self.nested, value) {
+                (&"_message", Some(nested), _) => nested.flow(&mut out),
+                (_, _, Some(v)) => double_quoted(&mut out, v),
+                (_, _, None) => out.push_str("null"),
             }
             out.push('\n');
         }
         out
+    }
+
+    /// `!wiseagents.WiseAgentMessage {_chat_id: …, …}`.
+    fn flow(&self, out: &mut String) {
+        out.push_str(&format!("!{TAG} {{"));
+        for (at, (name, value)) in FIELDS.iter().zip(self.values()).enumerate() {
+            if at > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(name);
+            out.push_str(": ");
+            match (name, &self.nested, value) {
+                (&"_message", Some(nested), _) => nested.flow(out),
+                (_, _, Some(v)) => double_quoted(out, v),
+                (_, _, None) => out.push_str("null"),
+            }
+        }
+        out.push('}');
     }
 }
 
@@ -146,6 +184,8 @@ pub enum BodyRefused {
     Anchor,
     #[error("field '{0}' must be a plain scalar, not a collection")]
     NotScalar(String),
+    #[error("_message nests messages more than {MAX_NESTING} deep")]
+    TooDeep,
     #[error("unknown field '{0}'")]
     UnknownField(String),
     #[error("field '{0}' appears twice")]
@@ -200,6 +240,20 @@ pub fn check(body: &[u8], max: usize) -> Result<WiseMessage, BodyRefused> {
         Event::MappingStart(_, _, None) => return Err(BodyRefused::NotAMessage),
         other => return Err(refusal(other, "the document")),
     }
+    let message = fields(&mut next, 0)?;
+    if !matches!(next()?, Event::DocumentEnd) || !matches!(next()?, Event::StreamEnd) {
+        return Err(BodyRefused::NotAMessage);
+    }
+    Ok(message)
+}
+
+/// The fields of a message mapping whose start was read, through its end: each key a
+/// known field once, each value a plain scalar — or, for `_message`, a mapping with the
+/// message's tag, read the same way one level deeper.
+fn fields<'a>(
+    next: &mut impl FnMut() -> Result<Event<'a>, BodyRefused>,
+    depth: usize,
+) -> Result<WiseMessage, BodyRefused> {
     let mut message = WiseMessage::default();
     let mut seen: Vec<String> = Vec::new();
     loop {
@@ -208,23 +262,28 @@ pub fn check(body: &[u8], max: usize) -> Result<WiseMessage, BodyRefused> {
             Event::Scalar(key, _, 0, None) => key.into_owned(),
             other => return Err(refusal(other, "a key")),
         };
-        let value = match next()? {
-            Event::Scalar(value, style, 0, None) => {
-                scalar_value(value, style == granit_parser::ScalarStyle::Plain)
-            }
-            other => return Err(refusal(other, &key)),
-        };
         if seen.contains(&key) {
             return Err(BodyRefused::Duplicate(key));
         }
-        let slot = message
-            .field(&key)
-            .ok_or_else(|| BodyRefused::UnknownField(key.chars().take(64).collect()))?;
-        *slot = value;
+        match next()? {
+            Event::Scalar(value, style, 0, None) => {
+                let value = scalar_value(value, style == granit_parser::ScalarStyle::Plain);
+                let slot = message
+                    .field(&key)
+                    .ok_or_else(|| BodyRefused::UnknownField(key.chars().take(64).collect()))?;
+                *slot = value;
+            }
+            Event::MappingStart(_, 0, Some(tag))
+                if key == "_message" && tag.handle() == "!" && tag.suffix() == TAG =>
+            {
+                if depth + 1 >= MAX_NESTING {
+                    return Err(BodyRefused::TooDeep);
+                }
+                message.nested = Some(Box::new(fields(next, depth + 1)?));
+            }
+            other => return Err(refusal(other, &key)),
+        }
         seen.push(key);
-    }
-    if !matches!(next()?, Event::DocumentEnd) || !matches!(next()?, Event::StreamEnd) {
-        return Err(BodyRefused::NotAMessage);
     }
     for name in REQUIRED {
         if !seen.iter().any(|s| s == name) {

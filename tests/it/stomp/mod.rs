@@ -175,3 +175,37 @@ async fn a_rest_message_reaches_a_stomp_agent_as_a_body_pyyaml_loads() {
     assert_eq!(out["got"]["_chat_id"], "t-1");
     assert_eq!(out["headers"]["switchboard-sender"], "planner");
 }
+
+/// Wise Agents' `PassThroughClientAgent` forwards the request it got as the `_message`
+/// of its own (`tests/interop/stomp_wise.py pass_through`, with its exact call): the gate
+/// refused the nested message ("tag … is not allowed"), closed the connection, and since
+/// Wise Agents never resubscribes, the pass-through was deaf for good. It goes through
+/// now, nested as it came, and the text the team reads is the question.
+#[tokio::test]
+async fn a_pass_through_agent_forwards_a_request_nested_in_its_own() {
+    if !crate::python::available("a_pass_through_agent_forwards_a_request_nested_in_its_own") {
+        return;
+    }
+    let (app, team) = start().await;
+    let out = scenario(&app, &team, "pass_through").await;
+    assert_eq!(out["questions"], json!(["What is 2+2?", "And 3+3?"]));
+    assert_eq!(out["outer"]["_sender"], "Pass");
+    assert_eq!(out["inner"]["_sender"], "WiseClient");
+    assert_eq!(out["inner"]["_message_type"], "QUERY");
+    assert_eq!(out["inner"]["_route_response_to"], "WiseClient");
+    // Both stayed subscribed to the end (a refused body would have closed Pass).
+    let worker = app
+        .get("/v1/teams/wise/agents/WiseWorker")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(worker.body["agent"]["deaf"], false, "{:#}", worker.body);
+    let pass = app
+        .get("/v1/teams/wise/agents/Pass")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(pass.body["agent"]["deaf"], false, "{:#}", pass.body);
+}

@@ -122,3 +122,69 @@ fn code_tags_anchors_and_other_shapes_are_refused() {
         Err(BodyRefused::TooLarge { max: 10 })
     );
 }
+
+/// `yaml.dump` of what Wise Agents' `PassThroughClientAgent.process_request` sends:
+/// `WiseAgentMessage(message=request, sender=self.name, context_name=request.context_name)`.
+const PASS_THROUGH: &str = "!wiseagents.WiseAgentMessage\n_context_name: default\n_message: !wiseagents.WiseAgentMessage\n  _context_name: default\n  _message: What is 2+2?\n  _message_type: QUERY\n  _route_response_to: Client\n  _sender: Client\n  _tool_id: null\n_message_type: null\n_route_response_to: null\n_sender: PassThroughClientAgent1\n_tool_id: null\n";
+
+#[test]
+fn a_forwarded_request_nested_in_a_message_passes_and_reads_back() {
+    let m = check(PASS_THROUGH.as_bytes(), MAX).expect("passes");
+    assert_eq!(m.sender.as_deref(), Some("PassThroughClientAgent1"));
+    assert_eq!(m.message, None);
+    let inner = m.nested.as_deref().expect("nested");
+    assert_eq!(inner.message.as_deref(), Some("What is 2+2?"));
+    assert_eq!(inner.sender.as_deref(), Some("Client"));
+    assert_eq!(m.text(), Some("What is 2+2?"));
+    // What Switchboard writes for it (a flow mapping inside) passes and is the same.
+    let yaml = m.to_yaml();
+    assert!(
+        yaml.contains("_message: !wiseagents.WiseAgentMessage {_chat_id: null"),
+        "{yaml}"
+    );
+    assert_eq!(check(yaml.as_bytes(), MAX), Ok(m));
+}
+
+#[test]
+fn nesting_is_bounded_and_only_the_message_tag_nests() {
+    let refused = |body: &str| check(body.as_bytes(), MAX).expect_err(body);
+    // Four levels pass; five do not.
+    let level =
+        |inner: &str| format!("!wiseagents.WiseAgentMessage {{_message: {inner}, _sender: s}}");
+    let mut body = "x".to_owned();
+    for _ in 0..MAX_NESTING {
+        body = level(&body);
+    }
+    check(body.as_bytes(), MAX).expect("four levels pass");
+    assert_eq!(refused(&level(&body)), BodyRefused::TooDeep);
+    // Another tag nested, a nested mapping in another field, a nested untagged mapping,
+    // a nested message that breaks a rule.
+    assert!(matches!(
+        refused(
+            "!wiseagents.WiseAgentMessage\n_message: !!python/object:os.system {}\n_sender: s\n"
+        ),
+        BodyRefused::Tag(_)
+    ));
+    assert!(matches!(
+        refused(
+            "!wiseagents.WiseAgentMessage\n_message: m\n_sender: !wiseagents.WiseAgentMessage {_message: m, _sender: s}\n"
+        ),
+        BodyRefused::Tag(_)
+    ));
+    assert_eq!(
+        refused("!wiseagents.WiseAgentMessage\n_message: {_message: m, _sender: s}\n_sender: s\n"),
+        BodyRefused::NotScalar("_message".into())
+    );
+    assert_eq!(
+        refused(
+            "!wiseagents.WiseAgentMessage\n_message: !wiseagents.WiseAgentMessage {_message: m}\n_sender: s\n"
+        ),
+        BodyRefused::Missing("_sender")
+    );
+    assert!(matches!(
+        refused(
+            "!wiseagents.WiseAgentMessage\n_message: !wiseagents.WiseAgentMessage {_message: !!python/name:os.system x, _sender: s}\n_sender: s\n"
+        ),
+        BodyRefused::Tag(_)
+    ));
+}
