@@ -525,6 +525,58 @@ async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     }
 }
 
+/// What is not one JSON-RPC message gets a JSON-RPC error in a JSON body (HTTP 400, `id`
+/// null), never the SDK's 415 with a text body: a batch, a member named twice (at any
+/// depth), a non-object, nesting past the parser's depth, bad JSON.
+#[tokio::test]
+async fn what_is_not_one_json_rpc_message_gets_a_json_rpc_error() {
+    let app = TestApp::start().await;
+    let (_, a, _) = team(&app).await;
+    let deep = format!(
+        r#"{{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {{"x": {}1{}}}}}"#,
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    for (body, code, says) in [
+        (format!("[{}]", initialize()), -32600, "batch"),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "ping"}"#.to_owned(),
+            -32600,
+            "'id' is named twice",
+        ),
+        (
+            r#"{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": 1, "a": 2}}"#
+                .to_owned(),
+            -32600,
+            "'a' is named twice",
+        ),
+        ("42".to_owned(), -32600, "object"),
+        (deep, -32700, "recursion"),
+        ("{not json".to_owned(), -32700, "not JSON"),
+    ] {
+        let res = app
+            .post("/mcp")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .token(&a.token)
+            .raw_untyped(body.clone())
+            .send()
+            .await
+            .expect_status(400);
+        assert_eq!(res.body["jsonrpc"], "2.0", "{body:.80}: {:#}", res.body);
+        assert_eq!(res.body["id"], Value::Null);
+        assert_eq!(
+            res.body["error"]["code"], code,
+            "{body:.80}: {:#}",
+            res.body
+        );
+        let message = res.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{body:.80}: {message}");
+    }
+    // One message still opens a session.
+    open_session(&app, &a).await.expect("a session");
+}
+
 /// A host that writes its first messages at once and closes stdin (initialize, the
 /// initialized notification and a call, in one write) gets the call answered: the stdio
 /// bridge keeps the session's order and ends the session only after the call. Twenty

@@ -24,7 +24,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
@@ -96,9 +96,116 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
     Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(
+            max_body_bytes,
+            json_rpc_only,
+        ))
+        .layer(middleware::from_fn_with_state(
             (state.core, limit),
             authenticated,
         ))
+}
+
+/// A POST's body is one JSON-RPC message, or a JSON-RPC error in a JSON body — never the
+/// SDK's HTTP 415 with a text body ("fail to deserialize request body"), which a client
+/// cannot read as an answer: bad JSON or nesting past serde's depth is `-32700`; a batch
+/// (an array: MCP dropped batches in 2025-06-18), a member named twice at any depth, or
+/// anything but an object is `-32600`. HTTP 400, `id` null: the request's own id could
+/// not be trusted.
+async fn json_rpc_only(
+    State(max_body_bytes): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, max_body_bytes).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            let err = CoreError::new(ErrorCode::PayloadTooLarge, "the request body is too large")
+                .with("limit_bytes", max_body_bytes);
+            return ApiError(err).into_response();
+        }
+    };
+    if let Err((code, why)) = one_json_rpc_message(&bytes) {
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": code, "message": why},
+        });
+        return (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
+}
+
+/// `Ok` for one JSON object with every member named once; else the JSON-RPC error code
+/// and why.
+fn one_json_rpc_message(bytes: &[u8]) -> Result<(), (i64, String)> {
+    use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
+
+    /// Any JSON value, refused if an object names a member twice.
+    struct Unique;
+    impl<'de> serde::Deserialize<'de> for Unique {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(UniqueVisitor)
+        }
+    }
+    struct UniqueVisitor;
+    impl<'de> Visitor<'de> for UniqueVisitor {
+        type Value = Unique;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+            let mut names = std::collections::HashSet::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if !names.insert(name.clone()) {
+                    let name = switchboard_types::error::cut(&name, 64);
+                    return Err(A::Error::custom(format!("member '{name}' is named twice")));
+                }
+                map.next_value::<Unique>()?;
+            }
+            Ok(Unique)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+            while seq.next_element::<Unique>()?.is_some() {}
+            Ok(Unique)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+        fn visit_unit<E>(self) -> Result<Unique, E> {
+            Ok(Unique)
+        }
+    }
+
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    let checked = serde::Deserialize::deserialize(&mut reader).and_then(|Unique| reader.end());
+    match checked {
+        Err(e) if e.is_syntax() || e.is_eof() => Err((-32700, format!("not JSON: {e}"))),
+        Err(e) => Err((-32600, e.to_string())),
+        Ok(()) if first == Some(&b'[') => Err((
+            -32600,
+            "a batch (a JSON array) is not a request: MCP takes one message per POST".into(),
+        )),
+        Ok(()) if first != Some(&b'{') => Err((-32600, "a JSON-RPC message is an object".into())),
+        Ok(()) => Ok(()),
+    }
 }
 
 /// Refuses a request without a valid token with the REST error body (401), a session
