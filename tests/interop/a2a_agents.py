@@ -387,10 +387,33 @@ async def push(base, team, token, worker_id, worker_token):
     return out
 
 
+async def cards(base, team, token, worker_id, worker_token):
+    """The worker's card as both generations of the SDK read it: the 1.0 resolver's parse
+    (`parse_agent_card`) and the 0.3 card model (`a2a.compat.v0_3.types.AgentCard`, what
+    a 0.3 client validates a card with), from the URL a client is given."""
+    from a2a.client.card_resolver import parse_agent_card
+    from a2a.compat.v0_3.types import AgentCard as V03Card
+
+    url = f"{base}/a2a/{team}/{worker_id}/.well-known/agent-card.json"
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        card = (await http.get(url)).raise_for_status().json()
+    v10 = parse_agent_card(json.loads(json.dumps(card)))
+    v03 = V03Card.model_validate(card)
+    return {
+        "v10_interfaces": [[i.url, i.protocol_binding, i.protocol_version]
+                           for i in v10.supported_interfaces],
+        "v03_url": v03.url,
+        "v03_version": v03.protocol_version,
+        "v03_transport": v03.preferred_transport,
+        "v03_security": [list(r.keys()) for r in (v03.security or [])],
+        "v03_scheme": v03.security_schemes["bearer"].root.model_dump(exclude_none=True),
+    }
+
+
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
     run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
-           "legacy": legacy, "push": push}[scenario]
+           "legacy": legacy, "push": push, "cards": cards}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

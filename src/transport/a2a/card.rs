@@ -48,7 +48,7 @@ pub async fn card(
         )));
     };
     let card = build(&found.agent, &base_url(&headers));
-    Ok(cached(&headers, &json!(card)))
+    Ok(cached(&headers, &with_v03(&card)))
 }
 
 /// `GET /a2a/{team_id}/agents`: every member's card.
@@ -75,7 +75,11 @@ pub async fn directory(
         )));
     };
     let base = base_url(&headers);
-    let cards: Vec<AgentCard> = list.agents.iter().map(|a| build(a, &base)).collect();
+    let cards: Vec<serde_json::Value> = list
+        .agents
+        .iter()
+        .map(|a| with_v03(&build(a, &base)))
+        .collect();
     Ok(cached(&headers, &json!({ "agents": cards })))
 }
 
@@ -182,6 +186,64 @@ fn build(agent: &AgentView, base: &str) -> AgentCard {
         )])),
         security_requirements: Some(vec![HashMap::from([("bearer".to_owned(), Vec::new())])]),
         signatures: None,
+    }
+}
+
+/// The card as both versions read it: the 1.0 card, with the fields a 0.3 client needs
+/// to discover the member added where 1.0 has none (`url`, `protocolVersion`,
+/// `preferredTransport`, `additionalInterfaces`, `security`, and each security scheme's
+/// `type`), as the reference server (`a2a-python`'s `agent_card_to_dict`) merges its 0.3
+/// card into the 1.0 one. 1.0 readers ignore the 0.3 fields (the SDK's resolver drops
+/// them when `supportedInterfaces` is there); 0.3 readers find theirs. A 0.3 client is
+/// given the member's interface URL, as a 1.0 client is, and reads the card beneath it.
+fn with_v03(card: &AgentCard) -> serde_json::Value {
+    let mut value = json!(card);
+    let Some(url) = card.supported_interfaces.first().map(|i| i.url.clone()) else {
+        return value;
+    };
+    let schemes: serde_json::Map<String, serde_json::Value> = card
+        .security_schemes
+        .iter()
+        .flatten()
+        .map(|(name, scheme)| {
+            let v03 = match scheme {
+                SecurityScheme::HttpAuth(http) => {
+                    json!({"type": "http", "scheme": http.scheme.to_ascii_lowercase()})
+                }
+                _ => json!({}),
+            };
+            (name.clone(), v03)
+        })
+        .collect();
+    let v03 = json!({
+        "protocolVersion": "0.3.0",
+        "url": url,
+        "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+        "securitySchemes": schemes,
+        "security": card
+            .security_requirements
+            .iter()
+            .flatten()
+            .map(|r| r.keys().map(|k| (k.clone(), json!([]))).collect::<serde_json::Map<_, _>>())
+            .collect::<Vec<_>>(),
+    });
+    merge_absent(&mut value, v03);
+    value
+}
+
+/// Adds what `from` has and `into` lacks, into nested objects too; never replaces.
+fn merge_absent(into: &mut serde_json::Value, from: serde_json::Value) {
+    let (serde_json::Value::Object(into), serde_json::Value::Object(from)) = (into, from) else {
+        return;
+    };
+    for (key, value) in from {
+        match into.get_mut(&key) {
+            None => {
+                into.insert(key, value);
+            }
+            Some(existing) => merge_absent(existing, value),
+        }
     }
 }
 

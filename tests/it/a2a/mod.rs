@@ -318,3 +318,29 @@ async fn the_a2a_walkthrough_works_as_written() {
     assert_eq!(status["state"], "TASK_STATE_COMPLETED", "{out}");
     app.stop().await;
 }
+
+/// 0.3 clients discover a member by its card at the URL they were given: the card
+/// carries 0.3's fields beside 1.0's (as the reference server merges them), so the SDK's
+/// 1.0 resolver and its 0.3 card model both read it (`a2a_agents.py cards`).
+#[tokio::test]
+async fn a_card_reads_as_1_0_and_as_0_3() {
+    if !crate::python::available("a_card_reads_as_1_0_and_as_0_3") {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    let out = scenario(&app, "cards", &team, &client, &worker).await;
+    let url = format!("{}/a2a/a2a/worker", app.base);
+    assert_eq!(
+        out["v10_interfaces"],
+        json!([[url, "JSONRPC", "1.0"], [url, "JSONRPC", "0.3"]])
+    );
+    assert_eq!(out["v03_url"], url);
+    assert_eq!(out["v03_version"], "0.3.0");
+    assert_eq!(out["v03_transport"], "JSONRPC");
+    assert_eq!(out["v03_security"], json!([["bearer"]]));
+    assert_eq!(
+        out["v03_scheme"],
+        json!({"type": "http", "scheme": "bearer"})
+    );
+}
