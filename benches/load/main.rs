@@ -13,6 +13,7 @@ mod a2a;
 mod cpu;
 mod fanout;
 mod harness;
+mod hostile;
 mod hot;
 mod live;
 mod mcp;

@@ -46,6 +46,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("ws_slow_readers", |o| {
         Box::pin(crate::slow::slow_readers(o))
     }),
+    ("hostile", |o| Box::pin(crate::hostile::hostile(o))),
 ];
 
 pub fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {
