@@ -98,6 +98,21 @@ impl Core {
     /// Another node added or changed a team or an agent: the registry is read again
     /// (it is small, and such changes are rare), and the connections of an agent that
     /// was removed there end here too (4003), as they do on the node that removed it.
+    /// Makes the registry hold everything committed before `arrived` (several nodes): a
+    /// request that found an agent, token or team unknown asks this before it refuses,
+    /// since another node may have committed it a moment ago and its notification not be
+    /// here yet. Negative answers are never cached. Reloads run one at a time, and a
+    /// reload that started after the request arrived already covers it, so a stream of
+    /// unknown tokens costs at most one reload in flight, not one per request.
+    pub(super) async fn registry_current_since(&self, arrived: std::time::Instant) {
+        let mut started = self.inner.registry_reload.lock().await;
+        if started.is_some_and(|at| at >= arrived) {
+            return;
+        }
+        *started = Some(std::time::Instant::now());
+        self.reload_registry().await;
+    }
+
     async fn reload_registry(&self) {
         let (teams, agents) = match (
             self.store().load_teams().await,

@@ -72,6 +72,10 @@ struct Inner {
     sessions: Arc<sessions::Sessions>,
     /// Sessions of one kind a credential may hold (the hub's per-agent cap).
     session_cap: usize,
+    /// When the newest registry reload asked for by a miss started (several nodes; see
+    /// `elsewhere::registry_current_since`): one at a time, and none again for requests
+    /// that arrived before it started.
+    registry_reload: tokio::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// Settings of the core.
@@ -144,6 +148,7 @@ impl Core {
                 health: health::StorageHealth::default(),
                 sessions: Arc::default(),
                 session_cap: settings.hub.max_per_agent,
+                registry_reload: tokio::sync::Mutex::new(None),
             }),
         };
         core.follow_other_nodes();
@@ -171,12 +176,21 @@ impl Core {
         &self.inner.hub
     }
 
-    /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody).
-    pub fn authenticate(&self, token: &str) -> CoreResult<Caller> {
-        self.inner
-            .registry
-            .authenticate(token)
-            .ok_or_else(auth::invalid_token)
+    /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody). With several nodes,
+    /// a token this node does not know is looked for in the database before it is
+    /// refused: an agent registered on another node a moment ago is known here at once.
+    pub async fn authenticate(&self, token: &str) -> CoreResult<Caller> {
+        let arrived = std::time::Instant::now();
+        if let Some(caller) = self.inner.registry.authenticate(token) {
+            return Ok(caller);
+        }
+        if self.store().shared() {
+            self.registry_current_since(arrived).await;
+            if let Some(caller) = self.inner.registry.authenticate(token) {
+                return Ok(caller);
+            }
+        }
+        Err(auth::invalid_token())
     }
 
     /// This process's name among the nodes that may share its database.

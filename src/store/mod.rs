@@ -132,6 +132,12 @@ impl Store {
         }
     }
 
+    /// Whether other processes may write the same database (PostgreSQL with several
+    /// nodes): what this process holds in memory may then lag behind what is committed.
+    pub fn shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
     /// Finishes queued writes and closes every connection.
     pub async fn close(&self) {
         match &self.backend {

@@ -36,7 +36,7 @@ pub async fn card(
     Path((team_id, agent_id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let caller = state.authenticate(&headers)?;
+    let caller = state.authenticate(&headers).await?;
     let reply = state
         .core
         .dispatch(&caller, Operation::GetAgent { team_id, agent_id })
@@ -57,7 +57,7 @@ pub async fn directory(
     Path(team_id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let caller = state.authenticate(&headers)?;
+    let caller = state.authenticate(&headers).await?;
     let reply = state
         .core
         .dispatch(

@@ -47,9 +47,9 @@ pub struct A2aState {
 impl A2aState {
     /// The caller behind the request's bearer token (`401` with the contract's body if
     /// nobody). A2A is request/response over HTTP: no live route back, as for REST.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, ApiError> {
         let header = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-        Ok(authenticate(&self.core, header)?.by(Via::Rest))
+        Ok(authenticate(&self.core, header).await?.by(Via::Rest))
     }
 }
 

@@ -53,7 +53,7 @@ impl Interface {
         agent_id: String,
         headers: &HeaderMap,
     ) -> Result<Interface, ApiError> {
-        let caller = state.authenticate(headers)?;
+        let caller = state.authenticate(headers).await?;
         if !matches!(caller, Caller::Agent { .. }) {
             return Err(ApiError(CoreError::forbidden(
                 "A2A calls are made by agents: use an agent token of the team",

@@ -15,8 +15,8 @@ pub fn bearer(header: Option<&str>) -> CoreResult<&str> {
 }
 
 /// The caller behind an `Authorization` header (`UNAUTHORIZED` if nobody).
-pub fn authenticate(core: &Core, header: Option<&str>) -> CoreResult<Caller> {
-    core.authenticate(bearer(header)?)
+pub async fn authenticate(core: &Core, header: Option<&str>) -> CoreResult<Caller> {
+    core.authenticate(bearer(header)?).await
 }
 
 #[cfg(test)]

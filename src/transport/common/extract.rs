@@ -29,7 +29,7 @@ impl<S: HasCore> FromRequestParts<S> for Auth {
             .headers
             .get(AUTHORIZATION)
             .map(|v| v.to_str().unwrap_or(""));
-        Ok(Auth(authenticate(state.core(), header)?))
+        Ok(Auth(authenticate(state.core(), header).await?))
     }
 }
 

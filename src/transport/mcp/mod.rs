@@ -220,7 +220,7 @@ async fn authenticated(
         .headers()
         .get(AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or(""));
-    let caller = authenticate(&core, header)?.by(Via::Mcp);
+    let caller = authenticate(&core, header).await?.by(Via::Mcp);
     request.extensions_mut().insert(caller);
     let owner = Credential::from(&caller);
     let named = request

@@ -123,7 +123,7 @@ async fn open(
         (Some(_), _) | (None, None) => bearer(header)?,
         (None, Some(token)) => token,
     };
-    let caller = state.core.authenticate(token)?.by(Via::Websocket);
+    let caller = state.core.authenticate(token).await?.by(Via::Websocket);
     let resume_after = state.core.resume_after(&caller, query.since).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ErrorBody::validation(

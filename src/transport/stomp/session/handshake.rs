@@ -45,7 +45,7 @@ pub(super) async fn connect<W: Wire>(state: &StompState, wire: &mut W) -> Result
             receipt: None,
         });
     };
-    let identity = authenticate(state, &frame)?;
+    let identity = authenticate(state, &frame).await?;
     // Every connection counts, subscribed or not, for agents and bridges alike.
     let hold = state
         .core
@@ -86,7 +86,7 @@ fn parse_heart_beat(value: &str) -> Option<(u64, u64)> {
 
 /// `passcode` an agent token: that agent. `login` a team id and `passcode` its key: a
 /// team bridge.
-fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
+async fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
     let Some(passcode) = frame.get("passcode").filter(|p| !p.is_empty()) else {
         if let Some(team_id) = &state.settings.anonymous_team {
             let caller = state.core.anonymous_team(team_id).map_err(End::from_core)?;
@@ -99,7 +99,11 @@ fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
             "credentials required: passcode = an agent token, or login = a team id and passcode = its team key",
         ));
     };
-    let caller = state.core.authenticate(passcode).map_err(End::from_core)?;
+    let caller = state
+        .core
+        .authenticate(passcode)
+        .await
+        .map_err(End::from_core)?;
     match caller {
         Caller::Agent { .. } => Ok(Identity::Agent(caller.by(Via::Stomp))),
         Caller::Team { .. } => {
