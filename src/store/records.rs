@@ -1,15 +1,14 @@
 //! What the store reads and writes: rows as the server holds them. The core works with
 //! these; the wire types (in `switchboard_types`) are built from them by the core.
 
-use serde_json::{Map, Value};
-use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
+use serde_json::Value;
+use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus};
 use switchboard_types::routing::{Route, Via};
-use switchboard_types::task_state::TaskStatus;
-use switchboard_types::tasks::{
-    CallbackDelivery, ClarificationRound, DeliveryState, TaskEventKind, TaskRole,
-};
 use switchboard_types::time::Timestamp;
+
+mod tasks;
+pub use tasks::*;
 
 /// A SHA-256 digest of a token secret.
 pub type SecretHash = [u8; 32];
@@ -474,116 +473,6 @@ pub struct MarkOutcome {
 pub enum PostOutcome<R> {
     Written(R),
     Replayed(StoredAnswer),
-}
-
-/// A task as stored.
-#[derive(Debug, Clone)]
-pub struct TaskRecord {
-    pub pk: TaskPk,
-    pub team_pk: TeamPk,
-    pub task_id: String,
-    pub description: String,
-    pub data: Map<String, Value>,
-    pub originator_pk: AgentPk,
-    pub assignee_pk: Option<AgentPk>,
-    pub callback_url: Option<String>,
-    pub priority: Priority,
-    pub required_capabilities: Vec<String>,
-    pub target_agent_id: Option<String>,
-    pub status: TaskStatus,
-    /// Whether notifications for the originator go to its inbox: not when it follows the
-    /// task over the transport it created it by (A2A), where an inbox entry per change
-    /// would only pile up unread.
-    pub originator_inbox: bool,
-    /// The open question (`clarification_id`, question) while input-required; it was
-    /// asked by the assignee (a handoff drops it).
-    pub clarification: Option<(String, String)>,
-    pub context: Vec<ClarificationRound>,
-    pub result_data: Value,
-    pub callback_delivery: Option<CallbackDelivery>,
-    /// Bumped by every change; the change's event has this sequence number.
-    pub version: i64,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-}
-
-/// A task as of one moment: its row, its history and its callbacks, read in one
-/// snapshot. Read apart, a change committed between the reads gave a status older than
-/// the history beside it, and a waiter that took the history's newest entry as its cursor
-/// then waited for a change that had already happened (A2A `SendMessage` hung 60 s).
-#[derive(Debug, Clone)]
-pub struct TaskSnapshot {
-    pub task: TaskRecord,
-    /// Oldest first.
-    pub events: Vec<TaskEventRecord>,
-    /// Callbacks to the task's `callback_url`, oldest first.
-    pub callbacks: Vec<CallbackDelivery>,
-}
-
-/// An entry of a task's history.
-#[derive(Debug, Clone)]
-pub struct TaskEventRecord {
-    pub seq: i64,
-    pub kind: TaskEventKind,
-    pub actor_pk: Option<AgentPk>,
-    pub status: TaskStatus,
-    pub data: Map<String, Value>,
-    pub created_at: Timestamp,
-}
-
-/// A change of a task, written with its event (and its callback) in one statement.
-#[derive(Debug, Clone)]
-pub struct TaskWrite {
-    /// The task after the change.
-    pub task: TaskRecord,
-    /// The version the change was decided on; `None` for a new task.
-    pub expected_version: Option<i64>,
-    pub event: TaskEventRecord,
-    /// `(url, body)` of the `CallbackNotification` to queue.
-    pub callback: Option<(String, String)>,
-}
-
-/// Which tasks of an agent a list shows.
-#[derive(Debug, Clone)]
-pub struct TaskListSpec {
-    pub role: Option<TaskRole>,
-    pub statuses: Vec<TaskStatus>,
-    /// Tasks older than this one (a cursor).
-    pub before: Option<TaskPk>,
-    /// Only tasks submitted with this `target_agent_id`.
-    pub target: Option<String>,
-    pub limit: i64,
-}
-
-/// A callback that is due for an attempt.
-#[derive(Debug, Clone)]
-pub struct DueCallback {
-    pub pk: i64,
-    pub task_pk: TaskPk,
-    pub team_pk: TeamPk,
-    pub url: String,
-    pub event_seq: i64,
-    /// Empty for a webhook's delivery: rendered when sent.
-    pub body: String,
-    pub attempts: i64,
-    /// The task webhook it is for; `None` for the task's `callback_url`.
-    pub webhook_pk: Option<i64>,
-}
-
-/// The outcome of one callback attempt; pending ones are tried again at
-/// `next_attempt_at`.
-#[derive(Debug, Clone)]
-pub struct Attempt {
-    pub callback_pk: i64,
-    pub task_pk: TaskPk,
-    pub state: DeliveryState,
-    pub attempts: i64,
-    pub next_attempt_at: Timestamp,
-    pub last_status: Option<i64>,
-    pub last_error: Option<String>,
-    pub finished_at: Option<Timestamp>,
-    /// The same outcome as the task shows it.
-    pub delivery: CallbackDelivery,
 }
 
 /// One batch of the retention pass over a team's messages.

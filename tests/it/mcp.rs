@@ -6,8 +6,10 @@ use serde_json::{Value, json};
 use crate::support::{Agent, Team, TestApp};
 use crate::{inspector, python};
 
+mod adapters;
+
 /// A team with two agents: `a`, and `b` who can review.
-async fn team(app: &TestApp) -> (Team, Agent, Agent) {
+pub(crate) async fn team(app: &TestApp) -> (Team, Agent, Agent) {
     let team = app.team("mcp").await;
     let a = app.agent(&team, "a", &[]).await;
     let b = app.agent(&team, "b", &["review"]).await;
@@ -69,29 +71,7 @@ async fn two_agents_talk_and_run_a_task_through_mcp_alone() {
         out["respond_required"],
         json!(["original_message_id", "response_content"])
     );
-    // The path's id, renamed: a required string, not the body's nullable echo.
-    assert_eq!(
-        out["respond_original"]["type"], "string",
-        "{:#}",
-        out["respond_original"]
-    );
-    // The text block holds the answer itself (Agno's, LangChain's and CrewAI's adapters
-    // give a model nothing else): the structured content, serialized.
-    let text_of = |key: &str| -> Value {
-        serde_json::from_str(out[key].as_str().unwrap_or_default())
-            .unwrap_or_else(|e| panic!("{key} is not the answer as JSON ({e}): {}", out[key]))
-    };
-    assert_eq!(text_of("sent_text"), out["sent"]);
-    assert_eq!(
-        text_of("inbox_text")["messages"][0]["content"]["text"],
-        "Can you review PR 7?"
-    );
-    // A refusal's text: the code and message, then the whole error body.
-    let refused = out["unknown"]["text"].as_str().unwrap_or_default();
-    assert!(refused.starts_with("INVALID_RECIPIENT: "), "{refused}");
-    let body: Value = serde_json::from_str(refused.lines().last().unwrap_or_default())
-        .unwrap_or_else(|e| panic!("the error body as JSON ({e}): {refused}"));
-    assert_eq!(body, out["unknown"]["data"]);
+    the_text_blocks_hold_the_answers(&out);
     assert_eq!(out["whoami"]["agent_id"], "a");
     assert_eq!(out["found"], json!(["b"]));
     assert_eq!(out["received"]["content"]["text"], "Can you review PR 7?");
@@ -112,6 +92,29 @@ async fn two_agents_talk_and_run_a_task_through_mcp_alone() {
 
     seen_through_rest(&app, &a, &out).await;
     app.stop().await;
+}
+
+/// The text block holds the answer itself (Agno's, LangChain's and CrewAI's adapters give
+/// a model nothing else): the structured content, serialized; a refusal's text is the
+/// code and message, then the whole error body. And respond's path id, renamed, is a
+/// required string, not the body's nullable echo.
+fn the_text_blocks_hold_the_answers(out: &Value) {
+    let original = &out["respond_original"];
+    assert_eq!(original["type"], "string", "{original:#}");
+    let text_of = |key: &str| -> Value {
+        serde_json::from_str(out[key].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{key} is not the answer as JSON ({e}): {}", out[key]))
+    };
+    assert_eq!(text_of("sent_text"), out["sent"]);
+    assert_eq!(
+        text_of("inbox_text")["messages"][0]["content"]["text"],
+        "Can you review PR 7?"
+    );
+    let refused = out["unknown"]["text"].as_str().unwrap_or_default();
+    assert!(refused.starts_with("INVALID_RECIPIENT: "), "{refused}");
+    let body: Value = serde_json::from_str(refused.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the error body as JSON ({e}): {refused}"));
+    assert_eq!(body, out["unknown"]["data"]);
 }
 
 /// The conversation held over MCP, read back through REST: ordinary messages.
@@ -403,14 +406,14 @@ async fn subscriptions_listen_of_the_2026_revision_hears_the_inbox_and_a_task() 
 }
 
 /// An `initialize` of the handshake revisions, as a host sends it first.
-fn initialize() -> Value {
+pub(crate) fn initialize() -> Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                    "clientInfo": {"name": "test", "version": "1"}}})
 }
 
 /// Opens a session for `agent`; its id, or the refusal.
-async fn open_session(app: &TestApp, agent: &Agent) -> Result<String, Value> {
+pub(crate) async fn open_session(app: &TestApp, agent: &Agent) -> Result<String, Value> {
     let res = app
         .post("/mcp")
         .header("Accept", "application/json, text/event-stream")
@@ -453,62 +456,6 @@ async fn an_agent_holds_a_bounded_number_of_mcp_sessions() {
         .expect("room again after DELETE");
 }
 
-/// What a model reads through the frameworks' own MCP adapters (LangChain's
-/// `langchain-mcp-adapters`, Agno's `MCPTools`; `tests/interop/mcp_frameworks.py`): they
-/// pass on only a tool result's text blocks, so the text must hold the answer — the
-/// message, its id and delivery status, the inbox, a refusal's code and details.
-#[tokio::test]
-async fn the_frameworks_adapters_hand_the_model_the_whole_answer() {
-    let test = "the_frameworks_adapters_hand_the_model_the_whole_answer";
-    if !crate::python::available(test)
-        || !crate::python::available_in(&crate::python::FRAMEWORKS, test)
-    {
-        return;
-    }
-    let app = TestApp::start().await;
-    let (_, a, b) = team(&app).await;
-    for (framework, venv) in [
-        ("langchain", &crate::python::FRAMEWORKS),
-        ("agno", &crate::python::STOCK),
-    ] {
-        let out = crate::python::run_in(
-            venv,
-            "mcp_frameworks.py",
-            &[framework, &app.base, &a.token, &b.token],
-        )
-        .await;
-        assert_eq!(out["tools"], 23, "{framework}: {out:#}");
-        let text = |key: &str| out[key].as_str().unwrap_or_default().to_owned();
-        let sent: Value = serde_json::from_str(&text("sent")).unwrap_or_else(|e| {
-            panic!("{framework}: the send's text is its answer ({e}): {out:#}")
-        });
-        let id = sent["message_id"]
-            .as_str()
-            .expect("a message id")
-            .to_owned();
-        assert_eq!(sent["delivery_status"]["pending_delivery"], json!(["b"]));
-        let inbox: Value = serde_json::from_str(&text("inbox"))
-            .unwrap_or_else(|e| panic!("{framework}: the inbox's text is the inbox ({e})"));
-        assert_eq!(inbox["messages"][0]["message_id"], id.as_str());
-        assert_eq!(
-            inbox["messages"][0]["content"]["text"],
-            format!("{framework} question")
-        );
-        // A refusal reaches the model with its code and details (Agno wraps the
-        // blocks in its own words; the JSON inside is escaped once).
-        let refused = text("refused");
-        assert!(
-            refused.contains("INVALID_RECIPIENT: "),
-            "{framework}: {refused}"
-        );
-        assert!(
-            refused.contains(r#""invalid_ids":["nobody"]"#),
-            "{framework}: the details reach the model: {refused}"
-        );
-    }
-    app.stop().await;
-}
-
 #[tokio::test]
 async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
     let app = TestApp::start().await;
@@ -523,58 +470,6 @@ async fn mcp_refuses_a_missing_or_wrong_token_with_the_rest_error_body() {
         }
         req.send().await.expect_error(401, "UNAUTHORIZED");
     }
-}
-
-/// What is not one JSON-RPC message gets a JSON-RPC error in a JSON body (HTTP 400, `id`
-/// null), never the SDK's 415 with a text body: a batch, a member named twice (at any
-/// depth), a non-object, nesting past the parser's depth, bad JSON.
-#[tokio::test]
-async fn what_is_not_one_json_rpc_message_gets_a_json_rpc_error() {
-    let app = TestApp::start().await;
-    let (_, a, _) = team(&app).await;
-    let deep = format!(
-        r#"{{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {{"x": {}1{}}}}}"#,
-        "[".repeat(300),
-        "]".repeat(300)
-    );
-    for (body, code, says) in [
-        (format!("[{}]", initialize()), -32600, "batch"),
-        (
-            r#"{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "ping"}"#.to_owned(),
-            -32600,
-            "'id' is named twice",
-        ),
-        (
-            r#"{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": 1, "a": 2}}"#
-                .to_owned(),
-            -32600,
-            "'a' is named twice",
-        ),
-        ("42".to_owned(), -32600, "object"),
-        (deep, -32700, "recursion"),
-        ("{not json".to_owned(), -32700, "not JSON"),
-    ] {
-        let res = app
-            .post("/mcp")
-            .header("Accept", "application/json, text/event-stream")
-            .header("Content-Type", "application/json")
-            .token(&a.token)
-            .raw_untyped(body.clone())
-            .send()
-            .await
-            .expect_status(400);
-        assert_eq!(res.body["jsonrpc"], "2.0", "{body:.80}: {:#}", res.body);
-        assert_eq!(res.body["id"], Value::Null);
-        assert_eq!(
-            res.body["error"]["code"], code,
-            "{body:.80}: {:#}",
-            res.body
-        );
-        let message = res.body["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(says), "{body:.80}: {message}");
-    }
-    // One message still opens a session.
-    open_session(&app, &a).await.expect("a session");
 }
 
 /// A host that writes its first messages at once and closes stdin (initialize, the

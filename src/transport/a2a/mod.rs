@@ -12,6 +12,7 @@
 //! * `push.rs` — push notification configs, as the core's task webhooks.
 //! * `convert.rs` — tasks, messages and history events in A2A's shapes.
 //! * `v03.rs` — A2A 0.3's method names and shapes, rewritten to and from 1.0.
+//! * `wire.rs` — JSON-RPC's envelope rules and ProtoJSON's names, beyond serde.
 //!
 //! Types are the official crate's (`a2a-lf`): ProtoJSON names and only spec fields.
 
@@ -23,6 +24,7 @@ mod rpc;
 mod send;
 mod stream;
 mod v03;
+mod wire;
 
 use std::sync::Arc;
 

@@ -23,7 +23,7 @@ use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
 use switchboard_types::{ErrorCode, Operation, Reply};
 
 use super::v03::{self, Dialect};
-use super::{A2aState, convert, push, send, stream};
+use super::{A2aState, convert, push, send, stream, wire};
 use crate::core::{Caller, CoreError};
 use crate::transport::common::ApiError;
 
@@ -129,8 +129,8 @@ pub async fn call(
     };
     // JSON-RPC's members are named once: `"method":"SendMessage","method":"GetTask"`
     // ran GetTask (the last one won) where a stricter reader would run the first.
-    let members = top_level_members(&body);
-    if let Some(twice) = members.as_ref().and_then(|m| repeated(m)) {
+    let members = wire::top_level_members(&body);
+    if let Some(twice) = members.as_ref().and_then(|m| wire::repeated(m)) {
         let why = format!(
             "the request names '{}' twice",
             switchboard_types::error::cut(twice, 64)
@@ -203,45 +203,6 @@ async fn notified(interface: &Interface, method: &str, params: Params<'_>, heade
     }
 }
 
-/// The names of the members of the request's top-level object, in order (`None` when
-/// the body is not a JSON object: the envelope's reader says why).
-fn top_level_members(body: &[u8]) -> Option<Vec<String>> {
-    struct Members(Vec<String>);
-    impl<'de> Deserialize<'de> for Members {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Visit;
-            impl<'de> serde::de::Visitor<'de> for Visit {
-                type Value = Members;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Members, A::Error> {
-                    let mut names = Vec::new();
-                    while let Some(name) = map.next_key::<String>()? {
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                        names.push(name);
-                    }
-                    Ok(Members(names))
-                }
-            }
-            d.deserialize_map(Visit)
-        }
-    }
-    serde_json::from_slice::<Members>(body).ok().map(|m| m.0)
-}
-
-/// The first member named twice.
-fn repeated(members: &[String]) -> Option<&str> {
-    members
-        .iter()
-        .enumerate()
-        .find(|(at, name)| members[..*at].contains(name))
-        .map(|(_, name)| name.as_str())
-}
-
 /// The methods answered with one response, each result serialized as the dialect shows
 /// it.
 async fn unary(
@@ -274,62 +235,6 @@ async fn unary(
         "GetExtendedAgentCard" => Err(A2AError::extended_card_not_configured()),
         other => Err(unknown_method(other)),
     }
-}
-
-/// A2A 1.0's JSON is protobuf's JSON mapping, whose parsers take a field's original
-/// name (`page_size`) as well as its lowerCamel JSON name (`pageSize`); the reference
-/// server does. Renames every snake_case key to lowerCamel, except inside the values
-/// that are free-form JSON (`metadata`, a data part's `data`), whose keys are the
-/// client's own. A field given under both names is `InvalidParams`, as protobuf's
-/// parser refuses it. Unknown fields are then ignored, as the reference server does
-/// (`ignore_unknown_fields=True`).
-fn proto_names(value: Value) -> Result<Value, A2AError> {
-    match value {
-        Value::Object(fields) => {
-            let mut renamed = serde_json::Map::with_capacity(fields.len());
-            for (key, value) in fields {
-                let name = lower_camel(&key);
-                let value = match name.as_str() {
-                    "metadata" | "data" => value,
-                    _ => proto_names(value)?,
-                };
-                if renamed.contains_key(&name) {
-                    return Err(A2AError::invalid_params(format!(
-                        "{}: the field is given twice (as its JSON name and as its original name)",
-                        switchboard_types::error::cut(&name, 64)
-                    )));
-                }
-                renamed.insert(name, value);
-            }
-            Ok(Value::Object(renamed))
-        }
-        Value::Array(items) => items
-            .into_iter()
-            .map(proto_names)
-            .collect::<Result<Vec<_>, _>>()
-            .map(Value::Array),
-        other => Ok(other),
-    }
-}
-
-/// `page_size` as `pageSize`; a name without an inner `_` as it is.
-fn lower_camel(name: &str) -> String {
-    if !name.trim_start_matches('_').contains('_') {
-        return name.to_owned();
-    }
-    let mut out = String::with_capacity(name.len());
-    let mut upper = false;
-    for (at, c) in name.chars().enumerate() {
-        if c == '_' && at > 0 {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// A request's `historyLength`: how many of the newest messages to show, so never
@@ -373,7 +278,7 @@ impl Params<'_> {
     pub fn decode<T: DeserializeOwned>(self) -> Result<T, A2AError> {
         match self {
             // An original (snake_case) field name: through the tree, which renames it.
-            Params::Text(raw) if raw.get().contains('_') => decode(proto_names(
+            Params::Text(raw) if raw.get().contains('_') => decode(wire::proto_names(
                 serde_json::from_str(raw.get())
                     .map_err(|e| A2AError::parse_error(e.to_string()))?,
             )?),
@@ -390,7 +295,7 @@ impl Params<'_> {
                     A2AError::invalid_params(format!("{path}: {why}"))
                 })
             }
-            Params::Tree(value) => decode(proto_names(value)?),
+            Params::Tree(value) => decode(wire::proto_names(value)?),
         }
     }
 
@@ -402,7 +307,7 @@ impl Params<'_> {
             }
             Params::Tree(value) => value,
         };
-        proto_names(value)
+        wire::proto_names(value)
     }
 }
 

@@ -102,18 +102,23 @@ async fn a_config_gets_every_change_with_its_token_and_credentials() {
     let detail = app.task(&client, &task_id).await.expect_status(200);
     assert_eq!(detail.body["callbacks"], json!([]));
 
-    // Deleted: gone from the list; deleting again succeeds too (the spec calls the
-    // operation idempotent); a get says which config is missing.
+    deleting_is_idempotent(&app, &client, ids, list).await;
+}
+
+/// Deleted: gone from the list; deleting again succeeds too (the spec calls the
+/// operation idempotent); a get says which config is missing; a task that is not the
+/// caller's is still an error.
+async fn deleting_is_idempotent(app: &TestApp, client: &Agent, ids: Value, list: Value) {
     let delete = rpc_body("DeleteTaskPushNotificationConfig", ids.clone());
-    let deleted = call(&app, &client, "worker", delete.clone(), &[]).await;
+    let deleted = call(app, client, "worker", delete.clone(), &[]).await;
     assert_eq!(deleted["result"], json!({}));
-    let listed = call(&app, &client, "worker", list, &[]).await;
+    let listed = call(app, client, "worker", list, &[]).await;
     assert_eq!(listed["result"], json!({}));
-    let again = call(&app, &client, "worker", delete, &[]).await;
+    let again = call(app, client, "worker", delete, &[]).await;
     assert_eq!(again["result"], json!({}), "{again:#}");
     let get = rpc_body("GetTaskPushNotificationConfig", ids);
     assert!(
-        error_of(&call(&app, &client, "worker", get, &[]).await, -32001)
+        error_of(&call(app, client, "worker", get, &[]).await, -32001)
             .contains("no push notification config 'cfg'")
     );
     // A task that is not the caller's (or does not exist) is still an error.
@@ -121,7 +126,7 @@ async fn a_config_gets_every_change_with_its_token_and_credentials() {
         "DeleteTaskPushNotificationConfig",
         json!({"taskId": "no-such-task", "id": "cfg"}),
     );
-    error_of(&call(&app, &client, "worker", elsewhere, &[]).await, -32001);
+    error_of(&call(app, client, "worker", elsewhere, &[]).await, -32001);
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use super::{call, error_of, held, rpc_body, team, text};
 use crate::support::{Agent, Res, TestApp};
 
 /// A raw body to the worker's interface; asserts HTTP 200.
-async fn raw(app: &TestApp, caller: &Agent, body: &str) -> Value {
+pub(super) async fn raw(app: &TestApp, caller: &Agent, body: &str) -> Value {
     app.post("/a2a/a2a/worker")
         .token(&caller.token)
         .raw(body.to_owned())
@@ -114,7 +114,7 @@ async fn method_errors_have_the_spec_codes() {
 }
 
 /// A `SendMessage` (`returnImmediately`) of one text part, on `task_id` if given.
-fn send_text(message_id: &str, words: &str, task_id: Option<&str>) -> Value {
+pub(super) fn send_text(message_id: &str, words: &str, task_id: Option<&str>) -> Value {
     let mut message = text(message_id, words);
     if let Some(task_id) = task_id {
         message["taskId"] = json!(task_id);
@@ -433,149 +433,5 @@ async fn an_a2a_caller_follows_its_task_over_a2a_and_its_inbox_stays_empty() {
     assert_eq!(
         inbox(&app, &client).await,
         (1, vec!["TaskResponse".to_owned()])
-    );
-}
-
-/// What JSON-RPC 2.0 and A2A 1.0's ProtoJSON say, each found by the A2A test kit or by
-/// hand: a member named twice is an invalid request; a notification is done and not
-/// answered; a message has parts; `historyLength` is not negative; a 0.3 part has a
-/// `kind`; protobuf's original field names are the JSON names' equals, and free-form
-/// `metadata` keeps its own keys.
-#[tokio::test]
-async fn json_rpc_and_proto_json_as_the_specs_write_them() {
-    // A push config to 127.0.0.1 (never called here: the task does not change).
-    let app = TestApp::start_with(|c| c.callbacks.allow_private = true).await;
-    let (_, client, _) = team(&app).await;
-    let twice = raw(
-        &app,
-        &client,
-        r#"{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "method": "GetTask", "params": {"id": "x"}}"#,
-    )
-    .await;
-    assert!(
-        error_of(&twice, -32600).contains("'method' twice"),
-        "{twice:#}"
-    );
-
-    // A notification: 204, no body, and the send was made.
-    let mut note = send_text("note-1", "fire and forget", None);
-    note.as_object_mut().expect("object").remove("id");
-    let quiet = app
-        .post("/a2a/a2a/worker")
-        .token(&client.token)
-        .raw(note.to_string())
-        .send()
-        .await
-        .expect_status(204);
-    assert_eq!(quiet.body, json!(""), "a notification is not answered");
-    let made = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body("GetTask", json!({"id": "a2a-note-1"})),
-        &[],
-    )
-    .await;
-    assert_eq!(made["result"]["id"], "a2a-note-1", "{made:#}");
-
-    let no_parts = json!({"messageId": "empty", "role": "ROLE_USER", "parts": []});
-    let refused = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body("SendMessage", json!({"message": no_parts})),
-        &[],
-    )
-    .await;
-    assert!(error_of(&refused, -32602).contains("at least one part"));
-    for params in [
-        json!({"id": "a2a-note-1", "historyLength": -1}),
-        json!({"id": "a2a-note-1", "history_length": -1}),
-    ] {
-        let negative = call(&app, &client, "worker", rpc_body("GetTask", params), &[]).await;
-        assert!(error_of(&negative, -32602).contains("negative"));
-    }
-    let negative_send = rpc_body(
-        "SendMessage",
-        json!({"message": text("neg", "x"), "configuration": {"historyLength": -2}}),
-    );
-    error_of(
-        &call(&app, &client, "worker", negative_send, &[]).await,
-        -32602,
-    );
-    let never_made = rpc_body("GetTask", json!({"id": "a2a-neg"}));
-    error_of(
-        &call(&app, &client, "worker", never_made, &[]).await,
-        -32001,
-    );
-    let kindless = rpc_body(
-        "message/send",
-        json!({"message": {"kind": "message", "messageId": "k", "role": "user",
-                           "parts": [{"text": "no kind"}]}}),
-    );
-    let kindless = call(&app, &client, "worker", kindless, &[]).await;
-    assert!(error_of(&kindless, -32602).contains("kind"), "{kindless:#}");
-
-    // Original names: page_size pages, history_length cuts the history, task_id names
-    // the task; metadata's own snake_case keys stay as sent.
-    held(&app, &client, "p1", json!({})).await;
-    held(&app, &client, "p2", json!({})).await;
-    let page = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body(
-            "ListTasks",
-            json!({"page_size": 1, "include_artifacts": false}),
-        ),
-        &[],
-    )
-    .await;
-    assert_eq!(
-        page["result"]["tasks"].as_array().map(Vec::len),
-        Some(1),
-        "{page:#}"
-    );
-    let cut = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body("GetTask", json!({"id": "a2a-p1", "history_length": 0})),
-        &[],
-    )
-    .await;
-    assert_eq!(cut["result"]["history"], json!([]), "{cut:#}");
-    let create = rpc_body(
-        "CreateTaskPushNotificationConfig",
-        json!({"task_id": "a2a-p1", "id": "c1", "url": "http://127.0.0.1:9/hook"}),
-    );
-    let created = call(&app, &client, "worker", create, &[]).await;
-    assert_eq!(created["result"]["taskId"], "a2a-p1", "{created:#}");
-    let both = rpc_body(
-        "GetTask",
-        json!({"id": "a2a-p1", "historyLength": 1, "history_length": 1}),
-    );
-    assert!(error_of(&call(&app, &client, "worker", both, &[]).await, -32602).contains("twice"));
-    // A data part's keys are the client's own: they reach the task as sent.
-    let mut with_data = text("meta", "keep my keys");
-    with_data["parts"] = json!([{"text": "keep my keys"}, {"data": {"my_key": {"inner_key": 1}}}]);
-    let kept = call(
-        &app,
-        &client,
-        "worker",
-        rpc_body(
-            "SendMessage",
-            json!({"message": with_data, "configuration": {"return_immediately": true}}),
-        ),
-        &[],
-    )
-    .await;
-    assert_eq!(kept["result"]["task"]["id"], "a2a-meta", "{kept:#}");
-    let task = app.task(&client, "a2a-meta").await.expect_status(200);
-    assert_eq!(
-        task.body["task"]["data"]["my_key"],
-        json!({"inner_key": 1}),
-        "{:#}",
-        task.body
     );
 }
