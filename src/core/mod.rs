@@ -180,12 +180,13 @@ impl Core {
     /// a token this node does not know is looked for in the database before it is
     /// refused: an agent registered on another node a moment ago is known here at once.
     pub async fn authenticate(&self, token: &str) -> CoreResult<Caller> {
-        let arrived = std::time::Instant::now();
         if let Some(caller) = self.inner.registry.authenticate(token) {
             return Ok(caller);
         }
         if self.store().shared() {
-            self.registry_current_since(arrived).await;
+            // Taken at the miss: later than the request's arrival, so at worst one
+            // reload more, never one too few.
+            self.registry_current_since(std::time::Instant::now()).await;
             if let Some(caller) = self.inner.registry.authenticate(token) {
                 return Ok(caller);
             }

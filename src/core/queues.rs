@@ -112,12 +112,11 @@ impl Core {
                 }
             }
             Caller::Team { team } => {
-                let arrived = std::time::Instant::now();
                 let record = self.team_for(caller, team_id, Need::Manage)?;
                 // Another node may have registered it a moment ago (several nodes): the
                 // registry catches up before the agent counts as unknown.
                 if self.registry().member(team, agent_id).is_none() && self.store().shared() {
-                    self.registry_current_since(arrived).await;
+                    self.registry_current_since(std::time::Instant::now()).await;
                 }
                 if let Some(agent) = self.registry().member(team, agent_id) {
                     return Ok(Caller::Agent {

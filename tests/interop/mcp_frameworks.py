@@ -42,6 +42,20 @@ async def session(base, token):
             yield opened
 
 
+async def exchange(call, tools_a, tools_b, n):
+    """A sends B a question, B reads its inbox, A sends to nobody: what the model reads
+    of each, through the adapter's own `call`."""
+    return {
+        "sent": await call(tools_a, "send_message", {
+            "recipient_agent_ids": ["b"], "message_type": "request",
+            "content": {"text": f"{n} question"}, "requires_response": True}),
+        "inbox": await call(tools_b, "get_messages", {"unread_only": True}),
+        "refused": await call(tools_a, "send_message", {
+            "recipient_agent_ids": ["nobody"], "message_type": "information",
+            "content": {"text": "hello?"}}),
+    }
+
+
 async def langchain_texts(base, token_a, token_b, n):
     """Each call as a model's tool call: the ToolMessage's content is what it reads."""
     from langchain_mcp_adapters.tools import load_mcp_tools
@@ -56,16 +70,7 @@ async def langchain_texts(base, token_a, token_b, n):
 
     async with session(base, token_a) as a, session(base, token_b) as b:
         tools_a, tools_b = await load_mcp_tools(a), await load_mcp_tools(b)
-        return {
-            "tools": len(tools_a),
-            "sent": await call(tools_a, "send_message", {
-                "recipient_agent_ids": ["b"], "message_type": "request",
-                "content": {"text": f"{n} question"}, "requires_response": True}),
-            "inbox": await call(tools_b, "get_messages", {"unread_only": True}),
-            "refused": await call(tools_a, "send_message", {
-                "recipient_agent_ids": ["nobody"], "message_type": "information",
-                "content": {"text": "hello?"}}),
-        }
+        return {"tools": len(tools_a), **await exchange(call, tools_a, tools_b, n)}
 
 
 async def agno_texts(base, token_a, token_b, n):
@@ -84,16 +89,7 @@ async def agno_texts(base, token_a, token_b, n):
 
     async with session(base, token_a) as a, session(base, token_b) as b:
         tools_a, tools_b = await toolkit(a), await toolkit(b)
-        return {
-            "tools": len(tools_a.functions),
-            "sent": await call(tools_a, "send_message", {
-                "recipient_agent_ids": ["b"], "message_type": "request",
-                "content": {"text": f"{n} question"}, "requires_response": True}),
-            "inbox": await call(tools_b, "get_messages", {"unread_only": True}),
-            "refused": await call(tools_a, "send_message", {
-                "recipient_agent_ids": ["nobody"], "message_type": "information",
-                "content": {"text": "hello?"}}),
-        }
+        return {"tools": len(tools_a.functions), **await exchange(call, tools_a, tools_b, n)}
 
 
 FRAMEWORKS = {"langchain": langchain_texts, "agno": agno_texts}

@@ -127,22 +127,13 @@ pub async fn call(
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
-    // JSON-RPC's members are named once: `"method":"SendMessage","method":"GetTask"`
-    // ran GetTask (the last one won) where a stricter reader would run the first.
-    let members = wire::top_level_members(&body);
-    if let Some(twice) = members.as_ref().and_then(|m| wire::repeated(m)) {
-        let why = format!(
-            "the request names '{}' twice",
-            switchboard_types::error::cut(twice, 64)
-        );
-        return answer(JsonRpcId::Null, Err(A2AError::invalid_request(why)));
-    }
     // A request without an `id` member is a notification: done, never answered.
-    let notification = members.is_some_and(|m| !m.iter().any(|k| k == "id"));
-    let (id, method, params) = match as_sent(&body) {
+    let (id, notification, method, params) = match as_sent(&body) {
         Some(parts) => parts,
         None => match envelope(&body) {
-            Ok((id, method, params)) => (id, method, Params::Tree(params)),
+            Ok((id, notification, method, params)) => {
+                (id, notification, method, Params::Tree(params))
+            }
             Err((id, err)) => return answer(id, Err(err)),
         },
     };
@@ -278,7 +269,7 @@ impl Params<'_> {
     pub fn decode<T: DeserializeOwned>(self) -> Result<T, A2AError> {
         match self {
             // An original (snake_case) field name: through the tree, which renames it.
-            Params::Text(raw) if raw.get().contains('_') => decode(wire::proto_names(
+            Params::Text(raw) if wire::has_snake_key(raw.get()) => decode(wire::proto_names(
                 serde_json::from_str(raw.get())
                     .map_err(|e| A2AError::parse_error(e.to_string()))?,
             )?),
@@ -314,21 +305,31 @@ impl Params<'_> {
 /// The envelope of a well-formed request, its params left unparsed; `None` for anything
 /// unusual (another shape, an escaped `method`, a repeated key, …), which [`envelope`]
 /// then reads and, when it is wrong, says why.
-fn as_sent(body: &[u8]) -> Option<(JsonRpcId, String, Params<'_>)> {
+///
+/// A member named twice fails the derived struct (`duplicate field`), so such a request
+/// is read by [`envelope`], which refuses it.
+fn as_sent(body: &[u8]) -> Option<(JsonRpcId, bool, String, Params<'_>)> {
     #[derive(Deserialize)]
     struct Sent<'a> {
         jsonrpc: &'a str,
-        #[serde(borrow)]
-        id: Option<&'a RawValue>,
+        /// `None` when absent (a notification); `Some(None)` for `"id": null`.
+        #[serde(borrow, default, deserialize_with = "present")]
+        id: Option<Option<&'a RawValue>>,
         method: &'a str,
         #[serde(borrow)]
         params: Option<&'a RawValue>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<&'de RawValue>>, D::Error> {
+        Option::<&'de RawValue>::deserialize(d).map(Some)
     }
     let sent: Sent = serde_json::from_slice(body).ok()?;
     if sent.jsonrpc != "2.0" {
         return None;
     }
-    let id = match sent.id.map(RawValue::get) {
+    let notification = sent.id.is_none();
+    let id = match sent.id.flatten().map(RawValue::get) {
         None | Some("null") => JsonRpcId::Null,
         Some(text) if text.starts_with('"') => JsonRpcId::String(serde_json::from_str(text).ok()?),
         Some(text) => JsonRpcId::Number(serde_json::from_str(text).ok()?),
@@ -338,14 +339,26 @@ fn as_sent(body: &[u8]) -> Option<(JsonRpcId, String, Params<'_>)> {
         Some(raw) if raw.get().starts_with('{') => Params::Text(raw),
         Some(_) => return None,
     };
-    Some((id, sent.method.to_owned(), params))
+    Some((id, notification, sent.method.to_owned(), params))
 }
 
 /// Reads the JSON-RPC envelope: `(id, method, params)`, or the error to answer with
 /// (and the id, when one could be read).
-fn envelope(body: &[u8]) -> Result<(JsonRpcId, String, Value), (JsonRpcId, A2AError)> {
+///
+/// JSON-RPC's members are named once: `"method":"SendMessage","method":"GetTask"` ran
+/// GetTask (the last one won) where a stricter reader would run the first.
+fn envelope(body: &[u8]) -> Result<(JsonRpcId, bool, String, Value), (JsonRpcId, A2AError)> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| (JsonRpcId::Null, A2AError::parse_error(e.to_string())))?;
+    let members = wire::top_level_members(body).unwrap_or_default();
+    if let Some(twice) = wire::repeated(&members) {
+        let why = format!(
+            "the request names '{}' twice",
+            switchboard_types::error::cut(twice, 64)
+        );
+        return Err((JsonRpcId::Null, A2AError::invalid_request(why)));
+    }
+    let notification = !members.iter().any(|m| m == "id");
     let Value::Object(mut fields) = value else {
         return Err((
             JsonRpcId::Null,
@@ -376,7 +389,7 @@ fn envelope(body: &[u8]) -> Result<(JsonRpcId, String, Value), (JsonRpcId, A2AEr
             return Err((id, A2AError::invalid_params("params is an object")));
         }
     };
-    Ok((id, method, params))
+    Ok((id, notification, method, params))
 }
 
 /// The dialect of a request: `A2A-Version` 1.x (or none) is 1.0, 0.3 is 0.3; a request

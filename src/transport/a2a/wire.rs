@@ -100,3 +100,54 @@ fn lower_camel(name: &str) -> String {
     }
     out
 }
+
+/// Whether some key of the JSON text has an inner `_` (a protobuf original name that
+/// [`proto_names`] would rename): one pass over the bytes, strings skipped with their
+/// escapes, so the usual request — whose text may hold `_` in values — is decoded straight
+/// from its text, not through a tree. (A key inside `metadata` counts too: the tree then
+/// keeps it as it is.)
+pub(super) fn has_snake_key(json: &str) -> bool {
+    let bytes = json.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] != b'"' {
+            at += 1;
+            continue;
+        }
+        let start = at + 1;
+        at = start;
+        let mut inner_underscore = false;
+        while at < bytes.len() && bytes[at] != b'"' {
+            match bytes[at] {
+                b'\\' => at += 1,
+                b'_' if at > start => inner_underscore = true,
+                _ => {}
+            }
+            at += 1;
+        }
+        at += 1;
+        let next = bytes
+            .get(at..)
+            .and_then(|rest| rest.iter().find(|b| !b.is_ascii_whitespace()));
+        if inner_underscore && next == Some(&b':') {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_with_an_inner_underscore_count() {
+        assert!(has_snake_key(r#"{"page_size": 1}"#));
+        assert!(has_snake_key(r#"{"message": {"task_id" : "x"}}"#));
+        assert!(!has_snake_key(
+            r#"{"pageSize": 1, "text": "snake_case in a value"}"#
+        ));
+        assert!(!has_snake_key(r#"{"_private": 1, "a": "x_y"}"#));
+        assert!(!has_snake_key(r#"{"text": "quote \" then a_b\":"}"#));
+    }
+}

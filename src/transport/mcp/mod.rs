@@ -105,12 +105,14 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
         ))
 }
 
-/// A POST's body is one JSON-RPC message, or a JSON-RPC error in a JSON body — never the
-/// SDK's HTTP 415 with a text body ("fail to deserialize request body"), which a client
-/// cannot read as an answer: bad JSON or nesting past serde's depth is `-32700`; a batch
-/// (an array: MCP dropped batches in 2025-06-18), a member named twice at any depth, or
-/// anything but an object is `-32600`. HTTP 400, `id` null: the request's own id could
-/// not be trusted.
+/// What the SDK refuses as undecodable (HTTP 415 with a text body, "fail to deserialize
+/// request body", which no client reads as an answer) is answered as JSON-RPC says, in a
+/// JSON body (HTTP 400, `id` null): `-32700` for bad JSON or nesting past the parser's
+/// depth, `-32600` for a batch (MCP dropped batches in 2025-06-18), a member named twice
+/// (the project's strict reading, `switchboard_types::strict`), or anything else that is
+/// not a JSON-RPC message. A request the SDK takes is not read twice: the body is only
+/// looked at again when the SDK refused it. A body that is not JSON by its
+/// `Content-Type` keeps the SDK's answer.
 async fn json_rpc_only(
     State(max_body_bytes): State<usize>,
     request: Request,
@@ -120,6 +122,11 @@ async fn json_rpc_only(
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
+    let json = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
     let bytes = match axum::body::to_bytes(body, max_body_bytes).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -128,83 +135,43 @@ async fn json_rpc_only(
             return ApiError(err).into_response();
         }
     };
-    if let Err((code, why)) = one_json_rpc_message(&bytes) {
-        let answer = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": code, "message": why},
-        });
-        return (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response();
+    let response = next
+        .run(Request::from_parts(
+            parts,
+            axum::body::Body::from(bytes.clone()),
+        ))
+        .await;
+    if response.status() != axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE || !json {
+        return response;
     }
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
+    let (code, why) = why_not_json_rpc(&bytes);
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": why},
+    });
+    (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response()
 }
 
-/// `Ok` for one JSON object with every member named once; else the JSON-RPC error code
-/// and why.
-fn one_json_rpc_message(bytes: &[u8]) -> Result<(), (i64, String)> {
-    use serde::de::{Error as _, MapAccess, SeqAccess, Visitor};
-
-    /// Any JSON value, refused if an object names a member twice.
-    struct Unique;
-    impl<'de> serde::Deserialize<'de> for Unique {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_any(UniqueVisitor)
-        }
-    }
-    struct UniqueVisitor;
-    impl<'de> Visitor<'de> for UniqueVisitor {
-        type Value = Unique;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
-            let mut names = std::collections::HashSet::new();
-            while let Some(name) = map.next_key::<String>()? {
-                if !names.insert(name.clone()) {
-                    let name = switchboard_types::error::cut(&name, 64);
-                    return Err(A::Error::custom(format!("member '{name}' is named twice")));
-                }
-                map.next_value::<Unique>()?;
-            }
-            Ok(Unique)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
-            while seq.next_element::<Unique>()?.is_some() {}
-            Ok(Unique)
-        }
-        fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-        fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-        fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-        fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-        fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-        fn visit_unit<E>(self) -> Result<Unique, E> {
-            Ok(Unique)
-        }
-    }
-
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+/// Why a body the SDK could not decode is no JSON-RPC message: the JSON-RPC error code
+/// and the reason.
+fn why_not_json_rpc(bytes: &[u8]) -> (i64, String) {
+    use serde::Deserialize;
     let mut reader = serde_json::Deserializer::from_slice(bytes);
-    let checked = serde::Deserialize::deserialize(&mut reader).and_then(|Unique| reader.end());
-    match checked {
-        Err(e) if e.is_syntax() || e.is_eof() => Err((-32700, format!("not JSON: {e}"))),
-        Err(e) => Err((-32600, e.to_string())),
-        Ok(()) if first == Some(&b'[') => Err((
+    let read = serde_json::Value::deserialize(switchboard_types::strict::Strict(&mut reader))
+        .and_then(|value| reader.end().map(|()| value));
+    match read {
+        Err(e) if e.is_syntax() || e.is_eof() => (-32700, format!("not JSON: {e}")),
+        Err(e) => (-32600, e.to_string()),
+        Ok(serde_json::Value::Array(_)) => (
             -32600,
             "a batch (a JSON array) is not a request: MCP takes one message per POST".into(),
-        )),
-        Ok(()) if first != Some(&b'{') => Err((-32600, "a JSON-RPC message is an object".into())),
-        Ok(()) => Ok(()),
+        ),
+        Ok(serde_json::Value::Object(_)) => (
+            -32600,
+            "not a JSON-RPC request, notification or response".into(),
+        ),
+        Ok(_) => (-32600, "a JSON-RPC message is an object".into()),
     }
 }
 

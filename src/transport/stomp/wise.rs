@@ -109,35 +109,33 @@ impl WiseMessage {
     /// same tag, which PyYAML loads as the same object its block dump made.
     pub fn to_yaml(&self) -> String {
         let mut out = format!("!{TAG}\n");
-        for (name, value) in FIELDS.iter().zip(self.values()) {
-            out.push_str(name);
-            out.push_str(": ");
-            match (name, &self.nested, value) {
-                (&"_message", Some(nested), _) => nested.flow(&mut out),
-                (_, _, Some(v)) => double_quoted(&mut out, v),
-                (_, _, None) => out.push_str("null"),
-            }
-            out.push('\n');
-        }
+        self.fields(&mut out, "", "\n");
         out
     }
 
     /// `!wiseagents.WiseAgentMessage {_chat_id: …, …}`.
     fn flow(&self, out: &mut String) {
         out.push_str(&format!("!{TAG} {{"));
+        self.fields(out, ", ", "");
+        out.push('}');
+    }
+
+    /// Every field as `name: value`, `between` each two and `after` each; a nested
+    /// message as a flow mapping.
+    fn fields(&self, out: &mut String, between: &str, after: &str) {
         for (at, (name, value)) in FIELDS.iter().zip(self.values()).enumerate() {
             if at > 0 {
-                out.push_str(", ");
+                out.push_str(between);
             }
             out.push_str(name);
             out.push_str(": ");
-            match (name, &self.nested, value) {
-                (&"_message", Some(nested), _) => nested.flow(out),
+            match (*name, &self.nested, value) {
+                ("_message", Some(nested), _) => nested.flow(out),
                 (_, _, Some(v)) => double_quoted(out, v),
                 (_, _, None) => out.push_str("null"),
             }
+            out.push_str(after);
         }
-        out.push('}');
     }
 }
 

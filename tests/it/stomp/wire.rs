@@ -115,23 +115,7 @@ async fn subscribed_reading(
     token: &str,
     destination: &str,
 ) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(addr).await.expect("connects");
-    let frames = format!(
-        "STOMP\naccept-version:1.1\npasscode:{token}\n\n\0\
-         SUBSCRIBE\nid:1\ndestination:{destination}\nreceipt:sub\n\n\0"
-    );
-    stream.write_all(frames.as_bytes()).await.expect("writes");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !String::from_utf8_lossy(&got).contains("receipt-id:sub") {
-        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
-            .await
-            .expect("the receipt comes")
-            .expect("reads");
-        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
-    (stream, String::from_utf8_lossy(&got).into_owned())
+    subscribed_acking(addr, token, destination, "auto").await
 }
 
 /// The agent's `stomp_queues` and `deaf`, as the registry shows them.
@@ -390,7 +374,7 @@ async fn an_ack_just_before_the_end_is_never_lost() {
 }
 
 /// Connects as `token` and subscribes to `destination` with ack `mode`; the stream and
-/// what arrived up to the subscription's receipt.
+/// what arrived up to the subscription's receipt (messages may come first).
 async fn subscribed_acking(
     addr: std::net::SocketAddr,
     token: &str,
