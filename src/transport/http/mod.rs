@@ -8,6 +8,7 @@
 mod agents;
 mod assistance;
 mod broadcasts;
+mod linger;
 mod messages;
 mod openapi;
 mod ops;
@@ -116,6 +117,8 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(track_metrics))
+        // Inside the deadline layer: the drain is bounded by the same deadline.
+        .layer(middleware::from_fn(linger::drain_unread_body))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .layer(axum::Extension(BodyLimit(settings.max_body_bytes)))
         // A body that trickles in (or never comes) holds a task and a connection: the
