@@ -21,6 +21,7 @@ impl Core {
         // With several nodes, a refusal for something unknown here may be about what
         // another node committed a moment ago: the registry catches up and the operation
         // runs once more. Such refusals come before anything is written.
+        self.fence().await?;
         let again = self.store().shared().then(|| operation.clone());
         let mut reply = self.dispatch_any(caller, operation).await;
         if let (Err(err), Some(operation)) = (&reply, again)

@@ -9,8 +9,6 @@
 //! (routes, news-only and acks apply as always), and nothing depends on the
 //! notification carrying them.
 
-use std::time::Duration;
-
 use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 use tokio::sync::mpsc;
@@ -19,9 +17,7 @@ use super::Core;
 use crate::hub::{Event, Push};
 use crate::store::records::{Change, NodeConnections};
 
-/// How long a node's heartbeat stays fresh: past it the node counts as dead and its
-/// connections as gone (a heartbeat is written every second).
-pub const NODE_EXPIRY: Duration = Duration::from_secs(10);
+pub use crate::store::NODE_EXPIRY;
 
 impl Core {
     /// Starts pushing what other nodes commit, when the store hears them.
@@ -52,6 +48,12 @@ impl Core {
     /// is older than [`NODE_EXPIRY`] counts as dead: its connections are forgotten. If
     /// the exchange fails, nothing is assumed of the other nodes.
     pub(super) async fn sync_nodes(&self) {
+        // Confirmed before the heartbeat is written, never after (see `fence`).
+        if self.store().shared()
+            && let Err(err) = self.confirm_registry().await
+        {
+            tracing::debug!(error = %err, "confirming the registry failed");
+        }
         let mine = self
             .hub()
             .local_connections()
@@ -113,13 +115,18 @@ impl Core {
         self.reload_registry().await;
     }
 
+    /// Reads the registry (after reading the newest epoch, so that what is read holds
+    /// at least that epoch) and records the epoch held, here and in this node's row.
     async fn reload_registry(&self) {
-        let (teams, agents) = match (
-            self.store().load_teams().await,
-            self.store().load_agents().await,
-        ) {
-            (Ok(teams), Ok(agents)) => (teams, agents),
-            (Err(err), _) | (_, Err(err)) => {
+        let started = std::time::Instant::now();
+        let read = async {
+            let epoch = self.store().registry_epoch().await?;
+            let teams = self.store().load_teams().await?;
+            Ok::<_, crate::store::StoreError>((epoch, teams, self.store().load_agents().await?))
+        };
+        let (epoch, teams, agents) = match read.await {
+            Ok(read) => read,
+            Err(err) => {
                 tracing::warn!(error = %err, "reading the registry after another node's change failed");
                 return;
             }
@@ -138,6 +145,14 @@ impl Core {
             if removed {
                 self.hub().kick(pk);
             }
+        }
+        self.inner.fence.applied(epoch, started);
+        if let Err(err) = self
+            .store()
+            .registry_seen(self.node_id().as_str(), epoch)
+            .await
+        {
+            tracing::warn!(error = %err, "recording the registry epoch this node holds failed");
         }
     }
 

@@ -18,6 +18,7 @@ mod delivery;
 mod dispatch;
 mod elsewhere;
 pub mod error;
+mod fence;
 mod health;
 mod ids;
 mod inbox;
@@ -76,6 +77,8 @@ struct Inner {
     /// `elsewhere::registry_current_since`): one at a time, and none again for requests
     /// that arrived before it started.
     registry_reload: tokio::sync::Mutex<Option<std::time::Instant>>,
+    /// The registry epoch held and when it was last confirmed current (`fence`).
+    fence: fence::Fence,
 }
 
 /// Settings of the core.
@@ -149,6 +152,7 @@ impl Core {
                 sessions: Arc::default(),
                 session_cap: settings.hub.max_per_agent,
                 registry_reload: tokio::sync::Mutex::new(None),
+                fence: fence::Fence::default(),
             }),
         };
         core.follow_other_nodes();
@@ -180,6 +184,7 @@ impl Core {
     /// a token this node does not know is looked for in the database before it is
     /// refused: an agent registered on another node a moment ago is known here at once.
     pub async fn authenticate(&self, token: &str) -> CoreResult<Caller> {
+        self.fence().await?;
         if let Some(caller) = self.inner.registry.authenticate(token) {
             return Ok(caller);
         }

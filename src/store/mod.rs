@@ -60,6 +60,11 @@ pub struct StoreOptions {
     pub wal_max_bytes: u64,
 }
 
+/// How long a node's heartbeat stays fresh: past it the node counts as dead (its
+/// connections as gone), and a registry change no longer waits for it (a heartbeat is
+/// written every second).
+pub const NODE_EXPIRY: Duration = Duration::from_secs(10);
+
 /// The default `--wal-max-bytes`: 256 MiB.
 pub const DEFAULT_WAL_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -228,6 +233,23 @@ impl Store {
         fn put_remote_agent(&self, remote: RemoteAgentRecord) -> ();
     }
 
+    /// The newest registry epoch (PostgreSQL; 0 on SQLite, where one process is the only
+    /// node): a node reads it before it reloads the registry, and records it after.
+    pub async fn registry_epoch(&self) -> Result<i64, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(0),
+            Backend::Postgres(s) => s.registry_epoch().await,
+        }
+    }
+
+    /// Records that `node` holds the registry as of `epoch` (PostgreSQL).
+    pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(s) => s.registry_seen(node, epoch).await,
+        }
+    }
+
     /// Inserts a team; `after` runs right after the commit, in commit order.
     /// [`StoreError::Conflict`] when the id is taken.
     pub async fn insert_team<R: Send + 'static>(
@@ -241,7 +263,9 @@ impl Store {
         }
     }
 
-    /// Changes a team as `patch` decides, on the row as the transaction sees it.
+    /// Changes a team as `patch` decides, on the row as the transaction sees it. With
+    /// several nodes, answers once every live node has taken the change up
+    /// (`registry_barrier`): a switch turned off holds on every node from the answer on.
     pub async fn update_team<R, E>(
         &self,
         pk: TeamPk,
@@ -254,7 +278,11 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.update_team(pk, patch, after).await,
-            Backend::Postgres(s) => s.update_team(pk, patch, after).await,
+            Backend::Postgres(s) => {
+                let changed = s.update_team(pk, patch, after).await?;
+                s.registry_barrier(NODE_EXPIRY).await?;
+                Ok(changed)
+            }
         }
     }
 
@@ -270,7 +298,9 @@ impl Store {
         }
     }
 
-    /// Changes an agent (removal included) as `patch` decides, on the current row.
+    /// Changes an agent (removal included) as `patch` decides, on the current row. With
+    /// several nodes, answers once every live node has taken the change up: a removed
+    /// agent's token is refused everywhere from the answer on.
     pub async fn update_agent<R, E>(
         &self,
         pk: AgentPk,
@@ -283,7 +313,11 @@ impl Store {
     {
         match &self.backend {
             Backend::Sqlite(s) => s.update_agent(pk, patch, after).await,
-            Backend::Postgres(s) => s.update_agent(pk, patch, after).await,
+            Backend::Postgres(s) => {
+                let changed = s.update_agent(pk, patch, after).await?;
+                s.registry_barrier(NODE_EXPIRY).await?;
+                Ok(changed)
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod api;
 pub mod copy;
+mod epoch;
 mod inbox;
 mod listen;
 mod messages;

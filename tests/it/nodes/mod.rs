@@ -12,6 +12,7 @@ use crate::support::TestApp;
 
 mod journeys;
 mod read_your_writes;
+mod revocation;
 
 /// A on node 1 sends to B, whose WebSocket is on node 2: the frame arrives live (no
 /// polling: node 2 hears node 1's commit through LISTEN/NOTIFY), with the seq node 1

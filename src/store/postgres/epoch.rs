@@ -1,0 +1,112 @@
+//! Revocation across nodes: the registry epoch each change takes after it commits, and
+//! the wait until every live node has read the registry again (migration 0007; see
+//! `docs/architecture.md`, "No stale yes across nodes").
+
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgPool;
+use switchboard_types::time::Timestamp;
+
+use super::PgStore;
+use crate::store::StoreError;
+
+impl PgStore {
+    /// After a registry change committed: takes the next epoch, tells every node, and
+    /// waits until every node whose heartbeat is younger than `expiry` has read the
+    /// registry at that epoch or later, for at most `expiry` (a node that does not get
+    /// there in that time has no fresh heartbeat by then, and fences itself: it reads the
+    /// registry again before it serves a request).
+    pub async fn registry_barrier(&self, expiry: Duration) -> Result<(), StoreError> {
+        let epoch = next_registry_epoch(&self.read).await?;
+        let deadline = Instant::now() + expiry;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let now = Timestamp::now();
+            let fresh_after = Timestamp::from_micros(now.micros() - expiry.as_micros() as i64);
+            let behind = nodes_behind(&self.read, epoch, fresh_after).await?;
+            if behind == 0 {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(
+                    behind,
+                    epoch,
+                    "nodes did not take up a registry change in time; they fence themselves"
+                );
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// The newest registry epoch taken so far: read before a reload, recorded after it.
+    pub async fn registry_epoch(&self) -> Result<i64, StoreError> {
+        registry_epoch(&self.read).await
+    }
+
+    /// Records that `node` holds the registry as of `epoch`.
+    pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
+        registry_seen(&self.read, node, epoch, Timestamp::now()).await
+    }
+}
+
+/// Takes the next registry epoch, after a registry change committed, and tells every node
+/// (itself included) to read the registry again: a reload started after this statement
+/// sees the change.
+async fn next_registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
+    let epoch: i64 = sqlx::query_scalar(
+        "SELECT e FROM (SELECT nextval('registry_epoch') AS e, pg_notify($1, 'r') AS n) s",
+    )
+    .bind(super::listen::CHANNEL)
+    .fetch_one(pool)
+    .await?;
+    Ok(epoch)
+}
+
+/// The newest registry epoch taken so far (0 before the first).
+async fn registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
+    let epoch: i64 = sqlx::query_scalar(
+        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM registry_epoch",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(epoch)
+}
+
+/// Records that `node` holds the registry as of `epoch` (never lowering it).
+async fn registry_seen(
+    pool: &PgPool,
+    node: &str,
+    epoch: i64,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO nodes (node_id, heartbeat_at, registry_seen) VALUES ($1, $2, $3)
+         ON CONFLICT (node_id) DO UPDATE
+             SET registry_seen = GREATEST(nodes.registry_seen, excluded.registry_seen)",
+    )
+    .bind(node)
+    .bind(now.micros())
+    .bind(epoch)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// How many nodes with a heartbeat newer than `fresh_after` hold a registry older than
+/// `epoch`.
+async fn nodes_behind(
+    pool: &PgPool,
+    epoch: i64,
+    fresh_after: Timestamp,
+) -> Result<i64, StoreError> {
+    let behind: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM nodes WHERE heartbeat_at > $1 AND registry_seen < $2",
+    )
+    .bind(fresh_after.micros())
+    .bind(epoch)
+    .fetch_one(pool)
+    .await?;
+    Ok(behind)
+}
