@@ -22,6 +22,7 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "guide::",
     "readme::",
     "deploy::",
+    "differential::",
 ];
 
 #[test]

@@ -17,6 +17,7 @@ mod client;
 mod coordination;
 mod database_files;
 mod deploy;
+mod differential;
 mod docs;
 mod engines;
 mod errors;
