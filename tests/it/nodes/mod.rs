@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::support::TestApp;
 
+mod checker;
 mod journeys;
 mod read_your_writes;
 mod revocation;

@@ -1,0 +1,504 @@
+//! A consistency checker for several nodes, in the spirit of Jepsen (issue 42): client
+//! workers run random operations against three node processes on one PostgreSQL
+//! database and record a history — each operation with its real-time invocation and
+//! completion and what it was answered — while a fault schedule kills a node (`kill -9`,
+//! then restarts it) and pauses another (SIGSTOP past the heartbeat expiry, then SIGCONT).
+//! A checker then reads the history:
+//!
+//! * **no false "does not exist"**: a read that began after a write's answer sees it — a
+//!   sent message read back by id through another node, a registered agent's token used
+//!   through another node, a registered agent sent to;
+//! * **no stale "yes"**: a removed agent's token is refused through every node from the
+//!   removal's answer on;
+//! * **nothing acknowledged lost, one order everywhere**: after the faults, every
+//!   acknowledged message is in its recipient's inbox read through every node, with seqs
+//!   `1..=n`, gap-free and the same on every node.
+//!
+//! A request that gets no answer (a dead or paused node, a timeout) or `503` is
+//! indeterminate and proves nothing either way. `CHECKER_SECONDS` (default 24) sets the
+//! length of the run; the fault schedule repeats every 24 s
+//! (`CHECKER_SECONDS=600 cargo test --release --test it -- nodes::checker --nocapture`
+//! is the long run of `docs/benchmarks.md`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use crate::process::{Process, call, every_inbox_entry};
+use crate::support::ADMIN;
+
+const NODES: usize = 3;
+const WORKERS: usize = 4;
+
+/// One operation of the history.
+#[derive(Debug, Clone)]
+struct Event {
+    worker: usize,
+    what: What,
+    node: usize,
+    invoked: Instant,
+    completed: Instant,
+    /// The status, or `None` when nothing answered.
+    status: Option<u16>,
+    /// The error code and message of a refusal.
+    refusal: Option<String>,
+}
+
+/// What an operation did (the ids it named).
+#[derive(Debug, Clone)]
+enum What {
+    Send { to: String, id: Option<String> },
+    ReadMessage { id: String },
+    Register { agent: String },
+    UseToken { agent: String },
+    Remove { agent: String },
+}
+
+/// The nodes as the workers reach them: a node restarted gets a new address.
+struct Cluster {
+    bases: RwLock<Vec<String>>,
+    http: reqwest::Client,
+    history: Mutex<Vec<Event>>,
+}
+
+impl Cluster {
+    async fn op(
+        &self,
+        worker: usize,
+        node: usize,
+        what: What,
+        req: Req<'_>,
+    ) -> (Option<u16>, Value) {
+        let base = self.bases.read().expect("bases")[node].clone();
+        let invoked = Instant::now();
+        let mut builder = self
+            .http
+            .request(req.method, format!("{base}{}", req.path))
+            .bearer_auth(req.token)
+            .timeout(Duration::from_secs(3));
+        if let Some(body) = req.body {
+            builder = builder.json(&body);
+        }
+        let answered = match builder.send().await {
+            Ok(res) => {
+                let status = res.status().as_u16();
+                Some((status, res.json::<Value>().await.unwrap_or(Value::Null)))
+            }
+            Err(_) => None,
+        };
+        let status = answered.as_ref().map(|(s, _)| *s);
+        let mut what = what;
+        if let (What::Send { id, .. }, Some((201, body))) = (&mut what, &answered) {
+            *id = body["message_id"].as_str().map(str::to_owned);
+        }
+        self.history.lock().expect("history").push(Event {
+            worker,
+            what,
+            node,
+            invoked,
+            completed: Instant::now(),
+            status,
+            refusal: answered.as_ref().and_then(|(_, b)| {
+                let code = b["error_code"].as_str()?;
+                Some(format!(
+                    "{code}: {}",
+                    b["error_message"].as_str().unwrap_or("")
+                ))
+            }),
+        });
+        (status, answered.map_or(Value::Null, |(_, b)| b))
+    }
+}
+
+struct Req<'a> {
+    method: Method,
+    path: String,
+    token: &'a str,
+    body: Option<Value>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_under_faults_keep_every_promise() {
+    let Some(db) = crate::pg::database("checker").await else {
+        return;
+    };
+    let seconds: u64 = std::env::var("CHECKER_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    let url = PathBuf::from(&db.url);
+    let mut nodes: Vec<Process> = (0..NODES)
+        .map(|i| Process::start_with(&url, &["--node-id", &format!("n{i}")]))
+        .collect();
+    let http = reqwest::Client::new();
+    let (key, tokens) = team(&http, &nodes[0]).await;
+    let cluster = Arc::new(Cluster {
+        bases: RwLock::new(nodes.iter().map(|n| n.base.clone()).collect()),
+        http: http.clone(),
+        history: Mutex::default(),
+    });
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (cluster, key, tokens) = (cluster.clone(), key.clone(), tokens.clone());
+            tokio::spawn(async move { worker(w, &cluster, &key, &tokens, deadline).await })
+        })
+        .collect();
+    let mut faults = 0;
+    while Instant::now() < deadline {
+        faults += fault_round(&url, &mut nodes, &cluster, deadline).await;
+    }
+    for w in workers {
+        w.await.expect("a worker");
+    }
+    let history = cluster.history.lock().expect("history").clone();
+    let mut violations = check_history(&history);
+    violations.extend(check_inboxes(&http, &nodes, &history, &tokens).await);
+    let answered = history.iter().filter(|e| e.status.is_some()).count();
+    eprintln!(
+        "checker: {} operations ({answered} answered), {faults} faults, {} violations",
+        history.len(),
+        violations.len()
+    );
+    assert!(answered > 50, "the workers ran: {answered} answered");
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+    for node in nodes {
+        node.kill();
+    }
+}
+
+/// Team `chk` with one agent per worker: the team key and the workers' tokens.
+async fn team(http: &reqwest::Client, node: &Process) -> (String, Vec<(String, String)>) {
+    let body = json!({"name": "Checker", "team_id": "chk"});
+    let (status, team) = call(http, node, Method::POST, "/v1/teams", ADMIN, Some(body)).await;
+    assert_eq!(status, 201, "{team}");
+    let key = team["team_key"].as_str().expect("key").to_owned();
+    let mut tokens = Vec::new();
+    for w in 0..WORKERS {
+        let id = format!("w{w}");
+        let body = json!({"agent_id": id, "role": "worker", "capabilities": []});
+        let path = "/v1/teams/chk/agents";
+        let (status, agent) = call(http, node, Method::POST, path, &key, Some(body)).await;
+        assert_eq!(status, 201, "{agent}");
+        tokens.push((id, agent["token"].as_str().expect("token").to_owned()));
+    }
+    (key, tokens)
+}
+
+/// One fault round of at most 24 s: kill a node and restart it, then pause another past
+/// the heartbeat expiry; the count of faults.
+async fn fault_round(
+    url: &std::path::Path,
+    nodes: &mut [Process],
+    cluster: &Cluster,
+    deadline: Instant,
+) -> usize {
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let victim = 2;
+    nodes[victim].child.kill().expect("SIGKILL");
+    let _ = nodes[victim].child.wait();
+    let url = url.to_owned();
+    let restarted = tokio::task::spawn_blocking(move || {
+        Process::start_with(&url, &["--node-id", &format!("n{victim}")])
+    })
+    .await
+    .expect("the node restarts");
+    nodes[victim] = restarted;
+    cluster.bases.write().expect("bases")[victim] = nodes[victim].base.clone();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    if Instant::now() + Duration::from_secs(14) > deadline {
+        return 1;
+    }
+    let pid = nodes[1].child.id().to_string();
+    signal("-STOP", &pid);
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    signal("-CONT", &pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    2
+}
+
+fn signal(which: &str, pid: &str) {
+    let done = std::process::Command::new("kill")
+        .args([which, pid])
+        .status()
+        .expect("kill runs");
+    assert!(done.success(), "kill {which} {pid}");
+}
+
+/// One worker: random operations through random nodes until the deadline, each write
+/// followed by a read through another node.
+async fn worker(
+    w: usize,
+    cluster: &Cluster,
+    key: &str,
+    tokens: &[(String, String)],
+    deadline: Instant,
+) {
+    let mut rng = StdRng::seed_from_u64(w as u64);
+    let me = Me {
+        w,
+        token: &tokens[w].1,
+        id: &tokens[w].0,
+        key,
+    };
+    // Agents this worker registered and has not removed: (id, token).
+    let mut extras: Vec<(String, String)> = Vec::new();
+    let mut n = 0;
+    while Instant::now() < deadline {
+        n += 1;
+        let nodes = two_nodes(&mut rng);
+        match rng.random_range(0..10) {
+            0..=5 => {
+                let to = if !extras.is_empty() && rng.random_bool(0.3) {
+                    extras[rng.random_range(0..extras.len())].0.clone()
+                } else {
+                    tokens[(w + 1 + rng.random_range(0..WORKERS - 1)) % WORKERS]
+                        .0
+                        .clone()
+                };
+                send_then_read(cluster, &me, nodes, to, n).await;
+            }
+            6..=7 => {
+                if let Some(extra) = register_then_use(cluster, &me, nodes, n).await {
+                    extras.push(extra);
+                }
+            }
+            _ if !extras.is_empty() => {
+                let extra = extras.swap_remove(rng.random_range(0..extras.len()));
+                remove_then_use(cluster, &me, nodes, extra).await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Who a worker is.
+struct Me<'a> {
+    w: usize,
+    token: &'a str,
+    id: &'a str,
+    key: &'a str,
+}
+
+/// Sends through one node; reads the message back by id through the other.
+async fn send_then_read(
+    cluster: &Cluster,
+    me: &Me<'_>,
+    (x, y): (usize, usize),
+    to: String,
+    n: u32,
+) {
+    let body = json!({"sender_agent_id": me.id, "recipient_agent_ids": [to],
+                      "message_type": "information", "content": {"text": format!("{}/{n}", me.w)}});
+    let req = Req {
+        method: Method::POST,
+        path: "/v1/messages".into(),
+        token: me.token,
+        body: Some(body),
+    };
+    let (status, answer) = cluster.op(me.w, x, What::Send { to, id: None }, req).await;
+    if status == Some(201)
+        && let Some(id) = answer["message_id"].as_str()
+    {
+        let req = Req {
+            method: Method::GET,
+            path: format!("/v1/messages/{id}"),
+            token: me.token,
+            body: None,
+        };
+        cluster
+            .op(me.w, y, What::ReadMessage { id: id.to_owned() }, req)
+            .await;
+    }
+}
+
+/// Registers an agent through one node; uses its token through the other.
+async fn register_then_use(
+    cluster: &Cluster,
+    me: &Me<'_>,
+    (x, y): (usize, usize),
+    n: u32,
+) -> Option<(String, String)> {
+    let agent = format!("x{}-{n}", me.w);
+    let body = json!({"agent_id": agent, "role": "extra", "capabilities": []});
+    let req = Req {
+        method: Method::POST,
+        path: "/v1/teams/chk/agents".into(),
+        token: me.key,
+        body: Some(body),
+    };
+    let (status, answer) = cluster
+        .op(
+            me.w,
+            x,
+            What::Register {
+                agent: agent.clone(),
+            },
+            req,
+        )
+        .await;
+    let fresh = answer["token"].as_str().filter(|_| status == Some(201))?;
+    let req = Req {
+        method: Method::GET,
+        path: "/v1/whoami".into(),
+        token: fresh,
+        body: None,
+    };
+    cluster
+        .op(
+            me.w,
+            y,
+            What::UseToken {
+                agent: agent.clone(),
+            },
+            req,
+        )
+        .await;
+    Some((agent, fresh.to_owned()))
+}
+
+/// Removes an agent through one node; uses its token through the other. An agent whose
+/// removal was not answered is never used or sent to again.
+async fn remove_then_use(
+    cluster: &Cluster,
+    me: &Me<'_>,
+    (x, y): (usize, usize),
+    (agent, gone): (String, String),
+) {
+    let req = Req {
+        method: Method::DELETE,
+        path: format!("/v1/teams/chk/agents/{agent}"),
+        token: me.key,
+        body: None,
+    };
+    let (status, _) = cluster
+        .op(
+            me.w,
+            x,
+            What::Remove {
+                agent: agent.clone(),
+            },
+            req,
+        )
+        .await;
+    if status == Some(200) {
+        let req = Req {
+            method: Method::GET,
+            path: "/v1/whoami".into(),
+            token: &gone,
+            body: None,
+        };
+        cluster.op(me.w, y, What::UseToken { agent }, req).await;
+    }
+}
+
+/// Two different nodes, at random.
+fn two_nodes(rng: &mut StdRng) -> (usize, usize) {
+    let x = rng.random_range(0..NODES);
+    (x, (x + 1 + rng.random_range(0..NODES - 1)) % NODES)
+}
+
+/// The real-time checks over each worker's history: a read that began after a write's
+/// answer agrees with it.
+fn check_history(history: &[Event]) -> Vec<String> {
+    let mut violations = Vec::new();
+    // For each agent: when its registration was answered, and when its removal was.
+    let mut registered: HashMap<&str, Instant> = HashMap::new();
+    let mut removed: HashMap<&str, Instant> = HashMap::new();
+    let mut sent: HashMap<&str, Instant> = HashMap::new();
+    let mut by_time: Vec<&Event> = history.iter().collect();
+    by_time.sort_by_key(|e| e.completed);
+    for e in &by_time {
+        match (&e.what, e.status) {
+            (What::Register { agent }, Some(201)) => {
+                registered.insert(agent, e.completed);
+            }
+            (What::Remove { agent }, Some(200)) => {
+                removed.insert(agent, e.completed);
+            }
+            (What::Send { id: Some(id), .. }, Some(201)) => {
+                sent.insert(id, e.completed);
+            }
+            _ => {}
+        }
+    }
+    for e in history {
+        let Some(status) = e.status else { continue };
+        if status == 503 {
+            continue;
+        }
+        let after = |at: Option<&Instant>| at.is_some_and(|at| *at < e.invoked);
+        let wrong = match &e.what {
+            What::ReadMessage { id } if after(sent.get(id.as_str())) => status != 200,
+            What::UseToken { agent } if after(removed.get(agent.as_str())) => status != 401,
+            What::UseToken { agent } if after(registered.get(agent.as_str())) => {
+                !removed.contains_key(agent.as_str()) && status != 200
+            }
+            What::Send { to, .. } if after(registered.get(to.as_str())) => {
+                !removed.contains_key(to.as_str()) && status != 201
+            }
+            What::Send { to, .. } if to.starts_with('w') => status != 201,
+            _ => false,
+        };
+        if wrong {
+            violations.push(format!(
+                "worker {} on node {}: {:?} answered {status} {}",
+                e.worker,
+                e.node,
+                e.what,
+                e.refusal.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    violations
+}
+
+/// After the faults: every acknowledged message is in its recipient's inbox through every
+/// node, seqs `1..=n` and the same order everywhere.
+async fn check_inboxes(
+    http: &reqwest::Client,
+    nodes: &[Process],
+    history: &[Event],
+    tokens: &[(String, String)],
+) -> Vec<String> {
+    let mut violations = Vec::new();
+    let mut acked: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for e in history {
+        if let (What::Send { to, id: Some(id) }, Some(201)) = (&e.what, e.status) {
+            acked.entry(to.as_str()).or_default().push(id.as_str());
+        }
+    }
+    for (agent, token) in tokens {
+        let mut first: Option<Vec<(i64, String)>> = None;
+        for (i, node) in nodes.iter().enumerate() {
+            let entries = every_inbox_entry(http, node, token).await;
+            let seqs: Vec<i64> = entries.iter().map(|(s, _)| *s).collect();
+            if seqs != (1..=seqs.len() as i64).collect::<Vec<_>>() {
+                violations.push(format!(
+                    "{agent} through node {i}: seqs not 1..=n: {seqs:?}"
+                ));
+            }
+            for id in acked.get(agent.as_str()).into_iter().flatten() {
+                if !entries.iter().any(|(_, e)| e == id) {
+                    violations.push(format!(
+                        "{agent} through node {i}: acknowledged {id} missing"
+                    ));
+                }
+            }
+            match &first {
+                None => first = Some(entries),
+                Some(seen) if *seen != entries => {
+                    violations.push(format!("{agent}: node {i} reads another inbox than node 0"));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    violations
+}
