@@ -2,7 +2,10 @@
 //! workers run random operations against three node processes on one PostgreSQL
 //! database and record a history — each operation with its real-time invocation and
 //! completion and what it was answered — while a fault schedule kills a node (`kill -9`,
-//! then restarts it) and pauses another (SIGSTOP past the heartbeat expiry, then SIGCONT).
+//! then restarts it), cuts every node's `LISTEN` connection, and pauses a node (SIGSTOP
+//! past the heartbeat expiry, then SIGCONT). Restarting PostgreSQL is left to
+//! `nodes::journeys::postgresql_restarts_under_two_nodes`, which CI runs alone: it would cut
+//! every test running beside this one.
 //! A checker then reads the history:
 //!
 //! * **no false "does not exist"**: a read that began after a write's answer sees it — a
@@ -203,24 +206,43 @@ async fn fault_round(
     let victim = 2;
     nodes[victim].child.kill().expect("SIGKILL");
     let _ = nodes[victim].child.wait();
-    let url = url.to_owned();
+    let at = url.to_owned();
     let restarted = tokio::task::spawn_blocking(move || {
-        Process::start_with(&url, &["--node-id", &format!("n{victim}")])
+        Process::start_with(&at, &["--node-id", &format!("n{victim}")])
     })
     .await
     .expect("the node restarts");
     nodes[victim] = restarted;
     cluster.bases.write().expect("bases")[victim] = nodes[victim].base.clone();
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let cut = cut_listening(url).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     if Instant::now() + Duration::from_secs(14) > deadline {
-        return 1;
+        return 1 + cut;
     }
     let pid = nodes[1].child.id().to_string();
     signal("-STOP", &pid);
     tokio::time::sleep(Duration::from_secs(11)).await;
     signal("-CONT", &pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    2
+    2 + cut
+}
+
+/// Cuts every node's `LISTEN` connection (as a network blip or an administrator would):
+/// each reconnects and catches up from storage. 1 if any was cut.
+async fn cut_listening(url: &std::path::Path) -> usize {
+    use sqlx::Connection;
+    let Ok(mut conn) = sqlx::PgConnection::connect(&url.to_string_lossy()).await else {
+        return 0;
+    };
+    let cut: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap_or_default();
+    usize::from(cut.iter().any(|c| *c))
 }
 
 fn signal(which: &str, pid: &str) {
