@@ -229,6 +229,9 @@ const OTHER_TOOLS: &[&str] = &[
     "--method",
     "--strict",
     "--skip",
+    // The A2A test kit's runner (docs/a2a.md).
+    "--sut-host",
+    "--transport",
 ];
 
 /// Every `--flag` a page names is one of ours (any command's), the load benchmark's (a

@@ -48,7 +48,11 @@ pub async fn card(
         )));
     };
     let card = build(&found.agent, &base_url(&headers));
-    Ok(cached(&headers, &with_v03(&card)))
+    Ok(cached(
+        &headers,
+        &with_v03(&card),
+        Some(found.agent.updated_at),
+    ))
 }
 
 /// `GET /a2a/{team_id}/agents`: every member's card.
@@ -80,11 +84,17 @@ pub async fn directory(
         .iter()
         .map(|a| with_v03(&build(a, &base)))
         .collect();
-    Ok(cached(&headers, &json!({ "agents": cards })))
+    Ok(cached(&headers, &json!({ "agents": cards }), None))
 }
 
 /// The body with its `ETag`, or `304` when the client already has it.
-fn cached(headers: &HeaderMap, body: &serde_json::Value) -> Response {
+/// With `Last-Modified` when the card is one member's: when its registry entry last
+/// changed (what the card's `version` says too).
+fn cached(
+    headers: &HeaderMap,
+    body: &serde_json::Value,
+    modified: Option<switchboard_types::time::Timestamp>,
+) -> Response {
     let text = body.to_string();
     let tag = format!(
         "\"{}\"",
@@ -107,6 +117,13 @@ fn cached(headers: &HeaderMap, body: &serde_json::Value) -> Response {
         header::CACHE_CONTROL,
         HeaderValue::from_static(CACHE_CONTROL),
     );
+    let modified = modified
+        .and_then(|at| chrono::DateTime::from_timestamp_micros(at.micros()))
+        .map(|at| at.format("%a, %d %b %Y %H:%M:%S GMT").to_string())
+        .and_then(|at| HeaderValue::from_str(&at).ok());
+    if let Some(modified) = modified {
+        headers.insert(header::LAST_MODIFIED, modified);
+    }
     response
 }
 

@@ -258,8 +258,8 @@ pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
         "switchboard".to_owned(),
         json!({
             "status": task.status.as_str(),
-            "assignee_agent_id": task.assignee_agent_id,
-            "originating_agent_id": task.originating_agent_id,
+            "assigneeAgentId": task.assignee_agent_id,
+            "originatingAgentId": task.originating_agent_id,
             "priority": task.priority,
         }),
     )]);

@@ -127,6 +127,19 @@ pub async fn call(
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
+    // JSON-RPC over HTTP is JSON: a body declared as something else is refused as the
+    // spec's ContentTypeNotSupportedError (-32005). No Content-Type is taken as JSON.
+    if let Some(declared) = wire::not_json(&headers) {
+        let id = as_sent(&body).map_or(JsonRpcId::Null, |sent| sent.0);
+        let why = format!("Content-Type '{declared}' is not supported: send application/json");
+        return answer(
+            id,
+            Err(A2AError::new(
+                a2a::errors::error_code::CONTENT_TYPE_NOT_SUPPORTED,
+                why,
+            )),
+        );
+    }
     // A request without an `id` member is a notification: done, never answered.
     let (id, notification, method, params) = match as_sent(&body) {
         Some(parts) => parts,

@@ -136,6 +136,20 @@ pub(super) fn has_snake_key(json: &str) -> bool {
     false
 }
 
+/// The declared Content-Type when it is not JSON (`application/json`, or a `+json` type).
+pub fn not_json(headers: &axum::http::HeaderMap) -> Option<String> {
+    let declared = headers.get(axum::http::header::CONTENT_TYPE)?;
+    let text = String::from_utf8_lossy(declared.as_bytes()).into_owned();
+    let media = text
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json = media == "application/json" || media.ends_with("+json");
+    (!json).then(|| switchboard_types::error::cut(&text, 64).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -162,3 +162,79 @@ async fn original_field_names_are_the_json_names_equals() {
         task.body
     );
 }
+
+/// What the A2A test kit (a2a-tck, 1.0-dev) found in its own run: a body declared as
+/// another Content-Type is ContentTypeNotSupportedError (`-32005`, JSONRPC-SSE-002), not a
+/// parse error; every name the server writes is camelCase (DM-SERIAL-001: the task's
+/// `metadata.switchboard` said `assignee_agent_id`); a member's card says when it last
+/// changed (`Last-Modified`, CARD-CACHE-003).
+#[tokio::test]
+async fn what_the_test_kit_checks_holds() {
+    let app = TestApp::start().await;
+    let (_, client, _) = team(&app).await;
+    let send = rpc_body("SendMessage", json!({"message": text("typed", "hello")}));
+    let refused = app
+        .post("/a2a/a2a/worker")
+        .token(&client.token)
+        .header("content-type", "text/plain")
+        .raw_untyped(send.to_string())
+        .send()
+        .await
+        .expect_status(200)
+        .body;
+    assert!(
+        error_of(&refused, -32005).contains("text/plain"),
+        "{refused:#}"
+    );
+    assert_eq!(refused["id"], 1, "the id is kept when it can be read");
+    let task = held(&app, &client, "camel", json!({})).await;
+    let got = call(
+        &app,
+        &client,
+        "worker",
+        rpc_body("GetTask", json!({"id": task})),
+        &[],
+    )
+    .await;
+    let mut snake = Vec::new();
+    names_with_underscores(&got["result"], &mut snake);
+    assert!(snake.is_empty(), "snake_case names {snake:?} in {got:#}");
+    assert_eq!(
+        got["result"]["metadata"]["switchboard"]["assigneeAgentId"],
+        "worker"
+    );
+    let card = app
+        .get("/a2a/a2a/worker/.well-known/agent-card.json")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    let modified = card
+        .headers
+        .get("last-modified")
+        .map(|v| v.to_str().unwrap_or(""));
+    assert!(
+        modified.is_some_and(|m| m.ends_with(" GMT")),
+        "Last-Modified: {modified:?}"
+    );
+}
+
+/// Every object key with `_` in it, outside a data part's `data` (the sender's own).
+fn names_with_underscores(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, inner) in map {
+                if key.contains('_') {
+                    out.push(key.clone());
+                }
+                if key != "data" {
+                    names_with_underscores(inner, out);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            items.iter().for_each(|v| names_with_underscores(v, out));
+        }
+        _ => {}
+    }
+}
