@@ -117,22 +117,43 @@ impl Core {
 
     /// Reads the registry (after reading the newest epoch, so that what is read holds
     /// at least that epoch) and records the epoch held, here and in this node's row.
+    /// Reads run one at a time, so an older read never lands after a newer one; a row
+    /// this node changed itself while the read ran is kept as it is here, and the read
+    /// is made again (at most three times) before its epoch counts as held.
     async fn reload_registry(&self) {
-        let started = std::time::Instant::now();
-        let read = async {
-            let epoch = self.store().registry_epoch().await?;
-            let teams = self.store().load_teams().await?;
-            Ok::<_, crate::store::StoreError>((epoch, teams, self.store().load_agents().await?))
-        };
-        let (epoch, teams, agents) = match read.await {
-            Ok(read) => read,
-            Err(err) => {
-                tracing::warn!(error = %err, "reading the registry after another node's change failed");
-                return;
+        let _one_at_a_time = self.inner.reloading.lock().await;
+        for _ in 0..3 {
+            match self.read_registry().await {
+                Ok(Some(epoch)) => {
+                    if let Err(err) = self
+                        .store()
+                        .registry_seen(self.node_id().as_str(), epoch)
+                        .await
+                    {
+                        tracing::warn!(error = %err, "recording the registry epoch this node holds failed");
+                    }
+                    return;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "reading the registry after another node's change failed");
+                    return;
+                }
             }
-        };
+        }
+    }
+
+    /// One read of the registry, applied: the epoch it holds, or `None` when a row
+    /// changed here while it ran (the read is older than that row).
+    async fn read_registry(&self) -> Result<Option<i64>, crate::store::StoreError> {
+        let started = std::time::Instant::now();
+        let since = self.registry().generation();
+        let epoch = self.store().registry_epoch().await?;
+        let teams = self.store().load_teams().await?;
+        let agents = self.store().load_agents().await?;
+        let mut whole = true;
         for team in teams {
-            self.registry().put_team(team);
+            whole &= self.registry().put_team_loaded(team, since);
         }
         for agent in agents {
             let was_member = self
@@ -141,19 +162,16 @@ impl Core {
                 .is_some_and(|a| a.is_member());
             let removed = was_member && !agent.is_member();
             let pk = agent.pk;
-            self.registry().put_agent(agent);
+            whole &= self.registry().put_agent_loaded(agent, since);
             if removed {
                 self.hub().kick(pk);
             }
         }
-        self.inner.fence.applied(epoch, started);
-        if let Err(err) = self
-            .store()
-            .registry_seen(self.node_id().as_str(), epoch)
-            .await
-        {
-            tracing::warn!(error = %err, "recording the registry epoch this node holds failed");
+        if !whole {
+            return Ok(None);
         }
+        self.inner.fence.applied(epoch, started);
+        Ok(Some(epoch))
     }
 
     /// Notifications may have been missed: every live connection catches up from

@@ -79,6 +79,8 @@ struct Inner {
     registry_reload: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// The registry epoch held and when it was last confirmed current (`fence`).
     fence: fence::Fence,
+    /// Registry reads from the database run one at a time (`elsewhere`).
+    reloading: tokio::sync::Mutex<()>,
 }
 
 /// Settings of the core.
@@ -153,6 +155,7 @@ impl Core {
                 session_cap: settings.hub.max_per_agent,
                 registry_reload: tokio::sync::Mutex::new(None),
                 fence: fence::Fence::default(),
+                reloading: tokio::sync::Mutex::new(()),
             }),
         };
         core.follow_other_nodes();

@@ -31,6 +31,18 @@ struct Inner {
     /// Every agent ever registered in each team (removed ones too), by agent id: filters
     /// on senders must find old messages of removed agents.
     all_by_id: HashMap<TeamPk, HashMap<String, AgentPk>>,
+    /// Counts the changes this node made itself (`put_team`, `put_agent`), and when each
+    /// record was last so changed: a registry read from the database that began before a
+    /// local change must not put the older row back (`put_*_loaded`).
+    generation: u64,
+    changed_at: HashMap<RecordKey, u64>,
+}
+
+/// A registry record, for [`Inner::changed_at`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum RecordKey {
+    Team(TeamPk),
+    Agent(AgentPk),
 }
 
 /// See the module documentation.
@@ -131,8 +143,59 @@ impl Registry {
     }
 
     /// Adds or replaces a team (after its write committed).
+    /// Where local changes stand: taken before a registry read from the database.
+    pub fn generation(&self) -> u64 {
+        self.read().generation
+    }
+
+    /// Puts a team read from the database by a read that began at `since`
+    /// ([`Registry::generation`]); `false` (and nothing changed) when this node changed
+    /// the team itself after that: the row read may be older than what it holds.
+    pub fn put_team_loaded(&self, team: TeamRecord, since: u64) -> bool {
+        let key = RecordKey::Team(team.pk);
+        if self
+            .read()
+            .changed_at
+            .get(&key)
+            .is_some_and(|at| *at > since)
+        {
+            return false;
+        }
+        self.put_team_as(team, None);
+        true
+    }
+
+    /// As [`Registry::put_team_loaded`], for an agent. A removed agent is never made a
+    /// member again (a removal is final: an id registered again is a new agent), whatever
+    /// order reads and changes arrive in.
+    pub fn put_agent_loaded(&self, agent: AgentRecord, since: u64) -> bool {
+        let key = RecordKey::Agent(agent.pk);
+        {
+            let inner = self.read();
+            if inner.changed_at.get(&key).is_some_and(|at| *at > since) {
+                return false;
+            }
+            if agent.is_member() && inner.agents.get(&agent.pk).is_some_and(|a| !a.is_member()) {
+                return true;
+            }
+        }
+        self.put_agent_as(agent, None);
+        true
+    }
+
+    /// Adds or replaces a team after this node's own write committed.
     pub fn put_team(&self, team: TeamRecord) {
+        let key = RecordKey::Team(team.pk);
+        self.put_team_as(team, Some(key));
+    }
+
+    fn put_team_as(&self, team: TeamRecord, local: Option<RecordKey>) {
         let mut inner = self.write();
+        if let Some(key) = local {
+            inner.generation += 1;
+            let at = inner.generation;
+            inner.changed_at.insert(key, at);
+        }
         inner.team_by_id.insert(team.team_id.clone(), team.pk);
         inner.team_by_key.insert(team.key_id.clone(), team.pk);
         inner.members.entry(team.pk).or_default();
@@ -142,7 +205,17 @@ impl Registry {
     /// Adds or replaces an agent (after its write committed), keeping membership and
     /// token lookup in step: a removed agent leaves both.
     pub fn put_agent(&self, agent: AgentRecord) {
+        let key = RecordKey::Agent(agent.pk);
+        self.put_agent_as(agent, Some(key));
+    }
+
+    fn put_agent_as(&self, agent: AgentRecord, local: Option<RecordKey>) {
         let mut inner = self.write();
+        if let Some(key) = local {
+            inner.generation += 1;
+            let at = inner.generation;
+            inner.changed_at.insert(key, at);
+        }
         if let Some(old) = inner.agents.get(&agent.pk).cloned()
             && let Some(token_id) = &old.token_id
         {
@@ -163,5 +236,67 @@ impl Registry {
             .or_default()
             .insert(agent.agent_id.clone(), agent.pk);
         inner.agents.insert(agent.pk, Arc::new(agent));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchboard_types::agents::AgentStatus;
+    use switchboard_types::ids::{AgentPk, TeamPk};
+    use switchboard_types::time::Timestamp;
+
+    use super::Registry;
+    use crate::store::records::AgentRecord;
+
+    fn agent(role: &str, removed: bool) -> AgentRecord {
+        AgentRecord {
+            pk: AgentPk(7),
+            team_pk: TeamPk(1),
+            agent_id: "a".into(),
+            role: role.into(),
+            capabilities: Vec::new(),
+            address: None,
+            status: AgentStatus::Available,
+            communication_enabled: true,
+            token_id: Some("tok".into()),
+            token_hash: None,
+            registered_at: Timestamp::from_micros(1),
+            updated_at: Timestamp::from_micros(1),
+            removed_at: removed.then(|| Timestamp::from_micros(2)),
+            addresses: None,
+            watch: Vec::new(),
+        }
+    }
+
+    /// A read from the database that began before this node's own change does not put
+    /// the older row back (the checker's stale "yes": a removed token accepted again).
+    #[test]
+    fn an_older_read_never_undoes_a_newer_change() {
+        let registry = Registry::default();
+        registry.put_agent(agent("first", false));
+        let since = registry.generation();
+        registry.put_agent(agent("changed here", false));
+        assert!(!registry.put_agent_loaded(agent("first", false), since));
+        let held = registry.agent(AgentPk(7)).expect("held");
+        assert_eq!(held.role, "changed here");
+        // A read begun after the change applies.
+        let since = registry.generation();
+        assert!(registry.put_agent_loaded(agent("from elsewhere", false), since));
+        assert_eq!(
+            registry.agent(AgentPk(7)).expect("held").role,
+            "from elsewhere"
+        );
+    }
+
+    /// A removal is final: no read, however late, makes the agent a member again.
+    #[test]
+    fn a_removed_agent_stays_removed() {
+        let registry = Registry::default();
+        registry.put_agent(agent("r", false));
+        let since = registry.generation();
+        assert!(registry.put_agent_loaded(agent("r", true), since));
+        assert!(registry.put_agent_loaded(agent("r", false), since));
+        assert!(!registry.agent(AgentPk(7)).expect("held").is_member());
+        assert!(registry.member(TeamPk(1), "a").is_none());
     }
 }

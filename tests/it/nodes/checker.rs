@@ -2,10 +2,11 @@
 //! workers run random operations against three node processes on one PostgreSQL
 //! database and record a history — each operation with its real-time invocation and
 //! completion and what it was answered — while a fault schedule kills a node (`kill -9`,
-//! then restarts it), cuts every node's `LISTEN` connection, and pauses a node (SIGSTOP
-//! past the heartbeat expiry, then SIGCONT). Restarting PostgreSQL is left to
-//! `nodes::journeys::postgresql_restarts_under_two_nodes`, which CI runs alone: it would cut
-//! every test running beside this one.
+//! then restarts it), cuts every node's `LISTEN` connection, pauses a node (SIGSTOP
+//! past the heartbeat expiry, then SIGCONT) and, in a long run given
+//! `CHECKER_PG_RESTART`, restarts PostgreSQL (never in `cargo test`: it would cut every
+//! test running beside this one; `nodes::journeys::postgresql_restarts_under_two_nodes`
+//! covers it there, alone).
 //! A checker then reads the history:
 //!
 //! * **no false "does not exist"**: a read that began after a write's answer sees it — a
@@ -20,8 +21,8 @@
 //! A request that gets no answer (a dead or paused node, a timeout) or `503` is
 //! indeterminate and proves nothing either way. `CHECKER_SECONDS` (default 24) sets the
 //! length of the run; the fault schedule repeats every 24 s
-//! (`CHECKER_SECONDS=600 cargo test --release --test it -- nodes::checker --nocapture`
-//! is the long run of `docs/benchmarks.md`).
+//! (`CHECKER_SECONDS=600 CHECKER_PG_RESTART='pg_ctlcluster 15 main restart' cargo test
+//! --test it -- nodes::checker --nocapture` is the long run of `docs/benchmarks.md`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -225,7 +226,23 @@ async fn fault_round(
     tokio::time::sleep(Duration::from_secs(11)).await;
     signal("-CONT", &pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    2 + cut
+    2 + cut + restart_postgresql().await
+}
+
+/// In a long run only (`CHECKER_PG_RESTART` names the command, e.g. `pg_ctlcluster 15
+/// main restart`; never in `cargo test`, where it would cut every other test): restarts
+/// PostgreSQL under the nodes. 1 if it did.
+async fn restart_postgresql() -> usize {
+    let Ok(command) = std::env::var("CHECKER_PG_RESTART") else {
+        return 0;
+    };
+    let done = tokio::process::Command::new("sh")
+        .args(["-c", &command])
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    usize::from(done)
 }
 
 /// Cuts every node's `LISTEN` connection (as a network blip or an administrator would):

@@ -9,7 +9,7 @@ use crate::support::TestApp;
 /// once on node 2 — a message to it, its own token, a task for its capability. Node 2
 /// hears of it by a notification a few milliseconds later; before, until then it answered
 /// `INVALID_RECIPIENT` (109 of 200) and `401` (88 of 200). A miss is now checked against
-/// the database before it is refused.
+/// the database before it is refused. 1,000 rounds: the bar.
 #[tokio::test]
 async fn an_agent_registered_on_one_node_is_known_at_once_on_another() {
     let Some(one) = TestApp::start_on_postgres().await else {
@@ -18,7 +18,7 @@ async fn an_agent_registered_on_one_node_is_known_at_once_on_another() {
     let team = one.team("fresh").await;
     let sender = one.agent(&team, "sender", &[]).await;
     let two = one.another_node().await;
-    for i in 0..100 {
+    for i in 0..1000 {
         let id = format!("new{i}");
         let skill = format!("skill{i}");
         let fresh = one.agent(&team, &id, &[&skill]).await;
