@@ -48,12 +48,7 @@ impl Core {
     /// is older than [`NODE_EXPIRY`] counts as dead: its connections are forgotten. If
     /// the exchange fails, nothing is assumed of the other nodes.
     pub(super) async fn sync_nodes(&self) {
-        // Confirmed before the heartbeat is written, never after (see `fence`).
-        if self.store().shared()
-            && let Err(err) = self.confirm_registry().await
-        {
-            tracing::debug!(error = %err, "confirming the registry failed");
-        }
+        let beat = std::time::Instant::now();
         let mine = self
             .hub()
             .local_connections()
@@ -72,12 +67,19 @@ impl Core {
             .sync_connections(node, mine, now, fresh_after)
             .await
         {
-            Ok(theirs) => self.hub().set_elsewhere(
-                theirs
-                    .into_iter()
-                    .map(|c| (c.agent, c.routes, c.since))
-                    .collect(),
-            ),
+            Ok(theirs) => {
+                self.hub().set_elsewhere(
+                    theirs
+                        .into_iter()
+                        .map(|c| (c.agent, c.routes, c.since))
+                        .collect(),
+                );
+                // Confirmed after the heartbeat is written, never before (see `fence`).
+                self.inner.fence.beat(beat);
+                if let Err(err) = self.confirm_registry().await {
+                    tracing::debug!(error = %err, "confirming the registry failed");
+                }
+            }
             Err(err) => {
                 tracing::debug!(error = %err, "exchanging connections with the other nodes failed");
                 self.hub().set_elsewhere(Vec::new());

@@ -242,6 +242,14 @@ impl Store {
         }
     }
 
+    /// Writes `node`'s heartbeat alone (PostgreSQL).
+    pub async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(()),
+            Backend::Postgres(s) => s.heartbeat(node, now).await,
+        }
+    }
+
     /// Records that `node` holds the registry as of `epoch` (PostgreSQL).
     pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
         match &self.backend {

@@ -45,6 +45,20 @@ impl PgStore {
         registry_epoch(&self.read).await
     }
 
+    /// Writes `node`'s heartbeat alone (a node confirming its registry between two
+    /// regular heartbeats).
+    pub async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO nodes (node_id, heartbeat_at) VALUES ($1, $2)
+             ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+        )
+        .bind(node)
+        .bind(now.micros())
+        .execute(&self.read)
+        .await?;
+        Ok(())
+    }
+
     /// Records that `node` holds the registry as of `epoch`.
     pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
         registry_seen(&self.read, node, epoch, Timestamp::now()).await

@@ -69,6 +69,66 @@ struct Cluster {
     bases: RwLock<Vec<String>>,
     http: reqwest::Client,
     history: Mutex<Vec<Event>>,
+    /// The faults as they were done, for a violation's report.
+    faults: Mutex<Vec<(Instant, String)>>,
+    start: Instant,
+}
+
+impl Cluster {
+    fn fault(&self, what: String) {
+        self.faults
+            .lock()
+            .expect("faults")
+            .push((Instant::now(), what));
+    }
+
+    /// Seconds since the start, for reports.
+    fn at(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.start).as_secs_f64()
+    }
+
+    /// Everything the history holds about `agent`, and the faults, in time.
+    fn story(&self, history: &[Event], agent: &str) -> String {
+        let mut lines: Vec<(Instant, String)> = self.faults.lock().expect("faults").clone();
+        for e in history {
+            let named = match &e.what {
+                What::Register { agent: a }
+                | What::UseToken { agent: a }
+                | What::Remove { agent: a } => a == agent,
+                _ => false,
+            };
+            if named {
+                lines.push((
+                    e.invoked,
+                    format!(
+                        "{:?} on node {} → {:?} (answered at {:.3})",
+                        e.what,
+                        e.node,
+                        e.status,
+                        self.at(e.completed)
+                    ),
+                ));
+            }
+        }
+        lines.sort_by_key(|(t, _)| *t);
+        let mine: Vec<Instant> = lines
+            .iter()
+            .filter(|(_, l)| l.contains(agent))
+            .map(|(t, _)| *t)
+            .collect();
+        if let (Some(first), Some(last)) = (mine.first(), mine.last()) {
+            let (from, to) = (
+                *first - Duration::from_secs(15),
+                *last + Duration::from_secs(5),
+            );
+            lines.retain(|(t, _)| *t >= from && *t <= to);
+        }
+        lines
+            .iter()
+            .map(|(t, l)| format!("  {:.3} {l}", self.at(*t)))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
 }
 
 impl Cluster {
@@ -146,6 +206,8 @@ async fn three_nodes_under_faults_keep_every_promise() {
         bases: RwLock::new(nodes.iter().map(|n| n.base.clone()).collect()),
         http: http.clone(),
         history: Mutex::default(),
+        faults: Mutex::default(),
+        start: Instant::now(),
     });
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let workers: Vec<_> = (0..WORKERS)
@@ -163,6 +225,11 @@ async fn three_nodes_under_faults_keep_every_promise() {
     }
     let history = cluster.history.lock().expect("history").clone();
     let mut violations = check_history(&history);
+    for v in violations.clone() {
+        if let Some(agent) = v.split('"').nth(1) {
+            violations.push(cluster.story(&history, agent));
+        }
+    }
     violations.extend(check_inboxes(&http, &nodes, &history, &tokens).await);
     let answered = history.iter().filter(|e| e.status.is_some()).count();
     eprintln!(
@@ -205,6 +272,7 @@ async fn fault_round(
 ) -> usize {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let victim = 2;
+    cluster.fault(format!("kill -9 node {victim}"));
     nodes[victim].child.kill().expect("SIGKILL");
     let _ = nodes[victim].child.wait();
     let at = url.to_owned();
@@ -214,17 +282,21 @@ async fn fault_round(
     .await
     .expect("the node restarts");
     nodes[victim] = restarted;
+    cluster.fault(format!("node {victim} restarted"));
     cluster.bases.write().expect("bases")[victim] = nodes[victim].base.clone();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cut = cut_listening(url).await;
+    cluster.fault("LISTEN cut".into());
     tokio::time::sleep(Duration::from_secs(1)).await;
     if Instant::now() + Duration::from_secs(14) > deadline {
         return 1 + cut;
     }
     let pid = nodes[1].child.id().to_string();
+    cluster.fault("SIGSTOP node 1".into());
     signal("-STOP", &pid);
     tokio::time::sleep(Duration::from_secs(11)).await;
     signal("-CONT", &pid);
+    cluster.fault("SIGCONT node 1".into());
     tokio::time::sleep(Duration::from_secs(2)).await;
     2 + cut + restart_postgresql().await
 }
