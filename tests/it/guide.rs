@@ -229,6 +229,7 @@ const OTHER_TOOLS: &[&str] = &[
     "--method",
     "--strict",
     "--skip",
+    "--nocapture",
     // The A2A test kit's runner (docs/a2a.md).
     "--sut-host",
     "--transport",

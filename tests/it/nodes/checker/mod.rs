@@ -24,7 +24,6 @@
 //! (`CHECKER_SECONDS=600 CHECKER_PG_RESTART='pg_ctlcluster 15 main restart' cargo test
 //! --test it -- nodes::checker --nocapture` is the long run of `docs/benchmarks.md`).
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -34,8 +33,12 @@ use rand::{Rng, SeedableRng};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::process::{Process, call, every_inbox_entry};
+use crate::process::{Process, call};
 use crate::support::ADMIN;
+
+mod checks;
+
+use checks::{check_history, check_inboxes};
 
 const NODES: usize = 3;
 const WORKERS: usize = 4;
@@ -513,103 +516,4 @@ async fn remove_then_use(
 fn two_nodes(rng: &mut StdRng) -> (usize, usize) {
     let x = rng.random_range(0..NODES);
     (x, (x + 1 + rng.random_range(0..NODES - 1)) % NODES)
-}
-
-/// The real-time checks over each worker's history: a read that began after a write's
-/// answer agrees with it.
-fn check_history(history: &[Event]) -> Vec<String> {
-    let mut violations = Vec::new();
-    // For each agent: when its registration was answered, and when its removal was.
-    let mut registered: HashMap<&str, Instant> = HashMap::new();
-    let mut removed: HashMap<&str, Instant> = HashMap::new();
-    let mut sent: HashMap<&str, Instant> = HashMap::new();
-    let mut by_time: Vec<&Event> = history.iter().collect();
-    by_time.sort_by_key(|e| e.completed);
-    for e in &by_time {
-        match (&e.what, e.status) {
-            (What::Register { agent }, Some(201)) => {
-                registered.insert(agent, e.completed);
-            }
-            (What::Remove { agent }, Some(200)) => {
-                removed.insert(agent, e.completed);
-            }
-            (What::Send { id: Some(id), .. }, Some(201)) => {
-                sent.insert(id, e.completed);
-            }
-            _ => {}
-        }
-    }
-    for e in history {
-        let Some(status) = e.status else { continue };
-        if status == 503 {
-            continue;
-        }
-        let after = |at: Option<&Instant>| at.is_some_and(|at| *at < e.invoked);
-        let wrong = match &e.what {
-            What::ReadMessage { id } if after(sent.get(id.as_str())) => status != 200,
-            What::UseToken { agent } if after(removed.get(agent.as_str())) => status != 401,
-            What::UseToken { agent } if after(registered.get(agent.as_str())) => {
-                !removed.contains_key(agent.as_str()) && status != 200
-            }
-            What::Send { to, .. } if after(registered.get(to.as_str())) => {
-                !removed.contains_key(to.as_str()) && status != 201
-            }
-            What::Send { to, .. } if to.starts_with('w') => status != 201,
-            _ => false,
-        };
-        if wrong {
-            violations.push(format!(
-                "worker {} on node {}: {:?} answered {status} {}",
-                e.worker,
-                e.node,
-                e.what,
-                e.refusal.as_deref().unwrap_or("")
-            ));
-        }
-    }
-    violations
-}
-
-/// After the faults: every acknowledged message is in its recipient's inbox through every
-/// node, seqs `1..=n` and the same order everywhere.
-async fn check_inboxes(
-    http: &reqwest::Client,
-    nodes: &[Process],
-    history: &[Event],
-    tokens: &[(String, String)],
-) -> Vec<String> {
-    let mut violations = Vec::new();
-    let mut acked: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for e in history {
-        if let (What::Send { to, id: Some(id) }, Some(201)) = (&e.what, e.status) {
-            acked.entry(to.as_str()).or_default().push(id.as_str());
-        }
-    }
-    for (agent, token) in tokens {
-        let mut first: Option<Vec<(i64, String)>> = None;
-        for (i, node) in nodes.iter().enumerate() {
-            let entries = every_inbox_entry(http, node, token).await;
-            let seqs: Vec<i64> = entries.iter().map(|(s, _)| *s).collect();
-            if seqs != (1..=seqs.len() as i64).collect::<Vec<_>>() {
-                violations.push(format!(
-                    "{agent} through node {i}: seqs not 1..=n: {seqs:?}"
-                ));
-            }
-            for id in acked.get(agent.as_str()).into_iter().flatten() {
-                if !entries.iter().any(|(_, e)| e == id) {
-                    violations.push(format!(
-                        "{agent} through node {i}: acknowledged {id} missing"
-                    ));
-                }
-            }
-            match &first {
-                None => first = Some(entries),
-                Some(seen) if *seen != entries => {
-                    violations.push(format!("{agent}: node {i} reads another inbox than node 0"));
-                }
-                Some(_) => {}
-            }
-        }
-    }
-    violations
 }
