@@ -117,10 +117,14 @@ impl Core {
         store: Store,
         settings: CoreSettings,
     ) -> Result<(Core, auth::AdminToken), StoreError> {
+        store.set_node(settings.node_id.as_str());
         let registry = Registry::default();
         let (admin_hash, admin_token) =
             auth::settle_admin_token(&store, settings.admin_token.as_deref()).await?;
         registry.set_admin_hash(admin_hash);
+        // Read before the registry, recorded after it (several nodes: `fence`): until a
+        // node records an epoch, a change elsewhere waits for it to read the registry.
+        let epoch = store.registry_epoch().await?;
         for team in store.load_teams().await? {
             registry.put_team(team);
         }
@@ -158,6 +162,7 @@ impl Core {
                 reloading: tokio::sync::Mutex::new(()),
             }),
         };
+        store_epoch(&core, epoch).await?;
         core.follow_other_nodes();
         core.watch_storage();
         Ok((core, admin_token))
@@ -288,4 +293,16 @@ impl Core {
             .agent(pk)
             .map_or_else(|| format!("agent#{pk}"), |a| a.agent_id.clone())
     }
+}
+
+/// Records the registry epoch a node read at its start: the registry it holds is that
+/// epoch's or newer (PostgreSQL; nothing on SQLite).
+async fn store_epoch(core: &Core, epoch: i64) -> Result<(), StoreError> {
+    if core.store().shared() {
+        core.inner.fence.applied(epoch, std::time::Instant::now());
+        core.store()
+            .registry_seen(core.node_id().as_str(), epoch)
+            .await?;
+    }
+    Ok(())
 }

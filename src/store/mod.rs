@@ -242,6 +242,14 @@ impl Store {
         }
     }
 
+    /// Names this node to the store (PostgreSQL: its own registry epochs are neither
+    /// waited for nor read back).
+    pub fn set_node(&self, node: &str) {
+        if let Backend::Postgres(s) = &self.backend {
+            s.set_node(node);
+        }
+    }
+
     /// Writes `node`'s heartbeat alone (PostgreSQL).
     pub async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
         match &self.backend {

@@ -17,13 +17,14 @@ impl PgStore {
     /// there in that time has no fresh heartbeat by then, and fences itself: it reads the
     /// registry again before it serves a request).
     pub async fn registry_barrier(&self, expiry: Duration) -> Result<(), StoreError> {
-        let epoch = next_registry_epoch(&self.read).await?;
+        let me = self.node.get().map_or("", String::as_str);
+        let epoch = next_registry_epoch(&self.read, me).await?;
         let deadline = Instant::now() + expiry;
         let mut pause = Duration::from_millis(1);
         loop {
             let now = Timestamp::now();
             let fresh_after = Timestamp::from_micros(now.micros() - expiry.as_micros() as i64);
-            let behind = nodes_behind(&self.read, epoch, fresh_after).await?;
+            let behind = nodes_behind(&self.read, epoch, fresh_after, me).await?;
             if behind == 0 {
                 return Ok(());
             }
@@ -38,6 +39,12 @@ impl PgStore {
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(50));
         }
+    }
+
+    /// Names this node (once): its own epochs are not waited for, and its listener does
+    /// not read the registry again for them.
+    pub fn set_node(&self, node: &str) {
+        let _ = self.node.set(node.to_owned());
     }
 
     /// The newest registry epoch taken so far: read before a reload, recorded after it.
@@ -68,11 +75,12 @@ impl PgStore {
 /// Takes the next registry epoch, after a registry change committed, and tells every node
 /// (itself included) to read the registry again: a reload started after this statement
 /// sees the change.
-async fn next_registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
+async fn next_registry_epoch(pool: &PgPool, me: &str) -> Result<i64, StoreError> {
     let epoch: i64 = sqlx::query_scalar(
-        "SELECT e FROM (SELECT nextval('registry_epoch') AS e, pg_notify($1, 'r') AS n) s",
+        "SELECT e FROM (SELECT nextval('registry_epoch') AS e, pg_notify($1, 'e' || $2) AS n) s",
     )
     .bind(super::listen::CHANNEL)
+    .bind(me)
     .fetch_one(pool)
     .await?;
     Ok(epoch)
@@ -114,12 +122,15 @@ async fn nodes_behind(
     pool: &PgPool,
     epoch: i64,
     fresh_after: Timestamp,
+    me: &str,
 ) -> Result<i64, StoreError> {
     let behind: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM nodes WHERE heartbeat_at > $1 AND registry_seen < $2",
+        "SELECT count(*) FROM nodes
+         WHERE heartbeat_at > $1 AND registry_seen < $2 AND node_id <> $3",
     )
     .bind(fresh_after.micros())
     .bind(epoch)
+    .bind(me)
     .fetch_one(pool)
     .await?;
     Ok(behind)

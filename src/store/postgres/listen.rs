@@ -106,6 +106,8 @@ fn parse(payload: &str) -> Vec<Change> {
             }
             ("t", task) => Some(Change::Task(TaskPk(task.parse().ok()?))),
             ("r", "") => Some(Change::Registry),
+            // A registry epoch another node took (`epoch.rs`): read the registry again.
+            ("e", _) => Some(Change::Registry),
             _ => None,
         })
         .collect()
@@ -116,6 +118,7 @@ fn parse(payload: &str) -> Vec<Change> {
 pub(super) async fn run(
     options: PgConnectOptions,
     own: Arc<AtomicU32>,
+    node: Arc<std::sync::OnceLock<String>>,
     changes: mpsc::Sender<Vec<Change>>,
     stop: CancellationToken,
 ) {
@@ -139,6 +142,11 @@ pub(super) async fn run(
             };
             match heard {
                 Ok(Some(n)) if n.process_id() == own.load(Ordering::Relaxed) => {}
+                // This node's own registry epoch: it holds its own change already.
+                Ok(Some(n))
+                    if node
+                        .get()
+                        .is_some_and(|me| n.payload().strip_prefix('e') == Some(me.as_str())) => {}
                 Ok(Some(n)) => {
                     let parsed = parse(n.payload());
                     if !parsed.is_empty() && changes.send(parsed).await.is_err() {

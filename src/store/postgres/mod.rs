@@ -48,6 +48,9 @@ pub struct PgStore {
     /// This node's live connections as last written to `node_connections` (sorted by
     /// agent), so an unchanged set is not written again.
     connections_written: Arc<std::sync::Mutex<Option<Vec<NodeConnections>>>>,
+    /// This node's id, once the core named it (`set_node`): its own registry epochs are
+    /// neither waited for nor read back.
+    node: Arc<std::sync::OnceLock<String>>,
 }
 
 impl PgStore {
@@ -60,9 +63,11 @@ impl PgStore {
         let pid = Arc::new(AtomicU32::new(writer::backend_pid(&mut write).await?));
         let (tx, rx) = mpsc::channel(1024);
         let listening = CancellationToken::new();
+        let node: Arc<std::sync::OnceLock<String>> = Arc::default();
         tokio::spawn(listen::run(
             options.clone(),
             pid.clone(),
+            node.clone(),
             tx,
             listening.clone(),
         ));
@@ -73,6 +78,7 @@ impl PgStore {
             changes: Arc::new(std::sync::Mutex::new(Some(rx))),
             listening,
             connections_written: Arc::default(),
+            node,
         })
     }
 
