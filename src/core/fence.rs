@@ -43,6 +43,9 @@ pub const BEAT_TO_CONFIRM: Duration = Duration::from_secs(4);
 #[derive(Debug, Default)]
 pub(super) struct Fence {
     state: Mutex<State>,
+    /// One request at a time writes a heartbeat and confirms; the others wait for it
+    /// and find the registry confirmed.
+    confirming: tokio::sync::Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -51,15 +54,19 @@ struct State {
     seen: i64,
     /// When the newest confirmation that counts began.
     confirmed: Option<Instant>,
-    /// When the newest heartbeat that reached the database began.
-    beat: Option<Instant>,
+    /// When the newest heartbeats that reached the database began (a few: requests and
+    /// the heartbeat task beat concurrently).
+    beats: std::collections::VecDeque<Instant>,
 }
 
 impl State {
+    /// Counts a confirmation begun at `at` if a heartbeat began at or before it, less
+    /// than [`BEAT_TO_CONFIRM`] before.
     fn confirmed_at(&mut self, at: Instant) {
         if self
-            .beat
-            .is_some_and(|beat| at.saturating_duration_since(beat) < BEAT_TO_CONFIRM && at >= beat)
+            .beats
+            .iter()
+            .any(|beat| at >= *beat && at.duration_since(*beat) < BEAT_TO_CONFIRM)
         {
             self.confirmed = self.confirmed.max(Some(at));
         }
@@ -77,7 +84,10 @@ impl Fence {
     /// A heartbeat that began at `at` reached the database.
     pub(super) fn beat(&self, at: Instant) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.beat = state.beat.max(Some(at));
+        state.beats.push_back(at);
+        if state.beats.len() > 16 {
+            state.beats.pop_front();
+        }
     }
 
     /// The database's newest epoch, read from `at` on, is `epoch`: confirmed when this
@@ -104,6 +114,10 @@ impl Core {
     /// current when the last confirmation lapsed. One uncontended lock otherwise.
     pub(super) async fn fence(&self) -> CoreResult<()> {
         if !self.store().shared() || self.inner.fence.fresh(Instant::now()) {
+            return Ok(());
+        }
+        let _one_at_a_time = self.inner.fence.confirming.lock().await;
+        if self.inner.fence.fresh(Instant::now()) {
             return Ok(());
         }
         let beat = Instant::now();
