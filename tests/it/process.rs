@@ -123,6 +123,17 @@ impl Process {
             .collect()
     }
 
+    /// Sends `which` (`-STOP`, `-CONT`) to the server process: a node paused as an
+    /// overloaded machine or a debugger would pause it.
+    pub fn signal(&self, which: &str) {
+        let pid = self.child.id().to_string();
+        let done = std::process::Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(done.success(), "kill {which} {pid}");
+    }
+
     pub fn kill(mut self) {
         self.child.kill().expect("SIGKILL");
         self.child.wait().expect("reaped");

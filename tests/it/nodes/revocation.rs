@@ -95,8 +95,7 @@ async fn a_node_that_slept_through_a_removal_refuses_at_once_when_it_wakes() {
     assert_eq!(status, 200, "the sleeper knows the agent");
     // Let the sleeper's heartbeat be seen, then stop it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let pid = two.child.id().to_string();
-    signal("-STOP", &pid);
+    two.signal("-STOP");
     let started = Instant::now();
     let path = "/v1/teams/slept/agents/doomed";
     let (status, body) = call(&http, &one, Method::DELETE, path, &key, None).await;
@@ -108,7 +107,7 @@ async fn a_node_that_slept_through_a_removal_refuses_at_once_when_it_wakes() {
     );
     // Sleep past the expiry in any case, then wake the sleeper.
     tokio::time::sleep(Duration::from_secs(11).saturating_sub(waited)).await;
-    signal("-CONT", &pid);
+    two.signal("-CONT");
     let (status, body) = call(&http, &two, Method::GET, "/v1/whoami", &token, None).await;
     assert_eq!(
         status, 401,
@@ -116,12 +115,4 @@ async fn a_node_that_slept_through_a_removal_refuses_at_once_when_it_wakes() {
     );
     two.kill();
     one.kill();
-}
-
-fn signal(which: &str, pid: &str) {
-    let done = std::process::Command::new("kill")
-        .args([which, pid])
-        .status()
-        .expect("kill runs");
-    assert!(done.success(), "kill {which} {pid}");
 }

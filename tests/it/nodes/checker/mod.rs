@@ -294,11 +294,10 @@ async fn fault_round(
     if Instant::now() + Duration::from_secs(14) > deadline {
         return 1 + cut;
     }
-    let pid = nodes[1].child.id().to_string();
     cluster.fault("SIGSTOP node 1".into());
-    signal("-STOP", &pid);
+    nodes[1].signal("-STOP");
     tokio::time::sleep(Duration::from_secs(11)).await;
-    signal("-CONT", &pid);
+    nodes[1].signal("-CONT");
     cluster.fault("SIGCONT node 1".into());
     tokio::time::sleep(Duration::from_secs(2)).await;
     2 + cut + restart_postgresql().await
@@ -335,14 +334,6 @@ async fn cut_listening(url: &std::path::Path) -> usize {
     .await
     .unwrap_or_default();
     usize::from(cut.iter().any(|c| *c))
-}
-
-fn signal(which: &str, pid: &str) {
-    let done = std::process::Command::new("kill")
-        .args([which, pid])
-        .status()
-        .expect("kill runs");
-    assert!(done.success(), "kill {which} {pid}");
 }
 
 /// One worker: random operations through random nodes until the deadline, each write
