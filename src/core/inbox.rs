@@ -2,7 +2,6 @@
 //! filtered, a page at a time.
 
 use switchboard_types::decode::CommaList;
-use switchboard_types::frames::push_frame;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::inbox::{InboxPage, InboxQuery};
 use switchboard_types::messages::SortOrder;
@@ -10,7 +9,6 @@ use switchboard_types::publish::MAX_TAG;
 use switchboard_types::validate::check_text;
 
 use super::cursor;
-use super::live::Connection;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::store::records::{InboxFilter, InboxItem, InboxPageSpec};
 
@@ -91,44 +89,6 @@ impl Core {
             next_cursor,
             error: None,
         })
-    }
-
-    /// The connection's inbox entries after sequence number `after`, oldest first, at
-    /// most `limit`, as `(seq, frame)`: what a reconnecting connection replays. Each
-    /// frame is rendered here (not shared): it is sent once. An entry the connection
-    /// skips (not news on a news-only connection, or routed to another transport) has
-    /// no frame; its seq still moves the replay on.
-    pub(super) async fn inbox_after(
-        &self,
-        connection: &Connection,
-        after: i64,
-        limit: i64,
-    ) -> CoreResult<ReplayPage<(i64, Option<String>)>> {
-        let page = self
-            .inbox_items_after(connection.agent(), after, limit)
-            .await?;
-        let more = page.more;
-        let items = page
-            .items
-            .into_iter()
-            .map(|item| {
-                let seq = item.entry.seq;
-                let routed_elsewhere = item
-                    .message
-                    .route
-                    .is_some_and(|route| route != connection.route);
-                if routed_elsewhere || (connection.news_only && !item.entry.news) {
-                    return Ok((seq, None));
-                }
-                let read = item.entry.read_at.is_some();
-                let view = self.view(item.message, None, read, Some(item.entry.news));
-                let frame = push_frame(seq, &view).map_err(|e| {
-                    CoreError::internal(format!("rendering inbox entry {seq}: {e}"))
-                })?;
-                Ok((seq, Some(frame)))
-            })
-            .collect::<CoreResult<Vec<_>>>()?;
-        Ok(ReplayPage { items, more })
     }
 }
 

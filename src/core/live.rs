@@ -9,6 +9,7 @@ use switchboard_types::ErrorCode;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::routing::{Route, Via};
 
+use super::feed::Feed;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{ConnectionLimit, Lag, Push, Registration};
 use crate::store::records::PresenceRow;
@@ -145,22 +146,12 @@ impl Core {
         Ok(wanted.min(newest))
     }
 
-    /// The agent's entries after `after`, oldest first, as `(seq, frame)`; no frame for
-    /// an entry the connection skips (not news, on a news-only connection).
-    pub async fn replay_page(
-        &self,
-        connection: &Connection,
-        after: i64,
-        limit: i64,
-    ) -> CoreResult<super::inbox::ReplayPage<(i64, Option<String>)>> {
-        self.inbox_after(connection, after, limit).await
-    }
-
     /// Records that everything up to `seq` reached the agent (the cursor never moves
-    /// back). An ack beyond `sent_up_to`, the last entry this connection wrote, is
-    /// refused and changes nothing: stored as the cursor, it would make the agent skip
-    /// entries not yet committed.
-    pub fn ack(&self, connection: &Connection, seq: i64, sent_up_to: i64) -> CoreResult<()> {
+    /// back). An ack beyond the last entry the connection's feed handed out is refused
+    /// and changes nothing: stored as the cursor, it would make the agent skip entries
+    /// not yet committed.
+    pub fn ack(&self, feed: &Feed, seq: i64) -> CoreResult<()> {
+        let sent_up_to = feed.cursor();
         if seq > sent_up_to {
             return Err(CoreError::validation(
                 "seq",
@@ -172,13 +163,13 @@ impl Core {
             .with("seq", seq)
             .with("last_sent", sent_up_to));
         }
-        self.hub().ack(connection.agent(), seq);
+        self.hub().ack(feed.agent(), seq);
         Ok(())
     }
 
     /// Notes activity of the agent (a frame arrived).
-    pub fn seen(&self, connection: &Connection) {
-        self.hub().seen(connection.agent());
+    pub fn seen(&self, feed: &Feed) {
+        self.hub().seen(feed.agent());
     }
 
     /// Writes acknowledged cursors and last activity kept in memory (called every

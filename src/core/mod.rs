@@ -18,6 +18,7 @@ mod delivery;
 mod dispatch;
 mod elsewhere;
 pub mod error;
+pub mod feed;
 mod fence;
 mod health;
 mod ids;

@@ -9,10 +9,8 @@ use std::sync::Mutex;
 
 use switchboard_types::agents::RegisterAgent;
 use switchboard_types::ids::AgentPk;
-use switchboard_types::messages::MessageView;
 use switchboard_types::routing::Via;
 
-use super::live::Connection;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::store::records::QueueCursorRow;
 
@@ -270,31 +268,5 @@ impl Core {
             }
         }
         Ok(result?)
-    }
-
-    /// The connection's inbox entries after `after`, oldest first, at most `limit`, as
-    /// views with their `seq`: what a queue client replays and filters by queue.
-    pub async fn inbox_views_after(
-        &self,
-        connection: &Connection,
-        after: i64,
-        limit: i64,
-    ) -> CoreResult<super::inbox::ReplayPage<MessageView>> {
-        let page = self
-            .inbox_items_after(connection.agent(), after, limit)
-            .await?;
-        let items = page
-            .items
-            .into_iter()
-            .map(|item| {
-                let read = item.entry.read_at.is_some();
-                let seq = item.entry.seq;
-                self.view(item.message, Some(seq), read, Some(item.entry.news))
-            })
-            .collect();
-        Ok(super::inbox::ReplayPage {
-            items,
-            more: page.more,
-        })
     }
 }

@@ -2,10 +2,13 @@
 //! cannot keep a socket open (an MCP tool call) uses instead of polling. The hub wakes
 //! the wait when a commit adds to the inbox; storage says what was added.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_types::inbox::{DEFAULT_PAGE, InboxWait, MAX_PAGE, MAX_WAIT_MS};
+use switchboard_types::messages::MessageView;
 
+use super::feed::FeedItem;
 use super::{Caller, Core, CoreError, CoreResult};
 
 /// How often a waiting call says it is still waiting.
@@ -24,13 +27,6 @@ impl Core {
         timeout: Duration,
         mut on_tick: impl FnMut(Duration) + Send,
     ) -> CoreResult<InboxWait> {
-        let (_, me) = self.acting_agent(caller)?;
-        if after.is_some_and(|a| a < 0) {
-            return Err(CoreError::validation(
-                "after_seq",
-                "after_seq is a sequence number, 0 or more",
-            ));
-        }
         let limit = limit.unwrap_or(DEFAULT_PAGE);
         if !(1..=MAX_PAGE).contains(&limit) {
             return Err(
@@ -45,46 +41,38 @@ impl Core {
             )
             .with("max", MAX_WAIT_MS));
         }
-        let watch = self.hub().watch_inbox(me.pk);
+        let mut feed = self.feed_watch(caller, after).await?;
         let removed = self.removal_signal(caller)?;
-        let after = match after {
-            Some(after) => after,
-            None => self.store().newest_seq(me.pk).await?,
-        };
         let started = tokio::time::Instant::now();
         let deadline = started + timeout;
         let mut ticks = tokio::time::interval_at(started + TICK, TICK);
         loop {
-            let woken = watch.notify().notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            let items = self.inbox_items_after(me.pk, after, limit).await?.items;
-            if let Some(last) = items.last() {
-                let next_after_seq = last.entry.seq;
-                let messages = items
-                    .into_iter()
-                    .map(|item| {
-                        let read = item.entry.read_at.is_some();
-                        let seq = item.entry.seq;
-                        self.view(item.message, Some(seq), read, Some(item.entry.news))
-                    })
-                    .collect();
+            let messages: Vec<MessageView> = feed
+                .next_batch(limit)
+                .await?
+                .into_iter()
+                .filter_map(|entry| match entry.item {
+                    FeedItem::View(view) => Some(Arc::unwrap_or_clone(view)),
+                    FeedItem::Frame(_) | FeedItem::Skipped => None,
+                })
+                .collect();
+            if !messages.is_empty() {
                 return Ok(InboxWait {
                     success: true,
                     messages,
-                    next_after_seq,
+                    next_after_seq: feed.cursor(),
                     timed_out: false,
                 });
             }
             tokio::select! {
-                () = &mut woken => {}
+                _ = feed.ready() => {}
                 () = removed.cancelled() => return Err(agent_removed()),
                 _ = ticks.tick() => on_tick(started.elapsed()),
                 () = tokio::time::sleep_until(deadline) => {
                     return Ok(InboxWait {
                         success: true,
                         messages: Vec::new(),
-                        next_after_seq: after,
+                        next_after_seq: feed.cursor(),
                         timed_out: true,
                     });
                 }
@@ -93,31 +81,7 @@ impl Core {
     }
 }
 
-/// An agent's inbox changing, as a stream of wake-ups: what a subscription (MCP's
-/// resource subscriptions) listens to. Dropping it stops listening.
-pub struct InboxChanges(crate::hub::Watch, tokio_util::sync::CancellationToken);
-
-impl InboxChanges {
-    /// Resolves when the agent is removed: the subscription must end.
-    pub async fn removed(&self) {
-        self.1.cancelled().await;
-    }
-
-    /// Resolves at the next commit that adds to the inbox once enabled (`enable` the
-    /// pinned future before acting on the previous change, so none is missed).
-    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
-        self.0.notify().notified()
-    }
-}
-
 impl Core {
-    /// Starts listening for commits to the calling agent's inbox.
-    pub fn inbox_changes(&self, caller: &Caller) -> CoreResult<InboxChanges> {
-        let (_, me) = self.acting_agent(caller)?;
-        let watch = self.hub().watch_inbox(me.pk);
-        Ok(InboxChanges(watch, self.removal_signal(caller)?))
-    }
-
     /// A token cancelled when the calling agent is removed — on this node or another —
     /// for whatever it holds that is not a registered connection (a STOMP session, an
     /// A2A stream, an MCP wait): it ends at once, not at its next request. Never

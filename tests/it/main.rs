@@ -22,6 +22,7 @@ mod docs;
 mod engines;
 mod errors;
 mod faults;
+mod feed;
 mod first_start;
 mod guide;
 mod hardening;

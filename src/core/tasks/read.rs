@@ -65,16 +65,15 @@ impl Core {
         let removed = self.removal_signal(caller)?;
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let woken = watch.notify().notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
+            // Armed before the read, as a feed is: a change from here on wakes it.
+            let mut woken = watch.arm();
             let detail = self.get_task(caller, task_id).await?;
             let newest = detail.events.last().map_or(0, |e| e.seq);
             if newest > after_seq || detail.task.status.is_final() {
                 return Ok(detail);
             }
             tokio::select! {
-                () = &mut woken => {}
+                () = woken.as_mut() => {}
                 // Its caller's token no longer counts: the follow (an A2A stream, a
                 // blocking send) ends now, not at the task's next change.
                 () = removed.cancelled() => {

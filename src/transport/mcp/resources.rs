@@ -11,7 +11,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
-use switchboard_types::inbox::InboxQuery;
+use switchboard_types::inbox::{InboxQuery, MAX_PAGE};
 use switchboard_types::{Operation, Reply};
 use tokio::task::AbortHandle;
 
@@ -176,8 +176,8 @@ pub async fn listen(core: &Core, caller: Caller, context: rmcp::service::Subscri
 }
 
 /// Tells `send` about each change of `uris` as `caller` sees them, until `send` says the
-/// client is gone: woken by the hub for every commit to the caller's inbox; a task's URI
-/// only when the task itself changed.
+/// client is gone: once per batch of new entries in the caller's inbox (the core's feed,
+/// listening from before the first read); a task's URI only when the task itself changed.
 async fn follow(
     core: Core,
     caller: Caller,
@@ -185,16 +185,20 @@ async fn follow(
     armed: Option<tokio::sync::oneshot::Sender<()>>,
     mut send: impl AsyncFnMut(String) -> bool,
 ) {
-    let Ok(changes) = core.inbox_changes(&caller) else {
+    let (Ok(mut feed), Ok(removed)) = (
+        core.feed_watch(&caller, None).await,
+        core.removal_signal(&caller),
+    ) else {
         return;
     };
     let named: Vec<(String, Named)> = uris
         .into_iter()
         .filter_map(|uri| parse(&uri).ok().map(|named| (uri, named)))
         .collect();
-    let mut woken = Box::pin(changes.notified());
-    woken.as_mut().enable();
-    // Read after arming: a change from here on wakes the loop.
+    // The first read arms the feed: a change from here on is reported.
+    if feed.next_batch(MAX_PAGE).await.is_err() {
+        return;
+    }
     let mut last = Vec::with_capacity(named.len());
     for (_, named) in &named {
         last.push(current(&core, &caller, named).await.ok());
@@ -204,13 +208,15 @@ async fn follow(
     }
     loop {
         tokio::select! {
-            () = woken.as_mut() => {}
+            _ = feed.ready() => {}
             // The agent was removed: its subscriptions end with it.
-            () = changes.removed() => return,
+            () = removed.cancelled() => return,
         }
-        // Armed before acting on this change, so a commit meanwhile is not missed.
-        woken = Box::pin(changes.notified());
-        woken.as_mut().enable();
+        match feed.next_batch(MAX_PAGE).await {
+            Ok(entries) if entries.is_empty() => continue,
+            Ok(_) => {}
+            Err(_) => return,
+        }
         for ((uri, named), last) in named.iter().zip(last.iter_mut()) {
             if let Named::Task(_) = named {
                 // Only a change of this task is news for its subscribers.

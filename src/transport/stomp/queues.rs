@@ -22,7 +22,6 @@ use switchboard_types::messages::{
     Content, MAX_TEXT, MessageKind, MessageType, MessageView, SendMessage,
 };
 use switchboard_types::publish::Publish;
-use switchboard_types::routing::Route;
 
 use super::wise::{MESSAGE_TYPES, WiseMessage};
 
@@ -77,9 +76,6 @@ impl Queue {
     /// Whether an entry of the subscriber's inbox belongs to this queue (never one
     /// routed to another transport).
     pub fn carries(&self, view: &MessageView) -> bool {
-        if view.route.is_some_and(|route| route != Route::Stomp) {
-            return false;
-        }
         let marker = view
             .content
             .data

@@ -27,6 +27,7 @@ use super::StompState;
 use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE};
 use super::subscription::{AckMode, AckOp, Ledger, Out, OutMessage, Subscription};
+use crate::core::feed::Form;
 use crate::core::sessions::MAX_BUFFERED_BYTES;
 use crate::core::{Caller, CoreError};
 
@@ -436,7 +437,8 @@ impl<W: Wire> Session<'_, W> {
             cursor,
             ack,
             version: self.version,
-            conn,
+            removed: conn.removed(),
+            feed: core.feed_live(conn, examined, Form::Views),
             out: self.out_tx.clone(),
             ledger: ledger.clone(),
             cancel: cancel.clone(),

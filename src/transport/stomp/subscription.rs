@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::frame::{Command, Frame, Version};
 use super::queues::{Queue, plain_body, to_wise};
 use crate::core::Core;
-use crate::core::live::{Connection, LivePush};
+use crate::core::feed::{Feed, FeedItem, Ready};
 
 /// Entries read from storage at a time.
 const PAGE: i64 = 256;
@@ -119,10 +119,6 @@ impl Ledger {
         self.book.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn examined(&self) -> i64 {
-        self.book().examined
-    }
-
     /// Entry `seq` was looked at; whether it is to be delivered (not acknowledged one by
     /// one already), and then (client modes) it waits for an ACK — in the same step, so
     /// an ACK of an earlier entry never records the cursor past it. An entry skipped
@@ -184,7 +180,11 @@ pub struct Subscription {
     pub cursor: String,
     pub ack: AckMode,
     pub version: Version,
-    pub conn: Connection,
+    /// The agent's entries after the queue's cursor, each handed out once (the core's
+    /// feed of the subscription's connection).
+    pub feed: Feed,
+    /// Cancelled when the agent was removed.
+    pub removed: CancellationToken,
     pub out: mpsc::Sender<Out>,
     /// What was delivered and acknowledged, shared with the session.
     pub ledger: Arc<Ledger>,
@@ -207,7 +207,7 @@ impl Subscription {
         let presence = self
             .queue
             .presence_name()
-            .map(|queue| self.core.queue_subscribed(self.conn.agent(), queue));
+            .map(|queue| self.core.queue_subscribed(self.feed.agent(), queue));
         self.serve().await;
         if let Some(mut presence) = presence {
             presence.clean = self.clean.load(Ordering::Relaxed);
@@ -215,12 +215,8 @@ impl Subscription {
     }
 
     async fn serve(&mut self) {
-        if Box::pin(self.catch_up()).await.is_err() {
-            return;
-        }
         let cancel = self.cancel.clone();
-        let lag = self.conn.lag().clone();
-        let removed = self.conn.removed();
+        let removed = self.removed.clone();
         loop {
             let step = tokio::select! {
                 biased;
@@ -229,14 +225,14 @@ impl Subscription {
                     let _ = self.out.send(Out::Fatal("agent removed".into())).await;
                     Err(Stop)
                 }
-                () = lag.raised() => {
-                    lag.clear();
-                    self.conn.drain();
-                    Box::pin(self.catch_up()).await
-                }
-                push = self.conn.next_push() => match push {
-                    Some(push) => Box::pin(self.push(push)).await,
-                    None => Err(Stop),
+                ready = self.feed.ready() => match ready {
+                    Ready::Entries => Box::pin(self.deliver_batch()).await,
+                    // Everything dropped is in storage: read on from there.
+                    Ready::Lagged => {
+                        self.feed.recover();
+                        Ok(())
+                    }
+                    Ready::Closed => Err(Stop),
                 },
             };
             if step.is_err() {
@@ -245,54 +241,29 @@ impl Subscription {
         }
     }
 
-    async fn push(&mut self, push: LivePush) -> Result<(), Stop> {
-        let seq = push.seq();
-        let examined = self.ledger.examined();
-        if seq <= examined {
-            return Ok(());
-        }
-        if seq == examined + 1
-            && let Some(view) = push.message()
-        {
-            return self.deliver_at(seq, view).await;
-        }
-        // A gap, or an entry that is not a plain message (a task notification): storage
-        // has it in the shape this task needs.
-        Box::pin(self.catch_up()).await
-    }
-
-    /// Delivers every stored entry after `examined`.
-    async fn catch_up(&mut self) -> Result<(), Stop> {
-        loop {
-            let page = match self
-                .core
-                .inbox_views_after(&self.conn, self.ledger.examined(), PAGE)
-                .await
-            {
-                Ok(page) => page,
-                Err(err) => {
-                    tracing::warn!(error = %err, "STOMP replay failed");
-                    let _ = self
-                        .out
-                        .send(Out::Fatal("storage unavailable; reconnect later".into()))
-                        .await;
-                    return Err(Stop);
+    /// Delivers the feed's next entries: a page from storage, or the next live push.
+    async fn deliver_batch(&mut self) -> Result<(), Stop> {
+        let entries = match self.feed.next_batch(PAGE).await {
+            Ok(entries) => entries,
+            Err(err) => {
+                tracing::warn!(error = %err, "STOMP replay failed");
+                let _ = self
+                    .out
+                    .send(Out::Fatal("storage unavailable; reconnect later".into()))
+                    .await;
+                return Err(Stop);
+            }
+        };
+        for entry in entries {
+            match entry.item {
+                FeedItem::View(view) => self.deliver_at(entry.seq, &view).await?,
+                // Routed to another transport: looked at, not this queue's.
+                FeedItem::Skipped | FeedItem::Frame(_) => {
+                    self.ledger.examine(entry.seq, false);
                 }
-            };
-            for view in &page.items {
-                self.deliver(view).await?;
-            }
-            if !page.more {
-                return Ok(());
             }
         }
-    }
-
-    async fn deliver(&mut self, view: &MessageView) -> Result<(), Stop> {
-        match view.seq {
-            Some(seq) => self.deliver_at(seq, view).await,
-            None => Ok(()),
-        }
+        Ok(())
     }
 
     /// Delivers entry `seq` of the inbox, if it is this queue's.
@@ -330,7 +301,7 @@ impl Subscription {
         let out = Out::Message(Box::new(OutMessage {
             frame,
             consumed,
-            agent: self.conn.agent(),
+            agent: self.feed.agent(),
         }));
         self.out.send(out).await.map_err(|_| Stop)
     }

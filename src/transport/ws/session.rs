@@ -1,11 +1,13 @@
 //! One WebSocket session: hello, replay from the cursor, then live pushes, operations,
 //! acks and keep-alive, until either side closes.
 //!
-//! The session is one `select!` loop over client frames, its outbox, replies of
-//! operations in flight, a heartbeat tick, the lag flag, a kick (agent removed) and
-//! server shutdown. It writes frames in sequence order and never twice: `last_sent` is
-//! the seam between replay and live pushes (a push at or below it was already replayed;
-//! a push past `last_sent + 1` means a gap, filled from storage first).
+//! The session is one `select!` loop over client frames, its feed, replies of
+//! operations in flight, a heartbeat tick, a kick (agent removed) and server shutdown.
+//! The entries come from the core's feed ([`Feed`]), which hands each out once, in
+//! sequence order, from the resume cursor: replayed from storage, then live pushes (a
+//! gap filled from storage first). The session writes them and applies the lag policy:
+//! an overflow during the replay is recovered from storage, one after it closes the
+//! connection with 4008.
 //!
 //! Close codes (see docs/websocket.md): 1000 normal (a client's close is answered with its own
 //! code), 1001 server shutting down, 1009 frame too
@@ -30,7 +32,7 @@ use switchboard_types::{ClientFrame, ErrorBody, ErrorCode, Operation, Reply, Ser
 use tokio_util::sync::CancellationToken;
 
 use crate::core::activity::ActivityFrames;
-use crate::core::live::{Connection, LivePush};
+use crate::core::feed::{Feed, FeedItem, Form, Ready};
 use crate::core::{Caller, Core};
 
 pub const CLOSE_SHUTDOWN: u16 = 1001;
@@ -94,9 +96,11 @@ type Reply_ = Pin<Box<dyn Future<Output = String> + Send>>;
 struct Live<'a> {
     session: &'a Session,
     socket: &'a mut WebSocket,
-    conn: &'a mut Connection,
-    /// The highest sequence number written to this socket.
-    last_sent: i64,
+    /// The agent's entries, each handed out once, from the resume cursor.
+    feed: &'a mut Feed,
+    agent_id: &'a str,
+    /// Cancelled when the agent was removed.
+    removed: CancellationToken,
     awaiting_pong: bool,
     last_seen_note: Instant,
     in_flight: FuturesUnordered<Reply_>,
@@ -122,11 +126,23 @@ impl Session {
             }
         };
         conn.news_only = self.news_only;
-        let end = self.serve(&mut socket, &mut conn).await;
-        tracing::debug!(agent = %conn.agent_id, connection = conn.id(), "session ended");
+        let hello = ServerFrame::<Value>::Hello(Hello {
+            agent_id: conn.agent_id.clone(),
+            team_id: conn.team_id.clone(),
+            connection_id: conn.id(),
+            resume_after: self.resume_after,
+            heartbeat_interval_ms: u64::try_from(self.ping_interval.as_millis())
+                .unwrap_or(u64::MAX),
+        });
+        let (agent_id, id, removed) = (conn.agent_id.clone(), conn.id(), conn.removed());
+        let mut feed = self.core.feed_live(conn, self.resume_after, Form::Frames);
+        let end = self
+            .serve(&mut socket, &mut feed, &hello, (&agent_id, removed))
+            .await;
+        tracing::debug!(agent = %agent_id, connection = id, "session ended");
         // Out of the hub before anything else: nothing more is counted as delivered to
         // this connection while its close is attempted.
-        drop(conn);
+        drop(feed);
         match end {
             End::Close(code, reason) => close(&mut socket, code, reason).await,
             End::Stalled => {
@@ -141,24 +157,23 @@ impl Session {
         }
     }
 
-    async fn serve(&self, socket: &mut WebSocket, conn: &mut Connection) -> End {
-        let hello = ServerFrame::<Value>::Hello(Hello {
-            agent_id: conn.agent_id.clone(),
-            team_id: conn.team_id.clone(),
-            connection_id: conn.id(),
-            resume_after: self.resume_after,
-            heartbeat_interval_ms: u64::try_from(self.ping_interval.as_millis())
-                .unwrap_or(u64::MAX),
-        });
+    async fn serve(
+        &self,
+        socket: &mut WebSocket,
+        feed: &mut Feed,
+        hello: &ServerFrame<Value>,
+        (agent_id, removed): (&str, CancellationToken),
+    ) -> End {
         let limit = self.ping_interval;
-        if let Err(end) = timed(limit, send_frame(socket, &hello)).await {
+        if let Err(end) = timed(limit, send_frame(socket, hello)).await {
             return end;
         }
         let mut live = Live {
             session: self,
             socket,
-            conn,
-            last_sent: self.resume_after,
+            feed,
+            agent_id,
+            removed,
             awaiting_pong: false,
             last_seen_note: Instant::now(),
             in_flight: FuturesUnordered::new(),
@@ -168,7 +183,7 @@ impl Session {
             return end;
         }
         let caught_up = ServerFrame::<Value>::CaughtUp {
-            seq: live.last_sent,
+            seq: live.feed.cursor(),
         };
         if let Err(end) = timed(limit, send_frame(live.socket, &caught_up)).await {
             return end;
@@ -187,12 +202,13 @@ impl Live<'_> {
     /// replay goes on from storage.
     async fn replay(&mut self) -> Result<(), End> {
         loop {
-            self.catch_up().await?;
-            if !self.conn.lag().is_raised() {
+            while self.feed.is_behind() {
+                self.send_batch().await?;
+            }
+            if !self.feed.lagged() {
                 return Ok(());
             }
-            self.conn.lag().clear();
-            self.conn.drain();
+            self.feed.recover();
         }
     }
 
@@ -203,23 +219,22 @@ impl Live<'_> {
             tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let shutdown = self.session.shutdown.clone();
-        let lag = self.conn.lag().clone();
-        let removed = self.conn.removed();
+        let removed = self.removed.clone();
         loop {
             let step = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => Err(End::Close(CLOSE_SHUTDOWN, "server shutting down")),
                 () = removed.cancelled() => Err(End::Close(CLOSE_REMOVED, "agent removed")),
-                () = lag.raised() => Err(End::Close(
-                    CLOSE_LAGGING,
-                    "outbox overflow: reconnect and resume from your last seq",
-                )),
                 Some(reply) = self.in_flight.next(), if !self.in_flight.is_empty() => {
                     self.write(Message::Text(reply.into())).await
                 }
-                push = self.conn.next_push() => match push {
-                    Some(push) => self.push(push).await,
-                    None => Err(End::Gone),
+                ready = self.feed.ready() => match ready {
+                    Ready::Entries => self.send_batch().await,
+                    Ready::Lagged => Err(End::Close(
+                        CLOSE_LAGGING,
+                        "outbox overflow: reconnect and resume from your last seq",
+                    )),
+                    Ready::Closed => Err(End::Gone),
                 },
                 _ = heartbeat.tick() => self.heartbeat().await,
                 frame = next_activity(&mut self.activity) => match frame {
@@ -239,37 +254,23 @@ impl Live<'_> {
         }
     }
 
-    /// Writes a live push in sequence order, filling a gap from storage first.
-    async fn push(&mut self, push: LivePush) -> Result<(), End> {
-        let seq = push.seq();
-        if seq <= self.last_sent {
+    /// Writes the feed's next entries: a page from storage, or the next live push.
+    /// Fed, not sent, one by one: a page goes out in as few writes as the buffer allows.
+    async fn send_batch(&mut self) -> Result<(), End> {
+        let entries = self.feed.next_batch(REPLAY_PAGE).await.map_err(|err| {
+            tracing::warn!(error = %err, "replay failed");
+            End::Close(CLOSE_UNAVAILABLE, "storage unavailable; reconnect later")
+        })?;
+        if entries.is_empty() {
             return Ok(());
         }
-        if seq > self.last_sent + 1 {
-            self.catch_up().await?;
-        }
-        if seq != self.last_sent + 1 {
-            return Ok(());
-        }
-        if push.is_stored() {
-            return self.catch_up().await;
-        }
-        if self.conn.news_only && !push.is_news() {
-            self.last_sent = seq;
-            return Ok(());
-        }
-        match push.frame() {
-            Ok(frame) => {
-                self.write(Message::Text(frame.into())).await?;
-                self.last_sent = seq;
-                Ok(())
-            }
-            Err(why) => {
-                // Storage renders its own copy of the entry.
-                tracing::error!(seq, error = %why, "a push could not be rendered; sending it from storage");
-                self.catch_up().await
+        let limit = self.session.ping_interval;
+        for entry in entries {
+            if let FeedItem::Frame(frame) = entry.item {
+                timed(limit, self.socket.feed(Message::Text(frame.into()))).await?;
             }
         }
+        timed(limit, self.socket.flush()).await
     }
 
     async fn heartbeat(&mut self) -> Result<(), End> {
@@ -312,12 +313,12 @@ impl Live<'_> {
         self.awaiting_pong = false;
         let core = &self.session.core;
         if self.last_seen_note.elapsed() > Duration::from_secs(1) {
-            core.seen(self.conn);
+            core.seen(self.feed);
             self.last_seen_note = Instant::now();
         }
         match message {
             Message::Text(text) => match ClientFrame::decode(text.as_str()) {
-                Ok(ClientFrame::Ack { seq }) => match core.ack(self.conn, seq, self.last_sent) {
+                Ok(ClientFrame::Ack { seq }) => match core.ack(self.feed, seq) {
                     Ok(()) => Ok(()),
                     Err(err) => {
                         let bad = BadFrame {
@@ -357,7 +358,7 @@ impl Live<'_> {
 
     /// Answers a frame that could not be understood; the connection stays open.
     async fn refuse(&mut self, bad: &BadFrame) -> Result<(), End> {
-        let frame = bad.to_frame(&self.conn.agent_id);
+        let frame = bad.to_frame(self.agent_id);
         self.write_frame(&frame).await
     }
 
@@ -386,45 +387,6 @@ impl Live<'_> {
             })
         })
     }
-
-    /// Sends every stored entry after `last_sent`, in order, a page at a time. The next
-    /// page is read from storage while the current one is written to the socket, so the
-    /// storage thread and this session work side by side.
-    async fn catch_up(&mut self) -> Result<(), End> {
-        let mut page = read_page(&self.session.core, self.conn, self.last_sent).await?;
-        loop {
-            let full = page.more;
-            let next_after = page.items.last().map_or(self.last_sent, |(seq, _)| *seq);
-            let core = &self.session.core;
-            let conn = &*self.conn;
-            let next = async {
-                if full {
-                    Some(read_page(core, conn, next_after).await)
-                } else {
-                    None
-                }
-            };
-            let socket = &mut *self.socket;
-            let last_sent = &mut self.last_sent;
-            let limit = self.session.ping_interval;
-            let write = async {
-                for (seq, frame) in page.items {
-                    // Fed, not sent: the page goes out in as few writes as the buffer allows.
-                    if let Some(frame) = frame {
-                        timed(limit, socket.feed(Message::Text(frame.into()))).await?;
-                    }
-                    *last_sent = seq;
-                }
-                timed(limit, socket.flush()).await
-            };
-            let (next, written) = tokio::join!(next, write);
-            written?;
-            match next {
-                Some(next) => page = next?,
-                None => return Ok(()),
-            }
-        }
-    }
 }
 
 /// The next activity frame of a connection that watches its team's activity; pending
@@ -439,19 +401,6 @@ async fn next_activity(frames: &mut Option<ActivityFrames>) -> Option<std::sync:
             return Some(frame);
         }
     }
-}
-
-async fn read_page(
-    core: &Core,
-    conn: &Connection,
-    after: i64,
-) -> Result<crate::core::ReplayPage<(i64, Option<String>)>, End> {
-    core.replay_page(conn, after, REPLAY_PAGE)
-        .await
-        .map_err(|err| {
-            tracing::warn!(error = %err, "replay failed");
-            End::Close(CLOSE_UNAVAILABLE, "storage unavailable; reconnect later")
-        })
 }
 
 /// The reply when even a reply could not be rendered.

@@ -245,3 +245,43 @@ async fn a_response_goes_back_by_websocket_and_a_rest_request_has_no_route() {
     .await
     .expect_invalid("route");
 }
+
+/// A message routed to the WebSocket waits in the inbox while nothing is live; a STOMP
+/// subscription that starts afterwards replays past it, as it does live. The route
+/// filter is the core feed's alone, for every transport, replay and pushes alike (the
+/// STOMP queues had a copy of it). Driven with stomp.py (`stomp_wise.py receive`: the
+/// first message the subscriber gets).
+#[tokio::test]
+async fn a_stomp_replay_skips_what_was_routed_to_the_websocket() {
+    if !crate::python::available("a_stomp_replay_skips_what_was_routed_to_the_websocket") {
+        return;
+    }
+    let (app, team) = start().await;
+    let planner = app.agent(&team, "planner", &[]).await;
+    app.agent(&team, "WiseR", &[]).await;
+    for (text, route) in [
+        ("for the dashboard", json!("websocket")),
+        ("for anyone", Value::Null),
+    ] {
+        app.send_with(
+            &planner,
+            json!({"recipient_agent_ids": ["WiseR"], "content": {"text": text}, "route": route}),
+        )
+        .await
+        .expect_status(201);
+    }
+    let port = app
+        .server()
+        .stomp_addr()
+        .expect("STOMP listener")
+        .port()
+        .to_string();
+    let (script, ready) = python::start(
+        "stomp_wise.py",
+        &["receive", "127.0.0.1", &port, &team.id, &team.key],
+    )
+    .await;
+    assert_eq!(ready["ready"], true);
+    let out = python::finish(script).await;
+    assert_eq!(out["got"]["_message"], "for anyone", "{out:#}");
+}
