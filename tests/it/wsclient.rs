@@ -83,6 +83,25 @@ impl Ws {
         }
     }
 
+    /// A connection attempt that never panics: what a client does against a node that
+    /// may be down (the reason when it is).
+    pub async fn connect_quiet(base: &str, path: &str, token: &str) -> Result<Ws, String> {
+        let url = format!("{base}{path}").replacen("http://", "ws://", 1);
+        let mut request = url.into_client_request().map_err(|e| e.to_string())?;
+        let bearer = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| "a token header")?;
+        request.headers_mut().insert("authorization", bearer);
+        let (stream, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Ws {
+            stream,
+            pending: VecDeque::new(),
+            next_request: 1,
+        })
+    }
+
     /// The next JSON frame (pings and pongs are skipped; they are answered by the
     /// library).
     pub async fn next(&mut self) -> Value {

@@ -16,7 +16,10 @@
 //!   removal's answer on;
 //! * **nothing acknowledged lost, one order everywhere**: after the faults, every
 //!   acknowledged message is in its recipient's inbox read through every node, with seqs
-//!   `1..=n`, gap-free and the same on every node.
+//!   `1..=n`, gap-free and the same on every node;
+//! * **live connections exactly once per cursor** (`listen.rs`): a WebSocket listener per
+//!   agent, moving between nodes from its cursor, gets each entry after the cursor once
+//!   and in order on every connection, and reaches the newest entry in the end.
 //!
 //! A request that gets no answer (a dead or paused node, a timeout) or `503` is
 //! indeterminate and proves nothing either way. `CHECKER_SECONDS` (default 24) sets the
@@ -37,8 +40,10 @@ use crate::process::{Process, call};
 use crate::support::ADMIN;
 
 mod checks;
+mod listen;
 
 use checks::{check_history, check_inboxes};
+use listen::{check_listened, listener};
 
 const NODES: usize = 3;
 const WORKERS: usize = 4;
@@ -213,6 +218,21 @@ async fn three_nodes_under_faults_keep_every_promise() {
         start: Instant::now(),
     });
     let deadline = Instant::now() + Duration::from_secs(seconds);
+    let (listeners, ends): (Vec<_>, Vec<_>) = tokens
+        .iter()
+        .enumerate()
+        .map(|(w, (id, token))| {
+            let (end, until) = tokio::sync::watch::channel(None);
+            let run = listener(
+                cluster.clone(),
+                id.clone(),
+                token.clone(),
+                100 + w as u64,
+                until,
+            );
+            (tokio::spawn(run), end)
+        })
+        .unzip();
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let (cluster, key, tokens) = (cluster.clone(), key.clone(), tokens.clone());
@@ -234,9 +254,26 @@ async fn three_nodes_under_faults_keep_every_promise() {
         }
     }
     violations.extend(check_inboxes(&http, &nodes, &history, &tokens).await);
+    // The listeners catch up to each inbox's newest entry, then are checked.
+    let mut newest = Vec::new();
+    for ((id, token), end) in tokens.iter().zip(&ends) {
+        let n = crate::process::every_inbox_entry(&http, &nodes[0], token)
+            .await
+            .last()
+            .map_or(0, |(seq, _)| *seq);
+        newest.push((id.clone(), n));
+        let _ = end.send(Some(n));
+    }
+    let mut listened = Vec::new();
+    for l in listeners {
+        listened.push(l.await.expect("a listener"));
+    }
+    violations.extend(check_listened(&listened, &newest));
+    let (connections, pushed) = listen::summary(&listened);
     let answered = history.iter().filter(|e| e.status.is_some()).count();
     eprintln!(
-        "checker: {} operations ({answered} answered), {faults} faults, {} violations",
+        "checker: {} operations ({answered} answered), {faults} faults, {connections} \
+         live connections handed out {pushed} entries, {} violations",
         history.len(),
         violations.len()
     );
