@@ -16,6 +16,8 @@
 //! hub's pushes, which carry the entry (no storage read while the connection keeps up).
 //! A watch's feed ([`Feed::watch`]) is only told that the inbox changed and reads
 //! storage; it counts as no connection (the agent is not "delivered to" by it).
+//! A task's followers get the same promise from
+//! [`TaskFeed`](crate::core::tasks::follow::TaskFeed).
 
 use std::collections::VecDeque;
 use std::pin::Pin;

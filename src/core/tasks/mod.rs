@@ -20,6 +20,7 @@
 
 mod actions;
 mod commit;
+pub mod follow;
 mod outbox;
 mod read;
 mod registry_requests;

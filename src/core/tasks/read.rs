@@ -50,8 +50,8 @@ impl Core {
     }
 
     /// The task with its history once it has an event after `after_seq`, or once
-    /// `timeout` passed (then as it is): how a client follows a task without being one
-    /// of its party's live connections (an A2A stream). A finished task answers at once.
+    /// `timeout` passed (then as it is): one step of a task's feed, for a follower that
+    /// asks once. A finished task answers at once.
     pub async fn wait_for_task(
         &self,
         caller: &Caller,
@@ -59,32 +59,8 @@ impl Core {
         after_seq: i64,
         timeout: Duration,
     ) -> CoreResult<TaskDetail> {
-        let (team, me) = self.acting_agent(caller)?;
-        let task_pk = self.load_task(team, me, task_id).await?.task.pk;
-        let watch = self.hub().watch_task(task_pk);
-        let removed = self.removal_signal(caller)?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            // Armed before the read, as a feed is: a change from here on wakes it.
-            let mut woken = watch.arm();
-            let detail = self.get_task(caller, task_id).await?;
-            let newest = detail.events.last().map_or(0, |e| e.seq);
-            if newest > after_seq || detail.task.status.is_final() {
-                return Ok(detail);
-            }
-            tokio::select! {
-                () = woken.as_mut() => {}
-                // Its caller's token no longer counts: the follow (an A2A stream, a
-                // blocking send) ends now, not at the task's next change.
-                () = removed.cancelled() => {
-                    return Err(crate::core::CoreError::new(
-                        switchboard_types::ErrorCode::Unauthorized,
-                        "the agent was removed: its token no longer counts",
-                    ));
-                }
-                () = tokio::time::sleep_until(deadline) => return Ok(detail),
-            }
-        }
+        let mut feed = self.feed_task(caller, task_id, after_seq).await?;
+        Ok(feed.next(timeout).await?.detail)
     }
 
     /// The caller's tasks, newest first.

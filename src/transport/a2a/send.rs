@@ -181,30 +181,19 @@ pub async fn blocking(
     }
     let core = &interface.state.core;
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
-    // The first wait answers at once: the send itself is an entry after `after_seq`.
-    let mut detail = core
-        .wait_for_task(
-            &interface.caller,
-            &interface.reference(&sent.task_id),
-            sent.after_seq,
-            BLOCK_FOR,
-        )
+    let reference = interface.reference(&sent.task_id);
+    let mut feed = core
+        .feed_task(&interface.caller, &reference, sent.after_seq)
         .await
         .map_err(to_a2a)?;
+    // The first step answers at once: the send itself is an entry after `after_seq`.
+    let mut detail = feed.next(BLOCK_FOR).await.map_err(to_a2a)?.detail;
     while !settled(&detail, sent.after_seq) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
             break;
         }
-        detail = core
-            .wait_for_task(
-                &interface.caller,
-                &interface.reference(&sent.task_id),
-                newest(&detail),
-                left,
-            )
-            .await
-            .map_err(to_a2a)?;
+        detail = feed.next(left).await.map_err(to_a2a)?.detail;
     }
     Ok(convert::task(&detail.task, history))
 }

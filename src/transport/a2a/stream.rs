@@ -248,13 +248,13 @@ fn event((id, dialect): &(JsonRpcId, Dialect), seq: i64, result: Result<Value, A
 async fn follow(
     interface: Interface,
     id: (JsonRpcId, Dialect),
-    mut detail: TaskDetail,
+    detail: TaskDetail,
     start: Start,
     until: Until,
     tx: mpsc::Sender<Event>,
 ) {
     let task_id = detail.task.task_id.clone();
-    let mut cursor = match start {
+    let cursor = match start {
         Start::Snapshot => {
             let seq = newest(&detail);
             let task = json!({ "task": convert::task(&detail.task, None) });
@@ -267,10 +267,29 @@ async fn follow(
         }
         Start::After(seq) => seq,
     };
+    let core = &interface.state.core;
+    let reference = interface.reference(&task_id);
+    let mut feed = match core.feed_task(&interface.caller, &reference, cursor).await {
+        Ok(feed) => feed,
+        Err(err) => {
+            let _gone = tx.send(event(&id, cursor, Err(to_a2a(err)))).await;
+            return;
+        }
+    };
     loop {
-        let after = cursor;
-        for entry in detail.events.iter().filter(|e| e.seq > after) {
-            for update in convert::events(&detail.task, entry) {
+        let step = tokio::select! {
+            step = feed.next(WAIT) => step,
+            () = tx.closed() => return,
+        };
+        let step = match step {
+            Ok(step) => step,
+            Err(err) => {
+                let _gone = tx.send(event(&id, feed.cursor(), Err(to_a2a(err)))).await;
+                return;
+            }
+        };
+        for entry in step.fresh() {
+            for update in convert::events(&step.detail.task, entry) {
                 if tx
                     .send(event(&id, entry.seq, Ok(json!(update))))
                     .await
@@ -279,27 +298,12 @@ async fn follow(
                     return;
                 }
             }
-            cursor = entry.seq;
             if until.reached(entry.status) {
                 return;
             }
         }
-        if detail.task.status.is_final() {
+        if step.detail.task.status.is_final() {
             return;
-        }
-        let core = &interface.state.core;
-        let reference = interface.reference(&task_id);
-        tokio::select! {
-            changed = core.wait_for_task(&interface.caller, &reference, cursor, WAIT) => {
-                match changed {
-                    Ok(changed) => detail = changed,
-                    Err(err) => {
-                        let _gone = tx.send(event(&id, cursor, Err(to_a2a(err)))).await;
-                        return;
-                    }
-                }
-            }
-            () = tx.closed() => return,
         }
     }
 }
