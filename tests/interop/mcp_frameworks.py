@@ -9,7 +9,10 @@ does not exist — all through the adapter — and the text the model would rece
 printed for the Rust test (tests/it/mcp.rs) to check: the message, its id, its delivery
 status, and the refusal's code and details.
 
-Usage: mcp_frameworks.py langchain|agno BASE_URL TOKEN_A TOKEN_B
+CrewAI (`MCPServerAdapter`) and Google ADK (`McpToolset`) each need a virtualenv of their
+own (requirements-crewai.txt, requirements-adk.txt): their pins conflict with the others'.
+
+Usage: mcp_frameworks.py langchain|agno|crewai|adk BASE_URL TOKEN_A TOKEN_B
 """
 
 import asyncio
@@ -92,8 +95,58 @@ async def agno_texts(base, token_a, token_b, n):
         return {"tools": len(tools_a.functions), **await exchange(call, tools_a, tools_b, n)}
 
 
-FRAMEWORKS = {"langchain": langchain_texts, "agno": agno_texts}
+def crewai_texts(base, token_a, token_b, n):
+    """CrewAI's `MCPServerAdapter` (crewai-tools, through mcpadapt): each tool is a CrewAI
+    tool whose `run` returns what the agent's model reads. Synchronous, as CrewAI's
+    tools are: the adapter runs the MCP session on a thread of its own."""
+    from crewai_tools import MCPServerAdapter
+
+    def params(token):
+        return {"url": base + "/mcp", "transport": "streamable-http",
+                "headers": {"Authorization": f"Bearer {token}"}}
+
+    async def call(tools, name, args):
+        tool = next(t for t in tools if t.name == name)
+        return str(tool.run(**args))
+
+    with MCPServerAdapter(params(token_a), connect_timeout=30) as tools_a, \
+            MCPServerAdapter(params(token_b), connect_timeout=30) as tools_b:
+        texts = asyncio.run(exchange(call, list(tools_a), list(tools_b), n))
+        return {"tools": len(list(tools_a)), **texts}
+
+
+async def adk_texts(base, token_a, token_b, n):
+    """Google ADK's `McpToolset`: a tool's run answers the whole `CallToolResult` as a
+    dict, which ADK hands the model as the function response; its text block is what a
+    model reads first, and what is checked."""
+    from google.adk.tools.mcp_tool.mcp_session_manager import StreamableHTTPConnectionParams
+    from google.adk.tools.mcp_tool.mcp_toolset import McpToolset
+
+    def toolset(token):
+        return McpToolset(connection_params=StreamableHTTPConnectionParams(
+            url=base + "/mcp", headers={"Authorization": f"Bearer {token}"}))
+
+    async def call(tools, name, args):
+        tool = next(t for t in tools if t.name == name)
+        result = await tool._run_async_impl(args=args, tool_context=None, credential=None)
+        return "\n".join(block.get("text", "") for block in result.get("content", []))
+
+    set_a, set_b = toolset(token_a), toolset(token_b)
+    try:
+        tools_a, tools_b = await set_a.get_tools(), await set_b.get_tools()
+        return {"tools": len(tools_a), **await exchange(call, tools_a, tools_b, n)}
+    finally:
+        await set_a.close()
+        await set_b.close()
+
+
+FRAMEWORKS = {"langchain": langchain_texts, "agno": agno_texts, "adk": adk_texts}
+SYNC_FRAMEWORKS = {"crewai": crewai_texts}
 
 if __name__ == "__main__":
     framework, base, token_a, token_b = sys.argv[1:5]
-    print(json.dumps(asyncio.run(FRAMEWORKS[framework](base, token_a, token_b, framework))))
+    if framework in SYNC_FRAMEWORKS:
+        out = SYNC_FRAMEWORKS[framework](base, token_a, token_b, framework)
+    else:
+        out = asyncio.run(FRAMEWORKS[framework](base, token_a, token_b, framework))
+    print(json.dumps(out))

@@ -65,6 +65,22 @@ pub static FRAMEWORKS: Venv = Venv {
     made: OnceLock::new(),
 };
 
+/// CrewAI's MCP adapter (`crewai_tools.MCPServerAdapter`): a virtualenv of its own.
+pub static CREWAI: Venv = Venv {
+    dir: "pyenv-crewai",
+    requirements: "tests/interop/requirements-crewai.txt",
+    probe: "from crewai_tools import MCPServerAdapter",
+    made: OnceLock::new(),
+};
+
+/// Google ADK's MCP toolset (`McpToolset`): a virtualenv of its own.
+pub static ADK: Venv = Venv {
+    dir: "pyenv-adk",
+    requirements: "tests/interop/requirements-adk.txt",
+    probe: "from google.adk.tools.mcp_tool.mcp_toolset import McpToolset",
+    made: OnceLock::new(),
+};
+
 /// Whether the stock Python clients can run here (making the virtualenv on first use);
 /// `false`, with a `SKIPPED` note, when they cannot and are not required.
 pub fn available(test: &str) -> bool {

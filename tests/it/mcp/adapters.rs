@@ -12,18 +12,40 @@ use crate::support::TestApp;
 /// message, its id and delivery status, the inbox, a refusal's code and details.
 #[tokio::test]
 async fn the_frameworks_adapters_hand_the_model_the_whole_answer() {
-    let test = "the_frameworks_adapters_hand_the_model_the_whole_answer";
-    if !crate::python::available(test)
-        || !crate::python::available_in(&crate::python::FRAMEWORKS, test)
+    use crate::python::{FRAMEWORKS, STOCK};
+    adapters_hand_the_model_the_whole_answer(
+        "the_frameworks_adapters_hand_the_model_the_whole_answer",
+        &[("langchain", &FRAMEWORKS), ("agno", &STOCK)],
+    )
+    .await;
+}
+
+/// As above, through CrewAI's `MCPServerAdapter` (crewai-tools, through mcpadapt: a tool's
+/// `run` answers the first text block) and Google ADK's `McpToolset` (which hands the
+/// model the whole result; its text block is checked), each in its own virtualenv.
+#[tokio::test]
+async fn crewai_and_adk_adapters_hand_the_model_the_whole_answer() {
+    use crate::python::{ADK, CREWAI};
+    adapters_hand_the_model_the_whole_answer(
+        "crewai_and_adk_adapters_hand_the_model_the_whole_answer",
+        &[("crewai", &CREWAI), ("adk", &ADK)],
+    )
+    .await;
+}
+
+async fn adapters_hand_the_model_the_whole_answer(
+    test: &str,
+    frameworks: &[(&str, &crate::python::Venv)],
+) {
+    if !frameworks
+        .iter()
+        .all(|(_, venv)| crate::python::available_in(venv, test))
     {
         return;
     }
     let app = TestApp::start().await;
     let (_, a, b) = team(&app).await;
-    for (framework, venv) in [
-        ("langchain", &crate::python::FRAMEWORKS),
-        ("agno", &crate::python::STOCK),
-    ] {
+    for (framework, venv) in frameworks {
         let out = crate::python::run_in(
             venv,
             "mcp_frameworks.py",
@@ -42,6 +64,7 @@ async fn the_frameworks_adapters_hand_the_model_the_whole_answer() {
         assert_eq!(sent["delivery_status"]["pending_delivery"], json!(["b"]));
         let inbox: Value = serde_json::from_str(&text("inbox"))
             .unwrap_or_else(|e| panic!("{framework}: the inbox's text is the inbox ({e})"));
+        // Newest first: this framework's question is on top.
         assert_eq!(inbox["messages"][0]["message_id"], id.as_str());
         assert_eq!(
             inbox["messages"][0]["content"]["text"],
