@@ -14,6 +14,7 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
     let mut registered: HashMap<&str, Instant> = HashMap::new();
     let mut removed: HashMap<&str, Instant> = HashMap::new();
     let mut sent: HashMap<&str, Instant> = HashMap::new();
+    let mut submitted: HashMap<&str, Instant> = HashMap::new();
     let mut by_time: Vec<&Event> = history.iter().collect();
     by_time.sort_by_key(|e| e.completed);
     for e in &by_time {
@@ -27,6 +28,9 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
             (What::Send { id: Some(id), .. }, Some(201)) => {
                 sent.insert(id, e.completed);
             }
+            (What::SubmitTask { task }, Some(201)) => {
+                submitted.insert(task, e.completed);
+            }
             _ => {}
         }
     }
@@ -38,6 +42,8 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
         let after = |at: Option<&Instant>| at.is_some_and(|at| *at < e.invoked);
         let wrong = match &e.what {
             What::ReadMessage { id } if after(sent.get(id.as_str())) => status != 200,
+            // The assignee finishes, through another node, a task submitted before.
+            What::FinishTask { task } if after(submitted.get(task.as_str())) => status != 200,
             What::UseToken { agent } if after(removed.get(agent.as_str())) => status != 401,
             What::UseToken { agent } if after(registered.get(agent.as_str())) => {
                 !removed.contains_key(agent.as_str()) && status != 200

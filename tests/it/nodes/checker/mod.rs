@@ -10,13 +10,16 @@
 //! A checker then reads the history:
 //!
 //! * **no false "does not exist"**: a read that began after a write's answer sees it — a
-//!   sent message read back by id through another node, a registered agent's token used
+//!   sent message read back by id through another node, a submitted task finished by its
+//!   assignee through another node, a registered agent's token used
 //!   through another node, a registered agent sent to;
 //! * **no stale "yes"**: a removed agent's token is refused through every node from the
 //!   removal's answer on;
 //! * **nothing acknowledged lost, one order everywhere**: after the faults, every
 //!   acknowledged message is in its recipient's inbox read through every node, with seqs
 //!   `1..=n`, gap-free and the same on every node;
+//! * **callbacks once each** (`callbacks.rs`): one delivery id per callback however often
+//!   it was sent, and every acknowledged result's callback delivered in the end;
 //! * **live connections exactly once per cursor** (`listen.rs`): a WebSocket listener per
 //!   agent, moving between nodes from its cursor, gets each entry after the cursor once
 //!   and in order on every connection, and reaches the newest entry in the end.
@@ -39,6 +42,7 @@ use serde_json::{Value, json};
 use crate::process::{Process, call};
 use crate::support::ADMIN;
 
+mod callbacks;
 mod checks;
 mod listen;
 
@@ -70,6 +74,8 @@ enum What {
     Register { agent: String },
     UseToken { agent: String },
     Remove { agent: String },
+    SubmitTask { task: String },
+    FinishTask { task: String },
 }
 
 /// The nodes as the workers reach them: a node restarted gets a new address.
@@ -80,6 +86,8 @@ struct Cluster {
     /// The faults as they were done, for a violation's report.
     faults: Mutex<Vec<(Instant, String)>>,
     start: Instant,
+    /// The callback receiver's URL.
+    hook: String,
 }
 
 impl Cluster {
@@ -206,16 +214,18 @@ async fn three_nodes_under_faults_keep_every_promise() {
         .unwrap_or(24);
     let url = PathBuf::from(&db.url);
     let mut nodes: Vec<Process> = (0..NODES)
-        .map(|i| Process::start_with(&url, &["--node-id", &format!("n{i}")]))
+        .map(|i| Process::start_with(&url, &node_flags(i)))
         .collect();
     let http = reqwest::Client::new();
     let (key, tokens) = team(&http, &nodes[0]).await;
+    let receiver = crate::tasks::Receiver::default();
     let cluster = Arc::new(Cluster {
         bases: RwLock::new(nodes.iter().map(|n| n.base.clone()).collect()),
         http: http.clone(),
         history: Mutex::default(),
         faults: Mutex::default(),
         start: Instant::now(),
+        hook: receiver.start().await,
     });
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let (listeners, ends): (Vec<_>, Vec<_>) = tokens
@@ -269,11 +279,14 @@ async fn three_nodes_under_faults_keep_every_promise() {
         listened.push(l.await.expect("a listener"));
     }
     violations.extend(check_listened(&listened, &newest));
+    callbacks::settle(&receiver, &history).await;
+    let (wrong, callbacks) = callbacks::check_callbacks(&receiver, &history);
+    violations.extend(wrong);
     let (connections, pushed) = listen::summary(&listened);
     let answered = history.iter().filter(|e| e.status.is_some()).count();
     eprintln!(
         "checker: {} operations ({answered} answered), {faults} faults, {connections} \
-         live connections handed out {pushed} entries, {} violations",
+         live connections handed out {pushed} entries, {callbacks} callbacks, {} violations",
         history.len(),
         violations.len()
     );
@@ -316,11 +329,10 @@ async fn fault_round(
     nodes[victim].child.kill().expect("SIGKILL");
     let _ = nodes[victim].child.wait();
     let at = url.to_owned();
-    let restarted = tokio::task::spawn_blocking(move || {
-        Process::start_with(&at, &["--node-id", &format!("n{victim}")])
-    })
-    .await
-    .expect("the node restarts");
+    let restarted =
+        tokio::task::spawn_blocking(move || Process::start_with(&at, &node_flags(victim)))
+            .await
+            .expect("the node restarts");
     nodes[victim] = restarted;
     cluster.fault(format!("node {victim} restarted"));
     cluster.bases.write().expect("bases")[victim] = nodes[victim].base.clone();
@@ -395,7 +407,7 @@ async fn worker(
     while Instant::now() < deadline {
         n += 1;
         let nodes = two_nodes(&mut rng);
-        match rng.random_range(0..10) {
+        match rng.random_range(0..12) {
             0..=5 => {
                 let to = if !extras.is_empty() && rng.random_bool(0.3) {
                     extras[rng.random_range(0..extras.len())].0.clone()
@@ -405,6 +417,11 @@ async fn worker(
                         .clone()
                 };
                 send_then_read(cluster, &me, nodes, to, n).await;
+            }
+            10..=11 => {
+                let to = &tokens[(w + 1 + rng.random_range(0..WORKERS - 1)) % WORKERS];
+                let hook = &cluster.hook;
+                callbacks::task_then_finish(cluster, &me, nodes, (&to.0, &to.1), n, hook).await;
             }
             6..=7 => {
                 if let Some(extra) = register_then_use(cluster, &me, nodes, n).await {
@@ -541,6 +558,20 @@ async fn remove_then_use(
 }
 
 /// Two different nodes, at random.
+/// A node's flags: its id, and callbacks to the test's loopback receiver with a short
+/// claim (`--callback-timeout` + 5 s), so a dead node's callback is taken over in time.
+fn node_flags(i: usize) -> [&'static str; 5] {
+    const IDS: [&str; NODES] = ["n0", "n1", "n2"];
+    let id = IDS[i];
+    [
+        "--node-id",
+        id,
+        "--allow-private-callbacks",
+        "--callback-timeout",
+        "3",
+    ]
+}
+
 fn two_nodes(rng: &mut StdRng) -> (usize, usize) {
     let x = rng.random_range(0..NODES);
     (x, (x + 1 + rng.random_range(0..NODES - 1)) % NODES)
