@@ -86,6 +86,23 @@ impl Core {
         Ok((registered, record))
     }
 
+    /// The outside agents this node acts for now (see `store::Store::hold_remote_agents`):
+    /// those it holds on PostgreSQL, `None` (every one) on SQLite.
+    pub async fn hold_remote_agents(
+        &self,
+        lease: std::time::Duration,
+    ) -> CoreResult<Option<Vec<switchboard_types::ids::AgentPk>>> {
+        Ok(self
+            .store()
+            .hold_remote_agents(self.node_id().as_str(), lease)
+            .await?)
+    }
+
+    /// Whether several nodes may share the database (PostgreSQL).
+    pub fn store_is_shared(&self) -> bool {
+        self.store().shared()
+    }
+
     /// Every outside agent that is still a member.
     pub async fn remote_agents(&self) -> CoreResult<Vec<RemoteAgentRecord>> {
         Ok(self.store().remote_agents().await?)

@@ -258,6 +258,20 @@ impl Store {
         }
     }
 
+    /// The outside A2A agents `node` acts for: on PostgreSQL, those it holds now (taken
+    /// or renewed for `lease`; each is held by one node at a time), `None` on SQLite,
+    /// where one process is the only node and acts for every one.
+    pub async fn hold_remote_agents(
+        &self,
+        node: &str,
+        lease: std::time::Duration,
+    ) -> Result<Option<Vec<AgentPk>>, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(s) => s.hold_remote_agents(node, lease).await.map(Some),
+        }
+    }
+
     /// Records that `node` holds the registry as of `epoch` (PostgreSQL).
     pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
         match &self.backend {

@@ -21,6 +21,8 @@ import time
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from a2a.helpers.proto_helpers import (
     new_data_part,
@@ -42,9 +44,17 @@ from a2a.types.a2a_pb2 import (
 )
 
 
+# How often each text was executed as a new task: GET /executions (the several-nodes test
+# checks that a task given to this agent reaches it once, whatever the number of nodes).
+EXECUTIONS = {}
+
+
 class Translator(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task
+        if task is None:
+            text = context.get_user_input()
+            EXECUTIONS[text] = EXECUTIONS.get(text, 0) + 1
         if task is None:
             task = new_task_from_user_message(context.message)
             await event_queue.enqueue_event(task)
@@ -111,8 +121,12 @@ def main():
                                             description="Shortens text", tags=["language"]))
         return served
 
+    async def executions(_request):
+        return JSONResponse(EXECUTIONS)
+
     app = Starlette(routes=create_agent_card_routes(card, card_modifier=grown)
-                    + create_jsonrpc_routes(handler, rpc_url="/"))
+                    + create_jsonrpc_routes(handler, rpc_url="/")
+                    + [Route("/executions", executions)])
     print(json.dumps({"port": port}), flush=True)
     config = uvicorn.Config(app, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgPool;
+use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 
 use super::PgStore;
@@ -64,6 +65,26 @@ impl PgStore {
         .execute(&self.read)
         .await?;
         Ok(())
+    }
+
+    /// Takes or renews `node`'s hold on every outside A2A agent that no other node holds
+    /// (or whose holder let its hold run out) for `lease`; the agents `node` holds now.
+    pub async fn hold_remote_agents(
+        &self,
+        node: &str,
+        lease: Duration,
+    ) -> Result<Vec<AgentPk>, StoreError> {
+        let held: Vec<i64> = sqlx::query_scalar(
+            "UPDATE a2a_remotes
+             SET held_by = $1, held_until = now() + make_interval(secs => $2)
+             WHERE held_by IS NULL OR held_by = $1 OR held_until < now()
+             RETURNING agent_pk",
+        )
+        .bind(node)
+        .bind(lease.as_secs_f64())
+        .fetch_all(&self.read)
+        .await?;
+        Ok(held.into_iter().map(AgentPk).collect())
     }
 
     /// Records that `node` holds the registry as of `epoch`.

@@ -12,6 +12,7 @@ use crate::support::TestApp;
 
 mod checker;
 mod journeys;
+mod outside;
 mod read_your_writes;
 mod revocation;
 

@@ -11,9 +11,10 @@
 
 mod client;
 mod follow;
+mod hold;
 mod watch;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -57,7 +58,8 @@ pub struct Binding {
 pub struct Delegation {
     core: Core,
     http: reqwest::Client,
-    running: Arc<Mutex<HashSet<AgentPk>>>,
+    /// The agents acted for now, each with what stops it (its hold was lost).
+    running: Arc<Mutex<HashMap<AgentPk, CancellationToken>>>,
     stop: CancellationToken,
     /// How often each card is read again.
     refresh: Duration,
@@ -86,28 +88,18 @@ impl Delegation {
         })
     }
 
-    /// Starts acting for every outside agent registered before.
-    pub async fn resume(self) {
-        match self.core.remote_agents().await {
-            Ok(remotes) => {
-                for remote in remotes {
-                    self.start(remote);
-                }
-            }
-            Err(err) => tracing::error!(error = %err, "outside A2A agents could not be read"),
-        }
-    }
-
     /// Starts acting for one outside agent (once).
     fn start(&self, record: RemoteAgentRecord) {
         // A removed agent is acted for no more.
         let Some(agent_id) = self.core.agent_id_of(record.agent_pk) else {
             return;
         };
-        if let Ok(mut running) = self.running.lock()
-            && !running.insert(record.agent_pk)
-        {
-            return;
+        let stop = self.stop.child_token();
+        match self.running.lock() {
+            Ok(mut running) if !running.contains_key(&record.agent_pk) => {
+                running.insert(record.agent_pk, stop.clone());
+            }
+            _ => return,
         }
         let delegate = Arc::new(Delegate {
             core: self.core.clone(),
@@ -122,15 +114,20 @@ impl Delegation {
             record: Mutex::new(record),
             following: Mutex::default(),
             refresh: self.refresh,
+            stop: stop.clone(),
         });
-        let (running, stop) = (self.running.clone(), self.stop.clone());
+        let running = self.running.clone();
         metrics::gauge!("switchboard_a2a_outside_agents").increment(1.0);
         tokio::spawn(async move {
             tokio::select! {
                 () = delegate.clone().run() => {}
                 () = stop.cancelled() => {}
             }
-            if let Ok(mut running) = running.lock() {
+            // Ended by itself (the agent was removed): no longer running. Stopped (its hold
+            // was lost): the entry was taken out then, and may be a new one by now.
+            if !stop.is_cancelled()
+                && let Ok(mut running) = running.lock()
+            {
                 running.remove(&delegate.agent_pk);
             }
             metrics::gauge!("switchboard_a2a_outside_agents").decrement(1.0);
@@ -154,6 +151,8 @@ pub struct Delegate {
     /// Tasks being followed now.
     following: Mutex<HashSet<String>>,
     refresh: Duration,
+    /// Cancelled when this node stops acting for the agent: its follows end too.
+    stop: CancellationToken,
 }
 
 impl Delegate {
@@ -270,7 +269,10 @@ impl Delegate {
             return;
         }
         tokio::spawn(async move {
-            follow::follow(&self, &task_id).await;
+            tokio::select! {
+                () = follow::follow(&self, &task_id) => {}
+                () = self.stop.cancelled() => {}
+            }
             if let Ok(mut following) = self.following.lock() {
                 following.remove(&task_id);
             }
@@ -405,7 +407,7 @@ async fn register_remote_agent(
     let (registered, record) = core
         .register_remote_agent(&caller, &team_id, agent, binding)
         .await?;
-    delegation.start(record);
+    delegation.take_up(record).await;
     Ok((
         StatusCode::CREATED,
         Json(RemoteAgentRegistered {
