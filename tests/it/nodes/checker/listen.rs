@@ -36,7 +36,7 @@ pub(super) struct Listened {
 
 /// Listens as `agent` until `until` says the inbox holds `n` entries and the cursor got
 /// there (or a minute after the workers stopped).
-pub(super) async fn listener(
+async fn listener(
     cluster: Arc<Cluster>,
     agent: String,
     token: String,
@@ -123,7 +123,7 @@ async fn hold(
 
 /// Each connection gave the entries after its cursor once and in order; the last one
 /// reached the inbox's newest entry, `n` of each agent.
-pub(super) fn check_listened(listened: &[Listened], newest: &[(String, i64)]) -> Vec<String> {
+fn check_listened(listened: &[Listened], newest: &[(String, i64)]) -> Vec<String> {
     let mut violations = Vec::new();
     for l in listened {
         for s in &l.segments {
@@ -151,8 +151,59 @@ pub(super) fn check_listened(listened: &[Listened], newest: &[(String, i64)]) ->
     violations
 }
 
+/// The running listeners, one per agent, and what tells each where to stop.
+pub(super) struct Listeners {
+    running: Vec<(
+        tokio::task::JoinHandle<Listened>,
+        watch::Sender<Option<i64>>,
+    )>,
+}
+
+impl Listeners {
+    /// A listener for each of `tokens`' agents (`(id, token)`).
+    pub(super) fn spawn(cluster: &Arc<Cluster>, tokens: &[(String, String)]) -> Listeners {
+        let running = tokens
+            .iter()
+            .enumerate()
+            .map(|(w, (id, token))| {
+                let (end, until) = watch::channel(None);
+                let seed = 100 + w as u64;
+                let run = listener(cluster.clone(), id.clone(), token.clone(), seed, until);
+                (tokio::spawn(run), end)
+            })
+            .collect();
+        Listeners { running }
+    }
+
+    /// After the faults: each listener catches up to its inbox's newest entry (read
+    /// through `node`), then all are checked. The violations, the connections made and
+    /// the entries handed out.
+    pub(super) async fn finish(
+        self,
+        http: &reqwest::Client,
+        node: &crate::process::Process,
+        tokens: &[(String, String)],
+    ) -> (Vec<String>, usize, usize) {
+        let mut newest = Vec::new();
+        for ((id, token), (_, end)) in tokens.iter().zip(&self.running) {
+            let n = crate::process::every_inbox_entry(http, node, token)
+                .await
+                .last()
+                .map_or(0, |(seq, _)| *seq);
+            newest.push((id.clone(), n));
+            let _ = end.send(Some(n));
+        }
+        let mut listened = Vec::new();
+        for (run, _) in self.running {
+            listened.push(run.await.expect("a listener"));
+        }
+        let (connections, entries) = summary(&listened);
+        (check_listened(&listened, &newest), connections, entries)
+    }
+}
+
 /// Connections and entries the listeners got, for the summary line.
-pub(super) fn summary(listened: &[Listened]) -> (usize, usize) {
+fn summary(listened: &[Listened]) -> (usize, usize) {
     let connections = listened.iter().map(|l| l.segments.len()).sum();
     let entries = listened
         .iter()

@@ -47,7 +47,6 @@ mod checks;
 mod listen;
 
 use checks::{check_history, check_inboxes};
-use listen::{check_listened, listener};
 
 const NODES: usize = 3;
 const WORKERS: usize = 4;
@@ -228,21 +227,7 @@ async fn three_nodes_under_faults_keep_every_promise() {
         hook: receiver.start().await,
     });
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let (listeners, ends): (Vec<_>, Vec<_>) = tokens
-        .iter()
-        .enumerate()
-        .map(|(w, (id, token))| {
-            let (end, until) = tokio::sync::watch::channel(None);
-            let run = listener(
-                cluster.clone(),
-                id.clone(),
-                token.clone(),
-                100 + w as u64,
-                until,
-            );
-            (tokio::spawn(run), end)
-        })
-        .unzip();
+    let listeners = listen::Listeners::spawn(&cluster, &tokens);
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
             let (cluster, key, tokens) = (cluster.clone(), key.clone(), tokens.clone());
@@ -264,25 +249,11 @@ async fn three_nodes_under_faults_keep_every_promise() {
         }
     }
     violations.extend(check_inboxes(&http, &nodes, &history, &tokens).await);
-    // The listeners catch up to each inbox's newest entry, then are checked.
-    let mut newest = Vec::new();
-    for ((id, token), end) in tokens.iter().zip(&ends) {
-        let n = crate::process::every_inbox_entry(&http, &nodes[0], token)
-            .await
-            .last()
-            .map_or(0, |(seq, _)| *seq);
-        newest.push((id.clone(), n));
-        let _ = end.send(Some(n));
-    }
-    let mut listened = Vec::new();
-    for l in listeners {
-        listened.push(l.await.expect("a listener"));
-    }
-    violations.extend(check_listened(&listened, &newest));
+    let (wrong, connections, pushed) = listeners.finish(&http, &nodes[0], &tokens).await;
+    violations.extend(wrong);
     callbacks::settle(&receiver, &history).await;
     let (wrong, callbacks) = callbacks::check_callbacks(&receiver, &history);
     violations.extend(wrong);
-    let (connections, pushed) = listen::summary(&listened);
     let answered = history.iter().filter(|e| e.status.is_some()).count();
     eprintln!(
         "checker: {} operations ({answered} answered), {faults} faults, {connections} \
