@@ -10,6 +10,7 @@
 //! other figure is compared with.
 
 mod a2a;
+mod checker;
 mod cpu;
 mod fanout;
 mod harness;
@@ -47,7 +48,8 @@ pub struct Opts {
     /// on later runs, so large data sets are seeded once.
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
-    /// Minutes the soak runs (`soak` scenario only; not part of a run of every scenario).
+    /// Minutes the soak and the several-nodes checker run (`soak`, `nodes_checker`: only
+    /// when named, never part of a run of every scenario).
     #[arg(long, default_value_t = 10)]
     pub minutes: u64,
     /// Accepted for compatibility with `cargo bench`'s own arguments.
@@ -65,8 +67,9 @@ impl Opts {
     }
 
     fn wants(&self, name: &str) -> bool {
-        // The soak is long: it runs only when named.
-        (self.scenarios.is_empty() && name != "soak") || self.scenarios.iter().any(|s| s == name)
+        // The soak and the checker are long: they run only when named.
+        let long = ["soak", "nodes_checker"].contains(&name);
+        (self.scenarios.is_empty() && !long) || self.scenarios.iter().any(|s| s == name)
     }
 }
 

@@ -47,6 +47,9 @@ pub const ALL: &[(&str, Scenario)] = &[
         Box::pin(crate::slow::slow_readers(o))
     }),
     ("hostile", |o| Box::pin(crate::hostile::hostile(o))),
+    ("nodes_checker", |o| {
+        Box::pin(crate::checker::nodes_checker(o))
+    }),
 ];
 
 pub fn get(host: &str, path: &str, token: Option<&str>) -> Request<Full<Bytes>> {

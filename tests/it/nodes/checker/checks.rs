@@ -15,6 +15,7 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
     let mut removed: HashMap<&str, Instant> = HashMap::new();
     let mut sent: HashMap<&str, Instant> = HashMap::new();
     let mut submitted: HashMap<&str, Instant> = HashMap::new();
+    let mut marked: HashMap<&str, Instant> = HashMap::new();
     let mut by_time: Vec<&Event> = history.iter().collect();
     by_time.sort_by_key(|e| e.completed);
     for e in &by_time {
@@ -31,6 +32,9 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
             (What::SubmitTask { task }, Some(201)) => {
                 submitted.insert(task, e.completed);
             }
+            (What::MarkRead { id }, Some(200)) => {
+                marked.insert(id, e.completed);
+            }
             _ => {}
         }
     }
@@ -42,6 +46,7 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
         let after = |at: Option<&Instant>| at.is_some_and(|at| *at < e.invoked);
         let wrong = match &e.what {
             What::ReadMessage { id } if after(sent.get(id.as_str())) => status != 200,
+            What::ReadMark { id, read } if after(marked.get(id.as_str())) => status != 200 || !read,
             // The assignee finishes, through another node, a task submitted before.
             What::FinishTask { task } if after(submitted.get(task.as_str())) => status != 200,
             What::UseToken { agent } if after(removed.get(agent.as_str())) => status != 401,

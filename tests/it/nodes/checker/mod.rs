@@ -10,8 +10,8 @@
 //! A checker then reads the history:
 //!
 //! * **no false "does not exist"**: a read that began after a write's answer sees it — a
-//!   sent message read back by id through another node, a submitted task finished by its
-//!   assignee through another node, a registered agent's token used
+//!   sent message read back by id through another node, a read mark set through one node
+//!   seen through another, a submitted task finished by its assignee through another node, a registered agent's token used
 //!   through another node, a registered agent sent to;
 //! * **no stale "yes"**: a removed agent's token is refused through every node from the
 //!   removal's answer on;
@@ -26,9 +26,9 @@
 //!
 //! A request that gets no answer (a dead or paused node, a timeout) or `503` is
 //! indeterminate and proves nothing either way. `CHECKER_SECONDS` (default 24) sets the
-//! length of the run; the fault schedule repeats every 24 s
-//! (`CHECKER_SECONDS=600 CHECKER_PG_RESTART='pg_ctlcluster 15 main restart' cargo test
-//! --test it -- nodes::checker --nocapture` is the long run of `docs/benchmarks.md`).
+//! length of the run; the fault schedule repeats every 24 s. The long run of
+//! `docs/benchmarks.md` is `cargo bench --bench load -- nodes_checker --minutes 10`, which
+//! runs this test with `CHECKER_SECONDS` and `CHECKER_PG_RESTART` set.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -45,6 +45,7 @@ use crate::support::ADMIN;
 mod callbacks;
 mod checks;
 mod listen;
+mod marks;
 
 use checks::{check_history, check_inboxes};
 
@@ -68,13 +69,36 @@ struct Event {
 /// What an operation did (the ids it named).
 #[derive(Debug, Clone)]
 enum What {
-    Send { to: String, id: Option<String> },
-    ReadMessage { id: String },
-    Register { agent: String },
-    UseToken { agent: String },
-    Remove { agent: String },
-    SubmitTask { task: String },
-    FinishTask { task: String },
+    Send {
+        to: String,
+        id: Option<String>,
+    },
+    ReadMessage {
+        id: String,
+    },
+    Register {
+        agent: String,
+    },
+    UseToken {
+        agent: String,
+    },
+    Remove {
+        agent: String,
+    },
+    SubmitTask {
+        task: String,
+    },
+    FinishTask {
+        task: String,
+    },
+    MarkRead {
+        id: String,
+    },
+    /// Read by the recipient after a mark; `read` is what the answer said.
+    ReadMark {
+        id: String,
+        read: bool,
+    },
 }
 
 /// The nodes as the workers reach them: a node restarted gets a new address.
@@ -173,8 +197,14 @@ impl Cluster {
         };
         let status = answered.as_ref().map(|(s, _)| *s);
         let mut what = what;
-        if let (What::Send { id, .. }, Some((201, body))) = (&mut what, &answered) {
-            *id = body["message_id"].as_str().map(str::to_owned);
+        match (&mut what, &answered) {
+            (What::Send { id, .. }, Some((201, body))) => {
+                *id = body["message_id"].as_str().map(str::to_owned);
+            }
+            (What::ReadMark { read, .. }, Some((200, body))) => {
+                *read = body["message"]["read_status"] == true;
+            }
+            _ => {}
         }
         self.history.lock().expect("history").push(Event {
             worker,
@@ -387,7 +417,16 @@ async fn worker(
                         .0
                         .clone()
                 };
-                send_then_read(cluster, &me, nodes, to, n).await;
+                let recipient = tokens
+                    .iter()
+                    .chain(&extras)
+                    .find(|(id, _)| *id == to)
+                    .cloned();
+                if let Some(id) = send_then_read(cluster, &me, nodes, to, n).await
+                    && let Some((agent, token)) = recipient
+                {
+                    marks::mark_then_read(cluster, w, nodes, (&agent, &token), &id).await;
+                }
             }
             10..=11 => {
                 let to = &tokens[(w + 1 + rng.random_range(0..WORKERS - 1)) % WORKERS];
@@ -416,14 +455,15 @@ struct Me<'a> {
     key: &'a str,
 }
 
-/// Sends through one node; reads the message back by id through the other.
+/// Sends through one node; reads the message back by id through the other. The id of
+/// an acknowledged message.
 async fn send_then_read(
     cluster: &Cluster,
     me: &Me<'_>,
     (x, y): (usize, usize),
     to: String,
     n: u32,
-) {
+) -> Option<String> {
     let body = json!({"sender_agent_id": me.id, "recipient_agent_ids": [to],
                       "message_type": "information", "content": {"text": format!("{}/{n}", me.w)}});
     let req = Req {
@@ -445,7 +485,9 @@ async fn send_then_read(
         cluster
             .op(me.w, y, What::ReadMessage { id: id.to_owned() }, req)
             .await;
+        return Some(id.to_owned());
     }
+    None
 }
 
 /// Registers an agent through one node; uses its token through the other.
