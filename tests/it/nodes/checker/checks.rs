@@ -26,7 +26,8 @@ pub(super) fn check_history(history: &[Event]) -> Vec<String> {
             (What::Remove { agent }, Some(200)) => {
                 removed.insert(agent, e.completed);
             }
-            (What::Send { id: Some(id), .. }, Some(201)) => {
+            (What::Send { id: Some(id), .. }, Some(201))
+            | (What::Write { id: Some(id), .. }, Some(200..=299)) => {
                 sent.insert(id, e.completed);
             }
             (What::SubmitTask { task }, Some(201)) => {

@@ -10,7 +10,8 @@
 //! A checker then reads the history:
 //!
 //! * **no false "does not exist"**: a read that began after a write's answer sees it — a
-//!   sent message read back by id through another node, a read mark set through one node
+//!   sent message, a broadcast, a publish or a response read back by id through another
+//!   node, a read mark set through one node
 //!   seen through another, a submitted task finished by its assignee through another node, a registered agent's token used
 //!   through another node, a registered agent sent to;
 //! * **no stale "yes"**: a removed agent's token is refused through every node from the
@@ -37,69 +38,23 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::process::{Process, call};
 use crate::support::ADMIN;
 
 mod callbacks;
 mod checks;
+mod history;
 mod listen;
 mod marks;
+mod writes;
 
 use checks::{check_history, check_inboxes};
+use history::{Event, Req, What};
 
 const NODES: usize = 3;
 const WORKERS: usize = 4;
-
-/// One operation of the history.
-#[derive(Debug, Clone)]
-struct Event {
-    worker: usize,
-    what: What,
-    node: usize,
-    invoked: Instant,
-    completed: Instant,
-    /// The status, or `None` when nothing answered.
-    status: Option<u16>,
-    /// The error code and message of a refusal.
-    refusal: Option<String>,
-}
-
-/// What an operation did (the ids it named).
-#[derive(Debug, Clone)]
-enum What {
-    Send {
-        to: String,
-        id: Option<String>,
-    },
-    ReadMessage {
-        id: String,
-    },
-    Register {
-        agent: String,
-    },
-    UseToken {
-        agent: String,
-    },
-    Remove {
-        agent: String,
-    },
-    SubmitTask {
-        task: String,
-    },
-    FinishTask {
-        task: String,
-    },
-    MarkRead {
-        id: String,
-    },
-    /// Read by the recipient after a mark; `read` is what the answer said.
-    ReadMark {
-        id: String,
-        read: bool,
-    },
-}
 
 /// The nodes as the workers reach them: a node restarted gets a new address.
 struct Cluster {
@@ -170,68 +125,6 @@ impl Cluster {
     }
 }
 
-impl Cluster {
-    async fn op(
-        &self,
-        worker: usize,
-        node: usize,
-        what: What,
-        req: Req<'_>,
-    ) -> (Option<u16>, Value) {
-        let base = self.bases.read().expect("bases")[node].clone();
-        let invoked = Instant::now();
-        let mut builder = self
-            .http
-            .request(req.method, format!("{base}{}", req.path))
-            .bearer_auth(req.token)
-            .timeout(Duration::from_secs(3));
-        if let Some(body) = req.body {
-            builder = builder.json(&body);
-        }
-        let answered = match builder.send().await {
-            Ok(res) => {
-                let status = res.status().as_u16();
-                Some((status, res.json::<Value>().await.unwrap_or(Value::Null)))
-            }
-            Err(_) => None,
-        };
-        let status = answered.as_ref().map(|(s, _)| *s);
-        let mut what = what;
-        match (&mut what, &answered) {
-            (What::Send { id, .. }, Some((201, body))) => {
-                *id = body["message_id"].as_str().map(str::to_owned);
-            }
-            (What::ReadMark { read, .. }, Some((200, body))) => {
-                *read = body["message"]["read_status"] == true;
-            }
-            _ => {}
-        }
-        self.history.lock().expect("history").push(Event {
-            worker,
-            what,
-            node,
-            invoked,
-            completed: Instant::now(),
-            status,
-            refusal: answered.as_ref().and_then(|(_, b)| {
-                let code = b["error_code"].as_str()?;
-                Some(format!(
-                    "{code}: {}",
-                    b["error_message"].as_str().unwrap_or("")
-                ))
-            }),
-        });
-        (status, answered.map_or(Value::Null, |(_, b)| b))
-    }
-}
-
-struct Req<'a> {
-    method: Method,
-    path: String,
-    token: &'a str,
-    body: Option<Value>,
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_under_faults_keep_every_promise() {
     let Some(db) = crate::pg::database("checker").await else {
@@ -285,10 +178,19 @@ async fn three_nodes_under_faults_keep_every_promise() {
     let (wrong, callbacks) = callbacks::check_callbacks(&receiver, &history);
     violations.extend(wrong);
     let answered = history.iter().filter(|e| e.status.is_some()).count();
+    let acknowledged = |what: &str| {
+        let kind =
+            |e: &&Event| matches!(&e.what, What::Write { kind, id: Some(_) } if *kind == what);
+        history.iter().filter(kind).count()
+    };
     eprintln!(
-        "checker: {} operations ({answered} answered), {faults} faults, {connections} \
-         live connections handed out {pushed} entries, {callbacks} callbacks, {} violations",
+        "checker: {} operations ({answered} answered; {} broadcasts, {} publishes, {} \
+         responses), {faults} faults, {connections} live connections handed out {pushed} \
+         entries, {callbacks} callbacks, {} violations",
         history.len(),
+        acknowledged("broadcast"),
+        acknowledged("publish"),
+        acknowledged("respond"),
         violations.len()
     );
     assert!(answered > 50, "the workers ran: {answered} answered");
@@ -408,7 +310,7 @@ async fn worker(
     while Instant::now() < deadline {
         n += 1;
         let nodes = two_nodes(&mut rng);
-        match rng.random_range(0..12) {
+        match rng.random_range(0..14) {
             0..=5 => {
                 let to = if !extras.is_empty() && rng.random_bool(0.3) {
                     extras[rng.random_range(0..extras.len())].0.clone()
@@ -427,6 +329,11 @@ async fn worker(
                 {
                     marks::mark_then_read(cluster, w, nodes, (&agent, &token), &id).await;
                 }
+            }
+            12..=13 => {
+                let to = &tokens[(w + 1 + rng.random_range(0..WORKERS - 1)) % WORKERS];
+                let which = rng.random_range(0..3);
+                writes::write_then_read(cluster, &me, nodes, (&to.0, &to.1), (n, which)).await;
             }
             10..=11 => {
                 let to = &tokens[(w + 1 + rng.random_range(0..WORKERS - 1)) % WORKERS];
