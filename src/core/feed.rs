@@ -109,7 +109,12 @@ pub struct Feed {
     wake: Wake,
     /// The page after `.0`, being read while the follower writes the one before.
     prefetch: Option<(i64, JoinHandle<CoreResult<Page>>)>,
+    /// Reads in a row that left a push past a gap.
+    rereads: u8,
 }
+
+/// How often storage is read again for a gap before a push past it is dropped.
+const MAX_REREADS: u8 = 3;
 
 impl Drop for Feed {
     fn drop(&mut self) {
@@ -181,6 +186,7 @@ impl Feed {
             behind: true,
             wake,
             prefetch: None,
+            rereads: 0,
         }
     }
 
@@ -288,11 +294,21 @@ impl Feed {
         if let Wake::Pushes { pending, .. } = &mut self.wake {
             let cursor = self.cursor;
             pending.retain(|p| p.seq() > cursor);
-            // A push past a gap storage did not show (it cannot: a push follows its
-            // commit) would wait for ever; storage is read again at the next push.
+            // A push past a gap: the entries between committed after the read began (one
+            // routed elsewhere has no push of its own). Storage is read again; a gap that
+            // stays after a few reads (it cannot: a push follows its commit) is left to
+            // the next push rather than read for ever.
             if !more && pending.front().is_some_and(|p| p.seq() != cursor + 1) {
-                tracing::warn!(cursor, "a push past a gap storage did not fill was dropped");
-                pending.clear();
+                if self.rereads < MAX_REREADS {
+                    self.rereads += 1;
+                    self.behind = true;
+                } else {
+                    tracing::warn!(cursor, "a push past a gap storage did not fill was dropped");
+                    pending.clear();
+                    self.rereads = 0;
+                }
+            } else {
+                self.rereads = 0;
             }
         }
         if more {
