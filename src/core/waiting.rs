@@ -103,8 +103,8 @@ impl Core {
     }
 }
 
-/// What a wait answers once its agent was removed: its token no longer counts.
-fn agent_removed() -> CoreError {
+/// What a wait or a follow answers once its agent was removed: its token no longer counts.
+pub(super) fn agent_removed() -> CoreError {
     CoreError::new(
         switchboard_types::ErrorCode::Unauthorized,
         "the agent was removed: its token no longer counts",

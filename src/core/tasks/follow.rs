@@ -9,7 +9,7 @@ use std::time::Duration;
 use switchboard_types::tasks::{TaskDetail, TaskEvent};
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{Caller, Core, CoreError, CoreResult};
+use crate::core::{Caller, Core, CoreResult};
 use crate::hub::Watch;
 
 /// A task followed from a cursor.
@@ -89,12 +89,7 @@ impl TaskFeed {
                 () = woken.as_mut() => {}
                 // Its caller's token no longer counts: the follow ends now, not at the
                 // task's next change.
-                () = self.removed.cancelled() => {
-                    return Err(CoreError::new(
-                        switchboard_types::ErrorCode::Unauthorized,
-                        "the agent was removed: its token no longer counts",
-                    ));
-                }
+                () = self.removed.cancelled() => return Err(crate::core::waiting::agent_removed()),
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
