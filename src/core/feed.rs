@@ -214,14 +214,6 @@ impl Feed {
         }
     }
 
-    /// The live connection behind the feed (acks, presence, its removal signal).
-    pub fn connection(&self) -> Option<&Connection> {
-        match &self.wake {
-            Wake::Pushes { conn, .. } => Some(conn),
-            Wake::Commits { .. } => None,
-        }
-    }
-
     /// Waits until entries may follow the cursor. Cancel-safe: a push received here is
     /// kept, and a wake-up lost to cancellation is not needed (the watch stays armed).
     pub async fn ready(&mut self) -> Ready {
@@ -272,15 +264,14 @@ impl Feed {
     /// cursor past them; none when nothing new was there (a push already handed out, a
     /// wake-up for an entry read before). Not cancel-safe: call it outside `select!`.
     pub async fn next_batch(&mut self, limit: i64) -> CoreResult<Vec<FeedEntry>> {
-        if !self.behind
-            && let Some(entry) = self.next_pushed()
-        {
-            return Ok(vec![entry]);
-        }
-        let pushes_waiting =
-            matches!(&self.wake, Wake::Pushes { pending, .. } if !pending.is_empty());
-        if !self.behind && !pushes_waiting {
-            return Ok(Vec::new());
+        if !self.behind {
+            if let Some(entry) = self.next_pushed() {
+                return Ok(vec![entry]);
+            }
+            // No push waiting, or one that needs storage (`next_pushed` set `behind`).
+            if !self.behind {
+                return Ok(Vec::new());
+            }
         }
         if let Wake::Commits { watch, armed } = &mut self.wake {
             // Armed before the read: a commit from here on wakes the feed.
@@ -345,7 +336,7 @@ impl Feed {
                     }
                 },
                 Form::Views => match push.message() {
-                    Some(view) => FeedItem::View(Arc::new(view.clone())),
+                    Some(view) => FeedItem::View(view.clone()),
                     // A task notification: storage has it as a view.
                     None => {
                         self.behind = true;

@@ -44,8 +44,8 @@ impl LivePush {
     }
 
     /// The entry as a message view (without `seq`), when it is a message.
-    pub fn message(&self) -> Option<&switchboard_types::messages::MessageView> {
-        self.0.event.message().map(|m| m.as_ref())
+    pub fn message(&self) -> Option<&Arc<switchboard_types::messages::MessageView>> {
+        self.0.event.message()
     }
 
     /// Whether the entry is news for the connection's agent.

@@ -98,11 +98,6 @@ impl Core {
             .await?)
     }
 
-    /// Whether several nodes may share the database (PostgreSQL).
-    pub fn store_is_shared(&self) -> bool {
-        self.store().shared()
-    }
-
     /// Every outside agent that is still a member.
     pub async fn remote_agents(&self) -> CoreResult<Vec<RemoteAgentRecord>> {
         Ok(self.store().remote_agents().await?)

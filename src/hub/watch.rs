@@ -29,10 +29,6 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn notify(&self) -> &Notify {
-        &self.notify
-    }
-
     /// A wake-up for the next change, registered now (enabled): a change from this
     /// moment on completes it, however long before it is awaited.
     pub fn arm(&self) -> std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>> {

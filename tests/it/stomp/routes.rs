@@ -270,18 +270,6 @@ async fn a_stomp_replay_skips_what_was_routed_to_the_websocket() {
         .await
         .expect_status(201);
     }
-    let port = app
-        .server()
-        .stomp_addr()
-        .expect("STOMP listener")
-        .port()
-        .to_string();
-    let (script, ready) = python::start(
-        "stomp_wise.py",
-        &["receive", "127.0.0.1", &port, &team.id, &team.key],
-    )
-    .await;
-    assert_eq!(ready["ready"], true);
-    let out = python::finish(script).await;
+    let out = super::scenario(&app, &team, "receive").await;
     assert_eq!(out["got"]["_message"], "for anyone", "{out:#}");
 }

@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use super::Delegation;
-use crate::core::remotes::RemoteAgentRecord;
 
 /// How long a hold lasts without renewal.
 pub const HOLD_FOR: Duration = Duration::from_secs(15);
@@ -33,19 +32,11 @@ impl Delegation {
         }
     }
 
-    /// A newly registered outside agent: acted for here if this node can hold it.
-    pub async fn take_up(&self, record: RemoteAgentRecord) {
-        if self.core.store_is_shared() {
-            self.hold().await;
-        } else {
-            self.start(record);
-        }
-    }
-
-    /// Takes or renews this node's holds; starts acting for the agents held, stops for
-    /// those held no more. When the database cannot say, this node stops acting for all
-    /// of them: another node may take them over once the holds run out.
-    async fn hold(&self) {
+    /// Takes or renews this node's holds; starts acting for the agents held (a new
+    /// registration included), stops for those held no more. When the database cannot
+    /// say, this node stops acting for all of them: another node may take them over once
+    /// the holds run out.
+    pub(super) async fn hold(&self) {
         let held = match self.core.hold_remote_agents(HOLD_FOR).await {
             Ok(held) => held,
             Err(err) => {

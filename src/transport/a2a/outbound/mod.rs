@@ -404,10 +404,11 @@ async fn register_remote_agent(
         authorization: input.authorization,
         card: card.raw,
     };
-    let (registered, record) = core
+    let (registered, _) = core
         .register_remote_agent(&caller, &team_id, agent, binding)
         .await?;
-    delegation.take_up(record).await;
+    // Held (and acted for) here unless another node holds it already.
+    delegation.hold().await;
     Ok((
         StatusCode::CREATED,
         Json(RemoteAgentRegistered {

@@ -383,18 +383,22 @@ async fn send_then_read(
     if status == Some(201)
         && let Some(id) = answer["message_id"].as_str()
     {
-        let req = Req {
-            method: Method::GET,
-            path: format!("/v1/messages/{id}"),
-            token: me.token,
-            body: None,
-        };
-        cluster
-            .op(me.w, y, What::ReadMessage { id: id.to_owned() }, req)
-            .await;
+        read_back(cluster, me, y, id).await;
         return Some(id.to_owned());
     }
     None
+}
+
+/// Reads message `id` by id as the worker, through `node`.
+async fn read_back(cluster: &Cluster, me: &Me<'_>, node: usize, id: &str) {
+    let req = Req {
+        method: Method::GET,
+        path: format!("/v1/messages/{id}"),
+        token: me.token,
+        body: None,
+    };
+    let what = What::ReadMessage { id: id.to_owned() };
+    cluster.op(me.w, node, what, req).await;
 }
 
 /// Registers an agent through one node; uses its token through the other.

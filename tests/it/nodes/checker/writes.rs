@@ -56,15 +56,7 @@ pub(super) async fn write_then_read(
         .await;
     if let Some(id) = written_id(&answer) {
         // The writer (or, for a response, the asker it went to) reads it through the other.
-        let req = Req {
-            method: Method::GET,
-            path: format!("/v1/messages/{id}"),
-            token: me.token,
-            body: None,
-        };
-        cluster
-            .op(me.w, x, What::ReadMessage { id: id.to_owned() }, req)
-            .await;
+        super::read_back(cluster, me, x, id).await;
     }
 }
 
