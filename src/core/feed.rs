@@ -108,9 +108,17 @@ pub struct Feed {
     behind: bool,
     wake: Wake,
     /// The page after `.0`, being read while the follower writes the one before.
-    prefetch: Option<(i64, JoinHandle<CoreResult<Page>>)>,
+    prefetch: Option<Prefetch>,
     /// Reads in a row that left a push past a gap.
     rereads: u8,
+}
+
+/// A page being read ahead, with the wake-up armed before its read began: the read
+/// and its arm go together, or a commit between the read and a later arm is missed.
+struct Prefetch {
+    after: i64,
+    read: JoinHandle<CoreResult<Page>>,
+    armed: Option<Pin<Box<OwnedNotified>>>,
 }
 
 /// How often storage is read again for a gap before a push past it is dropped.
@@ -118,8 +126,8 @@ const MAX_REREADS: u8 = 3;
 
 impl Drop for Feed {
     fn drop(&mut self) {
-        if let Some((_, read)) = self.prefetch.take() {
-            read.abort();
+        if let Some(prefetch) = self.prefetch.take() {
+            prefetch.read.abort();
         }
     }
 }
@@ -273,10 +281,6 @@ impl Feed {
                 return Ok(Vec::new());
             }
         }
-        if let Wake::Commits { watch, armed } = &mut self.wake {
-            // Armed before the read: a commit from here on wakes the feed.
-            *armed = Some(watch.arm());
-        }
         let (entries, more) = self.read_page(limit).await?;
         if let Some(last) = entries.last() {
             self.cursor = last.seq;
@@ -350,24 +354,41 @@ impl Feed {
         Some(FeedEntry { seq, item })
     }
 
-    /// The page after the cursor: the one prefetched for it, or read now.
+    /// The page after the cursor: the one prefetched for it, or read now. A watch's
+    /// feed takes the wake-up armed before that read began: a commit from then on
+    /// either is in the page or wakes the feed.
     async fn read_page(&mut self, limit: i64) -> CoreResult<Page> {
-        if let Some((after, read)) = self.prefetch.take() {
-            if after == self.cursor {
-                return read
+        if let Some(prefetch) = self.prefetch.take() {
+            if prefetch.after == self.cursor {
+                if let Wake::Commits { armed, .. } = &mut self.wake {
+                    *armed = prefetch.armed;
+                }
+                return prefetch
+                    .read
                     .await
                     .map_err(|e| CoreError::internal(format!("an inbox read failed: {e}")))?;
             }
-            read.abort();
+            prefetch.read.abort();
+        }
+        if let Wake::Commits { watch, armed } = &mut self.wake {
+            *armed = Some(watch.arm());
         }
         read(self.core.clone(), self.filter, self.cursor, limit).await
     }
 
     /// Starts reading the page after the cursor, so storage works while the follower
-    /// writes what it has.
+    /// writes what it has; a watch's feed arms a wake-up for it first.
     fn start_prefetch(&mut self, limit: i64) {
+        let armed = match &self.wake {
+            Wake::Commits { watch, .. } => Some(watch.arm()),
+            Wake::Pushes { .. } => None,
+        };
         let read = tokio::spawn(read(self.core.clone(), self.filter, self.cursor, limit));
-        self.prefetch = Some((self.cursor, read));
+        self.prefetch = Some(Prefetch {
+            after: self.cursor,
+            read,
+            armed,
+        });
     }
 }
 

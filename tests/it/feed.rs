@@ -289,3 +289,45 @@ async fn a_commit_during_the_first_read_is_never_missed() {
         commit.await.expect("sent");
     }
 }
+
+/// The race the property test above found on a loaded machine: a watch's feed reads the
+/// next page ahead; a commit lands after that read and before the follower asks for the
+/// page. The wake-up must be the one armed before the read ahead began — one armed when
+/// the page is taken comes after the commit and waits for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_after_a_page_read_ahead_wakes_the_feed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (core, reader, senders) = team(dir.path()).await;
+    let sender = senders[0];
+    let cursor = newest(&core, &reader).await;
+    for text in ["one", "two"] {
+        send_one(&core, sender, "s0", text, None).await;
+    }
+    let mut feed = open(&core, reader, Kind::Watch, cursor).await;
+    assert_eq!(feed.ready().await, Ready::Entries);
+    // A page of one: more follows, so the next page is read ahead now.
+    let first = feed.next_batch(1).await.expect("first page");
+    assert_eq!(
+        first.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [cursor + 1]
+    );
+    // Let the read ahead finish, then commit what it cannot have seen.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    send_one(&core, sender, "s0", "three", None).await;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let woken = tokio::time::timeout(Duration::from_secs(5), feed.ready()).await;
+        assert!(
+            woken.is_ok(),
+            "the commit after the read ahead never woke the feed: {seen:?}"
+        );
+        seen.extend(
+            feed.next_batch(1)
+                .await
+                .expect("page")
+                .iter()
+                .map(|e| e.seq),
+        );
+    }
+    assert_eq!(seen, [cursor + 2, cursor + 3]);
+}
