@@ -21,9 +21,9 @@ use sha2::Sha256;
 use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::egress::{self, urls};
 use crate::core::tasks::{AttemptResult, DueCallback, DueDelivery, Outgoing, RetryPolicy};
 use crate::core::{Core, CoreResult};
-use crate::core::{callback_url, outbound};
 
 /// Settings of the callback sender.
 #[derive(Debug, Clone, Copy)]
@@ -88,7 +88,7 @@ pub fn signature(secret: &str, unix_seconds: i64, body: &str) -> String {
 
 /// Runs the sender until `stop` is cancelled.
 pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken) {
-    let client = match outbound::http_client(settings.timeout, settings.allow_private) {
+    let client = match egress::http_client(settings.timeout, settings.allow_private) {
         Ok(client) => client,
         Err(err) => {
             tracing::error!(error = %err, "cannot build the callback HTTP client; callbacks stay queued");
@@ -170,7 +170,7 @@ async fn send(
     secret: &str,
 ) -> AttemptResult {
     // Checked again: the server may have been restarted without the private flag.
-    callback_url::check(&outgoing.url, settings.allow_private)
+    urls::check(&outgoing.url, settings.allow_private)
         .map_err(|e| (None, e.into_body().error_message))?;
     let mut status = 204;
     for body in outgoing.bodies {
@@ -187,7 +187,7 @@ async fn send(
             .body(body)
             .send()
             .await
-            .map_err(|e| (None, outbound::describe(&e)))?;
+            .map_err(|e| (None, egress::describe(&e)))?;
         status = i64::from(response.status().as_u16());
         if !response.status().is_success() {
             return Err((Some(status), format!("the receiver answered HTTP {status}")));

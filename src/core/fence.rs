@@ -1,7 +1,7 @@
 //! No stale "yes" across nodes (PostgreSQL with several nodes).
 //!
 //! A node answers from its copy of the registry. A miss is checked against the database
-//! (`elsewhere::registry_current_since`); a hit could be stale: a token another node
+//! (`other_nodes::registry_current_since`); a hit could be stale: a token another node
 //! revoked, a switch another node turned off. Two halves close that:
 //!
 //! * the node that changed the registry answers only after every node with a fresh

@@ -7,16 +7,14 @@
 //! appears in this API, and storage is reached only through [`Store`]'s typed methods.
 
 pub mod activity;
-pub mod addresses;
 mod agents;
 mod assistance;
 pub mod auth;
 mod broadcasts;
-pub mod callback_url;
 pub mod cursor;
 mod delivery;
 mod dispatch;
-mod elsewhere;
+pub mod egress;
 pub mod error;
 pub mod feed;
 mod fence;
@@ -27,7 +25,7 @@ pub mod live;
 mod messages;
 mod metrics;
 pub mod node;
-pub mod outbound;
+mod other_nodes;
 mod publish;
 pub mod queues;
 pub mod ratelimit;
@@ -75,7 +73,7 @@ struct Inner {
     /// Sessions of one kind a credential may hold (the hub's per-agent cap).
     session_cap: usize,
     /// When the newest registry reload asked for by a miss started (several nodes; see
-    /// `elsewhere::registry_current_since`): one at a time, and none again for requests
+    /// `other_nodes::registry_current_since`): one at a time, and none again for requests
     /// that arrived before it started.
     registry_reload: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// The registry epoch held and when it was last confirmed current (`fence`).

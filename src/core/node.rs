@@ -26,11 +26,7 @@ impl NodeId {
 
     /// Checks an operator's `--node-id`.
     pub fn parse(text: &str) -> Result<NodeId, InvalidNodeId> {
-        let fits = (1..=Self::MAX_LEN).contains(&text.len())
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-        if fits {
+        if switchboard_types::ids::fits_id_alphabet(text, Self::MAX_LEN) {
             Ok(NodeId(text.to_owned()))
         } else {
             Err(InvalidNodeId(text.to_owned()))

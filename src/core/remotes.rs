@@ -10,7 +10,8 @@ use switchboard_types::ids::AgentPk;
 use switchboard_types::routing::Via;
 use switchboard_types::time::Timestamp;
 
-use super::{Caller, Core, CoreError, CoreResult, Need, callback_url};
+use super::egress::urls;
+use super::{Caller, Core, CoreError, CoreResult, Need};
 pub use crate::store::remotes::RemoteAgentRecord;
 
 /// Longest `Authorization` value kept for an outside agent.
@@ -32,7 +33,7 @@ impl Core {
     /// Checks a URL the server is asked to call for an outside agent.
     pub fn check_remote_url(&self, url: &str, field: &str) -> CoreResult<()> {
         let allow_private = self.inner.tasks.allow_private_callbacks();
-        callback_url::check_named(url, allow_private, field).map(|_| ())
+        urls::check_named(url, allow_private, field).map(|_| ())
     }
 
     /// Refuses a caller that may not register outside agents into the team, before

@@ -18,6 +18,7 @@ pub mod remotes;
 pub mod sqlite;
 pub(crate) mod usage;
 pub mod webhooks;
+pub(crate) mod writer;
 
 use std::collections::HashMap;
 use std::path::Path;

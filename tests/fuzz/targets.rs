@@ -7,8 +7,8 @@
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use switchboard::core::callback_url;
 use switchboard::core::cursor;
+use switchboard::core::egress::urls;
 use switchboard::transport::common::decode_query;
 use switchboard_types::agents::{RegisterAgent, UpdateAgent};
 use switchboard_types::assistance::RequestAssistance;
@@ -229,7 +229,7 @@ fn idempotency_key(_: &str, input: &[u8]) -> Result<(), String> {
 /// host is an address, that address is public.
 fn callback(_: &str, input: &[u8]) -> Result<(), String> {
     let text = String::from_utf8_lossy(input);
-    let url = match callback_url::check(&text, false) {
+    let url = match urls::check(&text, false) {
         Ok(url) => url,
         Err(err) => return field_is(&err.into_body(), "callback_url"),
     };
@@ -245,7 +245,7 @@ fn callback(_: &str, input: &[u8]) -> Result<(), String> {
         _ => None,
     };
     match ip {
-        Some(ip) if !switchboard::core::addresses::is_public(ip) => {
+        Some(ip) if !switchboard::core::egress::ip_ranges::is_public(ip) => {
             Err(format!("accepted non-public {ip} in {text:?}"))
         }
         _ => Ok(()),

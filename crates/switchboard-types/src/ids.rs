@@ -13,6 +13,18 @@ use crate::error::ErrorBody;
 /// Longest agent, team or task id a client may choose.
 pub const MAX_ID_LEN: usize = 64;
 
+/// Whether `c` may appear in an id: `A-Z a-z 0-9 . _ -`. The one statement of the
+/// alphabet, for client-chosen ids, node names and the ids the server derives (from an
+/// A2A card's name, an idempotency key).
+pub fn is_id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
+/// Whether `text` is 1 to `max` characters of the id alphabet ([`is_id_char`]).
+pub fn fits_id_alphabet(text: &str, max: usize) -> bool {
+    (1..=max).contains(&text.len()) && text.chars().all(is_id_char)
+}
+
 /// Checks a client-chosen id (agent, team, task): 1–64 of `A-Z a-z 0-9 . _ -`.
 ///
 /// The character set keeps ids safe in URL paths, STOMP destinations and log lines
@@ -33,10 +45,7 @@ pub fn check_id(field: &str, id: &str) -> Result<(), ErrorBody> {
                 .with("value", id),
         );
     }
-    if let Some(bad) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
+    if let Some(bad) = id.chars().find(|&c| !is_id_char(c)) {
         return Err(ErrorBody::validation(
             field,
             format!("{field} may only contain A-Z a-z 0-9 . _ - (found {bad:?})"),

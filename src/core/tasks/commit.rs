@@ -12,8 +12,8 @@ use switchboard_types::tasks::{
 use switchboard_types::time::Timestamp;
 
 use super::{Change, Loaded, Notice};
-use crate::core::callback_url;
 use crate::core::delivery::{Pushes, reserve_pushes};
+use crate::core::egress::urls;
 use crate::core::{Core, CoreError, CoreResult, ids};
 use crate::store::StoreError;
 use crate::store::records::{
@@ -141,7 +141,7 @@ impl Core {
             assignee_agent_id: task.assignee_pk.map(|pk| self.agent_name(pk)),
             timestamp: task.updated_at,
         };
-        if callback_url::looks_like_url(target) {
+        if urls::looks_like_url(target) {
             let mut body = serde_json::to_value(&notification)
                 .map_err(|e| CoreError::internal(format!("rendering a callback: {e}")))?;
             if let Value::Object(fields) = &mut body {

@@ -15,7 +15,8 @@ use super::commit::NotWritten;
 use super::registry_requests::RegistryRequest;
 use super::{Change, Following, Notice, accepts_tasks, map, no_suitable};
 use crate::core::assistance::capability_match;
-use crate::core::{Caller, Core, CoreError, CoreResult, callback_url, ids};
+use crate::core::egress::urls;
+use crate::core::{Caller, Core, CoreError, CoreResult, ids};
 use crate::store::records::{AgentRecord, TaskRecord, TeamRecord};
 
 impl Core {
@@ -93,8 +94,8 @@ impl Core {
     ) -> CoreResult<Option<String>> {
         match target {
             None => Ok(None),
-            Some(url) if callback_url::looks_like_url(&url) => {
-                callback_url::check(&url, self.inner.tasks.settings.allow_private_callbacks)?;
+            Some(url) if urls::looks_like_url(&url) => {
+                urls::check(&url, self.inner.tasks.settings.allow_private_callbacks)?;
                 Ok(Some(url))
             }
             Some(agent_id) => {

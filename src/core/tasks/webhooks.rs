@@ -14,7 +14,8 @@ use std::sync::Arc;
 use switchboard_types::tasks::{Task, TaskEvent};
 use switchboard_types::time::Timestamp;
 
-use crate::core::{Caller, Core, CoreError, CoreResult, callback_url};
+use crate::core::egress::urls;
+use crate::core::{Caller, Core, CoreError, CoreResult};
 use crate::store::records::DueCallback;
 use crate::store::webhooks::WebhookRecord;
 
@@ -114,7 +115,7 @@ impl Core {
     /// The webhook as it would be set, or why it cannot be: a transport checks before it
     /// makes the task a webhook is for, so a refused webhook leaves nothing behind.
     pub fn check_webhook(&self, spec: WebhookSpec) -> CoreResult<WebhookSpec> {
-        callback_url::check_named(
+        urls::check_named(
             &spec.url,
             self.inner.tasks.settings.allow_private_callbacks,
             "url",

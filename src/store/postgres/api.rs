@@ -9,8 +9,8 @@ use futures_util::future::BoxFuture;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
+use super::message_staging::{PostSlot, StagedPost};
 use super::messages::{self, Post};
-use super::staging::{PostSlot, StagedPost};
 use super::writer::PgTx;
 use super::{PgStore, inbox, outbox, registry, tasks};
 use crate::store::StoreError;
@@ -30,7 +30,6 @@ use crate::store::webhooks::WebhookRecord;
 macro_rules! write {
     ($store:expr, |$conn:ident| $body:expr) => {
         $store
-            .writer
             .write_then(
                 move |tx: &mut PgTx| -> BoxFuture<'_, Result<_, StoreError>> {
                     Box::pin(async move {
@@ -269,18 +268,17 @@ impl PgStore {
         team: TeamRecord,
         after: impl FnOnce(TeamRecord) -> R + Send + 'static,
     ) -> Result<R, StoreError> {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let pk = registry::insert_team(tx.conn().await?, &team).await?;
-                        tx.note_registry();
-                        Ok(TeamRecord { pk, ..team })
-                    })
-                },
-                move |team| Ok(after(team)),
-            )
-            .await
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let pk = registry::insert_team(tx.conn().await?, &team).await?;
+                    tx.note_registry();
+                    Ok(TeamRecord { pk, ..team })
+                })
+            },
+            move |team| Ok(after(team)),
+        )
+        .await
     }
 
     pub async fn update_team<R, E>(
@@ -293,21 +291,20 @@ impl PgStore {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        let mut team = registry::team_for_update(&mut *conn, pk).await?;
-                        patch(&mut team)?;
-                        registry::update_team(conn, &team).await?;
-                        tx.note_registry();
-                        Ok(team)
-                    })
-                },
-                move |team| Ok(after(team)),
-            )
-            .await
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let conn = tx.conn().await?;
+                    let mut team = registry::team_for_update(&mut *conn, pk).await?;
+                    patch(&mut team)?;
+                    registry::update_team(conn, &team).await?;
+                    tx.note_registry();
+                    Ok(team)
+                })
+            },
+            move |team| Ok(after(team)),
+        )
+        .await
     }
 
     pub async fn insert_agent<R: Send + 'static>(
@@ -315,18 +312,17 @@ impl PgStore {
         agent: AgentRecord,
         after: impl FnOnce(AgentRecord) -> R + Send + 'static,
     ) -> Result<R, StoreError> {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let pk = registry::insert_agent(tx.conn().await?, &agent).await?;
-                        tx.note_registry();
-                        Ok(AgentRecord { pk, ..agent })
-                    })
-                },
-                move |agent| Ok(after(agent)),
-            )
-            .await
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let pk = registry::insert_agent(tx.conn().await?, &agent).await?;
+                    tx.note_registry();
+                    Ok(AgentRecord { pk, ..agent })
+                })
+            },
+            move |agent| Ok(after(agent)),
+        )
+        .await
     }
 
     pub async fn update_agent<R, E>(
@@ -339,21 +335,20 @@ impl PgStore {
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        let mut agent = registry::agent_for_update(&mut *conn, pk).await?;
-                        patch(&mut agent)?;
-                        registry::update_agent(conn, &agent).await?;
-                        tx.note_registry();
-                        Ok(agent)
-                    })
-                },
-                move |agent| Ok(after(agent)),
-            )
-            .await
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let conn = tx.conn().await?;
+                    let mut agent = registry::agent_for_update(&mut *conn, pk).await?;
+                    patch(&mut agent)?;
+                    registry::update_agent(conn, &agent).await?;
+                    tx.note_registry();
+                    Ok(agent)
+                })
+            },
+            move |agent| Ok(after(agent)),
+        )
+        .await
     }
 
     pub async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError> {
@@ -472,57 +467,55 @@ impl PgStore {
         D: FnOnce(&NewMessage, PostContext) -> Result<Decided<T>, E> + Send + 'static,
         A: FnOnce(T, Result<PostResult, StoreError>) -> Result<R, E> + Send + 'static,
     {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        // Only what must be read inside the transaction touches the
-                        // connection; a plain post just stages.
-                        if let Some(claim) = &claim
-                            && let Some(stored) =
-                                messages::find_answer(tx.conn().await?, claim.agent, &claim.key)
-                                    .await?
-                        {
-                            return Ok(Staged::Replayed(stored));
-                        }
-                        let now = Timestamp::now();
-                        let final_response_given = match post.response {
-                            Some(link) => {
-                                messages::final_response_given(
-                                    tx.conn().await?,
-                                    link.original,
-                                    link.responder,
-                                )
-                                .await?
-                            }
-                            None => false,
-                        };
-                        let context = PostContext {
-                            now,
-                            final_response_given,
-                        };
-                        let decided = decide(&post.message, context)?;
-                        let slot = PostSlot::default();
-                        tx.stage(StagedPost {
-                            key: claim.zip(decided.answer),
-                            message: post.message,
-                            recipient_ids: post.recipient_ids,
-                            deliver_to: post.deliver_to,
-                            created_at: now,
-                            response: post.response,
-                            slot: slot.clone(),
-                        });
-                        Ok(Staged::Fresh(decided.value, slot))
-                    })
-                },
-                move |staged| match staged {
-                    Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
-                    Staged::Fresh(value, slot) => {
-                        after(value, slot.outcome()).map(PostOutcome::Written)
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    // Only what must be read inside the transaction touches the
+                    // connection; a plain post just stages.
+                    if let Some(claim) = &claim
+                        && let Some(stored) =
+                            messages::find_answer(tx.conn().await?, claim.agent, &claim.key).await?
+                    {
+                        return Ok(Staged::Replayed(stored));
                     }
-                },
-            )
-            .await
+                    let now = Timestamp::now();
+                    let final_response_given = match post.response {
+                        Some(link) => {
+                            messages::final_response_given(
+                                tx.conn().await?,
+                                link.original,
+                                link.responder,
+                            )
+                            .await?
+                        }
+                        None => false,
+                    };
+                    let context = PostContext {
+                        now,
+                        final_response_given,
+                    };
+                    let decided = decide(&post.message, context)?;
+                    let slot = PostSlot::default();
+                    tx.stage(StagedPost {
+                        key: claim.zip(decided.answer),
+                        message: post.message,
+                        recipient_ids: post.recipient_ids,
+                        deliver_to: post.deliver_to,
+                        created_at: now,
+                        response: post.response,
+                        slot: slot.clone(),
+                    });
+                    Ok(Staged::Fresh(decided.value, slot))
+                })
+            },
+            move |staged| match staged {
+                Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
+                Staged::Fresh(value, slot) => {
+                    after(value, slot.outcome()).map(PostOutcome::Written)
+                }
+            },
+        )
+        .await
     }
 
     /// Writes a task change (the task, its event, its callback) and its notices in one
@@ -543,46 +536,44 @@ impl PgStore {
         D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
         A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
     {
-        self.writer
-            .write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        let now = write.task.updated_at;
-                        let task = match write.expected_version {
-                            None => tasks::insert(&mut *conn, &write).await?,
-                            Some(version) => {
-                                if !tasks::update(&mut *conn, &write, version).await? {
-                                    return Err(StoreError::Stale.into());
-                                }
-                                write.task.pk
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let conn = tx.conn().await?;
+                    let now = write.task.updated_at;
+                    let task = match write.expected_version {
+                        None => tasks::insert(&mut *conn, &write).await?,
+                        Some(version) => {
+                            if !tasks::update(&mut *conn, &write, version).await? {
+                                return Err(StoreError::Stale.into());
                             }
+                            write.task.pk
+                        }
+                    };
+                    let messages: Vec<&NewMessage> = notices.iter().map(|p| &p.message).collect();
+                    let value = decide(&messages);
+                    let mut written = Vec::with_capacity(notices.len());
+                    for p in &notices {
+                        let post = Post {
+                            message: &p.message,
+                            recipient_ids: &p.recipient_ids,
+                            deliver_to: &p.deliver_to,
+                            created_at: now,
+                            response: None,
+                            key: None,
                         };
-                        let messages: Vec<&NewMessage> =
-                            notices.iter().map(|p| &p.message).collect();
-                        let value = decide(&messages);
-                        let mut written = Vec::with_capacity(notices.len());
-                        for p in &notices {
-                            let post = Post {
-                                message: &p.message,
-                                recipient_ids: &p.recipient_ids,
-                                deliver_to: &p.deliver_to,
-                                created_at: now,
-                                response: None,
-                                key: None,
-                            };
-                            written.push(messages::insert_post(&mut *conn, &post).await?);
-                        }
-                        tx.note_task(task);
-                        for result in &written {
-                            tx.note_entries(result);
-                        }
-                        Ok((value, written.into_iter().map(Ok).collect::<Vec<_>>()))
-                    })
-                },
-                move |(value, written)| after(value, written),
-            )
-            .await
+                        written.push(messages::insert_post(&mut *conn, &post).await?);
+                    }
+                    tx.note_task(task);
+                    for result in &written {
+                        tx.note_entries(result);
+                    }
+                    Ok((value, written.into_iter().map(Ok).collect::<Vec<_>>()))
+                })
+            },
+            move |(value, written)| after(value, written),
+        )
+        .await
     }
 }
 

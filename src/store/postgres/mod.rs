@@ -13,10 +13,10 @@ pub mod copy;
 mod epoch;
 mod inbox;
 mod listen;
+mod message_staging;
 mod messages;
 mod outbox;
 mod registry;
-mod staging;
 mod tables;
 mod tasks;
 mod usage;
@@ -34,14 +34,18 @@ use super::StoreError;
 use super::records::{Change, NodeConnections};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use writer::PgWriter;
+use writer::PgTx;
+
+use futures_util::future::BoxFuture;
+
+use crate::store::writer::{Isolation, Writer};
 
 /// Handle to a PostgreSQL database: a read pool, this node's writer, and what the other
 /// nodes commit ([`listen`]). Cheap to clone.
 #[derive(Clone)]
 pub struct PgStore {
     read: PgPool,
-    writer: PgWriter,
+    writer: Writer<PgTx>,
     changes: Arc<std::sync::Mutex<Option<mpsc::Receiver<Vec<Change>>>>>,
     /// Stops the background tasks (listening, disk-use gauges) at close.
     listening: CancellationToken,
@@ -74,12 +78,28 @@ impl PgStore {
         tokio::spawn(usage::run(read.clone(), listening.clone()));
         Ok(PgStore {
             read,
-            writer: PgWriter::spawn(write, options, pid),
+            writer: Writer::spawn(PgTx::new(write, options, pid)),
             changes: Arc::new(std::sync::Mutex::new(Some(rx))),
             listening,
             connections_written: Arc::default(),
             node,
         })
+    }
+
+    /// Runs `job` in the next group commit (inside a savepoint taken with its first
+    /// statement), then `after` on the writer task right after the commit, in commit
+    /// order; its error fails the call.
+    async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
+    where
+        F: for<'c> FnOnce(&'c mut PgTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.writer
+            .write_then(Isolation::Savepoint, job, after)
+            .await
     }
 
     /// What the other nodes commit, for the one who pushes it to this node's live

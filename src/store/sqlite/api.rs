@@ -10,7 +10,7 @@ use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::message_row::RenderedMessage;
-use super::posts::{IdempotencyRow, PostSlot, StagedPost};
+use super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
 use super::{
     SqliteStore, agents, callbacks, idempotency, inbox, messages, retention, settings, tasks, teams,
 };

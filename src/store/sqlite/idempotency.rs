@@ -1,5 +1,5 @@
 //! First answers to requests sent with an `Idempotency-Key`. They are written with the
-//! message they answer, by the batch insert in [`super::posts`].
+//! message they answer, by the batch insert in [`super::message_staging`].
 
 use sqlx::{Row, SqliteExecutor};
 use switchboard_types::ids::AgentPk;

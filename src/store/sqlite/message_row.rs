@@ -1,6 +1,6 @@
 //! A message row as the store writes it: its JSON columns rendered on the caller's
 //! thread, the rest bound by the writer, in one column order for the batch's insert
-//! (`posts`) and the one-by-one path (`post_one`).
+//! (`message_staging`) and the one-by-one path (`message_staging_one`).
 
 use switchboard_types::time::Timestamp;
 
@@ -45,7 +45,7 @@ impl RenderedMessage {
 
     /// The message's row but its pk: the 21 columns after `pk` in [`MESSAGE_ROW`]'s
     /// order, for the batch's insert (either driver, see `direct`) and
-    /// [`post_one`](super::post_one::post_one)'s.
+    /// [`message_staging_one`](super::message_staging_one::message_staging_one)'s.
     pub(super) fn columns(&self, created_at: Timestamp) -> [Col<'_>; MESSAGE_BINDS] {
         let m = &self.message;
         [

@@ -15,10 +15,10 @@ mod idempotency;
 mod inbox;
 pub(crate) mod lock;
 mod message_row;
+mod message_staging;
+mod message_staging_one;
+mod message_staging_sql;
 mod messages;
-mod post_one;
-mod post_sql;
-mod posts;
 mod remotes;
 mod retention;
 mod rows;
@@ -40,8 +40,10 @@ use sqlx::sqlite::{
 };
 
 use checkpoint::WalBound;
-use posts::PostStaging;
-use writer::{Isolation, WriteTx, Writer};
+use message_staging::PostStaging;
+use writer::WriteTx;
+
+use crate::store::writer::{Isolation, Writer};
 
 use super::{Durability, StoreError, StoreOptions};
 
@@ -52,7 +54,7 @@ type Tx = WriteTx<PostStaging>;
 #[derive(Clone)]
 pub struct SqliteStore {
     read: SqlitePool,
-    writer: Writer<PostStaging>,
+    writer: Writer<Tx>,
     checkpoints: std::sync::Arc<Checkpointer>,
     /// This process's claim on the file, released by [`SqliteStore::close`].
     serving: std::sync::Arc<std::sync::Mutex<Option<lock::ServingLock>>>,
@@ -225,12 +227,11 @@ impl SqliteStore {
         let bound = wal_bound(path, opts);
         let direct = direct::Direct::open(path, opts)
             .map_err(|e| StoreError::Corrupt(format!("opening the direct connection: {e}")))?;
-        let staging = posts::PostStaging::with_direct(direct);
-        let writer = Writer::spawn(write_conn, staging, bound.clone()).map_err(|source| {
-            StoreError::Location {
-                path: path.to_path_buf(),
-                source,
-            }
+        let staging = message_staging::PostStaging::with_direct(direct);
+        let tx = WriteTx::new(write_conn, staging, bound.clone());
+        let writer = Writer::spawn_on_thread(tx).map_err(|source| StoreError::Location {
+            path: path.to_path_buf(),
+            source,
         })?;
         let stop = tokio_util::sync::CancellationToken::new();
         // The checkpoint task never waits for a lock: whatever it cannot do now it does

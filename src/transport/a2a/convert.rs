@@ -27,12 +27,7 @@ const MAX_DESCRIPTION: usize = 2000;
 /// `messageId`, so that the same send retried finds the task it made instead of making
 /// a second one (task ids are unique per originator, so the store itself says so).
 pub fn task_id_for(key: &str) -> String {
-    let plain = key.len() <= 60
-        && !key.is_empty()
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if plain {
+    if switchboard_types::ids::fits_id_alphabet(key, 60) {
         format!("a2a-{key}")
     } else {
         let digest = Sha256::digest(key.as_bytes());

@@ -18,7 +18,7 @@
 
 mod card;
 mod convert;
-mod outbound;
+mod outside;
 mod push;
 mod rpc;
 mod send;
@@ -28,7 +28,7 @@ mod wire;
 
 use std::sync::Arc;
 
-pub use outbound::Delegation;
+pub use outside::Delegation;
 
 use axum::Router;
 use axum::http::HeaderMap;

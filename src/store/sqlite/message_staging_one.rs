@@ -7,7 +7,7 @@ use sqlx::{Row, SqliteConnection};
 use switchboard_types::ids::{AgentPk, MessagePk};
 
 use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW};
-use super::posts::StagedPost;
+use super::message_staging::StagedPost;
 use super::rows::{Query, to_json, values_list};
 use crate::store::StoreError;
 use crate::store::records::PostResult;
@@ -44,7 +44,7 @@ const POST_IDEMPOTENCY: &str = "
 /// Writes one post (its message, inbox entries, response link and idempotency key) in
 /// one query inside its own savepoint, rolled back on any failure so nothing is left
 /// behind. Returns the message's key and the `(agent, seq)` of each inbox entry.
-pub(super) async fn post_one(
+pub(super) async fn message_staging_one(
     conn: &mut SqliteConnection,
     p: &StagedPost,
 ) -> Result<PostResult, StoreError> {
@@ -88,7 +88,7 @@ pub(super) async fn post_one(
     })
 }
 
-/// Binds the parameters of the statements [`post_one`] chose, in their order.
+/// Binds the parameters of the statements [`message_staging_one`] chose, in their order.
 fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreError> {
     let m = &p.rendered.message;
     let at = p.created_at.micros();

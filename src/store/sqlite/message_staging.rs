@@ -14,13 +14,14 @@ use switchboard_types::time::Timestamp;
 
 use super::direct::Direct;
 use super::message_row::{MESSAGE_BINDS, RenderedMessage};
-use super::post_one::post_one;
-use super::post_sql::{INBOX_INSERT, KEYS_INSERT, RESPONSES_INSERT, messages_insert};
+use super::message_staging_one::message_staging_one;
+use super::message_staging_sql::{INBOX_INSERT, KEYS_INSERT, RESPONSES_INSERT, messages_insert};
 use super::rows::{Col, JsonRows, size_index, to_json};
 use super::task_staging::{self, StagedTask, TaskSlot, flush_tasks};
-use super::writer::{MAX_BATCH, Staging};
+use super::writer::Staging;
 use crate::store::StoreError;
 use crate::store::records::{IdempotencyClaim, PostResult, ResponseLink};
+use crate::store::writer::MAX_BATCH;
 
 /// The first answer to remember for an idempotency key.
 pub(super) struct IdempotencyRow {
@@ -339,7 +340,7 @@ fn flush_statement(n: usize, ends: Ends) -> Option<(&'static str, usize)> {
 /// largest of [`SIZES`] at a time, each time inside a savepoint, with pks and sequence
 /// numbers from `ids` (per agent in staging order, so in commit order). If a shared
 /// insert fails, it is rolled back and each of its posts is written on its own
-/// ([`post_one`]), so one bad post fails alone. Every post's slot is filled either way.
+/// ([`message_staging_one`]), so one bad post fails alone. Every post's slot is filled either way.
 async fn flush_posts(conn: &mut SqliteConnection, ids: &mut IdCounters, posts: Vec<StagedPost>) {
     for chunk in posts.chunks(MAX_BATCH) {
         match flush_together(conn, ids, chunk, Ends::Open).await {
@@ -427,7 +428,7 @@ fn fill(posts: &[StagedPost], results: Vec<PostResult>) {
 /// The slow path: each post on its own, in its own savepoint.
 async fn one_by_one(conn: &mut SqliteConnection, posts: &[StagedPost]) {
     for p in posts {
-        let outcome = post_one(conn, p).await.map_err(Arc::new);
+        let outcome = message_staging_one(conn, p).await.map_err(Arc::new);
         p.slot.fill(outcome);
     }
 }

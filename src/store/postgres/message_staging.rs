@@ -1,4 +1,4 @@
-//! Posts staged for the batch's shared insert, as on SQLite (`store::sqlite::posts`):
+//! Posts staged for the batch's shared insert, as on SQLite (`store::sqlite::message_staging`):
 //! statements, not rows, are what cost — on PostgreSQL each is a round trip to the
 //! server, and a post written on its own took four (its savepoint, its statement, the
 //! release). A post job stages its message here; the writer writes the whole batch's

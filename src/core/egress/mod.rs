@@ -1,13 +1,17 @@
-//! The one HTTP client shape for requests the server makes on its own (task callbacks,
+//! Egress: the requests the server makes on its own, and where it may send them. The
+//! one HTTP client shape for them (task callbacks,
 //! webhooks, A2A delegation): it resolves host names to public addresses only (unless
 //! private ones are allowed), so no URL a client gave can lead a request into the
 //! server's own network, and it never follows redirects (a redirect could).
+
+pub mod ip_ranges;
+pub mod urls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::addresses::is_public;
+use ip_ranges::is_public;
 
 struct PublicResolver {
     allow_private: bool,

@@ -6,7 +6,7 @@
 //! link-local and other non-public ranges are refused unless the operator allows them
 //! (`--allow-private-callbacks`). The check runs on the URL at submission and again on
 //! every address a host name resolves to at sending time, so DNS cannot smuggle a
-//! private address in later; both use one classification ([`super::addresses`]).
+//! private address in later; both use one classification ([`super::ip_ranges`]).
 
 use std::net::IpAddr;
 
@@ -14,8 +14,8 @@ use url::Url;
 
 use switchboard_types::tasks::MAX_CALLBACK_URL;
 
-use super::addresses::is_public;
-use super::{CoreError, CoreResult};
+use super::ip_ranges::is_public;
+use crate::core::{CoreError, CoreResult};
 
 /// Whether `text` is meant as a URL (rather than an agent id).
 pub fn looks_like_url(text: &str) -> bool {

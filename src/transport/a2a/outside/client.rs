@@ -6,7 +6,7 @@ use a2a::{AgentCard, Task as A2aTask};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::core::outbound::describe;
+use crate::core::egress::describe;
 
 /// Where the card is, when the URL given is the agent's base URL.
 const WELL_KNOWN: &str = "/.well-known/agent-card.json";

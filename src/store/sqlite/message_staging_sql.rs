@@ -1,4 +1,4 @@
-//! The statements of the batch's shared insert of staged posts (`posts`), one per
+//! The statements of the batch's shared insert of staged messages (`message_staging`), one per
 //! table, for both ways a batch is written: composed into one multi-statement round trip
 //! through sqlx, or run one by one on the writer's direct connection (`direct`).
 

@@ -80,7 +80,7 @@ impl Delegation {
         stop: CancellationToken,
     ) -> Result<Delegation, String> {
         Ok(Delegation {
-            http: crate::core::outbound::http_client(CALL_TIMEOUT, allow_private)?,
+            http: crate::core::egress::http_client(CALL_TIMEOUT, allow_private)?,
             core,
             running: Arc::default(),
             stop,
@@ -454,7 +454,7 @@ fn id_of(name: &str) -> String {
         .trim()
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            if switchboard_types::ids::is_id_char(c) {
                 c
             } else {
                 '-'
