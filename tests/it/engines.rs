@@ -13,6 +13,8 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "engines::",
     "nodes::",
     "storage::",
+    // Runs its stories on both engines itself.
+    "store_contract::",
     "large_inbox::",
     "migrate_db::",
     "database_files::",

@@ -43,5 +43,6 @@ mod retention;
 mod send;
 mod stomp;
 mod storage;
+mod store_contract;
 mod tasks;
 mod teams;
