@@ -1,9 +1,9 @@
 //! `switchboard admin …`: create a team (admin token), register agents (team key).
 
 use switchboard_client::{HttpTransport, call};
-use switchboard_types::Operation;
 use switchboard_types::agents::{AgentRegistered, RegisterAgent};
 use switchboard_types::teams::{CreateTeam, TeamCreated};
+use switchboard_types::{AgentOp, Operation, TeamOp};
 
 use super::{AdminAgentCommand, AdminArgs, AdminCommand, Failure, TeamCommand, inert, show, token};
 
@@ -20,7 +20,8 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
         AdminCommand::Team(TeamCommand::Create { name, team_id }) => {
             let http = http()?;
             let input = CreateTeam { name, team_id };
-            let answer: TeamCreated = call(&http, Operation::CreateTeam(input)).await?;
+            let answer: TeamCreated =
+                call(&http, Operation::Teams(TeamOp::CreateTeam(input))).await?;
             show(c.json, &answer, || {
                 format!(
                     "team {} created; its key (shown once): {}",
@@ -45,10 +46,10 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 watch: None,
             };
             let http = http()?;
-            let operation = Operation::RegisterAgent {
+            let operation = Operation::Agents(AgentOp::RegisterAgent {
                 team_id: team,
                 agent,
-            };
+            });
             let answer: AgentRegistered = call(&http, operation).await?;
             show(c.json, &answer, || {
                 format!(

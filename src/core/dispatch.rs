@@ -1,7 +1,7 @@
 //! The one entry every transport calls: an operation and who asks, to its answer.
 
 use switchboard_types::tasks::{TaskRequest, TaskSubmitted};
-use switchboard_types::{Operation, Reply};
+use switchboard_types::{AgentOp, MessageOp, Operation, Reply, TaskOp, TeamOp};
 
 use super::tasks::Following;
 use switchboard_types::ErrorCode;
@@ -37,6 +37,25 @@ impl Core {
         reply
     }
 
+    /// Performs `operation` for `caller` and hands its answer over typed, for a
+    /// transport that renders the answer itself (A2A) rather than the JSON of the
+    /// [`Reply`]. Each operation has one answer type; another is a defect of the core.
+    pub async fn call<T>(&self, caller: &Caller, operation: impl Into<Operation>) -> CoreResult<T>
+    where
+        T: TryFrom<Reply, Error = Reply>,
+    {
+        let operation = operation.into();
+        let name = operation.name();
+        let reply = self.dispatch(caller, operation).await?;
+        T::try_from(reply).map_err(|other| {
+            CoreError::internal(format!(
+                "{name} answered {:?}, not {}",
+                std::mem::discriminant(&other),
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
     /// A TaskRequest submitted over a transport whose caller follows the task there
     /// rather than in its inbox (A2A): `SubmitTask`, without the originator's
     /// notifications (see [`Following::Transport`]).
@@ -59,8 +78,19 @@ impl Core {
         }
     }
 
+    /// One exhaustive handler per resource: an operation added to a resource's enum
+    /// does not compile until its handler says what it does.
     async fn dispatch_any(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
-        use Operation as Op;
+        match operation {
+            Operation::Teams(op) => self.dispatch_team(caller, op).await,
+            Operation::Agents(op) => self.dispatch_agent(caller, op).await,
+            Operation::Messages(op) => self.dispatch_message(caller, op).await,
+            Operation::Tasks(op) => self.dispatch_task(caller, op).await,
+        }
+    }
+
+    async fn dispatch_team(&self, caller: &Caller, operation: TeamOp) -> CoreResult<Reply> {
+        use TeamOp as Op;
         Ok(match operation {
             Op::CreateTeam(input) => {
                 Reply::TeamCreated(boxed(self.create_team(caller, input)).await?)
@@ -78,6 +108,15 @@ impl Core {
             Op::RotateCallbackSecret { team_id } => {
                 Reply::CallbackSecret(boxed(self.rotate_callback_secret(caller, &team_id)).await?)
             }
+            Op::GetActivity { team_id } => {
+                Reply::Activity(boxed(self.team_activity(caller, team_id.as_deref())).await?)
+            }
+        })
+    }
+
+    async fn dispatch_agent(&self, caller: &Caller, operation: AgentOp) -> CoreResult<Reply> {
+        use AgentOp as Op;
+        Ok(match operation {
             Op::RegisterAgent { team_id, agent } => {
                 Reply::AgentRegistered(boxed(self.register_agent(caller, &team_id, agent)).await?)
             }
@@ -96,16 +135,12 @@ impl Core {
                 Reply::AgentRemoved(boxed(self.remove_agent(caller, &team_id, &agent_id)).await?)
             }
             Op::WhoAmI => Reply::WhoAmI(self.whoami(caller)?),
-            Op::GetActivity { team_id } => {
-                Reply::Activity(boxed(self.team_activity(caller, team_id.as_deref())).await?)
-            }
             Op::SetWatch(input) => Reply::Agent(boxed(self.set_watch(caller, input)).await?),
-            messaging => return self.dispatch_messaging(caller, messaging).await,
         })
     }
 
-    async fn dispatch_messaging(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
-        use Operation as Op;
+    async fn dispatch_message(&self, caller: &Caller, operation: MessageOp) -> CoreResult<Reply> {
+        use MessageOp as Op;
         Ok(match operation {
             Op::SendMessage {
                 message,
@@ -146,12 +181,11 @@ impl Core {
             } => Reply::Published(
                 boxed(self.publish(caller, publish, idempotency_key.as_deref())).await?,
             ),
-            tasks => return self.dispatch_tasks(caller, tasks).await,
         })
     }
 
-    async fn dispatch_tasks(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
-        use Operation as Op;
+    async fn dispatch_task(&self, caller: &Caller, operation: TaskOp) -> CoreResult<Reply> {
+        use TaskOp as Op;
         let updated = |task| Reply::TaskUpdated(Box::new(task));
         Ok(match operation {
             Op::SubmitTask(request) => Reply::TaskSubmitted(Box::new(
@@ -205,12 +239,6 @@ impl Core {
             ),
             Op::CancelTask { task_id, cancel } => {
                 updated(boxed(self.cancel_task(caller, &task_id, cancel)).await?)
-            }
-            other => {
-                return Err(super::CoreError::internal(format!(
-                    "{} reached the task dispatcher",
-                    other.name()
-                )));
             }
         })
     }

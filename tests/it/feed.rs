@@ -18,7 +18,7 @@ use switchboard::core::{Caller, Core, CoreSettings};
 use switchboard::hub::HubSettings;
 use switchboard::store::{Store, StoreOptions};
 use switchboard_types::routing::Via;
-use switchboard_types::{Operation, Reply};
+use switchboard_types::{AgentOp, MessageOp, Operation, Reply, TeamOp};
 
 use crate::support::ADMIN;
 
@@ -48,9 +48,9 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
     let created = core
         .dispatch(
             &Caller::Admin,
-            Operation::CreateTeam(
+            Operation::Teams(TeamOp::CreateTeam(
                 serde_json::from_value(json!({"name": "feed", "team_id": "feed"})).expect("team"),
-            ),
+            )),
         )
         .await
         .expect("team created");
@@ -63,13 +63,13 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
         let reply = core
             .dispatch(
                 &key,
-                Operation::RegisterAgent {
+                Operation::Agents(AgentOp::RegisterAgent {
                     team_id: "feed".to_owned(),
                     agent: serde_json::from_value(
                         json!({"agent_id": name, "role": "worker", "capabilities": []}),
                     )
                     .expect("agent"),
-                },
+                }),
             )
             .await;
         let Ok(Reply::AgentRegistered(agent)) = reply else {
@@ -196,10 +196,10 @@ async fn send_one(core: &Core, sender: Caller, name: &str, text: &str, route: Op
         "route": route,
     }))
     .expect("message");
-    let op = Operation::SendMessage {
+    let op = Operation::Messages(MessageOp::SendMessage {
         message,
         idempotency_key: None,
-    };
+    });
     core.dispatch(&sender, op).await.expect("sent");
 }
 

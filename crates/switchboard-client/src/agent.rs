@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use switchboard_types::Operation;
 use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
@@ -18,6 +17,7 @@ use switchboard_types::tasks::{
     TaskSubmitted, TaskUpdated,
 };
 use switchboard_types::teams::WhoAmI;
+use switchboard_types::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
 use tokio::sync::mpsc;
 
 use crate::{ClientError, HttpTransport, Incoming, Transport, WsTransport, decode};
@@ -80,7 +80,7 @@ impl Client {
 
     /// A client on any transport; asks the server who the token belongs to.
     pub async fn with_transport(transport: Arc<dyn Transport>) -> Result<Client, ClientError> {
-        let me: WhoAmI = decode(transport.call(Operation::WhoAmI).await?)?;
+        let me: WhoAmI = decode(transport.call(Operation::Agents(AgentOp::WhoAmI)).await?)?;
         match (me.agent_id, me.team_id) {
             (Some(agent_id), Some(team_id)) => Ok(Client {
                 agent_id,
@@ -124,16 +124,17 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<SendResult, ClientError> {
         let idempotency_key = key(idempotency_key);
-        self.call(Operation::SendMessage {
+        self.call(Operation::Messages(MessageOp::SendMessage {
             message,
             idempotency_key,
-        })
+        }))
         .await
     }
 
     /// GET_MESSAGES.
     pub async fn get_messages(&self, query: InboxQuery) -> Result<InboxPage, ClientError> {
-        self.call(Operation::GetMessages(query)).await
+        self.call(Operation::Messages(MessageOp::GetMessages(query)))
+            .await
     }
 
     /// Publishes under a tag to an address set (MetaGPT's `publish_message`).
@@ -143,36 +144,38 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<PublishResult, ClientError> {
         let idempotency_key = key(idempotency_key);
-        self.call(Operation::Publish {
+        self.call(Operation::Messages(MessageOp::Publish {
             publish,
             idempotency_key,
-        })
+        }))
         .await
     }
 
     /// Replaces this agent's watched tags and/or addresses (MetaGPT's `_watch` and
     /// `set_addresses`).
     pub async fn set_watch(&self, set: SetWatch) -> Result<AgentEnvelope, ClientError> {
-        self.call(Operation::SetWatch(set)).await
+        self.call(Operation::Agents(AgentOp::SetWatch(set))).await
     }
 
     /// The team's activity: per member, unread news and open tasks; whether it is idle.
     pub async fn team_activity(&self) -> Result<TeamActivity, ClientError> {
-        self.call(Operation::GetActivity { team_id: None }).await
+        self.call(Operation::Teams(TeamOp::GetActivity { team_id: None }))
+            .await
     }
 
     /// One message the agent sent or received, with its responses.
     pub async fn get_message(&self, message_id: &str) -> Result<MessageDetail, ClientError> {
         let message_id = message_id.to_owned();
-        self.call(Operation::GetMessage { message_id }).await
+        self.call(Operation::Messages(MessageOp::GetMessage { message_id }))
+            .await
     }
 
     /// MARK_MESSAGE_READ.
     pub async fn mark_read(&self, message_ids: &[&str]) -> Result<MarkReadResult, ClientError> {
-        self.call(Operation::MarkMessageRead(MarkRead {
+        self.call(Operation::Messages(MessageOp::MarkMessageRead(MarkRead {
             agent_id: self.agent_id.clone(),
             message_ids: message_ids.iter().map(|s| (*s).to_owned()).collect(),
-        }))
+        })))
         .await
     }
 
@@ -183,11 +186,11 @@ impl Client {
         response: RespondToMessage,
         idempotency_key: Option<&str>,
     ) -> Result<RespondResult, ClientError> {
-        self.call(Operation::RespondToMessage {
+        self.call(Operation::Messages(MessageOp::RespondToMessage {
             message_id: message_id.to_owned(),
             response,
             idempotency_key: key(idempotency_key),
-        })
+        }))
         .await
     }
 
@@ -198,10 +201,10 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<BroadcastResult, ClientError> {
         let idempotency_key = key(idempotency_key);
-        self.call(Operation::BroadcastUpdate {
+        self.call(Operation::Messages(MessageOp::BroadcastUpdate {
             update,
             idempotency_key,
-        })
+        }))
         .await
     }
 
@@ -212,27 +215,29 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<AssistanceResult, ClientError> {
         let idempotency_key = key(idempotency_key);
-        self.call(Operation::RequestAssistance {
+        self.call(Operation::Messages(MessageOp::RequestAssistance {
             request,
             idempotency_key,
-        })
+        }))
         .await
     }
 
     /// Submits a TaskRequest (`originating_agent_id` must be this agent).
     pub async fn submit_task(&self, request: TaskRequest) -> Result<TaskSubmitted, ClientError> {
-        self.call(Operation::SubmitTask(request)).await
+        self.call(Operation::Tasks(TaskOp::SubmitTask(request)))
+            .await
     }
 
     /// A task with its history.
     pub async fn get_task(&self, task_id: &str) -> Result<TaskDetail, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::GetTask { task_id }).await
+        self.call(Operation::Tasks(TaskOp::GetTask { task_id }))
+            .await
     }
 
     /// The agent's tasks.
     pub async fn list_tasks(&self, query: TaskQuery) -> Result<TaskList, ClientError> {
-        self.call(Operation::ListTasks(query)).await
+        self.call(Operation::Tasks(TaskOp::ListTasks(query))).await
     }
 
     /// Hands a task to another agent.
@@ -242,7 +247,8 @@ impl Client {
         handoff: Handoff,
     ) -> Result<TaskUpdated, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::HandOff { task_id, handoff }).await
+        self.call(Operation::Tasks(TaskOp::HandOff { task_id, handoff }))
+            .await
     }
 
     /// Asks the originator a question (the assignee).
@@ -251,11 +257,11 @@ impl Client {
         task_id: &str,
         clarify: Clarify,
     ) -> Result<TaskUpdated, ClientError> {
-        self.call(Operation::Clarify {
+        self.call(Operation::Tasks(TaskOp::Clarify {
             task_id: task_id.to_owned(),
             clarify,
             requested_by: None,
-        })
+        }))
         .await
     }
 
@@ -266,12 +272,12 @@ impl Client {
         clarification_id: &str,
         answer: Answer,
     ) -> Result<TaskUpdated, ClientError> {
-        self.call(Operation::AnswerClarification {
+        self.call(Operation::Tasks(TaskOp::AnswerClarification {
             task_id: task_id.to_owned(),
             clarification_id: clarification_id.to_owned(),
             answer,
             response_provided_by: None,
-        })
+        }))
         .await
     }
 
@@ -281,17 +287,18 @@ impl Client {
         task_id: &str,
         result: TaskResult,
     ) -> Result<TaskUpdated, ClientError> {
-        self.call(Operation::ReportTask {
+        self.call(Operation::Tasks(TaskOp::ReportTask {
             task_id: task_id.to_owned(),
             result,
             agent_id: None,
-        })
+        }))
         .await
     }
 
     /// Cancels a task (the originator).
     pub async fn cancel(&self, task_id: &str, cancel: Cancel) -> Result<TaskUpdated, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::CancelTask { task_id, cancel }).await
+        self.call(Operation::Tasks(TaskOp::CancelTask { task_id, cancel }))
+            .await
     }
 }

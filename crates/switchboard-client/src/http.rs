@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use switchboard_types::MessageOp;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
@@ -103,12 +104,12 @@ impl Transport for HttpTransport {
         tokio::spawn(async move {
             let mut last = after.unwrap_or(0);
             loop {
-                let poll = Operation::GetMessages(InboxQuery {
+                let poll = Operation::Messages(MessageOp::GetMessages(InboxQuery {
                     sort_order: Some(SortOrder::OldestFirst),
                     after_seq: Some(last),
                     limit: Some(POLL_PAGE),
                     ..InboxQuery::default()
-                });
+                }));
                 let page = match rest_call(&poll) {
                     Ok(request) => match perform(&http, &base, &token, &request).await {
                         Ok(body) => serde_json::from_value::<InboxPage>(body)

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use switchboard_types::Operation;
+use switchboard_types::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
 
 use crate::ClientError;
 
@@ -98,37 +98,41 @@ fn query_string(value: &Value) -> String {
 /// The REST request that performs `op`.
 pub fn rest_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
-        Operation::CreateTeam(body) => RestCall::post("/v1/teams".into(), body),
-        Operation::GetTeam { team_id } => RestCall::get(format!("/v1/teams/{}", seg(team_id))),
-        Operation::UpdateTeam { team_id, patch } => {
+        Operation::Teams(TeamOp::CreateTeam(body)) => RestCall::post("/v1/teams".into(), body),
+        Operation::Teams(TeamOp::GetTeam { team_id }) => {
+            RestCall::get(format!("/v1/teams/{}", seg(team_id)))
+        }
+        Operation::Teams(TeamOp::UpdateTeam { team_id, patch }) => {
             RestCall::write(Method::PATCH, format!("/v1/teams/{}", seg(team_id)), patch)
         }
-        Operation::TeamMetrics { team_id } => {
+        Operation::Teams(TeamOp::TeamMetrics { team_id }) => {
             RestCall::get(format!("/v1/teams/{}/metrics", seg(team_id)))
         }
-        Operation::CallbackSecret { team_id } => {
+        Operation::Teams(TeamOp::CallbackSecret { team_id }) => {
             RestCall::get(format!("/v1/teams/{}/callback-secret", seg(team_id)))
         }
-        Operation::RotateCallbackSecret { team_id } => RestCall::post(
+        Operation::Teams(TeamOp::RotateCallbackSecret { team_id }) => RestCall::post(
             format!("/v1/teams/{}/callback-secret", seg(team_id)),
             &Map::new(),
         ),
-        Operation::RegisterAgent { team_id, agent } => {
+        Operation::Agents(AgentOp::RegisterAgent { team_id, agent }) => {
             RestCall::post(format!("/v1/teams/{}/agents", seg(team_id)), agent)
         }
-        Operation::ListAgents { team_id, query } => {
+        Operation::Agents(AgentOp::ListAgents { team_id, query }) => {
             RestCall::read(format!("/v1/teams/{}/agents", seg(team_id)), query)
         }
-        Operation::GetAgent { team_id, agent_id } => RestCall::get(agent_path(team_id, agent_id)),
-        Operation::UpdateAgent {
+        Operation::Agents(AgentOp::GetAgent { team_id, agent_id }) => {
+            RestCall::get(agent_path(team_id, agent_id))
+        }
+        Operation::Agents(AgentOp::UpdateAgent {
             team_id,
             agent_id,
             patch,
-        } => RestCall::write(Method::PATCH, agent_path(team_id, agent_id), patch),
-        Operation::RemoveAgent { team_id, agent_id } => {
+        }) => RestCall::write(Method::PATCH, agent_path(team_id, agent_id), patch),
+        Operation::Agents(AgentOp::RemoveAgent { team_id, agent_id }) => {
             Ok(RestCall::new(Method::DELETE, agent_path(team_id, agent_id)))
         }
-        Operation::WhoAmI => RestCall::get("/v1/whoami".into()),
+        Operation::Agents(AgentOp::WhoAmI) => RestCall::get("/v1/whoami".into()),
         messaging => messaging_call(messaging),
     }
 }
@@ -139,55 +143,63 @@ fn agent_path(team_id: &str, agent_id: &str) -> String {
 
 fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
-        Operation::SendMessage {
+        Operation::Messages(MessageOp::SendMessage {
             message,
             idempotency_key,
-        } => keyed(
+        }) => keyed(
             RestCall::post("/v1/messages".into(), message),
             idempotency_key,
         ),
-        Operation::GetMessages(query) => RestCall::read("/v1/messages".into(), query),
-        Operation::GetMessage { message_id } => {
+        Operation::Messages(MessageOp::GetMessages(query)) => {
+            RestCall::read("/v1/messages".into(), query)
+        }
+        Operation::Messages(MessageOp::GetMessage { message_id }) => {
             RestCall::get(format!("/v1/messages/{}", seg(message_id)))
         }
-        Operation::MarkMessageRead(mark) => RestCall::post("/v1/messages/read".into(), mark),
-        Operation::RespondToMessage {
+        Operation::Messages(MessageOp::MarkMessageRead(mark)) => {
+            RestCall::post("/v1/messages/read".into(), mark)
+        }
+        Operation::Messages(MessageOp::RespondToMessage {
             message_id,
             response,
             idempotency_key,
-        } => keyed(
+        }) => keyed(
             RestCall::post(
                 format!("/v1/messages/{}/responses", seg(message_id)),
                 response,
             ),
             idempotency_key,
         ),
-        Operation::BroadcastUpdate {
+        Operation::Messages(MessageOp::BroadcastUpdate {
             update,
             idempotency_key,
-        } => keyed(
+        }) => keyed(
             RestCall::post("/v1/broadcasts".into(), update),
             idempotency_key,
         ),
-        Operation::RequestAssistance {
+        Operation::Messages(MessageOp::RequestAssistance {
             request,
             idempotency_key,
-        } => keyed(
+        }) => keyed(
             RestCall::post("/v1/assistance-requests".into(), request),
             idempotency_key,
         ),
-        Operation::Publish {
+        Operation::Messages(MessageOp::Publish {
             publish,
             idempotency_key,
-        } => keyed(
+        }) => keyed(
             RestCall::post("/v1/publish".into(), publish),
             idempotency_key,
         ),
-        Operation::GetActivity {
+        Operation::Teams(TeamOp::GetActivity {
             team_id: Some(team_id),
-        } => RestCall::get(format!("/v1/teams/{}/activity", seg(team_id))),
-        Operation::GetActivity { team_id: None } => RestCall::get("/v1/activity".into()),
-        Operation::SetWatch(set) => RestCall::write(Method::PUT, "/v1/watch".into(), set),
+        }) => RestCall::get(format!("/v1/teams/{}/activity", seg(team_id))),
+        Operation::Teams(TeamOp::GetActivity { team_id: None }) => {
+            RestCall::get("/v1/activity".into())
+        }
+        Operation::Agents(AgentOp::SetWatch(set)) => {
+            RestCall::write(Method::PUT, "/v1/watch".into(), set)
+        }
         tasks => task_call(tasks),
     }
 }
@@ -199,27 +211,35 @@ fn action(task_id: &str, action: &str, body: &impl Serialize) -> Result<RestCall
 
 fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
-        Operation::SubmitTask(request) => RestCall::post("/v1/tasks".into(), request),
-        Operation::GetTask { task_id } => RestCall::get(format!("/v1/tasks/{}", seg(task_id))),
-        Operation::ListTasks(query) => RestCall::read("/v1/tasks".into(), query),
-        Operation::ReportTask {
+        Operation::Tasks(TaskOp::SubmitTask(request)) => {
+            RestCall::post("/v1/tasks".into(), request)
+        }
+        Operation::Tasks(TaskOp::GetTask { task_id }) => {
+            RestCall::get(format!("/v1/tasks/{}", seg(task_id)))
+        }
+        Operation::Tasks(TaskOp::ListTasks(query)) => RestCall::read("/v1/tasks".into(), query),
+        Operation::Tasks(TaskOp::ReportTask {
             task_id, result, ..
-        } => action(task_id, "result", result),
-        Operation::HandOff { task_id, handoff } => action(task_id, "handoff", handoff),
-        Operation::Clarify {
+        }) => action(task_id, "result", result),
+        Operation::Tasks(TaskOp::HandOff { task_id, handoff }) => {
+            action(task_id, "handoff", handoff)
+        }
+        Operation::Tasks(TaskOp::Clarify {
             task_id, clarify, ..
-        } => action(task_id, "clarifications", clarify),
-        Operation::AnswerClarification {
+        }) => action(task_id, "clarifications", clarify),
+        Operation::Tasks(TaskOp::AnswerClarification {
             task_id,
             clarification_id,
             answer,
             ..
-        } => action(
+        }) => action(
             task_id,
             &format!("clarifications/{}/answer", seg(clarification_id)),
             answer,
         ),
-        Operation::CancelTask { task_id, cancel } => action(task_id, "cancel", cancel),
+        Operation::Tasks(TaskOp::CancelTask { task_id, cancel }) => {
+            action(task_id, "cancel", cancel)
+        }
         other => Err(ClientError::Transport(format!(
             "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",
             other.name()

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ErrorBody;
 use crate::messages::MessageView;
-use crate::operation::Operation;
+use crate::operation::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
 
 /// The operations an agent may send as frames, by frame `type`.
 pub const SOCKET_OPERATIONS: &[&str] = &[
@@ -227,18 +227,18 @@ pub fn operation_from_fields(kind: &str, fields: Fields) -> Result<Operation, Er
 /// Decodes an operation frame's fields (without `type` and `request_id`).
 fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
     Ok(match kind {
-        "send_message" => Operation::SendMessage {
+        "send_message" => Operation::Messages(MessageOp::SendMessage {
             idempotency_key: take(&mut f, "idempotency_key")?,
             message: rest(f)?,
-        },
-        "get_messages" => Operation::GetMessages(rest(unnest_filters(f))?),
+        }),
+        "get_messages" => Operation::Messages(MessageOp::GetMessages(rest(unnest_filters(f))?)),
         "get_message" => {
             let message_id = take(&mut f, "message_id")?;
             none_left(f)?;
-            Operation::GetMessage { message_id }
+            Operation::Messages(MessageOp::GetMessage { message_id })
         }
-        "mark_message_read" => Operation::MarkMessageRead(rest(f)?),
-        "respond_to_message" => Operation::RespondToMessage {
+        "mark_message_read" => Operation::Messages(MessageOp::MarkMessageRead(rest(f)?)),
+        "respond_to_message" => Operation::Messages(MessageOp::RespondToMessage {
             idempotency_key: take(&mut f, "idempotency_key")?,
             message_id: match f.get("original_message_id") {
                 Some(Value::String(id)) => id.clone(),
@@ -250,28 +250,28 @@ fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
                 }
             },
             response: rest(f)?,
-        },
-        "broadcast_update" => Operation::BroadcastUpdate {
+        }),
+        "broadcast_update" => Operation::Messages(MessageOp::BroadcastUpdate {
             idempotency_key: take(&mut f, "idempotency_key")?,
             update: rest(f)?,
-        },
-        "request_assistance" => Operation::RequestAssistance {
+        }),
+        "request_assistance" => Operation::Messages(MessageOp::RequestAssistance {
             idempotency_key: take(&mut f, "idempotency_key")?,
             request: rest(f)?,
-        },
+        }),
         "whoami" => {
             none_left(f)?;
-            Operation::WhoAmI
+            Operation::Agents(AgentOp::WhoAmI)
         }
-        "publish" => Operation::Publish {
+        "publish" => Operation::Messages(MessageOp::Publish {
             idempotency_key: take(&mut f, "idempotency_key")?,
             publish: rest(f)?,
-        },
-        "set_watch" => Operation::SetWatch(rest(f)?),
+        }),
+        "set_watch" => Operation::Agents(AgentOp::SetWatch(rest(f)?)),
         "get_activity" => {
             let team_id = take(&mut f, "team_id")?;
             none_left(f)?;
-            Operation::GetActivity { team_id }
+            Operation::Teams(TeamOp::GetActivity { team_id })
         }
         task_kind => decode_task_operation(task_kind, f)?,
     })
@@ -280,39 +280,39 @@ fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
 /// The task protocol's frames (and the task reads).
 fn decode_task_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
     Ok(match kind {
-        "TaskRequest" => Operation::SubmitTask(rest(f)?),
-        "TaskResponse" => Operation::ReportTask {
+        "TaskRequest" => Operation::Tasks(TaskOp::SubmitTask(rest(f)?)),
+        "TaskResponse" => Operation::Tasks(TaskOp::ReportTask {
             task_id: take(&mut f, "task_id")?,
             agent_id: take(&mut f, "agent_id")?,
             result: rest(f)?,
-        },
-        "CallbackNotification" => Operation::ReportCallback(rest(f)?),
-        "ErrorMessage" => Operation::ReportError(rest(f)?),
-        "HandoffNotification" => Operation::HandOff {
+        }),
+        "CallbackNotification" => Operation::Tasks(TaskOp::ReportCallback(rest(f)?)),
+        "ErrorMessage" => Operation::Tasks(TaskOp::ReportError(rest(f)?)),
+        "HandoffNotification" => Operation::Tasks(TaskOp::HandOff {
             task_id: take(&mut f, "task_id")?,
             handoff: rest(f)?,
-        },
-        "ClarificationRequest" => Operation::Clarify {
+        }),
+        "ClarificationRequest" => Operation::Tasks(TaskOp::Clarify {
             task_id: take(&mut f, "task_id")?,
             requested_by: take(&mut f, "requested_by")?,
             clarify: rest(f)?,
-        },
-        "ClarificationResponse" => Operation::AnswerClarification {
+        }),
+        "ClarificationResponse" => Operation::Tasks(TaskOp::AnswerClarification {
             task_id: take(&mut f, "task_id")?,
             clarification_id: take(&mut f, "clarification_id")?,
             response_provided_by: take(&mut f, "response_provided_by")?,
             answer: rest(f)?,
-        },
-        "cancel_task" => Operation::CancelTask {
+        }),
+        "cancel_task" => Operation::Tasks(TaskOp::CancelTask {
             task_id: take(&mut f, "task_id")?,
             cancel: rest(f)?,
-        },
+        }),
         "get_task" => {
             let task_id = take(&mut f, "task_id")?;
             none_left(f)?;
-            Operation::GetTask { task_id }
+            Operation::Tasks(TaskOp::GetTask { task_id })
         }
-        "list_tasks" => Operation::ListTasks(rest(f)?),
+        "list_tasks" => Operation::Tasks(TaskOp::ListTasks(rest(f)?)),
         other => {
             let known: Vec<&str> = SOCKET_OPERATIONS
                 .iter()
@@ -347,49 +347,51 @@ fn operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error>
         }
     };
     match op {
-        Operation::SendMessage {
+        Operation::Messages(MessageOp::SendMessage {
             message,
             idempotency_key,
-        } => {
+        }) => {
             put("idempotency_key", json!(idempotency_key));
             return merged(f, message);
         }
-        Operation::GetMessages(query) => return merged(f, query),
-        Operation::GetMessage { message_id } => put("message_id", json!(message_id)),
-        Operation::MarkMessageRead(mark) => return merged(f, mark),
-        Operation::RespondToMessage {
+        Operation::Messages(MessageOp::GetMessages(query)) => return merged(f, query),
+        Operation::Messages(MessageOp::GetMessage { message_id }) => {
+            put("message_id", json!(message_id))
+        }
+        Operation::Messages(MessageOp::MarkMessageRead(mark)) => return merged(f, mark),
+        Operation::Messages(MessageOp::RespondToMessage {
             message_id,
             response,
             idempotency_key,
-        } => {
+        }) => {
             put("idempotency_key", json!(idempotency_key));
             put("original_message_id", json!(message_id));
             return merged(f, response);
         }
-        Operation::BroadcastUpdate {
+        Operation::Messages(MessageOp::BroadcastUpdate {
             update,
             idempotency_key,
-        } => {
+        }) => {
             put("idempotency_key", json!(idempotency_key));
             return merged(f, update);
         }
-        Operation::RequestAssistance {
+        Operation::Messages(MessageOp::RequestAssistance {
             request,
             idempotency_key,
-        } => {
+        }) => {
             put("idempotency_key", json!(idempotency_key));
             return merged(f, request);
         }
-        Operation::WhoAmI => {}
-        Operation::Publish {
+        Operation::Agents(AgentOp::WhoAmI) => {}
+        Operation::Messages(MessageOp::Publish {
             publish,
             idempotency_key,
-        } => {
+        }) => {
             put("idempotency_key", json!(idempotency_key));
             return merged(f, publish);
         }
-        Operation::SetWatch(set) => return merged(f, set),
-        Operation::GetActivity { team_id } => put("team_id", json!(team_id)),
+        Operation::Agents(AgentOp::SetWatch(set)) => return merged(f, set),
+        Operation::Teams(TeamOp::GetActivity { team_id }) => put("team_id", json!(team_id)),
         other => return task_operation_fields(other),
     }
     Ok(Some(f))
@@ -403,48 +405,48 @@ fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::E
         }
     };
     match op {
-        Operation::SubmitTask(request) => return merged(f, request),
-        Operation::ReportTask {
+        Operation::Tasks(TaskOp::SubmitTask(request)) => return merged(f, request),
+        Operation::Tasks(TaskOp::ReportTask {
             task_id,
             result,
             agent_id,
-        } => {
+        }) => {
             put("task_id", json!(task_id));
             put("agent_id", json!(agent_id));
             return merged(f, result);
         }
-        Operation::ReportCallback(report) => return merged(f, report),
-        Operation::ReportError(report) => return merged(f, report),
-        Operation::HandOff { task_id, handoff } => {
+        Operation::Tasks(TaskOp::ReportCallback(report)) => return merged(f, report),
+        Operation::Tasks(TaskOp::ReportError(report)) => return merged(f, report),
+        Operation::Tasks(TaskOp::HandOff { task_id, handoff }) => {
             put("task_id", json!(task_id));
             return merged(f, handoff);
         }
-        Operation::Clarify {
+        Operation::Tasks(TaskOp::Clarify {
             task_id,
             clarify,
             requested_by,
-        } => {
+        }) => {
             put("task_id", json!(task_id));
             put("requested_by", json!(requested_by));
             return merged(f, clarify);
         }
-        Operation::AnswerClarification {
+        Operation::Tasks(TaskOp::AnswerClarification {
             task_id,
             clarification_id,
             answer,
             response_provided_by,
-        } => {
+        }) => {
             put("task_id", json!(task_id));
             put("clarification_id", json!(clarification_id));
             put("response_provided_by", json!(response_provided_by));
             return merged(f, answer);
         }
-        Operation::CancelTask { task_id, cancel } => {
+        Operation::Tasks(TaskOp::CancelTask { task_id, cancel }) => {
             put("task_id", json!(task_id));
             return merged(f, cancel);
         }
-        Operation::GetTask { task_id } => put("task_id", json!(task_id)),
-        Operation::ListTasks(query) => return merged(f, query),
+        Operation::Tasks(TaskOp::GetTask { task_id }) => put("task_id", json!(task_id)),
+        Operation::Tasks(TaskOp::ListTasks(query)) => return merged(f, query),
         _ => return Ok(None),
     }
     Ok(Some(f))

@@ -45,5 +45,5 @@ pub mod validate;
 
 pub use error::{ErrorBody, ErrorCode};
 pub use frames::{ClientFrame, ServerFrame};
-pub use operation::{Operation, Reply};
+pub use operation::{AgentOp, MessageOp, Operation, Reply, TaskOp, TeamOp};
 pub use time::Timestamp;

@@ -26,12 +26,23 @@ use crate::tasks::{
 };
 use crate::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
 
-/// One operation with all of its input. The name (`Operation::name`) is the WebSocket
-/// frame `type` for the operations an agent sends over the socket; the task protocol's
-/// keep the document's type names.
+/// One operation with all of its input, by the resource it acts on: the core has one
+/// exhaustive handler per resource, so an operation added here cannot fall through to an
+/// "unhandled" error. The name (`Operation::name`) is the WebSocket frame `type` for the
+/// operations an agent sends over the socket; the task protocol's keep the document's
+/// type names.
+#[derive(Debug, Clone)]
+pub enum Operation {
+    Teams(TeamOp),
+    Agents(AgentOp),
+    Messages(MessageOp),
+    Tasks(TaskOp),
+}
+
+/// What is done to a team: its settings, its figures, its callback key, its activity.
 #[derive(Debug, Clone, strum::IntoStaticStr)]
 #[strum(serialize_all = "snake_case")]
-pub enum Operation {
+pub enum TeamOp {
     /// Create a team (admin).
     CreateTeam(CreateTeam),
     GetTeam {
@@ -53,6 +64,24 @@ pub enum Operation {
     RotateCallbackSecret {
         team_id: String,
     },
+    /// Per member, unread news and open tasks; whether the team is idle. Without a
+    /// team id: the calling agent's team.
+    GetActivity {
+        team_id: Option<String>,
+    },
+}
+
+impl From<TeamOp> for Operation {
+    fn from(op: TeamOp) -> Operation {
+        Operation::Teams(op)
+    }
+}
+
+/// What is done to an agent of a team: registration, lookup, change, removal, and what
+/// the calling agent says of itself (who it is, what it watches).
+#[derive(Debug, Clone, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum AgentOp {
     /// Register an agent (team key); answers its token once.
     RegisterAgent {
         team_id: String,
@@ -80,6 +109,20 @@ pub enum Operation {
     /// Who the token belongs to.
     #[strum(serialize = "whoami")]
     WhoAmI,
+    /// Replace the caller's addresses and/or watched tags.
+    SetWatch(SetWatch),
+}
+
+impl From<AgentOp> for Operation {
+    fn from(op: AgentOp) -> Operation {
+        Operation::Agents(op)
+    }
+}
+
+/// The agent communication contract's operations, and MetaGPT-style publish.
+#[derive(Debug, Clone, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum MessageOp {
     /// SEND_MESSAGE.
     SendMessage {
         message: SendMessage,
@@ -88,9 +131,7 @@ pub enum Operation {
     /// GET_MESSAGES.
     GetMessages(InboxQuery),
     /// One message the caller sent or received.
-    GetMessage {
-        message_id: String,
-    },
+    GetMessage { message_id: String },
     /// MARK_MESSAGE_READ.
     MarkMessageRead(MarkRead),
     /// RESPOND_TO_MESSAGE.
@@ -109,6 +150,23 @@ pub enum Operation {
         request: RequestAssistance,
         idempotency_key: Option<String>,
     },
+    /// Publish under a tag to an address set (MetaGPT's `publish_message`).
+    Publish {
+        publish: Publish,
+        idempotency_key: Option<String>,
+    },
+}
+
+impl From<MessageOp> for Operation {
+    fn from(op: MessageOp) -> Operation {
+        Operation::Messages(op)
+    }
+}
+
+/// The task protocol's operations: a task from its submission to its end.
+#[derive(Debug, Clone, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum TaskOp {
     /// Submit a task (or ask the registry by message).
     #[strum(serialize = "TaskRequest")]
     SubmitTask(TaskRequest),
@@ -158,24 +216,23 @@ pub enum Operation {
         task_id: String,
         cancel: Cancel,
     },
-    /// Publish under a tag to an address set (MetaGPT's `publish_message`).
-    Publish {
-        publish: Publish,
-        idempotency_key: Option<String>,
-    },
-    /// Replace the caller's addresses and/or watched tags.
-    SetWatch(SetWatch),
-    /// Per member, unread news and open tasks; whether the team is idle. Without a
-    /// team id: the calling agent's team.
-    GetActivity {
-        team_id: Option<String>,
-    },
+}
+
+impl From<TaskOp> for Operation {
+    fn from(op: TaskOp) -> Operation {
+        Operation::Tasks(op)
+    }
 }
 
 impl Operation {
     /// The operation's name (see the enum's documentation).
     pub fn name(&self) -> &'static str {
-        self.into()
+        match self {
+            Operation::Teams(op) => op.into(),
+            Operation::Agents(op) => op.into(),
+            Operation::Messages(op) => op.into(),
+            Operation::Tasks(op) => op.into(),
+        }
     }
 }
 
@@ -233,4 +290,46 @@ pub enum Reply {
     TaskUpdated(Box<TaskUpdated>),
     Published(PublishResult),
     Activity(TeamActivity),
+}
+
+/// Each answer type from the [`Reply`] that carries it: a caller that knows which answer
+/// its operation has takes it typed (`Core::call`), and the one place that could find
+/// another answer says so, instead of every caller matching the enum.
+macro_rules! typed_replies {
+    ($($variant:ident($ty:ty);)*) => {$(
+        impl TryFrom<Reply> for $ty {
+            type Error = Reply;
+            fn try_from(reply: Reply) -> Result<$ty, Reply> {
+                match reply {
+                    Reply::$variant(answer) => Ok(answer),
+                    other => Err(other),
+                }
+            }
+        }
+    )*};
+}
+
+typed_replies! {
+    TeamCreated(TeamCreated);
+    Team(TeamView);
+    TeamMetrics(TeamMetrics);
+    CallbackSecret(CallbackSecret);
+    AgentRegistered(AgentRegistered);
+    Agents(AgentList);
+    Agent(AgentEnvelope);
+    AgentRemoved(AgentRemoved);
+    WhoAmI(WhoAmI);
+    Sent(SendResult);
+    Inbox(InboxPage);
+    Message(Box<MessageDetail>);
+    MarkedRead(MarkReadResult);
+    Responded(RespondResult);
+    Broadcast(BroadcastResult);
+    Assistance(AssistanceResult);
+    TaskSubmitted(Box<TaskSubmitted>);
+    Task(Box<TaskDetail>);
+    Tasks(TaskList);
+    TaskUpdated(Box<TaskUpdated>);
+    Published(PublishResult);
+    Activity(TeamActivity);
 }

@@ -7,6 +7,8 @@
 //! carry an `ETag` (a hash of the card) and are cacheable privately for a minute.
 
 use std::collections::HashMap;
+use switchboard_types::AgentOp;
+use switchboard_types::agents::{AgentEnvelope, AgentList};
 
 use a2a::{
     AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill,
@@ -18,10 +20,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use switchboard_types::agents::{AgentQuery, AgentView};
-use switchboard_types::{Operation, Reply};
 
 use super::A2aState;
-use crate::core::CoreError;
+
 use crate::transport::common::{ApiError, ApiResult};
 
 /// The A2A protocol version the interfaces speak.
@@ -37,16 +38,11 @@ pub async fn card(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let caller = state.authenticate(&headers).await?;
-    let reply = state
+    let found: AgentEnvelope = state
         .core
-        .dispatch(&caller, Operation::GetAgent { team_id, agent_id })
+        .call(&caller, AgentOp::GetAgent { team_id, agent_id })
         .await
         .map_err(ApiError)?;
-    let Reply::Agent(found) = reply else {
-        return Err(ApiError(CoreError::internal(
-            "GetAgent answered something else",
-        )));
-    };
     let card = build(&found.agent, &base_url(&headers));
     Ok(cached(
         &headers,
@@ -62,22 +58,12 @@ pub async fn directory(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let caller = state.authenticate(&headers).await?;
-    let reply = state
+    let query = AgentQuery::default();
+    let list: AgentList = state
         .core
-        .dispatch(
-            &caller,
-            Operation::ListAgents {
-                team_id,
-                query: AgentQuery::default(),
-            },
-        )
+        .call(&caller, AgentOp::ListAgents { team_id, query })
         .await
         .map_err(ApiError)?;
-    let Reply::Agents(list) = reply else {
-        return Err(ApiError(CoreError::internal(
-            "ListAgents answered something else",
-        )));
-    };
     let base = base_url(&headers);
     let cards: Vec<serde_json::Value> = list
         .agents

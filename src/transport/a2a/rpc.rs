@@ -3,7 +3,11 @@
 //! `403`, `404` with the contract's body, as on REST); everything after is a JSON-RPC
 //! answer with status 200.
 
+use crate::core::CoreResult;
 use std::collections::HashMap;
+use switchboard_types::agents::AgentEnvelope;
+use switchboard_types::tasks::{TaskList, TaskUpdated};
+use switchboard_types::teams::WhoAmI;
 
 use a2a::{
     A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcError, JsonRpcId, ListTasksRequest,
@@ -20,7 +24,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use switchboard_types::decode::CommaList;
 use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
-use switchboard_types::{ErrorCode, Operation, Reply};
+use switchboard_types::{AgentOp, ErrorCode, Operation, Reply, TaskOp};
 
 use super::v03::{self, Dialect};
 use super::{A2aState, convert, push, send, stream, wire};
@@ -59,16 +63,11 @@ impl Interface {
                 "A2A calls are made by agents: use an agent token of the team",
             )));
         }
-        let reply = state
+        let found: AgentEnvelope = state
             .core
-            .dispatch(&caller, Operation::GetAgent { team_id, agent_id })
+            .call(&caller, AgentOp::GetAgent { team_id, agent_id })
             .await?;
-        let Reply::Agent(found) = reply else {
-            return Err(ApiError(CoreError::internal("GetAgent answered otherwise")));
-        };
-        let Reply::WhoAmI(whoami) = state.core.dispatch(&caller, Operation::WhoAmI).await? else {
-            return Err(ApiError(CoreError::internal("WhoAmI answered otherwise")));
-        };
+        let whoami: WhoAmI = state.core.call(&caller, AgentOp::WhoAmI).await?;
         let Some(me) = whoami.agent_id else {
             return Err(ApiError(CoreError::internal(
                 "an agent token names no agent",
@@ -83,10 +82,14 @@ impl Interface {
         })
     }
 
-    pub async fn dispatch(&self, operation: Operation) -> Result<Reply, A2AError> {
+    /// Performs `operation` as the caller, its answer typed (see `Core::call`).
+    pub async fn call<T>(&self, operation: impl Into<Operation>) -> Result<T, A2AError>
+    where
+        T: TryFrom<Reply, Error = Reply>,
+    {
         self.state
             .core
-            .dispatch(&self.caller, operation)
+            .call(&self.caller, operation)
             .await
             .map_err(to_a2a)
     }
@@ -95,10 +98,11 @@ impl Interface {
     /// another member's tasks are not reachable through this interface).
     pub async fn task(&self, task_id: &str) -> Result<TaskDetail, A2AError> {
         let task_id = self.reference(task_id);
-        match self.dispatch(Operation::GetTask { task_id }).await? {
-            Reply::Task(detail) if self.owns(&detail.task) => Ok(*detail),
-            Reply::Task(detail) => Err(A2AError::task_not_found(&detail.task.task_id)),
-            _ => Err(A2AError::internal("GetTask answered otherwise")),
+        let detail: Box<TaskDetail> = self.call(TaskOp::GetTask { task_id }).await?;
+        if self.owns(&detail.task) {
+            Ok(*detail)
+        } else {
+            Err(A2AError::task_not_found(&detail.task.task_id))
         }
     }
 
@@ -525,9 +529,7 @@ async fn list(
         cursor: request.page_token.filter(|t| !t.is_empty()),
         target_agent_id: Some(interface.agent.clone()),
     };
-    let Reply::Tasks(list) = interface.dispatch(Operation::ListTasks(query)).await? else {
-        return Err(A2AError::internal("ListTasks answered otherwise"));
-    };
+    let list: TaskList = interface.call(TaskOp::ListTasks(query)).await?;
     let after = request.status_timestamp_after.map(|t| t.timestamp_micros());
     let history = history_length(request.history_length)?.or(Some(0));
     let tasks: Vec<a2a::Task> = list
@@ -575,18 +577,17 @@ async fn cancel(interface: &Interface, request: CancelTaskRequest) -> Result<a2a
         .and_then(|m| m.get("reason"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let operation = Operation::CancelTask {
+    let operation = TaskOp::CancelTask {
         task_id: interface.reference(&request.id),
         cancel: Cancel { reason },
     };
-    match interface
+    let canceled: CoreResult<Box<TaskUpdated>> = interface
         .state
         .core
-        .dispatch(&interface.caller, operation)
-        .await
-    {
-        Ok(Reply::TaskUpdated(updated)) => Ok(convert::task(&updated.task, None)),
-        Ok(_) => Err(A2AError::internal("CancelTask answered otherwise")),
+        .call(&interface.caller, operation)
+        .await;
+    match canceled {
+        Ok(updated) => Ok(convert::task(&updated.task, None)),
         Err(err) if err.code() == ErrorCode::InvalidTaskTransition => {
             Err(A2AError::task_not_cancelable(&request.id))
         }

@@ -5,12 +5,14 @@
 //! is then); `returnImmediately` answers with the task as submitted.
 
 use std::time::Duration;
+use switchboard_types::TaskOp;
+use switchboard_types::tasks::TaskUpdated;
 
 use a2a::{A2AError, Message, SendMessageRequest};
 use axum::http::HeaderMap;
+use switchboard_types::ErrorCode;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{Answer, Task, TaskDetail};
-use switchboard_types::{ErrorCode, Operation, Reply};
 
 use super::rpc::{Interface, to_a2a};
 use super::{convert, push};
@@ -141,17 +143,14 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
             "the answer to a question is text: the message has no text part",
         ));
     }
-    let Reply::TaskUpdated(answered) = interface
-        .dispatch(Operation::AnswerClarification {
+    let answered: Box<TaskUpdated> = interface
+        .call(TaskOp::AnswerClarification {
             task_id: interface.reference(task_id),
             clarification_id: open.clarification_id.clone(),
             answer: Answer { answer: text },
             response_provided_by: None,
         })
-        .await?
-    else {
-        return Err(A2AError::internal("AnswerClarification answered otherwise"));
-    };
+        .await?;
     Ok(Sent {
         task_id: task_id.to_owned(),
         after_seq: newest(&detail),

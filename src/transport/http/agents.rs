@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::AgentOp;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::agents::{
@@ -40,7 +41,12 @@ async fn register_agent(
     JsonBody(input): JsonBody<RegisterAgent>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
     let agent = input;
-    created(state, &caller, Operation::RegisterAgent { team_id, agent }).await
+    created(
+        state,
+        &caller,
+        Operation::Agents(AgentOp::RegisterAgent { team_id, agent }),
+    )
+    .await
 }
 
 /// Look agents up by capability and/or status (any member, the team key, the admin).
@@ -59,7 +65,12 @@ async fn list_agents(
     PathParams(team_id): PathParams<String>,
     QueryParams(query): QueryParams<AgentQuery>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::ListAgents { team_id, query }).await
+    ok(
+        state,
+        &caller,
+        Operation::Agents(AgentOp::ListAgents { team_id, query }),
+    )
+    .await
 }
 
 /// Read one agent.
@@ -77,7 +88,12 @@ async fn get_agent(
     Auth(caller): Auth,
     PathParams((team_id, agent_id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetAgent { team_id, agent_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Agents(AgentOp::GetAgent { team_id, agent_id }),
+    )
+    .await
 }
 
 /// Update an agent: the agent itself (status, role, capabilities, address) or the team
@@ -103,11 +119,11 @@ async fn update_agent(
     ok(
         state,
         &caller,
-        Operation::UpdateAgent {
+        Operation::Agents(AgentOp::UpdateAgent {
             team_id,
             agent_id,
             patch,
-        },
+        }),
     )
     .await
 }
@@ -128,5 +144,10 @@ async fn remove_agent(
     Auth(caller): Auth,
     PathParams((team_id, agent_id)): PathParams<(String, String)>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::RemoveAgent { team_id, agent_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Agents(AgentOp::RemoveAgent { team_id, agent_id }),
+    )
+    .await
 }

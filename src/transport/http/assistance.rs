@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::MessageOp;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
@@ -44,10 +45,10 @@ async fn request_assistance(
     created(
         state,
         &caller,
-        Operation::RequestAssistance {
+        Operation::Messages(MessageOp::RequestAssistance {
             request: input,
             idempotency_key: key,
-        },
+        }),
     )
     .await
 }

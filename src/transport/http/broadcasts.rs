@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::MessageOp;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
@@ -42,10 +43,10 @@ async fn broadcast(
     created(
         state,
         &caller,
-        Operation::BroadcastUpdate {
+        Operation::Messages(MessageOp::BroadcastUpdate {
             update: input,
             idempotency_key: key,
-        },
+        }),
     )
     .await
 }

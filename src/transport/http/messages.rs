@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::MessageOp;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::inbox::{InboxPage, InboxQuery};
@@ -53,10 +54,10 @@ async fn send_message(
     created(
         state,
         &caller,
-        Operation::SendMessage {
+        Operation::Messages(MessageOp::SendMessage {
             message: input,
             idempotency_key: key,
-        },
+        }),
     )
     .await
 }
@@ -78,7 +79,12 @@ async fn get_messages(
     Auth(caller): Auth,
     QueryParams(query): QueryParams<InboxQuery>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetMessages(query)).await
+    ok(
+        state,
+        &caller,
+        Operation::Messages(MessageOp::GetMessages(query)),
+    )
+    .await
 }
 
 /// Read one message the caller sent or received, with its responses (and, for the
@@ -96,7 +102,12 @@ async fn get_message(
     Auth(caller): Auth,
     PathParams(message_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetMessage { message_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Messages(MessageOp::GetMessage { message_id }),
+    )
+    .await
 }
 
 /// MARK_MESSAGE_READ: mark messages of the caller's inbox read.
@@ -114,7 +125,12 @@ async fn mark_read(
     Auth(caller): Auth,
     JsonBody(input): JsonBody<MarkRead>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::MarkMessageRead(input)).await
+    ok(
+        state,
+        &caller,
+        Operation::Messages(MessageOp::MarkMessageRead(input)),
+    )
+    .await
 }
 
 /// RESPOND_TO_MESSAGE: answer a message that requires a response.
@@ -148,11 +164,11 @@ async fn respond(
     created(
         state,
         &caller,
-        Operation::RespondToMessage {
+        Operation::Messages(MessageOp::RespondToMessage {
             message_id,
             response: input,
             idempotency_key: key,
-        },
+        }),
     )
     .await
 }

@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::publish::{Publish, PublishResult, SetWatch, TeamActivity};
-use switchboard_types::{ErrorBody, Operation, Reply};
+use switchboard_types::{AgentOp, ErrorBody, MessageOp, Operation, Reply, TeamOp};
 
 use super::{HttpState, created, ok};
 use crate::transport::common::{ApiResult, Auth, IdempotencyKey, JsonBody, PathParams};
@@ -50,10 +50,10 @@ async fn publish(
     created(
         state,
         &caller,
-        Operation::Publish {
+        Operation::Messages(MessageOp::Publish {
             publish: input,
             idempotency_key: key,
-        },
+        }),
     )
     .await
 }
@@ -79,7 +79,12 @@ async fn activity(
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
     let team_id = Some(team_id);
-    ok(state, &caller, Operation::GetActivity { team_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::GetActivity { team_id }),
+    )
+    .await
 }
 
 /// The calling agent's team's activity (as `GET /v1/teams/{team_id}/activity`).
@@ -94,7 +99,12 @@ async fn own_activity(
     State(state): State<HttpState>,
     Auth(caller): Auth,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetActivity { team_id: None }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::GetActivity { team_id: None }),
+    )
+    .await
 }
 
 /// Replace the calling agent's watched tags and/or addresses.
@@ -117,5 +127,5 @@ async fn set_watch(
     Auth(caller): Auth,
     JsonBody(input): JsonBody<SetWatch>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::SetWatch(input)).await
+    ok(state, &caller, Operation::Agents(AgentOp::SetWatch(input))).await
 }

@@ -9,7 +9,7 @@ use switchboard_types::tasks::{
     Answer, CallbackSecret, Cancel, Clarify, Handoff, TaskDetail, TaskList, TaskQuery, TaskRequest,
     TaskResult, TaskSubmitted, TaskUpdated,
 };
-use switchboard_types::{ErrorBody, Operation, Reply};
+use switchboard_types::{ErrorBody, Operation, Reply, TaskOp, TeamOp};
 
 use super::{HttpState, created, dispatch, ok};
 use crate::transport::common::{ApiResult, Auth, JsonBody, PathParams, QueryParams};
@@ -53,7 +53,7 @@ async fn submit_task(
     Auth(caller): Auth,
     JsonBody(input): JsonBody<TaskRequest>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
-    let reply = dispatch(&state, &caller, Operation::SubmitTask(input)).await?;
+    let reply = dispatch(&state, &caller, Operation::Tasks(TaskOp::SubmitTask(input))).await?;
     // A stored task is created; a registry request answered by the server is not.
     let status = match &reply {
         Reply::TaskSubmitted(submitted) if submitted.task.is_none() => StatusCode::OK,
@@ -77,7 +77,7 @@ async fn list_tasks(
     Auth(caller): Auth,
     QueryParams(query): QueryParams<TaskQuery>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::ListTasks(query)).await
+    ok(state, &caller, Operation::Tasks(TaskOp::ListTasks(query))).await
 }
 
 /// A task with its full history and callback deliveries (its originator and any
@@ -97,7 +97,12 @@ async fn get_task(
     Auth(caller): Auth,
     PathParams(task_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetTask { task_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Tasks(TaskOp::GetTask { task_id }),
+    )
+    .await
 }
 
 /// Hand the task to another agent (its assignee or originator).
@@ -125,10 +130,10 @@ async fn handoff(
     ok(
         state,
         &caller,
-        Operation::HandOff {
+        Operation::Tasks(TaskOp::HandOff {
             task_id,
             handoff: input,
-        },
+        }),
     )
     .await
 }
@@ -155,11 +160,11 @@ async fn clarify(
     created(
         state,
         &caller,
-        Operation::Clarify {
+        Operation::Tasks(TaskOp::Clarify {
             task_id,
             clarify: input,
             requested_by: None,
-        },
+        }),
     )
     .await
 }
@@ -189,12 +194,12 @@ async fn answer(
     ok(
         state,
         &caller,
-        Operation::AnswerClarification {
+        Operation::Tasks(TaskOp::AnswerClarification {
             task_id,
             clarification_id,
             answer: input,
             response_provided_by: None,
-        },
+        }),
     )
     .await
 }
@@ -221,11 +226,11 @@ async fn report(
     ok(
         state,
         &caller,
-        Operation::ReportTask {
+        Operation::Tasks(TaskOp::ReportTask {
             task_id,
             result: input,
             agent_id: None,
-        },
+        }),
     )
     .await
 }
@@ -252,10 +257,10 @@ async fn cancel(
     ok(
         state,
         &caller,
-        Operation::CancelTask {
+        Operation::Tasks(TaskOp::CancelTask {
             task_id,
             cancel: input,
-        },
+        }),
     )
     .await
 }
@@ -277,7 +282,12 @@ async fn get_callback_secret(
     Auth(caller): Auth,
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::CallbackSecret { team_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::CallbackSecret { team_id }),
+    )
+    .await
 }
 
 /// Replace the team's callback secret (team key or admin); later callbacks use the new
@@ -295,5 +305,10 @@ async fn rotate_callback_secret(
     Auth(caller): Auth,
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::RotateCallbackSecret { team_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::RotateCallbackSecret { team_id }),
+    )
+    .await
 }

@@ -7,7 +7,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::metrics::TeamMetrics;
 use switchboard_types::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
-use switchboard_types::{ErrorBody, Operation, Reply};
+use switchboard_types::{AgentOp, ErrorBody, Operation, Reply, TeamOp};
 
 use super::{HttpState, created, ok};
 use crate::transport::common::{ApiResult, Auth, JsonBody, PathParams};
@@ -37,7 +37,7 @@ async fn create_team(
     Auth(caller): Auth,
     JsonBody(input): JsonBody<CreateTeam>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
-    created(state, &caller, Operation::CreateTeam(input)).await
+    created(state, &caller, Operation::Teams(TeamOp::CreateTeam(input))).await
 }
 
 /// Read a team (any of its agents, its team key, or the admin).
@@ -54,7 +54,12 @@ async fn get_team(
     Auth(caller): Auth,
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::GetTeam { team_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::GetTeam { team_id }),
+    )
+    .await
 }
 
 /// Rename a team or switch its communication on or off (team key or admin).
@@ -75,7 +80,12 @@ async fn update_team(
     PathParams(team_id): PathParams<String>,
     JsonBody(patch): JsonBody<UpdateTeam>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::UpdateTeam { team_id, patch }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::UpdateTeam { team_id, patch }),
+    )
+    .await
 }
 
 /// Communication metrics per agent: sent, received, unread, responses given and the
@@ -94,7 +104,12 @@ async fn team_metrics(
     Auth(caller): Auth,
     PathParams(team_id): PathParams<String>,
 ) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::TeamMetrics { team_id }).await
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::TeamMetrics { team_id }),
+    )
+    .await
 }
 
 /// Who the token belongs to: its kind, team and agent id.
@@ -104,5 +119,5 @@ async fn team_metrics(
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
     ))]
 async fn whoami(State(state): State<HttpState>, Auth(caller): Auth) -> ApiResult<Json<Reply>> {
-    ok(state, &caller, Operation::WhoAmI).await
+    ok(state, &caller, Operation::Agents(AgentOp::WhoAmI)).await
 }

@@ -12,7 +12,7 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTempla
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 use switchboard_types::inbox::{InboxQuery, MAX_PAGE};
-use switchboard_types::{Operation, Reply};
+use switchboard_types::{MessageOp, Operation, Reply, TaskOp};
 use tokio::task::AbortHandle;
 
 use crate::core::{Caller, Core};
@@ -65,10 +65,10 @@ fn parse(uri: &str) -> Result<Named, McpError> {
 /// The resource's current content as JSON, read as `caller`.
 async fn current(core: &Core, caller: &Caller, named: &Named) -> Result<Value, McpError> {
     let operation = match named {
-        Named::Inbox => Operation::GetMessages(InboxQuery::default()),
-        Named::Task(task_id) => Operation::GetTask {
+        Named::Inbox => Operation::Messages(MessageOp::GetMessages(InboxQuery::default())),
+        Named::Task(task_id) => Operation::Tasks(TaskOp::GetTask {
             task_id: task_id.clone(),
-        },
+        }),
     };
     let reply: Reply = core.dispatch(caller, operation).await.map_err(|err| {
         let body = err.into_body();

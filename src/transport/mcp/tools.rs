@@ -5,6 +5,7 @@
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 use std::time::Duration;
+use switchboard_types::AgentOp;
 
 use switchboard_types::decode::decode_value;
 use switchboard_types::frames::operation_from_fields;
@@ -390,10 +391,10 @@ fn operation(
         }
         if matches!(spec.decode, FindAgents) {
             let query = decode_value(Value::Object(fields))?;
-            return Ok(Operation::ListAgents {
+            return Ok(Operation::Agents(AgentOp::ListAgents {
                 team_id: team.team_id.clone(),
                 query,
-            });
+            }));
         }
     }
     match spec.decode {
@@ -409,10 +410,10 @@ fn operation(
             fields.insert("status".into(), Value::String(status.into()));
             Ok(operation_from_fields("TaskResponse", fields)?)
         }
-        Register => Ok(Operation::RegisterAgent {
+        Register => Ok(Operation::Agents(AgentOp::RegisterAgent {
             team_id: core.own_team_id(caller)?,
             agent: decode_value(Value::Object(fields))?,
-        }),
+        })),
         FindAgents | Wait => Err(CoreError::internal("decoded elsewhere")),
     }
 }

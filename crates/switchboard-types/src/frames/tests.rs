@@ -2,6 +2,7 @@ use serde_json::json;
 
 use super::*;
 use crate::messages::{Content, MessageKind, MessageType, Priority, SendMessage};
+use crate::operation::{MessageOp, TeamOp};
 use crate::tasks::TaskFrame;
 
 fn err(text: &str) -> Box<BadFrame> {
@@ -29,10 +30,10 @@ fn decodes_acks_pings_and_operations() {
         panic!("{frame:?}");
     };
     assert_eq!(request_id, json!("r1"));
-    let Operation::SendMessage {
+    let Operation::Messages(MessageOp::SendMessage {
         message,
         idempotency_key,
-    } = *operation
+    }) = *operation
     else {
         panic!("not a send");
     };
@@ -44,7 +45,7 @@ fn decodes_acks_pings_and_operations() {
     let Ok(ClientFrame::Request { operation, .. }) = nested else {
         panic!("{nested:?}");
     };
-    let Operation::GetMessages(q) = *operation else {
+    let Operation::Messages(MessageOp::GetMessages(q)) = *operation else {
         panic!("not an inbox query");
     };
     assert_eq!((q.unread_only, q.limit), (Some(true), Some(5)));
@@ -92,10 +93,10 @@ fn client_frames_round_trip() {
     };
     let frame = ClientFrame::Request {
         request_id: json!(3),
-        operation: Box::new(Operation::SendMessage {
+        operation: Box::new(Operation::Messages(MessageOp::SendMessage {
             message,
             idempotency_key: Some("key-1".into()),
-        }),
+        })),
     };
     let text = frame.encode().expect("a socket operation");
     let Ok(ClientFrame::Request {
@@ -106,10 +107,10 @@ fn client_frames_round_trip() {
         panic!("{text}");
     };
     assert_eq!(request_id, json!(3));
-    let Operation::SendMessage {
+    let Operation::Messages(MessageOp::SendMessage {
         message,
         idempotency_key,
-    } = *operation
+    }) = *operation
     else {
         panic!("{text}");
     };
@@ -120,9 +121,9 @@ fn client_frames_round_trip() {
     );
     let admin = ClientFrame::Request {
         request_id: json!(4),
-        operation: Box::new(Operation::GetTeam {
+        operation: Box::new(Operation::Teams(TeamOp::GetTeam {
             team_id: "t".into(),
-        }),
+        })),
     };
     assert!(
         matches!(admin.encode(), Err(EncodeError::NotCarried("get_team"))),

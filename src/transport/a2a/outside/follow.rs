@@ -9,14 +9,15 @@
 //! follower picks the task up where it was, without a table of its own.
 
 use std::time::Duration;
+use switchboard_types::TaskOp;
 
 use a2a::{Message as A2aMessage, PartContent, Task as A2aTask, TaskState};
 use serde_json::{Map, Value, json};
+use switchboard_types::Operation;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{
     Clarify, TaskDetail, TaskEventKind, TaskResponseStatus, TaskResult,
 };
-use switchboard_types::{Operation, Reply};
 
 use super::Delegate;
 use super::client::{CallError, Remote};
@@ -245,11 +246,11 @@ async fn apply(
                 .map(crate::transport::a2a::convert::text_of)
                 .filter(|q| !q.trim().is_empty())
                 .unwrap_or_else(|| "The agent needs more input.".to_owned());
-            let asked = Operation::Clarify {
+            let asked = Operation::Tasks(TaskOp::Clarify {
                 task_id: task_id.clone(),
                 clarify: Clarify { question },
                 requested_by: None,
-            };
+            });
             d.core.dispatch(caller, asked).await?;
             *asked_at = Some(marker);
             Ok(Applied::Changed)
@@ -393,15 +394,11 @@ fn remote<'a>(d: &'a Delegate, binding: &'a super::Binding) -> Remote<'a> {
 }
 
 async fn local(caller: &Caller, d: &Delegate, task_id: &str) -> Result<TaskDetail, Stop> {
-    let get = Operation::GetTask {
+    let get = TaskOp::GetTask {
         task_id: task_id.to_owned(),
     };
-    match d.core.dispatch(caller, get).await? {
-        Reply::Task(detail) => Ok(*detail),
-        _ => Err(Stop::Core(CoreError::internal(
-            "GetTask answered otherwise",
-        ))),
-    }
+    let detail: Box<TaskDetail> = d.core.call(caller, get).await?;
+    Ok(*detail)
 }
 
 async fn report(
@@ -411,14 +408,14 @@ async fn report(
     status: TaskResponseStatus,
     result_data: Value,
 ) -> Result<(), CoreError> {
-    let op = Operation::ReportTask {
+    let op = Operation::Tasks(TaskOp::ReportTask {
         task_id: task_id.to_owned(),
         result: TaskResult {
             status,
             result_data,
         },
         agent_id: None,
-    };
+    });
     d.core.dispatch(caller, op).await.map(|_| ())
 }
 

@@ -17,6 +17,8 @@ mod watch;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
+use switchboard_types::inbox::InboxPage;
+use switchboard_types::tasks::TaskList;
 
 use axum::Json;
 use axum::extract::State;
@@ -31,7 +33,7 @@ use switchboard_types::messages::{MarkRead, MessageView};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{TaskQuery, TaskRole};
 use switchboard_types::time::Timestamp;
-use switchboard_types::{Operation, Reply};
+use switchboard_types::{MessageOp, Operation, TaskOp};
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -226,14 +228,12 @@ impl Delegate {
             limit: Some(1),
             ..Default::default()
         };
-        match self
+        let page: Option<InboxPage> = self
             .core
-            .dispatch(caller, Operation::GetMessages(query))
+            .call(caller, MessageOp::GetMessages(query))
             .await
-        {
-            Ok(Reply::Inbox(page)) => page.messages.first().and_then(|m| m.seq),
-            _ => None,
-        }
+            .ok();
+        page.and_then(|page| page.messages.first().and_then(|m| m.seq))
     }
 
     /// Follows the tasks these inbox entries give the agent, and marks every entry read
@@ -252,10 +252,10 @@ impl Delegate {
             }
             seen.push(message.message_id);
         }
-        let read = Operation::MarkMessageRead(MarkRead {
+        let read = Operation::Messages(MessageOp::MarkMessageRead(MarkRead {
             agent_id: self.agent_id.clone(),
             message_ids: seen,
-        });
+        }));
         if let Err(err) = self.core.dispatch(caller, read).await {
             tracing::debug!(agent = %self.agent_id, error = %err, "inbox entries not marked read");
         }
@@ -290,18 +290,13 @@ impl Delegate {
             limit: Some(100),
             ..TaskQuery::default()
         };
-        match self
-            .core
-            .dispatch(caller, Operation::ListTasks(query))
-            .await
-        {
-            Ok(Reply::Tasks(list)) => list
-                .tasks
+        let list: Option<TaskList> = self.core.call(caller, TaskOp::ListTasks(query)).await.ok();
+        list.map_or_else(Vec::new, |list| {
+            list.tasks
                 .into_iter()
                 .map(|t| format!("{}@{}", t.task_id, t.originating_agent_id))
-                .collect(),
-            _ => Vec::new(),
-        }
+                .collect()
+        })
     }
 
     /// Reads the card again; records what changed (a failure keeps the card it had).

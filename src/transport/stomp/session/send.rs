@@ -2,6 +2,7 @@
 //! plain queue or a topic with any body, as the connection's agent.
 
 use std::collections::HashSet;
+use switchboard_types::MessageOp;
 
 use switchboard_types::Operation;
 
@@ -39,10 +40,10 @@ impl<W: Wire> Session<'_, W> {
         let caller = sender_of(self.state, &self.identity, &self.agents, &sender).await?;
         let raw = String::from_utf8_lossy(&frame.body);
         let message = to_send_message(&sender, &to, &wise, &raw);
-        let operation = Operation::SendMessage {
+        let operation = Operation::Messages(MessageOp::SendMessage {
             message,
             idempotency_key: None,
-        };
+        });
         self.state
             .core
             .dispatch(&caller, operation)
@@ -66,14 +67,14 @@ impl<W: Wire> Session<'_, W> {
             .map_err(End::from_core)?;
         let content = plain_content(&to.to_header(), &frame.body, frame.get("content-type"));
         let operation = match (&to.queue, &to.agent_id) {
-            (Queue::Topic(tag), _) => Operation::Publish {
+            (Queue::Topic(tag), _) => Operation::Messages(MessageOp::Publish {
                 publish: to_publish(tag, content),
                 idempotency_key: None,
-            },
-            (_, Some(agent)) => Operation::SendMessage {
+            }),
+            (_, Some(agent)) => Operation::Messages(MessageOp::SendMessage {
                 message: to_plain_message(&me.agent_id, agent, content),
                 idempotency_key: None,
-            },
+            }),
             (_, None) => return Err(unknown_destination(&to.to_header())),
         };
         self.state
