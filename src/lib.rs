@@ -28,6 +28,7 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod hub;
+pub mod model;
 pub mod server;
 pub mod store;
 pub mod telemetry;

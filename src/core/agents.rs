@@ -14,8 +14,8 @@ use switchboard_types::time::Timestamp;
 
 use super::auth;
 use super::{Caller, Core, CoreError, CoreResult, Need};
+use crate::model::{AgentRecord, TeamRecord};
 use crate::store::StoreError;
-use crate::store::records::{AgentRecord, TeamRecord};
 
 impl Core {
     /// Registers an agent (team key or admin) and mints its token.

@@ -25,7 +25,7 @@ use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing};
 use super::{Caller, Core, CoreResult, ids};
-use crate::store::records::{AgentRecord, NewMessage};
+use crate::model::{AgentRecord, NewMessage};
 
 /// Share of `required` that `agent` has (1.0 when nothing is required).
 pub(super) fn capability_match(agent: &AgentRecord, required: &[String]) -> f64 {

@@ -14,7 +14,7 @@ pub use switchboard_types::routing::Via;
 pub use switchboard_types::teams::TokenKind;
 
 use super::error::CoreError;
-pub use crate::store::records::SecretHash;
+pub use crate::model::SecretHash;
 
 /// Who is making a call, as decided by the token alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use switchboard_types::messages::{Content, MessageKind, MessageType};
 
 use super::delivery::{Idempotency, Outgoing};
 use super::{Caller, Core, CoreResult, ids};
-use crate::store::records::NewMessage;
+use crate::model::NewMessage;
 
 impl Core {
     /// BROADCAST_UPDATE.

@@ -18,7 +18,7 @@ use switchboard_types::validate::check_idempotency_key;
 
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{Event, Hub, Push, Reservation};
-use crate::store::records::{
+use crate::model::{
     AgentRecord, Decided, IdempotencyClaim, MessageRecord, NewMessage, NewPost, PostContext,
     PostOutcome, PostResult, ResponseLink, StoredAnswer, TeamRecord,
 };

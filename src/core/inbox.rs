@@ -10,7 +10,7 @@ use switchboard_types::validate::check_text;
 
 use super::cursor;
 use super::{Caller, Core, CoreError, CoreResult};
-use crate::store::records::{InboxFilter, InboxItem, InboxPageSpec};
+use crate::model::{InboxFilter, InboxItem, InboxPageSpec};
 
 impl Core {
     /// GET_MESSAGES: the caller's inbox, filtered, one page at a time.

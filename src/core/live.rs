@@ -12,7 +12,7 @@ use switchboard_types::routing::{Route, Via};
 use super::feed::Feed;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{ConnectionLimit, Lag, Push, Registration};
-use crate::store::records::PresenceRow;
+use crate::model::PresenceRow;
 
 /// One live connection of an agent. Dropping it ends the connection's registration.
 pub struct Connection {

@@ -16,7 +16,7 @@ use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing, Posted};
 use super::{Caller, Core, CoreError, CoreResult, ids};
-use crate::store::records::{AgentRecord, MessageRecord, NewMessage, TeamRecord};
+use crate::model::{AgentRecord, MessageRecord, NewMessage, TeamRecord};
 
 impl Core {
     /// SEND_MESSAGE.

@@ -48,7 +48,7 @@ use registry::Registry;
 use switchboard_types::ids::AgentPk;
 
 use crate::hub::{AgentCursor, Hub, HubSettings};
-use crate::store::records::{AgentRecord, TeamRecord};
+use crate::model::{AgentRecord, TeamRecord};
 use crate::store::{Store, StoreError};
 
 /// Handle to the core; cheap to clone (an `Arc`).

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Core;
 use crate::hub::{Event, Push};
-use crate::store::records::{Change, NodeConnections};
+use crate::model::{Change, NodeConnections};
 
 pub use crate::store::NODE_EXPIRY;
 

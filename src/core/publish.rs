@@ -15,7 +15,7 @@ use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing};
 use super::{Caller, Core, CoreError, CoreResult, ids};
-use crate::store::records::{AgentRecord, NewMessage, PublishFields};
+use crate::model::{AgentRecord, NewMessage, PublishFields};
 
 /// Who a publish reaches, and for whom it is news.
 struct Audience {

@@ -12,7 +12,7 @@ use switchboard_types::ids::AgentPk;
 use switchboard_types::routing::Via;
 
 use super::{Caller, Core, CoreError, CoreResult, Need};
-use crate::store::records::QueueCursorRow;
+use crate::model::QueueCursorRow;
 
 /// Queue cursors kept in memory and written once a second (with the WebSocket cursors):
 /// a cursor moves on every delivered entry, and one write per entry would double the

@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use switchboard_types::ids::{AgentPk, TeamPk};
 
 use super::auth::{self, Caller, SecretHash, TokenKind, Via};
-use crate::store::records::{AgentRecord, TeamRecord};
+use crate::model::{AgentRecord, TeamRecord};
 
 #[derive(Default)]
 struct Inner {
@@ -246,7 +246,7 @@ mod tests {
     use switchboard_types::time::Timestamp;
 
     use super::Registry;
-    use crate::store::records::AgentRecord;
+    use crate::model::AgentRecord;
 
     fn agent(role: &str, removed: bool) -> AgentRecord {
         AgentRecord {

@@ -12,7 +12,7 @@ use switchboard_types::time::Timestamp;
 
 use super::egress::urls;
 use super::{Caller, Core, CoreError, CoreResult, Need};
-pub use crate::store::remotes::RemoteAgentRecord;
+pub use crate::model::RemoteAgentRecord;
 
 /// Longest `Authorization` value kept for an outside agent.
 const MAX_AUTHORIZATION: usize = 4096;
@@ -149,7 +149,7 @@ impl Core {
     fn member_by_pk(
         &self,
         agent: AgentPk,
-    ) -> CoreResult<std::sync::Arc<crate::store::records::AgentRecord>> {
+    ) -> CoreResult<std::sync::Arc<crate::model::AgentRecord>> {
         self.registry()
             .agent(agent)
             .filter(|a| a.is_member())

@@ -17,7 +17,7 @@ use switchboard_types::time::Timestamp;
 use super::delivery::{Idempotency, Outgoing, Posted};
 use super::messages::message_not_found;
 use super::{Caller, Core, CoreError, CoreResult, ids};
-use crate::store::records::{AgentRecord, MessageRecord, NewMessage, ResponseLink, TeamRecord};
+use crate::model::{AgentRecord, MessageRecord, NewMessage, ResponseLink, TeamRecord};
 
 impl Core {
     /// RESPOND_TO_MESSAGE.
@@ -77,7 +77,7 @@ impl Core {
         };
         // Checked inside the transaction, so two racing responses cannot both pass: the
         // second sees the first.
-        let check = move |context: crate::store::records::PostContext| {
+        let check = move |context: crate::model::PostContext| {
             if context.final_response_given {
                 return Err(already_final(&responder_id, &original));
             }

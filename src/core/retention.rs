@@ -13,7 +13,7 @@ use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
 use super::{Core, CoreResult};
-use crate::store::records::{MessageSweepSpec, TeamRecord};
+use crate::model::{MessageSweepSpec, TeamRecord};
 
 /// The server's retention (`--retention-…`) and how often the pass runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

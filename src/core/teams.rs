@@ -7,8 +7,8 @@ use switchboard_types::time::Timestamp;
 
 use super::auth;
 use super::{Caller, Core, CoreError, CoreResult, Need, ids};
+use crate::model::TeamRecord;
 use crate::store::StoreError;
-use crate::store::records::TeamRecord;
 
 impl Core {
     /// Creates a team (admin only) and mints its key.

@@ -16,12 +16,12 @@ use switchboard_types::teams::Retention;
 use switchboard_types::time::Timestamp;
 
 use super::StoreError;
-use super::records::{
+use crate::model::RemoteAgentRecord;
+use crate::model::WebhookRecord;
+use crate::model::{
     AgentRecord, MessageRecord, PublishedRecord, SecretHash, TaskEventRecord, TaskRecord,
     TeamRecord,
 };
-use super::remotes::RemoteAgentRecord;
-use super::webhooks::WebhookRecord;
 
 /// A column by position or by name. By position where rows are many: replay decodes a
 /// hundred thousand messages a second, and a lookup by name per column showed in its

@@ -1,7 +1,7 @@
 //! Storage: the only place that speaks SQL.
 //!
 //! The core sees [`Store`]: one method per thing it reads or writes, in the row types of
-//! [`records`], never a connection or a statement. Behind it sits one backend module
+//! [`crate::model`], never a connection or a statement. Behind it sits one backend module
 //! per engine — [`sqlite`] today; a second engine is a second module and one more
 //! [`Backend`] variant, with the same methods. Writes go through the backend's
 //! group-commit writer; a decision that must be taken inside the transaction (a patch
@@ -10,14 +10,10 @@
 
 pub(crate) mod columns;
 pub mod error;
-pub mod nodes;
 pub(crate) mod paging;
 pub mod postgres;
-pub mod records;
-pub mod remotes;
 pub mod sqlite;
 pub(crate) mod usage;
-pub mod webhooks;
 pub(crate) mod writer;
 
 use std::collections::HashMap;
@@ -27,8 +23,9 @@ use std::time::Duration;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
-pub use error::StoreError;
-use records::{
+use crate::model::RemoteAgentRecord;
+use crate::model::WebhookRecord;
+use crate::model::{
     ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
@@ -36,8 +33,7 @@ use records::{
     ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite,
     TeamRecord, TeamSecret,
 };
-use remotes::RemoteAgentRecord;
-use webhooks::WebhookRecord;
+pub use error::StoreError;
 
 /// How hard a commit tries to survive a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,7 +127,7 @@ impl Store {
 
     /// What other nodes on the same database commit, as it is heard (PostgreSQL; the
     /// first caller gets it). `None` on SQLite, where this process is the only writer.
-    pub fn take_changes(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<records::Change>>> {
+    pub fn take_changes(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<crate::model::Change>>> {
         match &self.backend {
             Backend::Sqlite(_) => None,
             Backend::Postgres(s) => s.take_changes(),

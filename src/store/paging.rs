@@ -4,7 +4,7 @@
 
 use switchboard_types::messages::{MAX_PAGE_BYTES, SortOrder};
 
-use super::records::{InboxCounts, InboxFilter};
+use crate::model::{InboxCounts, InboxFilter};
 
 /// Which shapes of filter this schema answers from counters or its own index: the
 /// rest is counted and paged within windows.

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use switchboard::store::records::{
+use switchboard::model::{
     AgentRecord, Decided, IdempotencyClaim, InboxFilter, InboxPageSpec, NewMessage, NewPost,
     PostContext, PostOutcome, PostResult, ResponseLink, TeamRecord,
 };

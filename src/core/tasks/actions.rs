@@ -18,7 +18,7 @@ use super::{
     ATTEMPTS, Change, Loaded, Notice, accepts_tasks, map, no_suitable, refused, task_not_found,
 };
 use crate::core::{Caller, Core, CoreError, CoreResult, ids};
-use crate::store::records::{AgentRecord, TeamRecord};
+use crate::model::{AgentRecord, TeamRecord};
 
 impl Core {
     /// The assignee hands the task on (or the originator reassigns it).
@@ -399,11 +399,7 @@ impl Core {
 impl Core {
     /// The refusal of a task id that names several tasks the caller takes part in: their
     /// originators (parties the caller already knows), and how to name one.
-    fn ambiguous_task(
-        &self,
-        task_id: &str,
-        found: &[crate::store::records::TaskRecord],
-    ) -> CoreError {
+    fn ambiguous_task(&self, task_id: &str, found: &[crate::model::TaskRecord]) -> CoreError {
         let originators: Vec<String> = found
             .iter()
             .filter_map(|t| self.registry().agent(t.originator_pk))

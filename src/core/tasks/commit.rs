@@ -15,10 +15,10 @@ use super::{Change, Loaded, Notice};
 use crate::core::delivery::{Pushes, reserve_pushes};
 use crate::core::egress::urls;
 use crate::core::{Core, CoreError, CoreResult, ids};
-use crate::store::StoreError;
-use crate::store::records::{
+use crate::model::{
     AgentRecord, NewMessage, NewPost, PostResult, TaskEventRecord, TaskRecord, TaskWrite,
 };
+use crate::store::StoreError;
 
 /// Why a change was not written.
 pub(super) enum NotWritten {

@@ -19,9 +19,9 @@
 //! and the action is decided again on the new state.
 
 mod actions;
+mod callbacks;
 mod commit;
 pub mod follow;
-mod outbox;
 mod read;
 mod registry_requests;
 mod submit;
@@ -37,12 +37,12 @@ use switchboard_types::ids::AgentPk;
 use switchboard_types::task_state::{Party, Refusal, TaskState};
 use switchboard_types::tasks::{CallbackStatus, TaskFrame};
 
-pub use crate::store::records::DueCallback;
-pub use outbox::{AttemptResult, DueDelivery, RetryPolicy};
+pub use crate::model::DueCallback;
+pub use callbacks::{AttemptResult, DueDelivery, RetryPolicy};
 pub use webhooks::{MAX_WEBHOOKS_PER_TASK, Outgoing, TaskWebhook, WebhookFormat, WebhookSpec};
 
 use super::{Core, CoreError};
-use crate::store::records::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
+use crate::model::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
 
 /// Settings of the task protocol.
 #[derive(Debug, Clone, Copy, Default)]

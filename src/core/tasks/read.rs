@@ -7,7 +7,7 @@ use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, 
 use switchboard_types::time::Timestamp;
 
 use crate::core::{Caller, Core, CoreError, CoreResult, Need, cursor};
-use crate::store::records::{TaskEventRecord, TaskListSpec};
+use crate::model::{TaskEventRecord, TaskListSpec};
 
 impl Core {
     /// A task with its history, for its originator and anyone ever assigned it.

@@ -21,7 +21,7 @@ use switchboard_types::tasks::{
 };
 
 use crate::core::{Caller, Core, CoreError, CoreResult};
-use crate::store::records::TeamRecord;
+use crate::model::TeamRecord;
 
 /// Which registry request a description makes, if any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

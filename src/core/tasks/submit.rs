@@ -17,7 +17,7 @@ use super::{Change, Following, Notice, accepts_tasks, map, no_suitable};
 use crate::core::assistance::capability_match;
 use crate::core::egress::urls;
 use crate::core::{Caller, Core, CoreError, CoreResult, ids};
-use crate::store::records::{AgentRecord, TaskRecord, TeamRecord};
+use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
 impl Core {
     /// Handles a TaskRequest: the registry by message, or a task to assign, which its

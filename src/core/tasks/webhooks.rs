@@ -16,8 +16,8 @@ use switchboard_types::time::Timestamp;
 
 use crate::core::egress::urls;
 use crate::core::{Caller, Core, CoreError, CoreResult};
-use crate::store::records::DueCallback;
-use crate::store::webhooks::WebhookRecord;
+use crate::model::DueCallback;
+use crate::model::WebhookRecord;
 
 /// How a transport renders what its webhooks receive.
 pub trait WebhookFormat: Send + Sync {
@@ -197,7 +197,7 @@ impl Core {
             .await
             .map_err(|e| format!("reading the webhook: {e}"))?
             .ok_or("the webhook was removed")?;
-        let crate::store::records::TaskSnapshot { task, events, .. } = self
+        let crate::model::TaskSnapshot { task, events, .. } = self
             .store()
             .task_snapshot(due.task_pk)
             .await
@@ -236,7 +236,7 @@ impl Core {
         &self,
         caller: &Caller,
         task_id: &str,
-    ) -> CoreResult<crate::store::records::TaskRecord> {
+    ) -> CoreResult<crate::model::TaskRecord> {
         let (team, me) = self.acting_agent(caller)?;
         let reference = if task_id.contains('@') {
             task_id.to_owned()

@@ -13,9 +13,9 @@ use super::message_staging::{PostSlot, StagedPost};
 use super::messages::{self, Post};
 use super::writer::PgTx;
 use super::{PgStore, inbox, outbox, registry, tasks};
-use crate::store::StoreError;
-use crate::store::columns::hash_from;
-use crate::store::records::{
+use crate::model::RemoteAgentRecord;
+use crate::model::WebhookRecord;
+use crate::model::{
     ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
@@ -23,8 +23,8 @@ use crate::store::records::{
     ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite,
     TeamRecord, TeamSecret,
 };
-use crate::store::remotes::RemoteAgentRecord;
-use crate::store::webhooks::WebhookRecord;
+use crate::store::StoreError;
+use crate::store::columns::hash_from;
 
 /// A job of the group commit whose value is what the caller gets.
 macro_rules! write {

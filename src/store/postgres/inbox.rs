@@ -13,13 +13,13 @@ use sqlx::{Postgres, QueryBuilder, Row};
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::messages::SortOrder;
 
-use crate::store::StoreError;
-use crate::store::columns::{Columns, MESSAGE_COLUMNS, message};
-use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
-use crate::store::records::{
+use crate::model::{
     ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec,
     InboxSlice, ResponseLatency,
 };
+use crate::store::StoreError;
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, message};
+use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
 
 /// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Postgres>, agent: AgentPk, f: &InboxFilter) {

@@ -24,7 +24,7 @@ use switchboard_types::ids::{AgentPk, TaskPk};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::records::{Change, PostResult};
+use crate::model::{Change, PostResult};
 
 /// The channel every node notifies and listens on.
 pub const CHANNEL: &str = "switchboard";

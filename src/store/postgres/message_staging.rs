@@ -28,10 +28,10 @@ use switchboard_types::time::Timestamp;
 use super::listen::Notes;
 use super::messages::{Post, insert_post};
 use super::writer::{BEGIN_ALONE, BEGIN_SHARED, NOW_ALONE};
+use crate::model::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
 use crate::store::StoreError;
 use crate::store::columns::StoredContent;
 use crate::store::columns::to_json;
-use crate::store::records::{IdempotencyClaim, NewMessage, PostResult, ResponseLink};
 
 /// A message waiting for the batch's shared insert.
 pub(super) struct StagedPost {

@@ -9,12 +9,12 @@ use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
-use crate::store::StoreError;
-use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
-use crate::store::records::{
+use crate::model::{
     IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
     ResponseRow, StoredAnswer,
 };
+use crate::store::StoreError;
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
 
 pub(super) async fn find<'e>(
     ex: impl PgExecutor<'e>,

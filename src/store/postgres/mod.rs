@@ -31,7 +31,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::StoreError;
-use super::records::{Change, NodeConnections};
+use crate::model::{Change, NodeConnections};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use writer::PgTx;

@@ -4,11 +4,11 @@ use sqlx::postgres::{PgConnection, PgExecutor};
 use sqlx::{AssertSqlSafe, Row};
 use switchboard_types::ids::TaskPk;
 
+use crate::model::RemoteAgentRecord;
+use crate::model::WebhookRecord;
+use crate::model::{MessageSweep, MessageSweepSpec};
 use crate::store::StoreError;
 use crate::store::columns::{REMOTE_COLUMNS, WEBHOOK_COLUMNS, remote, webhook};
-use crate::store::records::{MessageSweep, MessageSweepSpec};
-use crate::store::remotes::RemoteAgentRecord;
-use crate::store::webhooks::WebhookRecord;
 
 pub(super) async fn webhooks_of<'e>(
     ex: impl PgExecutor<'e>,

@@ -6,11 +6,9 @@ use sqlx::{AssertSqlSafe, Row};
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
+use crate::model::{AgentRecord, NodeConnections, PresenceRow, QueueCursorRow, TeamRecord};
 use crate::store::StoreError;
 use crate::store::columns::{AGENT_COLUMNS, TEAM_COLUMNS, agent, team, to_json};
-use crate::store::records::{
-    AgentRecord, NodeConnections, PresenceRow, QueueCursorRow, TeamRecord,
-};
 
 pub(super) const ADMIN_TOKEN_HASH: &str = "admin_token_sha256";
 /// When the admin token was set: microseconds since the epoch, as decimal text.

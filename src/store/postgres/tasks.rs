@@ -10,13 +10,13 @@ use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::tasks::{CallbackDelivery, TaskRole};
 use switchboard_types::time::Timestamp;
 
+use crate::model::{
+    Attempt, DueCallback, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
+    TeamSecret,
+};
 use crate::store::StoreError;
 use crate::store::columns::{
     DELIVERY_COLUMNS, TASK_COLUMNS, TASK_EVENT_COLUMNS, delivery, task, task_event, to_json,
-};
-use crate::store::records::{
-    Attempt, DueCallback, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite,
-    TeamSecret,
 };
 
 /// A new task with its assignee, its first event and, with a callback, that event's

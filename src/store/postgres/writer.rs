@@ -32,8 +32,8 @@ use sqlx::{ConnectOptions, Connection};
 
 use super::listen::Notes;
 use super::message_staging::{self, StagedPost};
+use crate::model::PostResult;
 use crate::store::StoreError;
-use crate::store::records::PostResult;
 use crate::store::writer::{Batch, Isolation};
 use switchboard_types::ids::TaskPk;
 

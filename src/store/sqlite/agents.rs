@@ -5,9 +5,9 @@ use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 
 use super::rows::to_json;
+use crate::model::{AgentRecord, PresenceRow, QueueCursorRow};
 use crate::store::StoreError;
 use crate::store::columns::{AGENT_COLUMNS as COLUMNS, agent as from_row};
-use crate::store::records::{AgentRecord, PresenceRow, QueueCursorRow};
 
 fn capabilities_json(agent: &AgentRecord) -> Result<String, StoreError> {
     to_json(&agent.capabilities)

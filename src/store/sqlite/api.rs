@@ -1,5 +1,5 @@
 //! What the SQLite backend offers the core: one method per thing the core reads or
-//! writes, in the types of [`crate::store::records`]. Writes become jobs of the group
+//! writes, in the types of [`crate::model`]. Writes become jobs of the group
 //! commit; a caller's decisions that must be made inside the transaction come in as
 //! closures that see only records, never a connection.
 
@@ -14,14 +14,14 @@ use super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
 use super::{
     SqliteStore, agents, callbacks, idempotency, inbox, messages, retention, settings, tasks, teams,
 };
-use crate::store::StoreError;
-use crate::store::records::{
+use crate::model::{
     ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Counts, Decided, DueCallback,
     IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, OpenTasks, PostContext,
     PostOutcome, PostResult, PresenceRow, QueueCursorRow, ResponseLatency, ResponseRow, SecretHash,
     StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite, TeamRecord, TeamSecret,
 };
+use crate::store::StoreError;
 
 /// Reads, on the pool (they see everything committed before they start).
 impl SqliteStore {
@@ -193,10 +193,10 @@ impl SqliteStore {
     pub async fn sync_connections(
         &self,
         _node: String,
-        _mine: Vec<crate::store::records::NodeConnections>,
+        _mine: Vec<crate::model::NodeConnections>,
         _now: Timestamp,
         _fresh_after: Timestamp,
-    ) -> Result<Vec<crate::store::records::NodeConnections>, StoreError> {
+    ) -> Result<Vec<crate::model::NodeConnections>, StoreError> {
         Ok(Vec::new())
     }
 }

@@ -6,9 +6,9 @@ use switchboard_types::ids::{TaskPk, TeamPk};
 use switchboard_types::tasks::CallbackDelivery;
 use switchboard_types::time::Timestamp;
 
+use crate::model::{Attempt, DueCallback, TeamSecret};
 use crate::store::StoreError;
 use crate::store::columns::{DELIVERY_COLUMNS, delivery, to_json};
-use crate::store::records::{Attempt, DueCallback, TeamSecret};
 
 /// Every callback of the task to its `callback_url`, oldest first (its webhooks'
 /// deliveries are the business of whoever set them).

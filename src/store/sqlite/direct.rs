@@ -95,8 +95,8 @@ mod tests {
     use switchboard_types::ids::AgentPk;
     use switchboard_types::messages::{MessageKind, MessageType};
 
+    use crate::model::{AgentRecord, Decided, NewMessage, NewPost};
     use crate::store::StoreOptions;
-    use crate::store::records::{AgentRecord, Decided, NewMessage, NewPost};
     use crate::store::sqlite::SqliteStore;
 
     /// Posts `id` from `sender` to agent 2; whether it was written.

@@ -4,8 +4,8 @@
 use sqlx::{Row, SqliteExecutor};
 use switchboard_types::ids::AgentPk;
 
+use crate::model::StoredAnswer;
 use crate::store::StoreError;
-use crate::store::records::StoredAnswer;
 
 pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
     ex: E,

@@ -9,13 +9,13 @@ use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::messages::SortOrder;
 use switchboard_types::time::Timestamp;
 
-use crate::store::StoreError;
-use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
-use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
-use crate::store::records::{
+use crate::model::{
     ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxItem, InboxPageSpec,
     InboxSlice, ResponseLatency,
 };
+use crate::store::StoreError;
+use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
+use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
 
 /// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {

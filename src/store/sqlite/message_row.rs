@@ -5,8 +5,8 @@
 use switchboard_types::time::Timestamp;
 
 use super::rows::{Col, Query, StoredContent, to_json};
+use crate::model::NewMessage;
 use crate::store::StoreError;
-use crate::store::records::NewMessage;
 
 /// A message with its JSON columns already rendered; the writer binds them with the
 /// message's other columns and the two only it knows (`pk` and `created_at`).

@@ -19,8 +19,8 @@ use super::message_staging_sql::{INBOX_INSERT, KEYS_INSERT, RESPONSES_INSERT, me
 use super::rows::{Col, JsonRows, size_index, to_json};
 use super::task_staging::{self, StagedTask, TaskSlot, flush_tasks};
 use super::writer::Staging;
+use crate::model::{IdempotencyClaim, PostResult, ResponseLink};
 use crate::store::StoreError;
-use crate::store::records::{IdempotencyClaim, PostResult, ResponseLink};
 use crate::store::writer::MAX_BATCH;
 
 /// The first answer to remember for an idempotency key.
@@ -181,7 +181,7 @@ impl PostStaging {
     }
 
     /// Queues a new task; the slot tells, after the flush, whether it was written.
-    pub(super) fn stage_task(&mut self, write: crate::store::records::TaskWrite) -> TaskSlot {
+    pub(super) fn stage_task(&mut self, write: crate::model::TaskWrite) -> TaskSlot {
         let (task, slot) = StagedTask::new(write);
         self.tasks.push(task);
         slot

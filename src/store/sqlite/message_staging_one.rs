@@ -9,8 +9,8 @@ use switchboard_types::ids::{AgentPk, MessagePk};
 use super::message_row::{MESSAGE_BINDS, MESSAGE_ROW};
 use super::message_staging::StagedPost;
 use super::rows::{Query, to_json, values_list};
+use crate::model::PostResult;
 use crate::store::StoreError;
-use crate::store::records::PostResult;
 
 /// The message row ([`MESSAGE_ROW`], bound by
 /// [`RenderedMessage::bind_row`](super::message_row::RenderedMessage::bind_row)).

@@ -8,9 +8,9 @@ use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use super::rows::to_json;
+use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, message as message_from_row};
-use crate::store::records::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
 
 /// A message of a team by id.
 pub(super) async fn find<'e, E: SqliteExecutor<'e>>(

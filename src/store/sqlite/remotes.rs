@@ -3,9 +3,9 @@
 use sqlx::SqliteConnection;
 
 use super::SqliteStore;
+use crate::model::RemoteAgentRecord;
 use crate::store::StoreError;
 use crate::store::columns::{REMOTE_COLUMNS, remote};
-use crate::store::remotes::RemoteAgentRecord;
 
 /// Adds or replaces (a refreshed card) the agent's row.
 async fn put(conn: &mut SqliteConnection, r: &RemoteAgentRecord) -> Result<(), StoreError> {

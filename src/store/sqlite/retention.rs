@@ -5,8 +5,8 @@
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection};
 use switchboard_types::ids::TeamPk;
 
+use crate::model::{MessageSweep, MessageSweepSpec};
 use crate::store::StoreError;
-use crate::store::records::{MessageSweep, MessageSweepSpec};
 
 /// One batch of a team's messages, oldest first after `spec.after`: removes those older
 /// than `spec.any_before`, and those older than `spec.read_before` that nobody has

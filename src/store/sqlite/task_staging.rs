@@ -17,8 +17,8 @@ use sqlx::SqliteConnection;
 
 use super::rows::{Col, nulls, size_index, values_list};
 use super::tasks;
+use crate::model::TaskWrite;
 use crate::store::StoreError;
-use crate::store::records::TaskWrite;
 
 /// A new task waiting for the flush.
 pub(super) struct StagedTask {

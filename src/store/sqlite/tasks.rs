@@ -5,11 +5,11 @@ use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::tasks::TaskRole;
 
 use super::rows::{Col, Query};
+use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 use crate::store::StoreError;
 use crate::store::columns::{
     TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
 };
-use crate::store::records::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -415,7 +415,7 @@ mod tests {
     use switchboard_types::tasks::{TaskEventKind, TaskRole};
     use switchboard_types::time::Timestamp;
 
-    use crate::store::records::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+    use crate::model::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 
     /// A change of task 1 to `version`, by the task's originator, perhaps to a new
     /// assignee and with a CallbackNotification.

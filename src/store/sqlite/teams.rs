@@ -3,9 +3,9 @@
 use sqlx::{SqliteConnection, SqlitePool};
 use switchboard_types::ids::TeamPk;
 
+use crate::model::TeamRecord;
 use crate::store::StoreError;
 use crate::store::columns::{TEAM_COLUMNS as COLUMNS, team as from_row};
-use crate::store::records::TeamRecord;
 
 /// A retention for its column (the type caps it far below `i64::MAX`).
 fn retention(seconds: Option<u64>) -> Option<i64> {

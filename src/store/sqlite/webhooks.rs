@@ -5,9 +5,9 @@ use sqlx::{SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::TaskPk;
 
 use super::SqliteStore;
+use crate::model::WebhookRecord;
 use crate::store::StoreError;
 use crate::store::columns::{WEBHOOK_COLUMNS as COLUMNS, webhook as from_row};
-use crate::store::webhooks::WebhookRecord;
 
 async fn of_task<'e, E: SqliteExecutor<'e>>(
     ex: E,

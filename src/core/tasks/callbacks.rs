@@ -14,7 +14,7 @@ use switchboard_types::time::Timestamp;
 
 use super::Outgoing;
 use crate::core::{Core, CoreResult};
-use crate::store::records::{Attempt, DueCallback};
+use crate::model::{Attempt, DueCallback};
 
 /// A callback to POST now: what goes out, signed with its team's key (or why it
 /// cannot go out).

@@ -1,5 +1,7 @@
-//! What the store reads and writes: rows as the server holds them. The core works with
-//! these; the wire types (in `switchboard_types`) are built from them by the core.
+//! The server's model: teams, agents, messages, inbox entries, tasks, as the server holds
+//! them. The core decides over these and the store reads and writes them; they live
+//! here, with neither, so the core does not depend on the store for its own model. The
+//! wire types (in `switchboard_types`) are built from them by the core.
 
 use serde_json::Value;
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
@@ -498,4 +500,9 @@ pub struct MessageSweep {
     pub next_after: Option<i64>,
 }
 
-pub use super::nodes::{Change, NodeConnections};
+mod nodes;
+mod remotes;
+mod webhooks;
+pub use nodes::{Change, NodeConnections};
+pub use remotes::RemoteAgentRecord;
+pub use webhooks::WebhookRecord;
