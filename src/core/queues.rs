@@ -14,12 +14,47 @@ use switchboard_types::routing::Via;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::QueueCursorRow;
 
+/// One of an agent's named queues over its inbox (STOMP's destinations): each takes its
+/// own subset of the inbox and keeps its own cursor, stored under [`QueueName::stored`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum QueueName {
+    /// Wise Agents' request queue.
+    Request,
+    /// Wise Agents' response queue.
+    Response,
+    /// `/queue/<agent>`: plain messages sent there.
+    Plain,
+    /// `/topic/<tag>`: publishes of that tag.
+    Topic(String),
+}
+
+impl QueueName {
+    /// The name its cursor is stored under (the one place these names are written).
+    pub fn stored(&self) -> String {
+        match self {
+            QueueName::Request => "request".into(),
+            QueueName::Response => "response".into(),
+            QueueName::Plain => "plain".into(),
+            QueueName::Topic(tag) => format!("topic:{tag}"),
+        }
+    }
+
+    /// Wise Agents' queues, whose loss makes an agent deaf, by the name presence shows.
+    pub fn presence(&self) -> Option<&'static str> {
+        match self {
+            QueueName::Request => Some("request"),
+            QueueName::Response => Some("response"),
+            QueueName::Plain | QueueName::Topic(_) => None,
+        }
+    }
+}
+
 /// Queue cursors kept in memory and written once a second (with the WebSocket cursors):
 /// a cursor moves on every delivered entry, and one write per entry would double the
 /// writer's work. A crash loses at most a second of progress: those entries come again.
 #[derive(Default)]
 pub struct QueueCursors {
-    map: Mutex<HashMap<(AgentPk, String), QueueCursor>>,
+    map: Mutex<HashMap<(AgentPk, QueueName), QueueCursor>>,
     /// Live subscriptions per agent and queue, for presence.
     live: Mutex<HashMap<AgentPk, HashMap<&'static str, usize>>>,
 }
@@ -78,7 +113,7 @@ struct QueueCursor {
 }
 
 impl QueueCursors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, String), QueueCursor>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, QueueName), QueueCursor>> {
         lock(&self.map)
     }
 }
@@ -181,13 +216,13 @@ impl Core {
     pub async fn queue_cursor(
         &self,
         agent: AgentPk,
-        queue: &str,
+        queue: &QueueName,
     ) -> CoreResult<(i64, BTreeSet<i64>)> {
-        let key = (agent, queue.to_owned());
+        let key = (agent, queue.clone());
         if let Some(cursor) = self.queue_cursors().lock().get(&key) {
             return Ok((cursor.seq, cursor.beyond.clone()));
         }
-        let stored = self.store().queue_cursor(agent, queue.to_owned()).await?;
+        let stored = self.store().queue_cursor(agent, queue.stored()).await?;
         let mut map = self.queue_cursors().lock();
         let cursor = map.entry(key).or_insert(QueueCursor {
             seq: stored,
@@ -198,9 +233,15 @@ impl Core {
 
     /// Records that `queue` of the agent consumed everything up to `seq` (never back)
     /// and, past it, the entries of `beyond`.
-    pub fn queue_consumed(&self, agent: AgentPk, queue: &str, seq: i64, beyond: &BTreeSet<i64>) {
+    pub fn queue_consumed(
+        &self,
+        agent: AgentPk,
+        queue: &QueueName,
+        seq: i64,
+        beyond: &BTreeSet<i64>,
+    ) {
         let mut map = self.queue_cursors().lock();
-        let cursor = map.entry((agent, queue.to_owned())).or_default();
+        let cursor = map.entry((agent, queue.clone())).or_default();
         if seq > cursor.seq {
             cursor.seq = seq;
             cursor.dirty = true;
@@ -210,17 +251,19 @@ impl Core {
         cursor.beyond.retain(|s| *s > at);
     }
 
-    /// Counts a live subscription to `queue` of the agent until the guard is dropped.
-    pub fn queue_subscribed(&self, agent: AgentPk, queue: &'static str) -> QueueSubscription {
+    /// Counts a live subscription to `queue` of the agent until the guard is dropped,
+    /// for the queues whose loss makes an agent deaf (`None` for the others).
+    pub fn queue_subscribed(&self, agent: AgentPk, queue: &QueueName) -> Option<QueueSubscription> {
+        let queue = queue.presence()?;
         let mut live = lock(&self.queue_cursors().live);
         *live.entry(agent).or_default().entry(queue).or_default() += 1;
         metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
-        QueueSubscription {
+        Some(QueueSubscription {
             core: self.clone(),
             agent,
             queue,
             clean: false,
-        }
+        })
     }
 
     /// The agent's queues with a live subscription, and whether it is deaf (it lost the
@@ -241,28 +284,29 @@ impl Core {
 
     /// Writes the queue cursors that moved; on failure they stay marked for next time.
     pub(super) async fn save_queue_cursors(&self) -> CoreResult<()> {
-        let rows: Vec<QueueCursorRow> = {
+        let (keys, rows): (Vec<(AgentPk, QueueName)>, Vec<QueueCursorRow>) = {
             let mut map = self.queue_cursors().lock();
             map.iter_mut()
                 .filter(|(_, cursor)| cursor.dirty)
                 .map(|((agent, queue), cursor)| {
                     cursor.dirty = false;
-                    QueueCursorRow {
+                    let row = QueueCursorRow {
                         agent: *agent,
-                        queue: queue.clone(),
+                        queue: queue.stored(),
                         acked_seq: cursor.seq,
-                    }
+                    };
+                    ((*agent, queue.clone()), row)
                 })
-                .collect()
+                .unzip()
         };
         if rows.is_empty() {
             return Ok(());
         }
-        let result = self.store().save_queue_cursors(rows.clone()).await;
+        let result = self.store().save_queue_cursors(rows).await;
         if result.is_err() {
             let mut map = self.queue_cursors().lock();
-            for row in rows {
-                if let Some(cursor) = map.get_mut(&(row.agent, row.queue)) {
+            for key in keys {
+                if let Some(cursor) = map.get_mut(&key) {
                     cursor.dirty = true;
                 }
             }

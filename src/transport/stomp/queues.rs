@@ -24,6 +24,7 @@ use switchboard_types::messages::{
 use switchboard_types::publish::Publish;
 
 use super::wise::{MESSAGE_TYPES, WiseMessage};
+use crate::core::queues::QueueName;
 
 /// Role given to an agent registered by its first subscription on a team bridge.
 pub const WISE_ROLE: &str = "wise-agent";
@@ -35,61 +36,26 @@ const BASE64_KEY: &str = "stomp_body_base64";
 /// Key of the sender's `content-type`, in `content.data`.
 const CONTENT_TYPE_KEY: &str = "stomp_content_type";
 
-/// What a destination reads from an inbox.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Queue {
-    /// Wise Agents' request queue.
-    Request,
-    /// Wise Agents' response queue.
-    Response,
-    /// `/queue/<agent>`: plain messages sent there.
-    Plain,
-    /// `/topic/<tag>`: publishes of that tag.
-    Topic(String),
+/// Whether a Wise body is required (and written) on this queue: Wise Agents' own.
+pub fn is_wise(queue: &QueueName) -> bool {
+    queue.presence().is_some()
 }
 
-impl Queue {
-    /// The queue's name in the stored cursor.
-    pub fn cursor_name(&self) -> String {
-        match self {
-            Queue::Request => "request".into(),
-            Queue::Response => "response".into(),
-            Queue::Plain => "plain".into(),
-            Queue::Topic(tag) => format!("topic:{tag}"),
-        }
-    }
-
-    /// Wise Agents' queues, whose loss makes an agent deaf.
-    pub fn presence_name(&self) -> Option<&'static str> {
-        match self {
-            Queue::Request => Some("request"),
-            Queue::Response => Some("response"),
-            Queue::Plain | Queue::Topic(_) => None,
-        }
-    }
-
-    /// Whether a Wise body is required (and written) on this queue.
-    pub fn is_wise(&self) -> bool {
-        self.presence_name().is_some()
-    }
-
-    /// Whether an entry of the subscriber's inbox belongs to this queue (never one
-    /// routed to another transport).
-    pub fn carries(&self, view: &MessageView) -> bool {
-        let marker = view
-            .content
-            .data
-            .get(DESTINATION_KEY)
-            .and_then(Value::as_str);
-        let response =
-            view.kind == MessageKind::Response || view.message_type == MessageType::Response;
-        match self {
-            Queue::Request => marker.is_none() && !response,
-            Queue::Response => marker.is_none() && response,
-            Queue::Plain => marker.is_some_and(|m| m.starts_with("/queue/")),
-            Queue::Topic(tag) => {
-                view.kind == MessageKind::Publish && view.cause_by.as_deref() == Some(tag)
-            }
+/// Whether an entry of the subscriber's inbox belongs to this queue (never one
+/// routed to another transport).
+pub fn carries(queue: &QueueName, view: &MessageView) -> bool {
+    let marker = view
+        .content
+        .data
+        .get(DESTINATION_KEY)
+        .and_then(Value::as_str);
+    let response = view.kind == MessageKind::Response || view.message_type == MessageType::Response;
+    match queue {
+        QueueName::Request => marker.is_none() && !response,
+        QueueName::Response => marker.is_none() && response,
+        QueueName::Plain => marker.is_some_and(|m| m.starts_with("/queue/")),
+        QueueName::Topic(tag) => {
+            view.kind == MessageKind::Publish && view.cause_by.as_deref() == Some(tag)
         }
     }
 }
@@ -97,7 +63,7 @@ impl Queue {
 /// A destination this server knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Destination {
-    pub queue: Queue,
+    pub queue: QueueName,
     /// Whose queue it is; `None` for a topic (the subscriber's own inbox).
     pub agent_id: Option<String>,
 }
@@ -108,16 +74,16 @@ impl Destination {
     pub fn parse(destination: &str) -> Option<Destination> {
         if let Some(tag) = destination.strip_prefix("/topic/") {
             return (!tag.is_empty()).then(|| Destination {
-                queue: Queue::Topic(tag.to_owned()),
+                queue: QueueName::Topic(tag.to_owned()),
                 agent_id: None,
             });
         }
         let rest = destination.strip_prefix("/queue/")?;
         let (queue, agent_id) = match rest.split_once('/') {
-            Some(("request", agent)) => (Queue::Request, agent),
-            Some(("response", agent)) => (Queue::Response, agent),
+            Some(("request", agent)) => (QueueName::Request, agent),
+            Some(("response", agent)) => (QueueName::Response, agent),
             Some(_) => return None,
-            None => (Queue::Plain, rest),
+            None => (QueueName::Plain, rest),
         };
         if agent_id.is_empty() || agent_id.contains('/') {
             return None;
@@ -131,10 +97,10 @@ impl Destination {
     pub fn to_header(&self) -> String {
         let agent = self.agent_id.as_deref().unwrap_or_default();
         match &self.queue {
-            Queue::Request => format!("/queue/request/{agent}"),
-            Queue::Response => format!("/queue/response/{agent}"),
-            Queue::Plain => format!("/queue/{agent}"),
-            Queue::Topic(tag) => format!("/topic/{tag}"),
+            QueueName::Request => format!("/queue/request/{agent}"),
+            QueueName::Response => format!("/queue/response/{agent}"),
+            QueueName::Plain => format!("/queue/{agent}"),
+            QueueName::Topic(tag) => format!("/topic/{tag}"),
         }
     }
 }
@@ -238,7 +204,7 @@ pub fn to_send_message(
         Some(text) => text.chars().take(MAX_TEXT).collect(),
     };
     let message_type = match to.queue {
-        Queue::Response => MessageType::Response,
+        QueueName::Response => MessageType::Response,
         _ => MessageType::Request,
     };
     let agent = to.agent_id.as_deref().unwrap_or_default();
@@ -345,21 +311,21 @@ mod tests {
         assert_eq!(
             Destination::parse("/queue/request/Agent1"),
             Some(Destination {
-                queue: Queue::Request,
+                queue: QueueName::Request,
                 agent_id: Some("Agent1".into())
             })
         );
         assert_eq!(
             Destination::parse("/queue/response/a.b-c").map(|d| d.queue),
-            Some(Queue::Response)
+            Some(QueueName::Response)
         );
         assert_eq!(
             Destination::parse("/queue/A").map(|d| (d.queue, d.agent_id)),
-            Some((Queue::Plain, Some("A".into())))
+            Some((QueueName::Plain, Some("A".into())))
         );
         assert_eq!(
             Destination::parse("/topic/review.code").map(|d| (d.queue, d.agent_id)),
-            Some((Queue::Topic("review.code".into()), None))
+            Some((QueueName::Topic("review.code".into()), None))
         );
         for bad in [
             "/queue/request/",

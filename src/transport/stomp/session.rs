@@ -414,15 +414,14 @@ impl<W: Wire> Session<'_, W> {
         }
         .map_err(End::from_core)?;
         let conn = core.connect(&caller).map_err(End::from_core)?;
-        let cursor = to.queue.cursor_name();
         let (examined, acked) = core
-            .queue_cursor(conn.agent(), &cursor)
+            .queue_cursor(conn.agent(), &to.queue)
             .await
             .map_err(End::from_core)?;
         let ledger = Arc::new(Ledger::new(
             core.clone(),
             conn.agent(),
-            cursor.clone(),
+            to.queue.clone(),
             ack,
             (examined, acked),
         ));
@@ -434,7 +433,6 @@ impl<W: Wire> Session<'_, W> {
             id: id.clone(),
             destination: to.to_header(),
             queue: to.queue.clone(),
-            cursor,
             ack,
             version: self.version,
             removed: conn.removed(),

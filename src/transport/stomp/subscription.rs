@@ -15,9 +15,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frame::{Command, Frame, Version};
-use super::queues::{Queue, plain_body, to_wise};
+use super::queues::{self, plain_body, to_wise};
 use crate::core::Core;
 use crate::core::feed::{Feed, FeedItem, Ready};
+use crate::core::queues::QueueName;
 
 /// Entries read from storage at a time.
 const PAGE: i64 = 256;
@@ -56,7 +57,7 @@ pub enum Out {
 /// written (ack `auto`).
 pub struct OutMessage {
     pub frame: Frame,
-    pub consumed: Option<(String, i64)>,
+    pub consumed: Option<(QueueName, i64)>,
     pub agent: switchboard_types::ids::AgentPk,
 }
 
@@ -77,8 +78,8 @@ pub enum AckOp {
 pub struct Ledger {
     core: Core,
     agent: switchboard_types::ids::AgentPk,
-    /// The queue's cursor name.
-    cursor: String,
+    /// The queue whose cursor this is.
+    cursor: QueueName,
     ack: AckMode,
     book: std::sync::Mutex<Book>,
 }
@@ -98,7 +99,7 @@ impl Ledger {
     pub fn new(
         core: Core,
         agent: switchboard_types::ids::AgentPk,
-        cursor: String,
+        cursor: QueueName,
         ack: AckMode,
         (examined, acked): (i64, BTreeSet<i64>),
     ) -> Ledger {
@@ -175,9 +176,7 @@ pub struct Subscription {
     pub core: Core,
     pub id: String,
     pub destination: String,
-    pub queue: Queue,
-    /// The queue's cursor name.
-    pub cursor: String,
+    pub queue: QueueName,
     pub ack: AckMode,
     pub version: Version,
     /// The agent's entries after the queue's cursor, each handed out once (the core's
@@ -204,10 +203,7 @@ impl Subscription {
     }
 
     pub async fn run(mut self) {
-        let presence = self
-            .queue
-            .presence_name()
-            .map(|queue| self.core.queue_subscribed(self.feed.agent(), queue));
+        let presence = self.core.queue_subscribed(self.feed.agent(), &self.queue);
         self.serve().await;
         if let Some(mut presence) = presence {
             presence.clean = self.clean.load(Ordering::Relaxed);
@@ -268,10 +264,10 @@ impl Subscription {
 
     /// Delivers entry `seq` of the inbox, if it is this queue's.
     async fn deliver_at(&mut self, seq: i64, view: &MessageView) -> Result<(), Stop> {
-        if !self.ledger.examine(seq, self.queue.carries(view)) {
+        if !self.ledger.examine(seq, queues::carries(&self.queue, view)) {
             return Ok(());
         }
-        let (body, content_type) = if self.queue.is_wise() {
+        let (body, content_type) = if queues::is_wise(&self.queue) {
             let yaml = to_wise(view).to_yaml().into_bytes();
             (yaml, "text/plain;charset=utf-8".to_owned())
         } else {
@@ -295,7 +291,7 @@ impl Subscription {
             .header("content-type", content_type)
             .body(body);
         let consumed = match self.ack {
-            AckMode::Auto => Some((self.cursor.clone(), seq)),
+            AckMode::Auto => Some((self.queue.clone(), seq)),
             AckMode::Client | AckMode::ClientIndividual => None,
         };
         let out = Out::Message(Box::new(OutMessage {

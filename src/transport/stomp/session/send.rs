@@ -8,10 +8,11 @@ use switchboard_types::Operation;
 
 use super::{End, Identity, Session, Wire, required, unknown_destination};
 use crate::core::Caller;
+use crate::core::queues::QueueName;
 use crate::transport::stomp::StompState;
 use crate::transport::stomp::frame::Frame;
 use crate::transport::stomp::queues::{
-    Destination, Queue, plain_content, to_plain_message, to_publish, to_send_message,
+    self as queues, Destination, plain_content, to_plain_message, to_publish, to_send_message,
 };
 use crate::transport::stomp::wise;
 
@@ -24,7 +25,7 @@ impl<W: Wire> Session<'_, W> {
         let Some(to) = Destination::parse(destination) else {
             return Err(unknown_destination(destination));
         };
-        if !to.queue.is_wise() {
+        if !queues::is_wise(&to.queue) {
             return self.send_plain(frame, &to).await;
         }
         let limit = self.state.settings.limits.max_frame_bytes;
@@ -67,7 +68,7 @@ impl<W: Wire> Session<'_, W> {
             .map_err(End::from_core)?;
         let content = plain_content(&to.to_header(), &frame.body, frame.get("content-type"));
         let operation = match (&to.queue, &to.agent_id) {
-            (Queue::Topic(tag), _) => Operation::Messages(MessageOp::Publish {
+            (QueueName::Topic(tag), _) => Operation::Messages(MessageOp::Publish {
                 publish: to_publish(tag, content),
                 idempotency_key: None,
             }),
