@@ -25,6 +25,7 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::hash_from;
+use crate::store::paging;
 
 /// A job of the group commit whose value is what the caller gets.
 macro_rules! write {
@@ -128,7 +129,7 @@ impl PgStore {
         page: InboxPageSpec,
     ) -> Result<(InboxCounts, InboxSlice), StoreError> {
         let mut conn = self.read.acquire().await?;
-        inbox::read_inbox(&mut conn, agent, filter, page).await
+        paging::read_inbox(&mut *conn, agent, filter, page).await
     }
 
     pub async fn list_inbox(
@@ -138,7 +139,7 @@ impl PgStore {
         page: InboxPageSpec,
     ) -> Result<InboxSlice, StoreError> {
         let mut conn = self.read.acquire().await?;
-        inbox::list_inbox(&mut conn, agent, filter, page).await
+        paging::list_inbox(&mut *conn, agent, filter, page).await
     }
 
     pub async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {

@@ -22,6 +22,7 @@ use crate::model::{
     StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TaskWrite, TeamRecord, TeamSecret,
 };
 use crate::store::StoreError;
+use crate::store::paging;
 
 /// Reads, on the pool (they see everything committed before they start).
 impl SqliteStore {
@@ -103,7 +104,7 @@ impl SqliteStore {
         page: InboxPageSpec,
     ) -> Result<(InboxCounts, InboxSlice), StoreError> {
         let mut conn = self.read.acquire().await?;
-        inbox::read_inbox(&mut conn, agent, filter, page).await
+        paging::read_inbox(&mut *conn, agent, filter, page).await
     }
 
     pub async fn list_inbox(
@@ -113,7 +114,7 @@ impl SqliteStore {
         page: InboxPageSpec,
     ) -> Result<InboxSlice, StoreError> {
         let mut conn = self.read.acquire().await?;
-        inbox::list_inbox(&mut conn, agent, filter, page).await
+        paging::list_inbox(&mut *conn, agent, filter, page).await
     }
 
     pub async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {

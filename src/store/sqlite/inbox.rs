@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
-use crate::store::paging::{COUNT_WINDOW, Ends, LATENCY_WINDOW, Window};
+use crate::store::paging::{COUNT_WINDOW, Ends, InboxReads, LATENCY_WINDOW, Window};
 
 /// Appends the filter's conditions (on `inbox i`).
 fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
@@ -83,215 +83,162 @@ fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
     }
 }
 
-/// A GET_MESSAGES: how many entries match and one page of them, on one connection.
-///
-/// One connection, not one per statement: the pool pings a connection on its way back
-/// (a round trip to its thread) and spawns a task to do it, so each statement on the
-/// pool cost two more thread switches than the statement itself; under a writer and 8
-/// readers those switches were what kept the slower filters above 10 ms at p99.
-///
-/// The whole inbox or its news, each alone or with `unread_only`, is counted by the
-/// counters the triggers keep (one row). A thread is counted from the thread index (no
-/// table row is read): exactly if it holds fewer than [`COUNT_WINDOW`] entries, else its newest
-/// [`COUNT_WINDOW`] (`exact: false`). Any other filter is counted over the inbox if it
-/// holds at most [`COUNT_WINDOW`] entries, else over its newest [`COUNT_WINDOW`]
-/// sequence numbers (`exact: false`).
-pub(super) async fn read_inbox(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    f: &InboxFilter,
-    page: InboxPageSpec,
-) -> Result<(InboxCounts, InboxSlice), StoreError> {
-    if f.is_one_thread() {
-        let counts = count_thread(conn, agent, f).await?;
-        let slice = page_of(conn, agent, f, page, None).await?;
-        return Ok((counts, slice));
+/// The reads the shared inbox strategy (`store::paging`) runs, in this engine's SQL.
+impl InboxReads for SqliteConnection {
+    async fn ends(&mut self, agent: AgentPk, with_seqs: bool) -> Result<Ends, StoreError> {
+        let conn = self;
+        // One row whether or not the counters exist (LEFT JOIN). MIN and MAX as separate
+        // subqueries: SQLite finds a lone MIN or MAX at the end of the index, but walks
+        // every entry for both in one SELECT.
+        let sql = if with_seqs {
+            "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
+                    (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
+                    (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)
+             FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
+        } else {
+            "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread, 0, 0
+             FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
+        };
+        let row = sqlx::query(sql).bind(agent.0).fetch_one(&mut *conn).await?;
+        let at = |i: usize| -> Result<i64, StoreError> {
+            Ok(row.try_get::<Option<i64>, _>(i)?.unwrap_or(0))
+        };
+        Ok(Ends {
+            total: at(0)?,
+            unread: at(1)?,
+            quiet_total: at(2)?,
+            quiet_unread: at(3)?,
+            oldest: at(4)?,
+            newest: at(5)?,
+        })
     }
-    if f.is_everything() {
-        let ends = ends(conn, agent, false).await?;
-        let slice = page_of(conn, agent, f, page, None).await?;
-        return Ok((ends.counts(f), slice));
+
+    /// One thread (or its unread part), counted from the thread index.
+    async fn count_thread(
+        &mut self,
+        agent: AgentPk,
+        f: &InboxFilter,
+    ) -> Result<InboxCounts, StoreError> {
+        let conn = self;
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
+             (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
+        );
+        push_filter(&mut q, agent, f);
+        q.push(" ORDER BY i.seq DESC LIMIT ")
+            .push_bind(COUNT_WINDOW)
+            .push(") i");
+        let row = q.build().fetch_one(&mut *conn).await?;
+        let total: i64 = row.try_get(0)?;
+        Ok(InboxCounts {
+            total,
+            unread: row.try_get(1)?,
+            exact: total < COUNT_WINDOW,
+        })
     }
-    let ends = ends(conn, agent, true).await?;
-    let counts = if f.is_news() {
-        ends.counts(f)
-    } else {
-        count_filtered(conn, agent, f, &ends).await?
-    };
-    let window = Window::of(&ends, page.order, page.after);
-    let slice = page_of(conn, agent, f, page, Some(window)).await?;
-    Ok((counts, slice))
-}
 
-/// One page of the inbox, after the cursor `after` (a sequence number) in `order`.
-pub(super) async fn list_inbox(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    f: &InboxFilter,
-    page: InboxPageSpec,
-) -> Result<InboxSlice, StoreError> {
-    let window = if f.is_everything() || f.is_one_thread() {
-        None
-    } else {
-        let ends = ends(conn, agent, true).await?;
-        Some(Window::of(&ends, page.order, page.after))
-    };
-    page_of(conn, agent, f, page, window).await
-}
-
-async fn ends(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    with_seqs: bool,
-) -> Result<Ends, StoreError> {
-    // One row whether or not the counters exist (LEFT JOIN). MIN and MAX as separate
-    // subqueries: SQLite finds a lone MIN or MAX at the end of the index, but walks
-    // every entry for both in one SELECT.
-    let sql = if with_seqs {
-        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
-                (SELECT MIN(seq) FROM inbox WHERE agent_pk = ?1),
-                (SELECT MAX(seq) FROM inbox WHERE agent_pk = ?1)
-         FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
-    } else {
-        "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread, 0, 0
-         FROM (SELECT 1) LEFT JOIN inbox_counts c ON c.agent_pk = ?1"
-    };
-    let row = sqlx::query(sql).bind(agent.0).fetch_one(&mut *conn).await?;
-    let at = |i: usize| -> Result<i64, StoreError> {
-        Ok(row.try_get::<Option<i64>, _>(i)?.unwrap_or(0))
-    };
-    Ok(Ends {
-        total: at(0)?,
-        unread: at(1)?,
-        quiet_total: at(2)?,
-        quiet_unread: at(3)?,
-        oldest: at(4)?,
-        newest: at(5)?,
-    })
-}
-
-/// One thread (or its unread part), counted from the thread index.
-async fn count_thread(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    f: &InboxFilter,
-) -> Result<InboxCounts, StoreError> {
-    let mut q = QueryBuilder::<Sqlite>::new(
-        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
-         (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
-    );
-    push_filter(&mut q, agent, f);
-    q.push(" ORDER BY i.seq DESC LIMIT ")
-        .push_bind(COUNT_WINDOW)
-        .push(") i");
-    let row = q.build().fetch_one(&mut *conn).await?;
-    let total: i64 = row.try_get(0)?;
-    Ok(InboxCounts {
-        total,
-        unread: row.try_get(1)?,
-        exact: total < COUNT_WINDOW,
-    })
-}
-
-/// Any other filter: over the whole inbox while it is small, else over its newest
-/// [`COUNT_WINDOW`] sequence numbers.
-async fn count_filtered(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    f: &InboxFilter,
-    ends: &Ends,
-) -> Result<InboxCounts, StoreError> {
-    let mut q = QueryBuilder::<Sqlite>::new(
-        "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
-    );
-    push_filter(&mut q, agent, f);
-    let exact = ends.total <= COUNT_WINDOW;
-    if !exact {
-        q.push(" AND i.seq BETWEEN ")
-            .push_bind(ends.newest - COUNT_WINDOW + 1)
-            .push(" AND ")
-            .push_bind(ends.newest);
-    }
-    let row = q.build().fetch_one(&mut *conn).await?;
-    Ok(InboxCounts {
-        total: row.try_get(0)?,
-        unread: row.try_get(1)?,
-        exact,
-    })
-}
-
-/// The page itself, within `window` when the filter is checked entry by entry.
-async fn page_of(
-    conn: &mut SqliteConnection,
-    agent: AgentPk,
-    f: &InboxFilter,
-    page: InboxPageSpec,
-    window: Option<Window>,
-) -> Result<InboxSlice, StoreError> {
-    let InboxPageSpec {
-        order,
-        after,
-        limit,
-    } = page;
-    let mut q = QueryBuilder::<Sqlite>::new(format!(
-        "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news"
-    ));
-    q.push(if f.is_one_thread() {
-        // The index holds the entry's columns a page returns, in page order.
-        " FROM inbox i INDEXED BY inbox_by_thread JOIN messages m ON m.pk = i.message_pk"
-    } else if f.unread_only && window.is_none() {
-        " FROM inbox i INDEXED BY inbox_unread JOIN messages m ON m.pk = i.message_pk"
-    } else {
-        " FROM inbox i JOIN messages m ON m.pk = i.message_pk"
-    });
-    push_filter(&mut q, agent, f);
-    match (order, after) {
-        (SortOrder::NewestFirst, Some(seq)) => {
-            q.push(" AND i.seq < ").push_bind(seq);
+    /// Any other filter: over the whole inbox while it is small, else over its newest
+    /// [`COUNT_WINDOW`] sequence numbers.
+    async fn count_filtered(
+        &mut self,
+        agent: AgentPk,
+        f: &InboxFilter,
+        ends: &Ends,
+    ) -> Result<InboxCounts, StoreError> {
+        let conn = self;
+        let mut q = QueryBuilder::<Sqlite>::new(
+            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
+        );
+        push_filter(&mut q, agent, f);
+        let exact = ends.total <= COUNT_WINDOW;
+        if !exact {
+            q.push(" AND i.seq BETWEEN ")
+                .push_bind(ends.newest - COUNT_WINDOW + 1)
+                .push(" AND ")
+                .push_bind(ends.newest);
         }
-        (SortOrder::OldestFirst, Some(seq)) => {
-            q.push(" AND i.seq > ").push_bind(seq);
-        }
-        _ => {}
+        let row = q.build().fetch_one(&mut *conn).await?;
+        Ok(InboxCounts {
+            total: row.try_get(0)?,
+            unread: row.try_get(1)?,
+            exact,
+        })
     }
-    if let Some(w) = window {
-        q.push(" AND i.seq BETWEEN ")
-            .push_bind(w.low)
-            .push(" AND ")
-            .push_bind(w.high);
-    }
-    q.push(match order {
-        SortOrder::NewestFirst => " ORDER BY i.seq DESC",
-        SortOrder::OldestFirst => " ORDER BY i.seq ASC",
-    });
-    q.push(" LIMIT ").push_bind(limit);
-    let mut rows = q.build().fetch(&mut *conn);
-    let mut items = Vec::new();
-    let mut bytes = PageBytes::default();
-    while let Some(row) = rows.try_next().await? {
-        let weight = row.try_get::<&str, _>("content")?.len()
-            + row
-                .try_get::<Option<&str>, _>("instruct_content")?
-                .map_or(0, str::len);
-        if !bytes.admit(weight, items.len()) {
-            break;
-        }
-        items.push(InboxItem {
-            entry: InboxEntry {
-                seq: row.try_get("seq")?,
-                read_at: row
-                    .try_get::<Option<i64>, _>("read_at")?
-                    .map(Timestamp::from_micros),
-                news: row.try_get::<i64, _>("news")? != 0,
-            },
-            message: message_from_row(&row)?,
+
+    /// The page itself, within `window` when the filter is checked entry by entry.
+    async fn page_of(
+        &mut self,
+        agent: AgentPk,
+        f: &InboxFilter,
+        page: InboxPageSpec,
+        window: Option<Window>,
+    ) -> Result<InboxSlice, StoreError> {
+        let conn = self;
+        let InboxPageSpec {
+            order,
+            after,
+            limit,
+        } = page;
+        let mut q = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news"
+        ));
+        q.push(if f.is_one_thread() {
+            // The index holds the entry's columns a page returns, in page order.
+            " FROM inbox i INDEXED BY inbox_by_thread JOIN messages m ON m.pk = i.message_pk"
+        } else if f.unread_only && window.is_none() {
+            " FROM inbox i INDEXED BY inbox_unread JOIN messages m ON m.pk = i.message_pk"
+        } else {
+            " FROM inbox i JOIN messages m ON m.pk = i.message_pk"
         });
+        push_filter(&mut q, agent, f);
+        match (order, after) {
+            (SortOrder::NewestFirst, Some(seq)) => {
+                q.push(" AND i.seq < ").push_bind(seq);
+            }
+            (SortOrder::OldestFirst, Some(seq)) => {
+                q.push(" AND i.seq > ").push_bind(seq);
+            }
+            _ => {}
+        }
+        if let Some(w) = window {
+            q.push(" AND i.seq BETWEEN ")
+                .push_bind(w.low)
+                .push(" AND ")
+                .push_bind(w.high);
+        }
+        q.push(match order {
+            SortOrder::NewestFirst => " ORDER BY i.seq DESC",
+            SortOrder::OldestFirst => " ORDER BY i.seq ASC",
+        });
+        q.push(" LIMIT ").push_bind(limit);
+        let mut rows = q.build().fetch(&mut *conn);
+        let mut items = Vec::new();
+        let mut bytes = PageBytes::default();
+        while let Some(row) = rows.try_next().await? {
+            let weight = row.try_get::<&str, _>("content")?.len()
+                + row
+                    .try_get::<Option<&str>, _>("instruct_content")?
+                    .map_or(0, str::len);
+            if !bytes.admit(weight, items.len()) {
+                break;
+            }
+            items.push(InboxItem {
+                entry: InboxEntry {
+                    seq: row.try_get("seq")?,
+                    read_at: row
+                        .try_get::<Option<i64>, _>("read_at")?
+                        .map(Timestamp::from_micros),
+                    news: row.try_get::<i64, _>("news")? != 0,
+                },
+                message: message_from_row(&row)?,
+            });
+        }
+        Ok(InboxSlice {
+            items,
+            resume_after: window.and_then(|w| w.resume_after),
+            cut: bytes.cut,
+        })
     }
-    Ok(InboxSlice {
-        items,
-        resume_after: window.and_then(|w| w.resume_after),
-        cut: bytes.cut,
-    })
 }
 
 /// Sent, received and unread counts of every agent of a team, by agent pk.
