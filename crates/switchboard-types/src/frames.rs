@@ -1,7 +1,7 @@
 //! WebSocket frames: JSON text, one object each, with a `type`.
 //!
 //! Client → server ([`ClientFrame`]): `ack`, `ping`, and the operations an agent performs
-//! (see [`SOCKET_OPERATIONS`]) with a client `request_id` and the REST body's fields
+//! (see [`socket_operations`]) with a client `request_id` and the REST body's fields
 //! beside it (`idempotency_key` plays the `Idempotency-Key` header). Decoding errors
 //! name the field exactly as REST does.
 //!
@@ -15,32 +15,18 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ErrorBody;
 use crate::messages::MessageView;
-use crate::operation::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
+use crate::operation::{
+    AgentOp, AgentOpName, MessageOp, MessageOpName, Operation, OperationName, TaskOp, TaskOpName,
+    TeamOp, TeamOpName,
+};
 
-/// The operations an agent may send as frames, by frame `type`.
-pub const SOCKET_OPERATIONS: &[&str] = &[
-    "send_message",
-    "get_messages",
-    "get_message",
-    "mark_message_read",
-    "respond_to_message",
-    "broadcast_update",
-    "request_assistance",
-    "TaskRequest",
-    "TaskResponse",
-    "HandoffNotification",
-    "ClarificationRequest",
-    "ClarificationResponse",
-    "CallbackNotification",
-    "ErrorMessage",
-    "cancel_task",
-    "get_task",
-    "list_tasks",
-    "whoami",
-    "publish",
-    "set_watch",
-    "get_activity",
-];
+/// The frame `type`s of the operations an agent may send over the socket.
+pub fn socket_operations() -> Vec<&'static str> {
+    OperationName::all()
+        .filter(|name| name.on_socket())
+        .map(OperationName::as_str)
+        .collect()
+}
 
 /// A frame from the client.
 #[derive(Debug, Clone)]
@@ -136,7 +122,7 @@ impl ClientFrame {
                     format!("a \"{kind}\" frame needs a request_id"),
                 ),
             )),
-            (kind, Some(request_id)) => match decode_operation(kind, fields) {
+            (kind, Some(request_id)) => match operation_from_fields(kind, fields) {
                 Ok(operation) => Ok(ClientFrame::Request {
                     request_id,
                     operation: Box::new(operation),
@@ -221,24 +207,45 @@ fn none_left(fields: Fields) -> Result<(), ErrorBody> {
 /// `request_id`): every transport that takes operations as JSON objects (WebSocket
 /// frames, MCP tool calls) decodes them here, so a field means the same everywhere.
 pub fn operation_from_fields(kind: &str, fields: Fields) -> Result<Operation, ErrorBody> {
-    decode_operation(kind, fields)
+    match OperationName::parse(kind) {
+        Some(name) if name.on_socket() => operation_of(name, fields),
+        _ => Err(unknown_type(kind)),
+    }
 }
 
-/// Decodes an operation frame's fields (without `type` and `request_id`).
-fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
-    Ok(match kind {
-        "send_message" => Operation::Messages(MessageOp::SendMessage {
+/// Every frame `type` a client may send.
+fn known_types() -> Vec<&'static str> {
+    let mut known = socket_operations();
+    known.extend(["ack", "ping"]);
+    known
+}
+
+/// Decodes the fields of the operation `name` (one the socket carries).
+pub fn operation_of(name: OperationName, fields: Fields) -> Result<Operation, ErrorBody> {
+    match name {
+        OperationName::Messages(name) => decode_message(name, fields),
+        OperationName::Tasks(name) => decode_task(name, fields),
+        OperationName::Agents(name) => decode_agent(name, fields),
+        OperationName::Teams(name) => decode_team(name, fields),
+    }
+}
+
+fn decode_message(name: MessageOpName, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match name {
+        MessageOpName::SendMessage => Operation::Messages(MessageOp::SendMessage {
             idempotency_key: take(&mut f, "idempotency_key")?,
             message: rest(f)?,
         }),
-        "get_messages" => Operation::Messages(MessageOp::GetMessages(rest(unnest_filters(f))?)),
-        "get_message" => {
+        MessageOpName::GetMessages => {
+            Operation::Messages(MessageOp::GetMessages(rest(unnest_filters(f))?))
+        }
+        MessageOpName::GetMessage => {
             let message_id = take(&mut f, "message_id")?;
             none_left(f)?;
             Operation::Messages(MessageOp::GetMessage { message_id })
         }
-        "mark_message_read" => Operation::Messages(MessageOp::MarkMessageRead(rest(f)?)),
-        "respond_to_message" => Operation::Messages(MessageOp::RespondToMessage {
+        MessageOpName::MarkMessageRead => Operation::Messages(MessageOp::MarkMessageRead(rest(f)?)),
+        MessageOpName::RespondToMessage => Operation::Messages(MessageOp::RespondToMessage {
             idempotency_key: take(&mut f, "idempotency_key")?,
             message_id: match f.get("original_message_id") {
                 Some(Value::String(id)) => id.clone(),
@@ -251,80 +258,95 @@ fn decode_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
             },
             response: rest(f)?,
         }),
-        "broadcast_update" => Operation::Messages(MessageOp::BroadcastUpdate {
+        MessageOpName::BroadcastUpdate => Operation::Messages(MessageOp::BroadcastUpdate {
             idempotency_key: take(&mut f, "idempotency_key")?,
             update: rest(f)?,
         }),
-        "request_assistance" => Operation::Messages(MessageOp::RequestAssistance {
+        MessageOpName::RequestAssistance => Operation::Messages(MessageOp::RequestAssistance {
             idempotency_key: take(&mut f, "idempotency_key")?,
             request: rest(f)?,
         }),
-        "whoami" => {
-            none_left(f)?;
-            Operation::Agents(AgentOp::WhoAmI)
-        }
-        "publish" => Operation::Messages(MessageOp::Publish {
+        MessageOpName::Publish => Operation::Messages(MessageOp::Publish {
             idempotency_key: take(&mut f, "idempotency_key")?,
             publish: rest(f)?,
         }),
-        "set_watch" => Operation::Agents(AgentOp::SetWatch(rest(f)?)),
-        "get_activity" => {
-            let team_id = take(&mut f, "team_id")?;
-            none_left(f)?;
-            Operation::Teams(TeamOp::GetActivity { team_id })
-        }
-        task_kind => decode_task_operation(task_kind, f)?,
     })
 }
 
 /// The task protocol's frames (and the task reads).
-fn decode_task_operation(kind: &str, mut f: Fields) -> Result<Operation, ErrorBody> {
-    Ok(match kind {
-        "TaskRequest" => Operation::Tasks(TaskOp::SubmitTask(rest(f)?)),
-        "TaskResponse" => Operation::Tasks(TaskOp::ReportTask {
+fn decode_task(name: TaskOpName, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match name {
+        TaskOpName::SubmitTask => Operation::Tasks(TaskOp::SubmitTask(rest(f)?)),
+        TaskOpName::ReportTask => Operation::Tasks(TaskOp::ReportTask {
             task_id: take(&mut f, "task_id")?,
             agent_id: take(&mut f, "agent_id")?,
             result: rest(f)?,
         }),
-        "CallbackNotification" => Operation::Tasks(TaskOp::ReportCallback(rest(f)?)),
-        "ErrorMessage" => Operation::Tasks(TaskOp::ReportError(rest(f)?)),
-        "HandoffNotification" => Operation::Tasks(TaskOp::HandOff {
+        TaskOpName::ReportCallback => Operation::Tasks(TaskOp::ReportCallback(rest(f)?)),
+        TaskOpName::ReportError => Operation::Tasks(TaskOp::ReportError(rest(f)?)),
+        TaskOpName::HandOff => Operation::Tasks(TaskOp::HandOff {
             task_id: take(&mut f, "task_id")?,
             handoff: rest(f)?,
         }),
-        "ClarificationRequest" => Operation::Tasks(TaskOp::Clarify {
+        TaskOpName::Clarify => Operation::Tasks(TaskOp::Clarify {
             task_id: take(&mut f, "task_id")?,
             requested_by: take(&mut f, "requested_by")?,
             clarify: rest(f)?,
         }),
-        "ClarificationResponse" => Operation::Tasks(TaskOp::AnswerClarification {
+        TaskOpName::AnswerClarification => Operation::Tasks(TaskOp::AnswerClarification {
             task_id: take(&mut f, "task_id")?,
             clarification_id: take(&mut f, "clarification_id")?,
             response_provided_by: take(&mut f, "response_provided_by")?,
             answer: rest(f)?,
         }),
-        "cancel_task" => Operation::Tasks(TaskOp::CancelTask {
+        TaskOpName::CancelTask => Operation::Tasks(TaskOp::CancelTask {
             task_id: take(&mut f, "task_id")?,
             cancel: rest(f)?,
         }),
-        "get_task" => {
+        TaskOpName::GetTask => {
             let task_id = take(&mut f, "task_id")?;
             none_left(f)?;
             Operation::Tasks(TaskOp::GetTask { task_id })
         }
-        "list_tasks" => Operation::Tasks(TaskOp::ListTasks(rest(f)?)),
-        other => {
-            let known: Vec<&str> = SOCKET_OPERATIONS
-                .iter()
-                .chain(["ack", "ping"].iter())
-                .copied()
-                .collect();
-            return Err(
-                ErrorBody::validation("type", format!("unknown frame type \"{other}\""))
-                    .with("known_types", known),
-            );
-        }
+        TaskOpName::ListTasks => Operation::Tasks(TaskOp::ListTasks(rest(f)?)),
     })
+}
+
+fn decode_agent(name: AgentOpName, f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match name {
+        AgentOpName::WhoAmI => {
+            none_left(f)?;
+            Operation::Agents(AgentOp::WhoAmI)
+        }
+        AgentOpName::SetWatch => Operation::Agents(AgentOp::SetWatch(rest(f)?)),
+        AgentOpName::RegisterAgent
+        | AgentOpName::ListAgents
+        | AgentOpName::GetAgent
+        | AgentOpName::UpdateAgent
+        | AgentOpName::RemoveAgent => return Err(unknown_type(name.into())),
+    })
+}
+
+fn decode_team(name: TeamOpName, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(match name {
+        TeamOpName::GetActivity => {
+            let team_id = take(&mut f, "team_id")?;
+            none_left(f)?;
+            Operation::Teams(TeamOp::GetActivity { team_id })
+        }
+        TeamOpName::CreateTeam
+        | TeamOpName::GetTeam
+        | TeamOpName::UpdateTeam
+        | TeamOpName::TeamMetrics
+        | TeamOpName::CallbackSecret
+        | TeamOpName::RotateCallbackSecret => return Err(unknown_type(name.into())),
+    })
+}
+
+/// The answer to a type that is no operation, or one the socket does not carry.
+fn unknown_type(kind: &str) -> ErrorBody {
+    ErrorBody::validation("type", format!("unknown frame type \"{kind}\""))
+        .with("known_types", known_types())
 }
 
 /// The contract nests GET_MESSAGES' filters under `filters`; flat fields work too.

@@ -45,5 +45,8 @@ pub mod validate;
 
 pub use error::{ErrorBody, ErrorCode};
 pub use frames::{ClientFrame, ServerFrame};
-pub use operation::{AgentOp, MessageOp, Operation, Reply, TaskOp, TeamOp};
+pub use operation::{
+    AgentOp, AgentOpName, MessageOp, MessageOpName, Operation, OperationName, Reply, TaskOp,
+    TaskOpName, TeamOp, TeamOpName,
+};
 pub use time::Timestamp;

@@ -40,8 +40,12 @@ pub enum Operation {
 }
 
 /// What is done to a team: its settings, its figures, its callback key, its activity.
-#[derive(Debug, Clone, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(TeamOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
 pub enum TeamOp {
     /// Create a team (admin).
     CreateTeam(CreateTeam),
@@ -57,7 +61,7 @@ pub enum TeamOp {
         team_id: String,
     },
     /// The team's callback signing key (team key).
-    #[strum(serialize = "get_callback_secret")]
+    #[strum_discriminants(strum(serialize = "get_callback_secret"))]
     CallbackSecret {
         team_id: String,
     },
@@ -79,8 +83,12 @@ impl From<TeamOp> for Operation {
 
 /// What is done to an agent of a team: registration, lookup, change, removal, and what
 /// the calling agent says of itself (who it is, what it watches).
-#[derive(Debug, Clone, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(AgentOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
 pub enum AgentOp {
     /// Register an agent (team key); answers its token once.
     RegisterAgent {
@@ -107,7 +115,7 @@ pub enum AgentOp {
         agent_id: String,
     },
     /// Who the token belongs to.
-    #[strum(serialize = "whoami")]
+    #[strum_discriminants(strum(serialize = "whoami"))]
     WhoAmI,
     /// Replace the caller's addresses and/or watched tags.
     SetWatch(SetWatch),
@@ -120,8 +128,12 @@ impl From<AgentOp> for Operation {
 }
 
 /// The agent communication contract's operations, and MetaGPT-style publish.
-#[derive(Debug, Clone, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(MessageOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
 pub enum MessageOp {
     /// SEND_MESSAGE.
     SendMessage {
@@ -164,11 +176,15 @@ impl From<MessageOp> for Operation {
 }
 
 /// The task protocol's operations: a task from its submission to its end.
-#[derive(Debug, Clone, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(TaskOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
 pub enum TaskOp {
     /// Submit a task (or ask the registry by message).
-    #[strum(serialize = "TaskRequest")]
+    #[strum_discriminants(strum(serialize = "TaskRequest"))]
     SubmitTask(TaskRequest),
     GetTask {
         task_id: String,
@@ -176,27 +192,27 @@ pub enum TaskOp {
     ListTasks(TaskQuery),
     /// The assignee reports progress or the result. `agent_id`, when a frame carries
     /// it, must be the caller.
-    #[strum(serialize = "TaskResponse")]
+    #[strum_discriminants(strum(serialize = "TaskResponse"))]
     ReportTask {
         task_id: String,
         result: TaskResult,
         agent_id: Option<String>,
     },
     /// The assignee reports with the protocol's `CallbackNotification` shape.
-    #[strum(serialize = "CallbackNotification")]
+    #[strum_discriminants(strum(serialize = "CallbackNotification"))]
     ReportCallback(CallbackReport),
     /// The assignee reports a failure with the protocol's `ErrorMessage` shape.
-    #[strum(serialize = "ErrorMessage")]
+    #[strum_discriminants(strum(serialize = "ErrorMessage"))]
     ReportError(ErrorReport),
     /// Hand a task to another agent (assignee or originator).
-    #[strum(serialize = "HandoffNotification")]
+    #[strum_discriminants(strum(serialize = "HandoffNotification"))]
     HandOff {
         task_id: String,
         handoff: Handoff,
     },
     /// The assignee asks the originator a question. `requested_by`, when given, must be
     /// the caller.
-    #[strum(serialize = "ClarificationRequest")]
+    #[strum_discriminants(strum(serialize = "ClarificationRequest"))]
     Clarify {
         task_id: String,
         clarify: Clarify,
@@ -204,7 +220,7 @@ pub enum TaskOp {
     },
     /// The originator answers the open question. `response_provided_by`, when given,
     /// must be the caller.
-    #[strum(serialize = "ClarificationResponse")]
+    #[strum_discriminants(strum(serialize = "ClarificationResponse"))]
     AnswerClarification {
         task_id: String,
         clarification_id: String,
@@ -227,12 +243,96 @@ impl From<TaskOp> for Operation {
 impl Operation {
     /// The operation's name (see the enum's documentation).
     pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
+    /// Which operation this is, without its input.
+    pub fn kind(&self) -> OperationName {
         match self {
-            Operation::Teams(op) => op.into(),
-            Operation::Agents(op) => op.into(),
-            Operation::Messages(op) => op.into(),
-            Operation::Tasks(op) => op.into(),
+            Operation::Teams(op) => OperationName::Teams(op.into()),
+            Operation::Agents(op) => OperationName::Agents(op.into()),
+            Operation::Messages(op) => OperationName::Messages(op.into()),
+            Operation::Tasks(op) => OperationName::Tasks(op.into()),
         }
+    }
+}
+
+/// An operation without its input: what a frame's `type` or a tool names. The names are
+/// the ones the resource enums' `strum_discriminants` attributes give, written once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OperationName {
+    Teams(TeamOpName),
+    Agents(AgentOpName),
+    Messages(MessageOpName),
+    Tasks(TaskOpName),
+}
+
+impl OperationName {
+    /// The operation of this name, if any.
+    pub fn parse(name: &str) -> Option<OperationName> {
+        use std::str::FromStr;
+        None.or_else(|| {
+            MessageOpName::from_str(name)
+                .ok()
+                .map(OperationName::Messages)
+        })
+        .or_else(|| TaskOpName::from_str(name).ok().map(OperationName::Tasks))
+        .or_else(|| AgentOpName::from_str(name).ok().map(OperationName::Agents))
+        .or_else(|| TeamOpName::from_str(name).ok().map(OperationName::Teams))
+    }
+
+    /// Its name: the frame `type` (the task protocol's keep the document's type names).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OperationName::Teams(n) => n.into(),
+            OperationName::Agents(n) => n.into(),
+            OperationName::Messages(n) => n.into(),
+            OperationName::Tasks(n) => n.into(),
+        }
+    }
+
+    /// Whether an agent may send the operation as a frame (the rest are REST-only: team
+    /// and registry management). Exhaustive, so a new operation says whether the socket
+    /// carries it.
+    pub fn on_socket(self) -> bool {
+        match self {
+            OperationName::Teams(name) => match name {
+                TeamOpName::GetActivity => true,
+                TeamOpName::CreateTeam
+                | TeamOpName::GetTeam
+                | TeamOpName::UpdateTeam
+                | TeamOpName::TeamMetrics
+                | TeamOpName::CallbackSecret
+                | TeamOpName::RotateCallbackSecret => false,
+            },
+            OperationName::Agents(name) => match name {
+                AgentOpName::WhoAmI | AgentOpName::SetWatch => true,
+                AgentOpName::RegisterAgent
+                | AgentOpName::ListAgents
+                | AgentOpName::GetAgent
+                | AgentOpName::UpdateAgent
+                | AgentOpName::RemoveAgent => false,
+            },
+            OperationName::Messages(_) | OperationName::Tasks(_) => true,
+        }
+    }
+
+    /// Every operation's name.
+    pub fn all() -> impl Iterator<Item = OperationName> {
+        use strum::VariantArray;
+        let teams = TeamOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Teams(*n));
+        let agents = AgentOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Agents(*n));
+        let messages = MessageOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Messages(*n));
+        let tasks = TaskOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Tasks(*n));
+        teams.chain(agents).chain(messages).chain(tasks)
     }
 }
 
@@ -332,4 +432,46 @@ typed_replies! {
     TaskUpdated(Box<TaskUpdated>);
     Published(PublishResult);
     Activity(TeamActivity);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OperationName;
+
+    /// The names clients send (frame `type`s, the access table's rows): each once, each
+    /// parsed back to its operation, and no second spelling of a renamed one.
+    #[test]
+    fn every_operation_has_one_name_that_parses_back() {
+        let names: Vec<&str> = OperationName::all().map(OperationName::as_str).collect();
+        let unique: std::collections::BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(names.len(), unique.len(), "{names:?}");
+        for name in OperationName::all() {
+            assert_eq!(OperationName::parse(name.as_str()), Some(name));
+        }
+        for expected in [
+            "send_message",
+            "get_callback_secret",
+            "whoami",
+            "TaskRequest",
+            "TaskResponse",
+            "CallbackNotification",
+            "ErrorMessage",
+            "HandoffNotification",
+            "ClarificationRequest",
+            "ClarificationResponse",
+            "get_activity",
+        ] {
+            assert!(
+                unique.contains(expected),
+                "{expected} missing from {names:?}"
+            );
+        }
+        for other_spelling in ["submit_task", "who_am_i", "report_task", "callback_secret"] {
+            assert_eq!(
+                OperationName::parse(other_spelling),
+                None,
+                "{other_spelling}"
+            );
+        }
+    }
 }

@@ -8,8 +8,9 @@ use std::time::Duration;
 use switchboard_types::AgentOp;
 
 use switchboard_types::decode::decode_value;
-use switchboard_types::frames::operation_from_fields;
+use switchboard_types::frames::operation_of;
 use switchboard_types::inbox::{DEFAULT_WAIT_MS, WaitForMessages};
+use switchboard_types::{AgentOpName, MessageOpName, OperationName, TaskOpName};
 use switchboard_types::{ErrorBody, Operation, Reply};
 
 use super::schema;
@@ -28,7 +29,7 @@ Errors carry an error_code and a suggested_action: follow it.";
 #[derive(Clone, Copy)]
 enum Decode {
     /// The arguments are the fields of this WebSocket frame type.
-    Frame(&'static str),
+    Frame(OperationName),
     /// Like `Frame`, with `status` fixed (the three task reports).
     Report(&'static str),
     /// LIST_AGENTS of the caller's own team (REST names the team in the path).
@@ -113,12 +114,16 @@ const POST: &str = "post";
 
 /// Every tool, in the order a model sees them.
 static TOOLS: [Spec; 20] = [
-    spec("whoami", Frame("whoami"), (GET, "/v1/whoami"))
-        .reads()
-        .about(
-            "Who you are in Switchboard: your agent id, your team, your role. Call it first if \
+    spec(
+        "whoami",
+        Frame(OperationName::Agents(AgentOpName::WhoAmI)),
+        (GET, "/v1/whoami"),
+    )
+    .reads()
+    .about(
+        "Who you are in Switchboard: your agent id, your team, your role. Call it first if \
          you do not know your agent id.",
-        ),
+    ),
     spec(
         "find_agents",
         FindAgents,
@@ -133,7 +138,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "send_message",
-        Frame("send_message"),
+        Frame(OperationName::Messages(MessageOpName::SendMessage)),
         (POST, "/v1/messages"),
     )
     .caller(&["sender_agent_id"])
@@ -143,18 +148,22 @@ static TOOLS: [Spec; 20] = [
              in_reply_to to follow up on a message. Returns the message id and who got it \
              live (delivered_to) or will find it in their inbox (pending_delivery).",
     ),
-    spec("get_messages", Frame("get_messages"), (GET, "/v1/messages"))
-        .reads()
-        .about(
-            "Read your inbox, newest first: messages, responses, broadcasts, assistance \
+    spec(
+        "get_messages",
+        Frame(OperationName::Messages(MessageOpName::GetMessages)),
+        (GET, "/v1/messages"),
+    )
+    .reads()
+    .about(
+        "Read your inbox, newest first: messages, responses, broadcasts, assistance \
              requests and task notifications. Filter with unread_only, message_types, \
              senders, priority, since_timestamp, thread_id; page with cursor (the \
              next_cursor of the previous page). Returns the messages with total_count and \
              unread_count.",
-        ),
+    ),
     spec(
         "get_message",
-        Frame("get_message"),
+        Frame(OperationName::Messages(MessageOpName::GetMessage)),
         (GET, "/v1/messages/{message_id}"),
     )
     .reads()
@@ -164,7 +173,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "mark_read",
-        Frame("mark_message_read"),
+        Frame(OperationName::Messages(MessageOpName::MarkMessageRead)),
         (POST, "/v1/messages/read"),
     )
     .caller(&["agent_id"])
@@ -174,7 +183,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "respond",
-        Frame("respond_to_message"),
+        Frame(OperationName::Messages(MessageOpName::RespondToMessage)),
         (POST, "/v1/messages/{message_id}/responses"),
     )
     .caller(&["responder_agent_id"])
@@ -186,7 +195,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "broadcast",
-        Frame("broadcast_update"),
+        Frame(OperationName::Messages(MessageOpName::BroadcastUpdate)),
         (POST, "/v1/broadcasts"),
     )
     .caller(&["sender_agent_id"])
@@ -196,7 +205,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "request_assistance",
-        Frame("request_assistance"),
+        Frame(OperationName::Messages(MessageOpName::RequestAssistance)),
         (POST, "/v1/assistance-requests"),
     )
     .caller(&["requester_agent_id"])
@@ -206,34 +215,54 @@ static TOOLS: [Spec; 20] = [
              target_agents. Returns the potential responders; their answers arrive as \
              responses in your inbox.",
     ),
-    spec("publish", Frame("publish"), (POST, "/v1/publish"))
-        .caller(&["sender_agent_id"])
-        .about(
-            "Publish the output of an action (cause_by = the action's name) to your team or to \
+    spec(
+        "publish",
+        Frame(OperationName::Messages(MessageOpName::Publish)),
+        (POST, "/v1/publish"),
+    )
+    .caller(&["sender_agent_id"])
+    .about(
+        "Publish the output of an action (cause_by = the action's name) to your team or to \
          the addresses in send_to; agents that watch cause_by see it as news.",
-        ),
-    spec("set_watch", Frame("set_watch"), ("put", "/v1/watch"))
-        .caller(&["agent_id"])
-        .about(
-            "Choose which actions' publishes are news for you (watch) and the addresses you \
+    ),
+    spec(
+        "set_watch",
+        Frame(OperationName::Agents(AgentOpName::SetWatch)),
+        ("put", "/v1/watch"),
+    )
+    .caller(&["agent_id"])
+    .about(
+        "Choose which actions' publishes are news for you (watch) and the addresses you \
          answer to (addresses); each list replaces the previous one.",
-        ),
-    spec("submit_task", Frame("TaskRequest"), (POST, "/v1/tasks"))
-        .caller(&["originating_agent_id"])
-        .about(
-            "Give work to another agent: a task with a description and either target_agent_id \
+    ),
+    spec(
+        "submit_task",
+        Frame(OperationName::Tasks(TaskOpName::SubmitTask)),
+        (POST, "/v1/tasks"),
+    )
+    .caller(&["originating_agent_id"])
+    .about(
+        "Give work to another agent: a task with a description and either target_agent_id \
          or required_capabilities (the best available match gets it). Returns the task id; \
          follow it with get_task, and the result arrives in your inbox.",
-        ),
-    spec("get_task", Frame("get_task"), (GET, "/v1/tasks/{task_id}"))
-        .reads()
-        .about("A task you gave or work on: its status, assignee, result and history."),
-    spec("list_tasks", Frame("list_tasks"), (GET, "/v1/tasks"))
-        .reads()
-        .about(
-            "Tasks you gave (role=originated) or work on (role=assigned), optionally by status; \
+    ),
+    spec(
+        "get_task",
+        Frame(OperationName::Tasks(TaskOpName::GetTask)),
+        (GET, "/v1/tasks/{task_id}"),
+    )
+    .reads()
+    .about("A task you gave or work on: its status, assignee, result and history."),
+    spec(
+        "list_tasks",
+        Frame(OperationName::Tasks(TaskOpName::ListTasks)),
+        (GET, "/v1/tasks"),
+    )
+    .reads()
+    .about(
+        "Tasks you gave (role=originated) or work on (role=assigned), optionally by status; \
          page with cursor.",
-        ),
+    ),
     spec(
         "report_progress",
         Report("in-progress"),
@@ -266,7 +295,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "ask_clarification",
-        Frame("ClarificationRequest"),
+        Frame(OperationName::Tasks(TaskOpName::Clarify)),
         (POST, "/v1/tasks/{task_id}/clarifications"),
     )
     .caller(&["requested_by"])
@@ -276,7 +305,7 @@ static TOOLS: [Spec; 20] = [
     ),
     spec(
         "answer_clarification",
-        Frame("ClarificationResponse"),
+        Frame(OperationName::Tasks(TaskOpName::AnswerClarification)),
         (
             POST,
             "/v1/tasks/{task_id}/clarifications/{clarification_id}/answer",
@@ -286,7 +315,7 @@ static TOOLS: [Spec; 20] = [
     .about("Answer a question the assignee of your task asked (clarification_id)."),
     spec(
         "hand_off",
-        Frame("HandoffNotification"),
+        Frame(OperationName::Tasks(TaskOpName::HandOff)),
         (POST, "/v1/tasks/{task_id}/handoff"),
     )
     .about(
@@ -299,7 +328,7 @@ static TOOLS: [Spec; 20] = [
 static MORE: [Spec; 3] = [
     spec(
         "cancel_task",
-        Frame("cancel_task"),
+        Frame(OperationName::Tasks(TaskOpName::CancelTask)),
         (POST, "/v1/tasks/{task_id}/cancel"),
     )
     .about("Cancel a task you gave, with an optional reason."),
@@ -398,7 +427,7 @@ fn operation(
         }
     }
     match spec.decode {
-        Frame(kind) => Ok(operation_from_fields(kind, fields)?),
+        Frame(name) => Ok(operation_of(name, fields)?),
         Report(status) => {
             if fields.contains_key("status") {
                 return Err(ErrorBody::validation(
@@ -408,7 +437,10 @@ fn operation(
                 .into());
             }
             fields.insert("status".into(), Value::String(status.into()));
-            Ok(operation_from_fields("TaskResponse", fields)?)
+            Ok(operation_of(
+                OperationName::Tasks(TaskOpName::ReportTask),
+                fields,
+            )?)
         }
         Register => Ok(Operation::Agents(AgentOp::RegisterAgent {
             team_id: core.own_team_id(caller)?,
