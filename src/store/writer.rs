@@ -202,6 +202,47 @@ impl<B: Batch> Writer<B> {
     }
 }
 
+/// A store whose writes go through a [`Writer`]: the two ways a job isolates itself,
+/// written once for every engine (each engine says only where its writer is).
+pub(crate) trait Writes<B: Batch> {
+    fn writer(&self) -> &Writer<B>;
+
+    /// Runs `job` in the next group commit inside a savepoint of its own, then `after` on
+    /// the writer task right after the commit, in commit order; its error fails the call.
+    fn write_then<T, R, E, F, A>(
+        &self,
+        job: F,
+        after: A,
+    ) -> impl Future<Output = Result<R, E>> + Send
+    where
+        F: for<'c> FnOnce(&'c mut B) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.writer().write_then(Isolation::Savepoint, job, after)
+    }
+
+    /// Like [`Writes::write_then`] for a job that is atomic by itself (see
+    /// [`Isolation::SelfContained`]): it must leave no change behind when it fails.
+    fn write_self_contained<T, R, E, F, A>(
+        &self,
+        job: F,
+        after: A,
+    ) -> impl Future<Output = Result<R, E>> + Send
+    where
+        F: for<'c> FnOnce(&'c mut B) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
+        A: FnOnce(T) -> Result<R, E> + Send + 'static,
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
+        self.writer()
+            .write_then(Isolation::SelfContained, job, after)
+    }
+}
+
 async fn run<B: Batch>(mut tx: B, mut rx: mpsc::Receiver<Job<B>>, closing: CancellationToken) {
     let mut batch: Vec<Job<B>> = Vec::with_capacity(MAX_BATCH);
     let metrics = BatchMetrics::new();

@@ -2,6 +2,7 @@
 //! meaning, as the SQLite backend's (`store::sqlite::api`). Reads run on the pool; writes
 //! are jobs of this node's group commit ([`super::writer`]).
 
+use crate::store::writer::Writes;
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -36,9 +36,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use writer::PgTx;
 
-use futures_util::future::BoxFuture;
-
-use crate::store::writer::{Isolation, Writer};
+use crate::store::writer::{Writer, Writes};
 
 /// Handle to a PostgreSQL database: a read pool, this node's writer, and what the other
 /// nodes commit ([`listen`]). Cheap to clone.
@@ -55,6 +53,12 @@ pub struct PgStore {
     /// This node's id, once the core named it (`set_node`): its own registry epochs are
     /// neither waited for nor read back.
     node: Arc<std::sync::OnceLock<String>>,
+}
+
+impl Writes<PgTx> for PgStore {
+    fn writer(&self) -> &Writer<PgTx> {
+        &self.writer
+    }
 }
 
 impl PgStore {
@@ -84,22 +88,6 @@ impl PgStore {
             connections_written: Arc::default(),
             node,
         })
-    }
-
-    /// Runs `job` in the next group commit (inside a savepoint taken with its first
-    /// statement), then `after` on the writer task right after the commit, in commit
-    /// order; its error fails the call.
-    async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
-    where
-        F: for<'c> FnOnce(&'c mut PgTx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        A: FnOnce(T) -> Result<R, E> + Send + 'static,
-        T: Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer
-            .write_then(Isolation::Savepoint, job, after)
-            .await
     }
 
     /// What the other nodes commit, for the one who pushes it to this node's live

@@ -95,7 +95,7 @@ impl PgTx {
 
     /// Queues a post for the batch's shared insert. A job stages last: what it staged
     /// is dropped if it fails, but a statement after staging would write it first.
-    pub fn stage(&mut self, post: StagedPost) {
+    pub(super) fn stage(&mut self, post: StagedPost) {
         self.staged.push(post);
     }
 

@@ -3,6 +3,7 @@
 //! commit; a caller's decisions that must be made inside the transaction come in as
 //! closures that see only records, never a connection.
 
+use crate::store::writer::Writes;
 use std::collections::HashMap;
 use std::time::Duration;
 

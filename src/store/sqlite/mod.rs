@@ -33,7 +33,6 @@ mod writer;
 use std::path::Path;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use sqlx::ConnectOptions;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -43,7 +42,7 @@ use checkpoint::WalBound;
 use message_staging::PostStaging;
 use writer::WriteTx;
 
-use crate::store::writer::{Isolation, Writer};
+use crate::store::writer::{Writer, Writes};
 
 use super::{Durability, StoreError, StoreOptions};
 
@@ -58,6 +57,12 @@ pub struct SqliteStore {
     checkpoints: std::sync::Arc<Checkpointer>,
     /// This process's claim on the file, released by [`SqliteStore::close`].
     serving: std::sync::Arc<std::sync::Mutex<Option<lock::ServingLock>>>,
+}
+
+impl Writes<Tx> for SqliteStore {
+    fn writer(&self) -> &Writer<Tx> {
+        &self.writer
+    }
 }
 
 /// The background checkpoint task and the token that stops it.
@@ -256,37 +261,6 @@ impl SqliteStore {
             }),
             serving: std::sync::Arc::new(std::sync::Mutex::new(Some(serving))),
         })
-    }
-
-    /// Runs `job` in the next group commit inside a savepoint of its own, then `after`
-    /// on the writer task right after the commit, in commit order; its error fails the
-    /// call.
-    async fn write_then<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
-    where
-        F: for<'c> FnOnce(&'c mut Tx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        A: FnOnce(T) -> Result<R, E> + Send + 'static,
-        T: Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer
-            .write_then(Isolation::Savepoint, job, after)
-            .await
-    }
-
-    /// Like [`SqliteStore::write_then`] for a job that is atomic by itself (see
-    /// [`Isolation::SelfContained`]): it must leave no change behind when it fails.
-    async fn write_self_contained<T, R, E, F, A>(&self, job: F, after: A) -> Result<R, E>
-    where
-        F: for<'c> FnOnce(&'c mut Tx) -> BoxFuture<'c, Result<T, E>> + Send + 'static,
-        A: FnOnce(T) -> Result<R, E> + Send + 'static,
-        T: Send + 'static,
-        R: Send + 'static,
-        E: From<StoreError> + Send + 'static,
-    {
-        self.writer
-            .write_then(Isolation::SelfContained, job, after)
-            .await
     }
 
     /// Checks that the database answers (readiness).

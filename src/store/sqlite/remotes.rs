@@ -1,5 +1,6 @@
 //! Outside A2A agents (migration 0017).
 
+use crate::store::writer::Writes;
 use sqlx::SqliteConnection;
 
 use super::SqliteStore;

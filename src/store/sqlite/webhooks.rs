@@ -1,6 +1,7 @@
 //! A task's webhooks. Their outbox rows are written by the `task_events_to_webhooks`
 //! trigger (migration 0016) with each history entry, in the entry's transaction.
 
+use crate::store::writer::Writes;
 use sqlx::{SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::TaskPk;
 
