@@ -41,56 +41,6 @@ impl PgStore {
             pause = (pause * 2).min(Duration::from_millis(50));
         }
     }
-
-    /// Names this node (once): its own epochs are not waited for, and its listener does
-    /// not read the registry again for them.
-    pub fn set_node(&self, node: &str) {
-        let _ = self.node.set(node.to_owned());
-    }
-
-    /// The newest registry epoch taken so far: read before a reload, recorded after it.
-    pub async fn registry_epoch(&self) -> Result<i64, StoreError> {
-        registry_epoch(&self.read).await
-    }
-
-    /// Writes `node`'s heartbeat alone (a node confirming its registry between two
-    /// regular heartbeats).
-    pub async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO nodes (node_id, heartbeat_at) VALUES ($1, $2)
-             ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
-        )
-        .bind(node)
-        .bind(now.micros())
-        .execute(&self.read)
-        .await?;
-        Ok(())
-    }
-
-    /// Takes or renews `node`'s hold on every outside A2A agent that no other node holds
-    /// (or whose holder let its hold run out) for `lease`; the agents `node` holds now.
-    pub async fn hold_remote_agents(
-        &self,
-        node: &str,
-        lease: Duration,
-    ) -> Result<Vec<AgentPk>, StoreError> {
-        let held: Vec<i64> = sqlx::query_scalar(
-            "UPDATE a2a_remotes
-             SET held_by = $1, held_until = now() + make_interval(secs => $2)
-             WHERE held_by IS NULL OR held_by = $1 OR held_until < now()
-             RETURNING agent_pk",
-        )
-        .bind(node)
-        .bind(lease.as_secs_f64())
-        .fetch_all(&self.read)
-        .await?;
-        Ok(held.into_iter().map(AgentPk).collect())
-    }
-
-    /// Records that `node` holds the registry as of `epoch`.
-    pub async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
-        registry_seen(&self.read, node, epoch, Timestamp::now()).await
-    }
 }
 
 /// Takes the next registry epoch, after a registry change committed, and tells every node
@@ -108,7 +58,7 @@ async fn next_registry_epoch(pool: &PgPool, me: &str) -> Result<i64, StoreError>
 }
 
 /// The newest registry epoch taken so far (0 before the first).
-async fn registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
+pub(super) async fn registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
     let epoch: i64 = sqlx::query_scalar(
         "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM registry_epoch",
     )
@@ -118,7 +68,7 @@ async fn registry_epoch(pool: &PgPool) -> Result<i64, StoreError> {
 }
 
 /// Records that `node` holds the registry as of `epoch` (never lowering it).
-async fn registry_seen(
+pub(super) async fn registry_seen(
     pool: &PgPool,
     node: &str,
     epoch: i64,
@@ -155,4 +105,37 @@ async fn nodes_behind(
     .fetch_one(pool)
     .await?;
     Ok(behind)
+}
+
+/// Writes `node`'s heartbeat alone.
+pub(super) async fn heartbeat(pool: &PgPool, node: &str, now: Timestamp) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO nodes (node_id, heartbeat_at) VALUES ($1, $2)
+         ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+    )
+    .bind(node)
+    .bind(now.micros())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Takes or renews `node`'s hold on every outside A2A agent that no other node holds
+/// (or whose holder let its hold run out) for `lease`; the agents `node` holds now.
+pub(super) async fn hold_remote_agents(
+    pool: &PgPool,
+    node: &str,
+    lease: Duration,
+) -> Result<Vec<AgentPk>, StoreError> {
+    let held: Vec<i64> = sqlx::query_scalar(
+        "UPDATE a2a_remotes
+         SET held_by = $1, held_until = now() + make_interval(secs => $2)
+         WHERE held_by IS NULL OR held_by = $1 OR held_until < now()
+         RETURNING agent_pk",
+    )
+    .bind(node)
+    .bind(lease.as_secs_f64())
+    .fetch_all(pool)
+    .await?;
+    Ok(held.into_iter().map(AgentPk).collect())
 }

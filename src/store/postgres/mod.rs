@@ -8,8 +8,8 @@
 //! until the commit: that is what keeps seqs gap-free and in commit order when several
 //! nodes write to one database.
 
-mod api;
 pub mod copy;
+mod engine;
 mod epoch;
 mod inbox;
 mod listen;
@@ -88,22 +88,6 @@ impl PgStore {
             connections_written: Arc::default(),
             node,
         })
-    }
-
-    /// What the other nodes commit, for the one who pushes it to this node's live
-    /// connections (the first caller gets it).
-    pub fn take_changes(&self) -> Option<mpsc::Receiver<Vec<Change>>> {
-        self.changes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-    }
-
-    /// Finishes queued writes and closes every connection.
-    pub async fn close(&self) {
-        self.listening.cancel();
-        self.writer.close().await;
-        self.read.close().await;
     }
 }
 

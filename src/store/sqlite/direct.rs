@@ -96,11 +96,11 @@ mod tests {
     use switchboard_types::messages::{MessageKind, MessageType};
 
     use crate::model::{AgentRecord, Decided, NewMessage, NewPost};
+    use crate::store::Store;
     use crate::store::StoreOptions;
-    use crate::store::sqlite::SqliteStore;
 
     /// Posts `id` from `sender` to agent 2; whether it was written.
-    async fn send(store: &SqliteStore, sender: &AgentRecord, id: &str) -> bool {
+    async fn send(store: &Store, sender: &AgentRecord, id: &str) -> bool {
         let content = serde_json::from_value(serde_json::json!({"text": id})).expect("content");
         let message = NewMessage::new(
             id.to_owned(),
@@ -134,7 +134,7 @@ mod tests {
     async fn a_post_the_direct_insert_refuses_fails_alone() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("s.db");
-        let store = SqliteStore::open(&path, StoreOptions::default())
+        let store = Store::open_sqlite(&path, StoreOptions::default())
             .await
             .expect("store");
         let mut setup = SqliteConnection::connect(&format!("sqlite://{}", path.display()))

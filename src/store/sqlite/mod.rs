@@ -7,10 +7,10 @@
 //! owns them. [`api`] is the typed face the store offers the core.
 
 mod agents;
-mod api;
 mod callbacks;
 mod checkpoint;
 mod direct;
+mod engine;
 mod idempotency;
 mod inbox;
 pub(crate) mod lock;
@@ -101,85 +101,6 @@ fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
 /// batches go to one agent or append, unchanged within the noise.
 const PAGE_SIZE: u32 = 1024;
 
-/// How every connection to the file is opened.
-fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
-    SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .page_size(PAGE_SIZE)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(match opts.durability {
-            Durability::Normal => SqliteSynchronous::Normal,
-            Durability::Full => SqliteSynchronous::Full,
-        })
-        .foreign_keys(true)
-        // Only the writer writes, so waits are short: readers never block it in WAL
-        // mode; another process holding the lock is the only long wait.
-        .busy_timeout(opts.busy_timeout)
-        .pragma("temp_store", "memory")
-        // Checkpoints are ours (see `checkpoint`), never SQLite's automatic ones.
-        .pragma("wal_autocheckpoint", "0")
-        // A restart never cuts the file (that `ftruncate` held up the next commit);
-        // the checkpoint task cuts it once the load eases (see `checkpoint`).
-        .pragma("journal_size_limit", opts.wal_max_bytes.to_string())
-        // Statements are not logged one by one (that is a hot path); slow ones are.
-        .log_statements(log::LevelFilter::Off)
-        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))
-}
-
-/// Refuses, before anything is written, a file that is not ours: one SQLite cannot read
-/// (corrupt, or not a database at all), or another program's database (tables, but no
-/// migration history). Opening it normally would switch it to WAL and add our tables to
-/// it; a typo in `--database` must never damage someone else's data.
-async fn refuse_foreign(path: &Path) -> Result<(), StoreError> {
-    let has_content = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
-    if !has_content {
-        return Ok(());
-    }
-    let unreadable = |e: sqlx::Error| StoreError::NotOurs {
-        path: path.to_path_buf(),
-        reason: format!("SQLite cannot read it ({e})"),
-    };
-    // Default options change nothing in the file: no journal mode, no creation.
-    let mut probe = SqliteConnectOptions::new()
-        .filename(path)
-        .connect()
-        .await
-        .map_err(unreadable)?;
-    let tables: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-            .fetch_all(&mut probe)
-            .await
-            .map_err(unreadable)?;
-    drop(probe);
-    let ours = tables.is_empty() || tables.iter().any(|t| t == "_sqlx_migrations");
-    if ours {
-        return Ok(());
-    }
-    Err(StoreError::NotOurs {
-        path: path.to_path_buf(),
-        reason: format!(
-            "it is another program's database (tables: {})",
-            tables.join(", ")
-        ),
-    })
-}
-
-/// The migrations of this engine (`migrations/`), embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-/// A fresh in-memory database at this binary's schema, for the store's own tests of
-/// statements and plans.
-#[cfg(test)]
-async fn memory_database() -> sqlx::SqliteConnection {
-    use sqlx::Connection;
-    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
-        .await
-        .expect("memory database");
-    MIGRATOR.run(&mut conn).await.expect("migrations");
-    conn
-}
-
 impl SqliteStore {
     /// Opens (creating if needed) the database file, applies migrations and starts the
     /// writer.
@@ -262,29 +183,85 @@ impl SqliteStore {
             serving: std::sync::Arc::new(std::sync::Mutex::new(Some(serving))),
         })
     }
+}
 
-    /// Checks that the database answers (readiness).
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.read).await?;
-        Ok(())
-    }
+/// How every connection to the file is opened.
+fn connect_options(path: &Path, opts: StoreOptions) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .page_size(PAGE_SIZE)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(match opts.durability {
+            Durability::Normal => SqliteSynchronous::Normal,
+            Durability::Full => SqliteSynchronous::Full,
+        })
+        .foreign_keys(true)
+        // Only the writer writes, so waits are short: readers never block it in WAL
+        // mode; another process holding the lock is the only long wait.
+        .busy_timeout(opts.busy_timeout)
+        .pragma("temp_store", "memory")
+        // Checkpoints are ours (see `checkpoint`), never SQLite's automatic ones.
+        .pragma("wal_autocheckpoint", "0")
+        // A restart never cuts the file (that `ftruncate` held up the next commit);
+        // the checkpoint task cuts it once the load eases (see `checkpoint`).
+        .pragma("journal_size_limit", opts.wal_max_bytes.to_string())
+        // Statements are not logged one by one (that is a hot path); slow ones are.
+        .log_statements(log::LevelFilter::Off)
+        .log_slow_statements(log::LevelFilter::Warn, Duration::from_millis(250))
+}
 
-    /// Finishes queued writes, checkpoints the WAL and closes every connection.
-    pub async fn close(&self) {
-        self.checkpoints.stop.cancel();
-        if let Some(task) = self.checkpoints.task.lock().await.take() {
-            let _ = task.await;
-        }
-        self.writer.close().await;
-        self.read.close().await;
-        // The file is free for the next server only once every connection is closed.
-        // A poisoned lock only means a panic elsewhere; the claim is dropped either way.
-        let claim = match self.serving.lock() {
-            Ok(mut guard) => guard.take(),
-            Err(poisoned) => poisoned.into_inner().take(),
-        };
-        drop(claim);
+/// Refuses, before anything is written, a file that is not ours: one SQLite cannot read
+/// (corrupt, or not a database at all), or another program's database (tables, but no
+/// migration history). Opening it normally would switch it to WAL and add our tables to
+/// it; a typo in `--database` must never damage someone else's data.
+async fn refuse_foreign(path: &Path) -> Result<(), StoreError> {
+    let has_content = std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    if !has_content {
+        return Ok(());
     }
+    let unreadable = |e: sqlx::Error| StoreError::NotOurs {
+        path: path.to_path_buf(),
+        reason: format!("SQLite cannot read it ({e})"),
+    };
+    // Default options change nothing in the file: no journal mode, no creation.
+    let mut probe = SqliteConnectOptions::new()
+        .filename(path)
+        .connect()
+        .await
+        .map_err(unreadable)?;
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .fetch_all(&mut probe)
+            .await
+            .map_err(unreadable)?;
+    drop(probe);
+    let ours = tables.is_empty() || tables.iter().any(|t| t == "_sqlx_migrations");
+    if ours {
+        return Ok(());
+    }
+    Err(StoreError::NotOurs {
+        path: path.to_path_buf(),
+        reason: format!(
+            "it is another program's database (tables: {})",
+            tables.join(", ")
+        ),
+    })
+}
+
+/// The migrations of this engine (`migrations/`), embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A fresh in-memory database at this binary's schema, for the store's own tests of
+/// statements and plans.
+#[cfg(test)]
+async fn memory_database() -> sqlx::SqliteConnection {
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:")
+        .await
+        .expect("memory database");
+    MIGRATOR.run(&mut conn).await.expect("migrations");
+    conn
 }
 
 #[cfg(test)]
@@ -292,6 +269,7 @@ mod tests {
     use sqlx::{Connection, SqliteConnection};
 
     use crate::store::StoreOptions;
+    use crate::store::engine::Engine;
     use crate::store::sqlite::SqliteStore;
 
     /// A database this server creates has [`super::PAGE_SIZE`] pages, not SQLite's 4096.

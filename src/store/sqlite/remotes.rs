@@ -1,15 +1,16 @@
 //! Outside A2A agents (migration 0017).
 
-use crate::store::writer::Writes;
 use sqlx::SqliteConnection;
 
-use super::SqliteStore;
 use crate::model::RemoteAgentRecord;
 use crate::store::StoreError;
 use crate::store::columns::{REMOTE_COLUMNS, remote};
 
 /// Adds or replaces (a refreshed card) the agent's row.
-async fn put(conn: &mut SqliteConnection, r: &RemoteAgentRecord) -> Result<(), StoreError> {
+pub(super) async fn put(
+    conn: &mut SqliteConnection,
+    r: &RemoteAgentRecord,
+) -> Result<(), StoreError> {
     sqlx::query(
         "INSERT INTO a2a_remotes (agent_pk, team_pk, card_url, interface_url, authorization,
                                   card, refreshed_at, created_at)
@@ -32,24 +33,14 @@ async fn put(conn: &mut SqliteConnection, r: &RemoteAgentRecord) -> Result<(), S
     Ok(())
 }
 
-impl SqliteStore {
-    /// Every outside agent whose registry agent is still a member.
-    pub async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {
-        // Built from constants only.
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {REMOTE_COLUMNS} FROM a2a_remotes r JOIN agents a ON a.pk = r.agent_pk
-             WHERE a.removed_at IS NULL ORDER BY r.agent_pk"
-        )))
-        .fetch_all(&self.read)
-        .await?;
-        rows.iter().map(remote).collect()
-    }
-
-    pub async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError> {
-        self.write_self_contained(
-            move |tx| Box::pin(async move { put(tx.conn().await?, &remote).await }),
-            Ok,
-        )
-        .await
-    }
+/// Every outside agent whose registry agent is still a member.
+pub(super) async fn members(pool: &sqlx::SqlitePool) -> Result<Vec<RemoteAgentRecord>, StoreError> {
+    // Built from constants only.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {REMOTE_COLUMNS} FROM a2a_remotes r JOIN agents a ON a.pk = r.agent_pk
+         WHERE a.removed_at IS NULL ORDER BY r.agent_pk"
+    )))
+    .fetch_all(pool)
+    .await?;
+    rows.iter().map(remote).collect()
 }

@@ -1,16 +1,14 @@
 //! A task's webhooks. Their outbox rows are written by the `task_events_to_webhooks`
 //! trigger (migration 0016) with each history entry, in the entry's transaction.
 
-use crate::store::writer::Writes;
 use sqlx::{SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::TaskPk;
 
-use super::SqliteStore;
 use crate::model::WebhookRecord;
 use crate::store::StoreError;
 use crate::store::columns::{WEBHOOK_COLUMNS as COLUMNS, webhook as from_row};
 
-async fn of_task<'e, E: SqliteExecutor<'e>>(
+pub(super) async fn of_task<'e, E: SqliteExecutor<'e>>(
     ex: E,
     task: TaskPk,
 ) -> Result<Vec<WebhookRecord>, StoreError> {
@@ -24,7 +22,7 @@ async fn of_task<'e, E: SqliteExecutor<'e>>(
     rows.iter().map(from_row).collect()
 }
 
-async fn by_pk<'e, E: SqliteExecutor<'e>>(
+pub(super) async fn by_pk<'e, E: SqliteExecutor<'e>>(
     ex: E,
     pk: i64,
 ) -> Result<Option<WebhookRecord>, StoreError> {
@@ -41,7 +39,7 @@ async fn by_pk<'e, E: SqliteExecutor<'e>>(
 /// Adds the webhook, or replaces the one of the same id (its pending deliveries go to
 /// the new address); queues the entries after `replay_after` in the same transaction
 /// (written before the webhook was: a webhook set right after its task misses nothing).
-async fn put(
+pub(super) async fn put(
     conn: &mut SqliteConnection,
     w: &WebhookRecord,
     replay_after: Option<i64>,
@@ -89,7 +87,7 @@ async fn put(
 }
 
 /// Removes the webhook with what it still had to send; `false` when there was none.
-async fn delete(
+pub(super) async fn delete(
     conn: &mut SqliteConnection,
     task: TaskPk,
     webhook_id: &str,
@@ -107,38 +105,4 @@ async fn delete(
     .await?;
     // Counted over both statements: nothing at all when there was no such webhook.
     Ok(removed.rows_affected() > 0)
-}
-
-impl SqliteStore {
-    pub async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
-        of_task(&self.read, task).await
-    }
-
-    pub async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {
-        by_pk(&self.read, pk).await
-    }
-
-    pub async fn put_webhook(
-        &self,
-        webhook: WebhookRecord,
-        replay_after: Option<i64>,
-    ) -> Result<(), StoreError> {
-        self.write_self_contained(
-            move |tx| Box::pin(async move { put(tx.conn().await?, &webhook, replay_after).await }),
-            Ok,
-        )
-        .await
-    }
-
-    pub async fn delete_webhook(
-        &self,
-        task: TaskPk,
-        webhook_id: String,
-    ) -> Result<bool, StoreError> {
-        self.write_self_contained(
-            move |tx| Box::pin(async move { delete(tx.conn().await?, task, &webhook_id).await }),
-            Ok,
-        )
-        .await
-    }
 }

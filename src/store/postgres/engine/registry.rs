@@ -1,0 +1,169 @@
+//! Teams, agents, presence and outside agents on PostgreSQL. A registry change answers
+//! only once every live node has taken it up ([`PgStore::registry_barrier`]).
+
+use async_trait::async_trait;
+use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+use super::super::{PgStore, outbox, registry};
+use super::write;
+use crate::model::{
+    AdminTokenRecord, AgentRecord, PresenceRow, QueueCursorRow, RemoteAgentRecord, SecretHash,
+    TeamRecord,
+};
+use crate::store::columns::hash_from;
+use crate::store::engine::{AfterCommit, Patch, Registry};
+use crate::store::writer::Writes;
+use crate::store::{NODE_EXPIRY, StoreError};
+
+#[async_trait]
+impl Registry for PgStore {
+    async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError> {
+        let Some(bytes) = registry::setting(&self.read, registry::ADMIN_TOKEN_HASH).await? else {
+            return Ok(None);
+        };
+        let set_at = registry::setting(&self.read, registry::ADMIN_TOKEN_SET_AT).await?;
+        Ok(Some(AdminTokenRecord {
+            hash: hash_from(bytes)?,
+            set_at: crate::store::columns::set_at_from(set_at),
+        }))
+    }
+
+    async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
+        write!(self, |conn| {
+            registry::put_setting(conn, registry::ADMIN_TOKEN_HASH, &hash).await?;
+            let at = at.micros().to_string();
+            registry::put_setting(conn, registry::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
+        })
+    }
+
+    async fn load_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
+        registry::load_teams(&self.read).await
+    }
+
+    async fn load_agents(&self) -> Result<Vec<AgentRecord>, StoreError> {
+        registry::load_agents(&self.read).await
+    }
+
+    async fn load_presence(&self) -> Result<Vec<PresenceRow>, StoreError> {
+        registry::load_presence(&self.read).await
+    }
+
+    async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError> {
+        write!(self, |conn| registry::save_presence(conn, &rows).await)
+    }
+
+    async fn queue_cursor(&self, agent: AgentPk, queue: String) -> Result<i64, StoreError> {
+        registry::queue_cursor(&self.read, agent, &queue).await
+    }
+
+    async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
+        write!(self, |conn| registry::save_queue_cursors(conn, &rows).await)
+    }
+
+    async fn insert_team_boxed(
+        &self,
+        team: TeamRecord,
+        after: AfterCommit<TeamRecord>,
+    ) -> Result<(), StoreError> {
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let pk = registry::insert_team(tx.conn().await?, &team).await?;
+                    tx.note_registry();
+                    Ok(TeamRecord { pk, ..team })
+                })
+            },
+            move |team| {
+                after(team);
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn update_team_boxed(
+        &self,
+        pk: TeamPk,
+        patch: Patch<TeamRecord>,
+        after: AfterCommit<TeamRecord>,
+    ) -> Result<(), StoreError> {
+        let written: Result<(), StoreError> = self
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        let mut team = registry::team_for_update(&mut *conn, pk).await?;
+                        patch(&mut team)?;
+                        registry::update_team(conn, &team).await?;
+                        tx.note_registry();
+                        Ok(team)
+                    })
+                },
+                move |team| {
+                    after(team);
+                    Ok(())
+                },
+            )
+            .await;
+        written?;
+        self.registry_barrier(NODE_EXPIRY).await
+    }
+
+    async fn insert_agent_boxed(
+        &self,
+        agent: AgentRecord,
+        after: AfterCommit<AgentRecord>,
+    ) -> Result<(), StoreError> {
+        self.write_then(
+            move |tx| {
+                Box::pin(async move {
+                    let pk = registry::insert_agent(tx.conn().await?, &agent).await?;
+                    tx.note_registry();
+                    Ok(AgentRecord { pk, ..agent })
+                })
+            },
+            move |agent| {
+                after(agent);
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn update_agent_boxed(
+        &self,
+        pk: AgentPk,
+        patch: Patch<AgentRecord>,
+        after: AfterCommit<AgentRecord>,
+    ) -> Result<(), StoreError> {
+        let written: Result<(), StoreError> = self
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        let mut agent = registry::agent_for_update(&mut *conn, pk).await?;
+                        patch(&mut agent)?;
+                        registry::update_agent(conn, &agent).await?;
+                        tx.note_registry();
+                        Ok(agent)
+                    })
+                },
+                move |agent| {
+                    after(agent);
+                    Ok(())
+                },
+            )
+            .await;
+        written?;
+        self.registry_barrier(NODE_EXPIRY).await
+    }
+
+    async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {
+        outbox::remote_agents(&self.read).await
+    }
+
+    async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError> {
+        write!(self, |conn| outbox::put_remote_agent(conn, &remote).await)
+    }
+}

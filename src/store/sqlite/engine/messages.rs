@@ -1,0 +1,208 @@
+//! Messages, inboxes, read marks and idempotency keys on SQLite. A post is rendered on
+//! the caller's thread and staged; the batch writes every staged post at once
+//! (`message_staging`).
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+use super::super::message_row::RenderedMessage;
+use super::super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
+use super::super::{SqliteStore, idempotency, inbox, messages, retention};
+use crate::model::{
+    ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
+    InboxSlice, MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewPost, PostContext,
+    PostOutcome, ResponseLatency, ResponseRow, StoredAnswer,
+};
+use crate::store::engine::{AfterPost, DecidePost, Messages};
+use crate::store::writer::Writes;
+use crate::store::{StoreError, paging};
+
+#[async_trait]
+impl Messages for SqliteStore {
+    async fn find_answer(
+        &self,
+        agent: AgentPk,
+        key: &str,
+    ) -> Result<Option<StoredAnswer>, StoreError> {
+        idempotency::find(&self.read, agent, key).await
+    }
+
+    async fn find_message(
+        &self,
+        team: TeamPk,
+        message_id: &str,
+    ) -> Result<Option<MessageRecord>, StoreError> {
+        messages::find(&self.read, team, message_id).await
+    }
+
+    async fn inbox_entry(
+        &self,
+        agent: AgentPk,
+        message: MessagePk,
+    ) -> Result<Option<InboxEntry>, StoreError> {
+        messages::inbox_entry(&self.read, agent, message).await
+    }
+
+    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<String>, StoreError> {
+        messages::recipient_ids(&self.read, message).await
+    }
+
+    async fn newest_seq(&self, agent: AgentPk) -> Result<i64, StoreError> {
+        inbox::newest_seq(&self.read, agent).await
+    }
+
+    async fn read_by(&self, message: MessagePk) -> Result<Vec<AgentPk>, StoreError> {
+        messages::read_by(&self.read, message).await
+    }
+
+    async fn responses_to(&self, message: MessagePk) -> Result<Vec<ResponseRow>, StoreError> {
+        messages::responses_to(&self.read, message).await
+    }
+
+    async fn read_inbox(
+        &self,
+        agent: AgentPk,
+        filter: &InboxFilter,
+        page: InboxPageSpec,
+    ) -> Result<(InboxCounts, InboxSlice), StoreError> {
+        let mut conn = self.read.acquire().await?;
+        paging::read_inbox(&mut *conn, agent, filter, page).await
+    }
+
+    async fn list_inbox(
+        &self,
+        agent: AgentPk,
+        filter: &InboxFilter,
+        page: InboxPageSpec,
+    ) -> Result<InboxSlice, StoreError> {
+        let mut conn = self.read.acquire().await?;
+        paging::list_inbox(&mut *conn, agent, filter, page).await
+    }
+
+    /// Marks the agent's entries of `message_ids` read.
+    async fn mark_read(
+        &self,
+        agent: AgentPk,
+        message_ids: Vec<String>,
+        now: Timestamp,
+    ) -> Result<MarkOutcome, StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move {
+                    messages::mark_read(tx.conn().await?, agent, &message_ids, now).await
+                })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {
+        inbox::team_counts(&self.read, team).await
+    }
+
+    async fn team_activity(
+        &self,
+        team: TeamPk,
+    ) -> Result<HashMap<AgentPk, ActivityCounts>, StoreError> {
+        inbox::team_activity(&self.read, team).await
+    }
+
+    async fn response_latencies(&self, team: TeamPk) -> Result<Vec<ResponseLatency>, StoreError> {
+        inbox::response_latencies(&self.read, team).await
+    }
+
+    /// One batch of a team's old messages removed (see [`retention::expire_messages`]).
+    async fn expire_messages(&self, spec: MessageSweepSpec) -> Result<MessageSweep, StoreError> {
+        self.write_then(
+            move |tx| {
+                Box::pin(async move { retention::expire_messages(tx.conn().await?, spec).await })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// Up to `limit` idempotency records older than `before`, removed.
+    async fn expire_idempotency_keys(
+        &self,
+        before: Timestamp,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move {
+                    retention::expire_idempotency_keys(tx.conn().await?, before.micros(), limit)
+                        .await
+                })
+            },
+            Ok,
+        )
+        .await
+    }
+
+    /// Writes one message to its recipients as one self-contained job.
+    ///
+    /// With an idempotency claim whose key was used before, nothing is written and the
+    /// stored answer comes back. Otherwise `decide` runs inside the transaction with the
+    /// message's time (and, for a response, whether the responder already gave a final
+    /// one): it may refuse, or return a value and the answer to store with the key.
+    /// `after` gets the value and what the message became, after the commit.
+    async fn post_boxed(
+        &self,
+        post: NewPost,
+        claim: Option<IdempotencyClaim>,
+        decide: DecidePost,
+        after: AfterPost,
+    ) -> Result<PostOutcome<()>, StoreError> {
+        // Rendered here, on the caller's thread (see `RenderedMessage`).
+        let rendered = RenderedMessage::new(post.message, post.recipient_ids)?;
+        let (deliver_to, response) = (post.deliver_to, post.response);
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move {
+                    if let Some(claim) = &claim
+                        && let Some(stored) =
+                            idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
+                    {
+                        return Ok(Staged::Replayed(stored));
+                    }
+                    let now = Timestamp::now();
+                    let final_response_given = match response {
+                        Some(link) => {
+                            let conn = tx.conn().await?;
+                            messages::final_response_given(conn, link.original, link.responder)
+                                .await?
+                        }
+                        None => false,
+                    };
+                    let context = PostContext {
+                        now,
+                        final_response_given,
+                    };
+                    let decided = decide(&rendered.message, context)?;
+                    let key = claim
+                        .zip(decided.answer)
+                        .map(|(claim, answer)| IdempotencyRow { claim, answer });
+                    let post = StagedPost::new(rendered, deliver_to, now, response, key);
+                    let slot = tx.staging().stage(post);
+                    Ok(Staged::Fresh(slot))
+                })
+            },
+            move |staged| match staged {
+                Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
+                Staged::Fresh(slot) => after(slot.outcome()).map(PostOutcome::Written),
+            },
+        )
+        .await
+    }
+}
+
+/// What a post job did.
+enum Staged {
+    Replayed(StoredAnswer),
+    Fresh(PostSlot),
+}
