@@ -86,6 +86,12 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .disable_allowed_origins()
+        // A request of the stateless revision (2026-07-28) whose first answer is its
+        // result is answered as one JSON body rather than an SSE stream of one event (a
+        // stream, a keep-alive timer and chunked framing per call). A call that says
+        // something first (progress while it waits) still streams. Sessions of the
+        // handshake revisions are not concerned.
+        .with_json_response(true)
         .with_max_request_body_bytes(max_body_bytes);
     let manager = Arc::new(LocalSessionManager::default());
     let limit = Arc::new(sessions::SessionLimit::new(
