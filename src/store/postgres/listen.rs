@@ -106,7 +106,7 @@ fn parse(payload: &str) -> Vec<Change> {
             }
             ("t", task) => Some(Change::Task(TaskPk(task.parse().ok()?))),
             ("r", "") => Some(Change::Registry),
-            // A registry epoch another node took (`epoch.rs`): read the registry again.
+            // A registry epoch another node took (`nodes.rs`): read the registry again.
             ("e", _) => Some(Change::Registry),
             _ => None,
         })

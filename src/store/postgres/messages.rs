@@ -1,5 +1,4 @@
-//! Messages, their inbox entries, responses, read marks and idempotency records on
-//! PostgreSQL.
+//! Messages, their inbox entries, responses and read marks on PostgreSQL.
 
 use std::collections::HashMap;
 
@@ -11,7 +10,7 @@ use switchboard_types::time::Timestamp;
 
 use crate::model::{
     IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
-    ResponseRow, StoredAnswer,
+    ResponseRow,
 };
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
@@ -172,29 +171,6 @@ pub(super) async fn mark_read(
         }
     }
     Ok(outcome)
-}
-
-pub(super) async fn find_answer<'e>(
-    ex: impl PgExecutor<'e>,
-    agent: AgentPk,
-    key: &str,
-) -> Result<Option<StoredAnswer>, StoreError> {
-    let row = sqlx::query(
-        "SELECT operation, request_hash, answer FROM idempotency_keys
-         WHERE agent_pk = $1 AND key = $2",
-    )
-    .bind(agent.0)
-    .bind(key)
-    .fetch_optional(ex)
-    .await?;
-    row.map(|r| {
-        Ok(StoredAnswer {
-            operation: r.text("operation")?,
-            request_hash: r.opt_bytes("request_hash")?.unwrap_or_default(),
-            answer: r.text("answer")?,
-        })
-    })
-    .transpose()
 }
 
 /// A message and everything written with it.

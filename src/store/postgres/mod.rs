@@ -8,18 +8,24 @@
 //! until the commit: that is what keeps seqs gap-free and in commit order when several
 //! nodes write to one database.
 
+mod agents;
+mod callbacks;
 pub mod copy;
 mod engine;
-mod epoch;
+mod idempotency;
 mod inbox;
 mod listen;
 mod message_staging;
 mod messages;
-mod outbox;
-mod registry;
+mod nodes;
+mod remotes;
+mod retention;
+mod settings;
 mod tables;
 mod tasks;
+mod teams;
 mod usage;
+mod webhooks;
 mod writer;
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@ use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::super::message_staging::{PostSlot, StagedPost};
-use super::super::{PgStore, inbox, messages, outbox};
+use super::super::{PgStore, idempotency, inbox, messages, retention};
 use super::write;
 use crate::model::{
     ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
@@ -26,7 +26,7 @@ impl Messages for PgStore {
         agent: AgentPk,
         key: &str,
     ) -> Result<Option<StoredAnswer>, StoreError> {
-        messages::find_answer(&self.read, agent, key).await
+        idempotency::find(&self.read, agent, key).await
     }
 
     async fn find_message(
@@ -108,7 +108,7 @@ impl Messages for PgStore {
     }
 
     async fn expire_messages(&self, spec: MessageSweepSpec) -> Result<MessageSweep, StoreError> {
-        write!(self, |conn| outbox::expire_messages(conn, spec).await)
+        write!(self, |conn| retention::expire_messages(conn, spec).await)
     }
 
     async fn expire_idempotency_keys(
@@ -117,7 +117,7 @@ impl Messages for PgStore {
         limit: i64,
     ) -> Result<u64, StoreError> {
         write!(self, |conn| {
-            outbox::expire_idempotency_keys(conn, before.micros(), limit).await
+            retention::expire_idempotency_keys(conn, before.micros(), limit).await
         })
     }
 
@@ -138,7 +138,7 @@ impl Messages for PgStore {
                     // connection; a plain post just stages.
                     if let Some(claim) = &claim
                         && let Some(stored) =
-                            messages::find_answer(tx.conn().await?, claim.agent, &claim.key).await?
+                            idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
                     {
                         return Ok(Staged::Replayed(stored));
                     }

@@ -14,7 +14,7 @@ use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 use tokio::sync::mpsc;
 
-use super::{PgStore, epoch};
+use super::{PgStore, nodes};
 use crate::model::{Change, NodeConnections};
 use crate::store::StoreError;
 use crate::store::engine::Engine;
@@ -72,13 +72,13 @@ impl Engine for PgStore {
 
     /// The newest registry epoch taken so far: read before a reload, recorded after it.
     async fn registry_epoch(&self) -> Result<i64, StoreError> {
-        epoch::registry_epoch(&self.read).await
+        nodes::registry_epoch(&self.read).await
     }
 
     /// Writes `node`'s heartbeat alone (a node confirming its registry between two
     /// regular heartbeats).
     async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
-        epoch::heartbeat(&self.read, node, now).await
+        nodes::heartbeat(&self.read, node, now).await
     }
 
     /// Each outside agent is held by one node at a time (migration 0008).
@@ -87,14 +87,14 @@ impl Engine for PgStore {
         node: &str,
         lease: Duration,
     ) -> Result<Option<Vec<AgentPk>>, StoreError> {
-        epoch::hold_remote_agents(&self.read, node, lease)
+        nodes::hold_remote_agents(&self.read, node, lease)
             .await
             .map(Some)
     }
 
     /// Records that `node` holds the registry as of `epoch`.
     async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
-        epoch::registry_seen(&self.read, node, epoch, Timestamp::now()).await
+        nodes::registry_seen(&self.read, node, epoch, Timestamp::now()).await
     }
 
     async fn sync_connections(
@@ -115,8 +115,7 @@ impl Engine for PgStore {
             .as_ref()
             != Some(&mine);
         let write = changed.then_some(mine.as_slice());
-        let theirs =
-            super::registry::sync_connections(&self.read, &node, write, now, fresh_after).await?;
+        let theirs = nodes::sync_connections(&self.read, &node, write, now, fresh_after).await?;
         if changed {
             *self
                 .connections_written

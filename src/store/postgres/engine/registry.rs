@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
-use super::super::{PgStore, outbox, registry};
+use super::super::{PgStore, agents, remotes, settings, teams};
 use super::write;
 use crate::model::{
     AdminTokenRecord, AgentRecord, PresenceRow, QueueCursorRow, RemoteAgentRecord, SecretHash,
@@ -19,10 +19,10 @@ use crate::store::{NODE_EXPIRY, StoreError};
 #[async_trait]
 impl Registry for PgStore {
     async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError> {
-        let Some(bytes) = registry::setting(&self.read, registry::ADMIN_TOKEN_HASH).await? else {
+        let Some(bytes) = settings::get(&self.read, settings::ADMIN_TOKEN_HASH).await? else {
             return Ok(None);
         };
-        let set_at = registry::setting(&self.read, registry::ADMIN_TOKEN_SET_AT).await?;
+        let set_at = settings::get(&self.read, settings::ADMIN_TOKEN_SET_AT).await?;
         Ok(Some(AdminTokenRecord {
             hash: hash_from(bytes)?,
             set_at: crate::store::columns::set_at_from(set_at),
@@ -31,34 +31,34 @@ impl Registry for PgStore {
 
     async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
         write!(self, |conn| {
-            registry::put_setting(conn, registry::ADMIN_TOKEN_HASH, &hash).await?;
+            settings::put(conn, settings::ADMIN_TOKEN_HASH, &hash).await?;
             let at = at.micros().to_string();
-            registry::put_setting(conn, registry::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
+            settings::put(conn, settings::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
         })
     }
 
     async fn load_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
-        registry::load_teams(&self.read).await
+        teams::load_all(&self.read).await
     }
 
     async fn load_agents(&self) -> Result<Vec<AgentRecord>, StoreError> {
-        registry::load_agents(&self.read).await
+        agents::load_all(&self.read).await
     }
 
     async fn load_presence(&self) -> Result<Vec<PresenceRow>, StoreError> {
-        registry::load_presence(&self.read).await
+        agents::load_presence(&self.read).await
     }
 
     async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError> {
-        write!(self, |conn| registry::save_presence(conn, &rows).await)
+        write!(self, |conn| agents::save_presence(conn, &rows).await)
     }
 
     async fn queue_cursor(&self, agent: AgentPk, queue: String) -> Result<i64, StoreError> {
-        registry::queue_cursor(&self.read, agent, &queue).await
+        agents::queue_cursor(&self.read, agent, &queue).await
     }
 
     async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
-        write!(self, |conn| registry::save_queue_cursors(conn, &rows).await)
+        write!(self, |conn| agents::save_queue_cursors(conn, &rows).await)
     }
 
     async fn insert_team_boxed(
@@ -69,7 +69,7 @@ impl Registry for PgStore {
         self.write_then(
             move |tx| {
                 Box::pin(async move {
-                    let pk = registry::insert_team(tx.conn().await?, &team).await?;
+                    let pk = teams::insert(tx.conn().await?, &team).await?;
                     tx.note_registry();
                     Ok(TeamRecord { pk, ..team })
                 })
@@ -93,9 +93,9 @@ impl Registry for PgStore {
                 move |tx| {
                     Box::pin(async move {
                         let conn = tx.conn().await?;
-                        let mut team = registry::team_for_update(&mut *conn, pk).await?;
+                        let mut team = teams::get(&mut *conn, pk).await?;
                         patch(&mut team)?;
-                        registry::update_team(conn, &team).await?;
+                        teams::update(conn, &team).await?;
                         tx.note_registry();
                         Ok(team)
                     })
@@ -118,7 +118,7 @@ impl Registry for PgStore {
         self.write_then(
             move |tx| {
                 Box::pin(async move {
-                    let pk = registry::insert_agent(tx.conn().await?, &agent).await?;
+                    let pk = agents::insert(tx.conn().await?, &agent).await?;
                     tx.note_registry();
                     Ok(AgentRecord { pk, ..agent })
                 })
@@ -142,9 +142,9 @@ impl Registry for PgStore {
                 move |tx| {
                     Box::pin(async move {
                         let conn = tx.conn().await?;
-                        let mut agent = registry::agent_for_update(&mut *conn, pk).await?;
+                        let mut agent = agents::get(&mut *conn, pk).await?;
                         patch(&mut agent)?;
-                        registry::update_agent(conn, &agent).await?;
+                        agents::update(conn, &agent).await?;
                         tx.note_registry();
                         Ok(agent)
                     })
@@ -160,10 +160,10 @@ impl Registry for PgStore {
     }
 
     async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError> {
-        outbox::remote_agents(&self.read).await
+        remotes::members(&self.read).await
     }
 
     async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError> {
-        write!(self, |conn| outbox::put_remote_agent(conn, &remote).await)
+        write!(self, |conn| remotes::put(conn, &remote).await)
     }
 }

@@ -7,7 +7,7 @@ use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::super::messages::{self, Post};
-use super::super::{PgStore, outbox, tasks};
+use super::super::{PgStore, callbacks, retention, tasks, webhooks};
 use super::write;
 use crate::model::{
     Attempt, DueCallback, NewMessage, NewPost, OpenTasks, TaskListSpec, TaskRecord, TaskSnapshot,
@@ -42,7 +42,7 @@ impl Tasks for PgStore {
             return Ok(None);
         };
         let events = tasks::events(&mut *tx, task).await?;
-        let callbacks = tasks::callbacks_of(&mut *tx, task).await?;
+        let callbacks = callbacks::callbacks_of(&mut *tx, task).await?;
         tx.commit().await?;
         Ok(Some(TaskSnapshot {
             task: record,
@@ -60,7 +60,7 @@ impl Tasks for PgStore {
     }
 
     async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError> {
-        tasks::secret(&self.read, team).await
+        callbacks::secret(&self.read, team).await
     }
 
     async fn set_callback_secret(
@@ -69,7 +69,7 @@ impl Tasks for PgStore {
         secret: String,
         at: Timestamp,
     ) -> Result<(), StoreError> {
-        write!(self, |conn| tasks::set_secret(conn, team, &secret, at)
+        write!(self, |conn| callbacks::set_secret(conn, team, &secret, at)
             .await)
     }
 
@@ -79,17 +79,17 @@ impl Tasks for PgStore {
         limit: i64,
         claim: Duration,
     ) -> Result<Vec<DueCallback>, StoreError> {
-        tasks::due_callbacks(&self.read, now, limit, claim).await
+        callbacks::due(&self.read, now, limit, claim).await
     }
 
     async fn next_callback_due(&self) -> Result<Option<Timestamp>, StoreError> {
-        tasks::next_callback_due(&self.read).await
+        callbacks::next_due(&self.read).await
     }
 
     async fn record_attempts(&self, attempts: Vec<Attempt>) -> Result<(), StoreError> {
         write!(self, |conn| {
             for attempt in &attempts {
-                tasks::record_attempt(&mut *conn, attempt).await?;
+                callbacks::record_attempt(&mut *conn, attempt).await?;
             }
             Ok(())
         })
@@ -102,22 +102,22 @@ impl Tasks for PgStore {
         limit: i64,
     ) -> Result<u64, StoreError> {
         write!(self, |conn| {
-            outbox::expire_tasks(conn, team, before.micros(), limit).await
+            retention::expire_tasks(conn, team, before.micros(), limit).await
         })
     }
 
     async fn expire_callbacks(&self, before: Timestamp, limit: i64) -> Result<u64, StoreError> {
         write!(self, |conn| {
-            outbox::expire_callbacks(conn, before.micros(), limit).await
+            retention::expire_callbacks(conn, before.micros(), limit).await
         })
     }
 
     async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
-        outbox::webhooks_of(&self.read, task).await
+        webhooks::of_task(&self.read, task).await
     }
 
     async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {
-        outbox::webhook_by_pk(&self.read, pk).await
+        webhooks::by_pk(&self.read, pk).await
     }
 
     async fn put_webhook(
@@ -126,13 +126,13 @@ impl Tasks for PgStore {
         replay_after: Option<i64>,
     ) -> Result<(), StoreError> {
         write!(self, |conn| {
-            outbox::put_webhook(conn, &webhook, replay_after).await
+            webhooks::put(conn, &webhook, replay_after).await
         })
     }
 
     async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError> {
         write!(self, |conn| {
-            outbox::delete_webhook(conn, task, &webhook_id).await
+            webhooks::delete(conn, task, &webhook_id).await
         })
     }
 

@@ -1,14 +1,17 @@
-//! Revocation across nodes: the registry epoch each change takes after it commits, and
-//! the wait until every live node has read the registry again (migration 0007; see
-//! `docs/architecture.md`, "No stale yes across nodes").
+//! What exists because several nodes share the database: each node's heartbeat and live
+//! connections, the registry epoch each change takes after it commits and the wait until
+//! every live node has read the registry again (migration 0007; see
+//! `docs/architecture.md`, "No stale yes across nodes"), and the holds on outside agents.
 
 use std::time::{Duration, Instant};
 
+use sqlx::Row;
 use sqlx::postgres::PgPool;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 
 use super::PgStore;
+use crate::model::NodeConnections;
 use crate::store::StoreError;
 
 impl PgStore {
@@ -138,4 +141,85 @@ pub(super) async fn hold_remote_agents(
     .fetch_all(pool)
     .await?;
     Ok(held.into_iter().map(AgentPk).collect())
+}
+
+/// Writes this node's heartbeat and, when given, its live connections (replacing its
+/// earlier rows), and reads the other nodes' whose heartbeat is newer than
+/// `fresh_after`, in one transaction on a pooled connection (the writer's batches never
+/// wait for it).
+pub(super) async fn sync_connections(
+    pool: &PgPool,
+    node: &str,
+    mine: Option<&[NodeConnections]>,
+    now: Timestamp,
+    fresh_after: Timestamp,
+) -> Result<Vec<NodeConnections>, StoreError> {
+    let mut tx = pool.begin().await?;
+    sqlx::query(
+        "INSERT INTO nodes (node_id, heartbeat_at) VALUES ($1, $2)
+         ON CONFLICT (node_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+    )
+    .bind(node)
+    .bind(now.micros())
+    .execute(&mut *tx)
+    .await?;
+    if let Some(mine) = mine {
+        replace_connections(&mut tx, node, mine).await?;
+    }
+    let rows = sqlx::query(
+        "SELECT c.agent_pk, c.routes, c.since FROM node_connections c
+         JOIN nodes n ON n.node_id = c.node_id
+         WHERE c.node_id <> $1 AND n.heartbeat_at > $2",
+    )
+    .bind(node)
+    .bind(fresh_after.micros())
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    rows.iter()
+        .map(|r| {
+            let routes: String = r.try_get(1)?;
+            Ok(NodeConnections {
+                agent: AgentPk(r.try_get(0)?),
+                routes: routes.split(',').filter_map(|r| r.parse().ok()).collect(),
+                since: Timestamp::from_micros(r.try_get(2)?),
+            })
+        })
+        .collect()
+}
+
+/// Makes the node's rows of `node_connections` be `mine`: rows of agents no longer
+/// connected go, the others are inserted or updated in place. (Deleting every row and
+/// inserting the set again in one statement failed on the primary key whenever an agent
+/// stayed connected: the statement's parts share one snapshot, so the insert still sees
+/// the rows the delete removes.)
+async fn replace_connections(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    node: &str,
+    mine: &[NodeConnections],
+) -> Result<(), StoreError> {
+    let agents: Vec<i64> = mine.iter().map(|c| c.agent.0).collect();
+    let routes: Vec<String> = mine
+        .iter()
+        .map(|c| {
+            let names: Vec<&str> = c.routes.iter().map(|r| r.as_str()).collect();
+            names.join(",")
+        })
+        .collect();
+    let since: Vec<i64> = mine.iter().map(|c| c.since.micros()).collect();
+    sqlx::query(
+        "WITH gone AS (DELETE FROM node_connections
+                       WHERE node_id = $1 AND agent_pk <> ALL($2::bigint[]))
+         INSERT INTO node_connections (node_id, agent_pk, routes, since)
+         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::bigint[])
+         ON CONFLICT (node_id, agent_pk) DO UPDATE
+         SET routes = excluded.routes, since = excluded.since",
+    )
+    .bind(node)
+    .bind(agents)
+    .bind(routes)
+    .bind(since)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
