@@ -12,6 +12,7 @@
 pub(crate) mod columns;
 pub mod engine;
 pub mod error;
+pub(crate) mod filters;
 pub(crate) mod paging;
 pub mod postgres;
 pub mod sqlite;

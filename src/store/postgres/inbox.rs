@@ -19,54 +19,8 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, message};
+use crate::store::filters::push_inbox_filter;
 use crate::store::paging::{COUNT_WINDOW, Ends, InboxReads, LATENCY_WINDOW, Window};
-
-/// Appends the filter's conditions (on `inbox i`).
-fn push_filter(q: &mut QueryBuilder<Postgres>, agent: AgentPk, f: &InboxFilter) {
-    q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
-    if let Some(types) = &f.message_types {
-        let names: Vec<String> = types.iter().map(|t| t.as_str().to_owned()).collect();
-        q.push(" AND i.message_type = ANY(")
-            .push_bind(names)
-            .push(")");
-    }
-    if let Some(kinds) = &f.kinds {
-        let names: Vec<String> = kinds.iter().map(|k| k.as_str().to_owned()).collect();
-        q.push(" AND i.kind = ANY(").push_bind(names).push(")");
-    }
-    if let Some(senders) = &f.sender_pks {
-        let pks: Vec<i64> = senders.iter().map(|a| a.0).collect();
-        q.push(" AND i.sender_pk = ANY(").push_bind(pks).push(")");
-    }
-    if let Some(priority) = f.priority {
-        q.push(" AND i.priority = ").push_bind(priority.as_str());
-    }
-    if f.unread_only {
-        q.push(" AND i.read_at IS NULL");
-    }
-    if let Some(since) = f.since {
-        q.push(" AND i.created_at > ").push_bind(since.micros());
-    }
-    if let Some(thread) = &f.thread_id {
-        q.push(" AND i.thread_id = ").push_bind(thread.clone());
-    }
-    if f.news_only {
-        q.push(" AND i.news");
-    }
-    match f.cause_by.as_deref().map(|c| (c, c.strip_suffix('*'))) {
-        None => {}
-        Some((_, Some(prefix))) => {
-            // left(), not LIKE: LIKE gives `%` and `_` meaning.
-            q.push(" AND left(i.cause_by, ")
-                .push_bind(i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX))
-                .push(") = ")
-                .push_bind(prefix.to_owned());
-        }
-        Some((tag, None)) => {
-            q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
-        }
-    }
-}
 
 /// The reads the shared inbox strategy (`store::paging`) runs, in this engine's SQL.
 impl InboxReads for PgConnection {
@@ -104,7 +58,7 @@ impl InboxReads for PgConnection {
             "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM
              (SELECT i.read_at FROM inbox i",
         );
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         q.push(" ORDER BY i.seq DESC LIMIT ")
             .push_bind(COUNT_WINDOW)
             .push(") i");
@@ -129,7 +83,7 @@ impl InboxReads for PgConnection {
         let mut q = QueryBuilder::<Postgres>::new(
             "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM inbox i",
         );
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         let exact = ends.total <= COUNT_WINDOW;
         if !exact {
             q.push(" AND i.seq BETWEEN ")
@@ -163,7 +117,7 @@ impl InboxReads for PgConnection {
             "SELECT {MESSAGE_COLUMNS}, i.seq, i.read_at, i.news
              FROM inbox i JOIN messages m ON m.pk = i.message_pk"
         ));
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         match (order, after) {
             (SortOrder::NewestFirst, Some(seq)) => {
                 q.push(" AND i.seq < ").push_bind(seq);

@@ -10,6 +10,7 @@ use switchboard_types::tasks::TaskRole;
 use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS, TASK_EVENT_COLUMNS, task, task_event, to_json};
+use crate::store::filters::push_task_page;
 
 /// A new task with its assignee, its first event and, with a callback, that event's
 /// CallbackNotification. A task id the originator already used fails the statement
@@ -185,7 +186,7 @@ pub(super) async fn list<'e>(
     let originated = |q: &mut QueryBuilder<Postgres>| {
         q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
             .push_bind(agent.0);
-        push_page_filters(q, spec, "pk", ("status", "target_agent_id"));
+        push_task_page(q, spec, "pk", ("status", "target_agent_id"));
         q.push(" AS o");
     };
     let assigned = |q: &mut QueryBuilder<Postgres>| {
@@ -194,7 +195,7 @@ pub(super) async fn list<'e>(
              JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
         )
         .push_bind(agent.0);
-        push_page_filters(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
+        push_task_page(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
         q.push(" AS s");
     };
     match spec.role {
@@ -211,36 +212,6 @@ pub(super) async fn list<'e>(
     q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
     let rows = q.build().fetch_all(ex).await?;
     rows.iter().map(task).collect()
-}
-
-/// The status and target filters, the cursor and the limit of one branch of [`list`],
-/// closing its subquery.
-fn push_page_filters(
-    q: &mut QueryBuilder<Postgres>,
-    spec: &TaskListSpec,
-    pk: &str,
-    (status, target): (&str, &str),
-) {
-    if let Some(agent_id) = &spec.target {
-        q.push(format_args!(" AND {target} = "))
-            .push_bind(agent_id.clone());
-    }
-    if !spec.statuses.is_empty() {
-        let names: Vec<String> = spec
-            .statuses
-            .iter()
-            .map(|s| s.as_str().to_owned())
-            .collect();
-        q.push(format_args!(" AND {status} = ANY("))
-            .push_bind(names)
-            .push(")");
-    }
-    if let Some(before) = spec.before {
-        q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
-    }
-    q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
-        .push_bind(spec.limit)
-        .push(")");
 }
 
 /// Open tasks per assignee, at start-up: the predicate is `tasks_open`'s, so the planner

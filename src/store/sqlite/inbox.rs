@@ -15,73 +15,8 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
+use crate::store::filters::push_inbox_filter;
 use crate::store::paging::{COUNT_WINDOW, Ends, InboxReads, LATENCY_WINDOW, Window};
-
-/// Appends the filter's conditions (on `inbox i`).
-fn push_filter(q: &mut QueryBuilder<Sqlite>, agent: AgentPk, f: &InboxFilter) {
-    q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
-    fn push_in<T: ToString>(q: &mut QueryBuilder<Sqlite>, column: &str, values: &[T]) {
-        if values.is_empty() {
-            // An empty allow-list matches nothing.
-            q.push(" AND 0");
-            return;
-        }
-        q.push(format_args!(" AND {column} IN ("));
-        let mut list = q.separated(", ");
-        for v in values {
-            list.push_bind(v.to_string());
-        }
-        q.push(")");
-    }
-    if let Some(types) = &f.message_types {
-        let names: Vec<&str> = types.iter().map(|t| t.as_str()).collect();
-        push_in(q, "i.message_type", &names);
-    }
-    if let Some(kinds) = &f.kinds {
-        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
-        push_in(q, "i.kind", &names);
-    }
-    if let Some(senders) = &f.sender_pks {
-        if senders.is_empty() {
-            q.push(" AND 0");
-        } else {
-            q.push(" AND i.sender_pk IN (");
-            let mut list = q.separated(", ");
-            for pk in senders {
-                list.push_bind(pk.0);
-            }
-            q.push(")");
-        }
-    }
-    if let Some(priority) = f.priority {
-        q.push(" AND i.priority = ").push_bind(priority.as_str());
-    }
-    if f.unread_only {
-        q.push(" AND i.read_at IS NULL");
-    }
-    if let Some(since) = f.since {
-        q.push(" AND i.created_at > ").push_bind(since.micros());
-    }
-    if let Some(thread) = &f.thread_id {
-        q.push(" AND i.thread_id = ").push_bind(thread.clone());
-    }
-    if f.news_only {
-        q.push(" AND i.news = 1");
-    }
-    match f.cause_by.as_deref().map(|c| (c, c.strip_suffix('*'))) {
-        None => {}
-        Some((_, Some(prefix))) => {
-            // substr, not LIKE: LIKE ignores case and gives `%` and `_` meaning.
-            q.push(" AND substr(i.cause_by, 1, ")
-                .push_bind(prefix.chars().count() as i64)
-                .push(") = ")
-                .push_bind(prefix.to_owned());
-        }
-        Some((tag, None)) => {
-            q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
-        }
-    }
-}
 
 /// The reads the shared inbox strategy (`store::paging`) runs, in this engine's SQL.
 impl InboxReads for SqliteConnection {
@@ -124,7 +59,7 @@ impl InboxReads for SqliteConnection {
             "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
              (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
         );
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         q.push(" ORDER BY i.seq DESC LIMIT ")
             .push_bind(COUNT_WINDOW)
             .push(") i");
@@ -149,7 +84,7 @@ impl InboxReads for SqliteConnection {
         let mut q = QueryBuilder::<Sqlite>::new(
             "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
         );
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         let exact = ends.total <= COUNT_WINDOW;
         if !exact {
             q.push(" AND i.seq BETWEEN ")
@@ -190,7 +125,7 @@ impl InboxReads for SqliteConnection {
         } else {
             " FROM inbox i JOIN messages m ON m.pk = i.message_pk"
         });
-        push_filter(&mut q, agent, f);
+        push_inbox_filter(&mut q, agent, f);
         match (order, after) {
             (SortOrder::NewestFirst, Some(seq)) => {
                 q.push(" AND i.seq < ").push_bind(seq);

@@ -10,6 +10,7 @@ use crate::store::StoreError;
 use crate::store::columns::{
     TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
 };
+use crate::store::filters::push_task_page;
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -333,7 +334,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     let originated = |q: &mut QueryBuilder<Sqlite>| {
         q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
             .push_bind(agent.0);
-        push_page_filters(q, spec, "pk", ("status", "target_agent_id"));
+        push_task_page(q, spec, "pk", ("status", "target_agent_id"));
     };
     let assigned = |q: &mut QueryBuilder<Sqlite>| {
         q.push(
@@ -341,7 +342,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
              CROSS JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
         )
         .push_bind(agent.0);
-        push_page_filters(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
+        push_task_page(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
     };
     match spec.role {
         Some(TaskRole::Originated) => originated(&mut q),
@@ -354,34 +355,6 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     }
     q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
     q
-}
-
-/// The status and target filters, the cursor and the limit of one branch of [`list`],
-/// closing its subquery.
-fn push_page_filters(
-    q: &mut QueryBuilder<Sqlite>,
-    spec: &TaskListSpec,
-    pk: &str,
-    (status, target): (&str, &str),
-) {
-    if let Some(agent_id) = &spec.target {
-        q.push(format_args!(" AND {target} = "))
-            .push_bind(agent_id.clone());
-    }
-    if !spec.statuses.is_empty() {
-        q.push(format_args!(" AND {status} IN ("));
-        let mut list = q.separated(", ");
-        for s in &spec.statuses {
-            list.push_bind(s.as_str());
-        }
-        q.push(")");
-    }
-    if let Some(before) = spec.before {
-        q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
-    }
-    q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
-        .push_bind(spec.limit)
-        .push(")");
 }
 
 /// Open (in-progress or input-required) tasks per assignee, read at start-up from the

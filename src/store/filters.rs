@@ -1,0 +1,171 @@
+//! The filters of an inbox read and a task page, written once over the few query pieces
+//! whose SQL differs between the engines ([`Dialect`]).
+//!
+//! What differs is small and named here: how a column is tested against a list (SQLite
+//! `IN (?, ?, …)`, PostgreSQL `= ANY($1)` with one array), how a text is tested for a
+//! prefix (`substr` against `left`), and how a boolean column reads as a condition. The
+//! conditions themselves — which filter adds which test on which column — are one list.
+
+use sqlx::{Database, Encode, Postgres, QueryBuilder, Sqlite, Type};
+use switchboard_types::ids::AgentPk;
+
+use crate::model::{InboxFilter, TaskListSpec};
+
+/// The pieces of a filter whose SQL is the engine's own.
+pub(crate) trait Dialect: Database
+where
+    i64: for<'t> Encode<'t, Self> + Type<Self>,
+    String: for<'t> Encode<'t, Self> + Type<Self>,
+{
+    /// `AND column` is one of `values`; an empty list matches nothing.
+    fn push_any_text(q: &mut QueryBuilder<Self>, column: &str, values: Vec<String>);
+    /// `AND column` is one of `values`; an empty list matches nothing.
+    fn push_any_int(q: &mut QueryBuilder<Self>, column: &str, values: Vec<i64>);
+    /// `AND column` begins with `prefix`, compared byte for byte: not `LIKE`, which gives
+    /// `%` and `_` meaning (and on SQLite ignores case).
+    fn push_starts_with(q: &mut QueryBuilder<Self>, column: &str, prefix: &str);
+    /// `AND column` holds true (a boolean column: SQLite stores 0 or 1).
+    fn push_true(q: &mut QueryBuilder<Self>, column: &str);
+}
+
+impl Dialect for Sqlite {
+    fn push_any_text(q: &mut QueryBuilder<Self>, column: &str, values: Vec<String>) {
+        sqlite_in(q, column, values);
+    }
+
+    fn push_any_int(q: &mut QueryBuilder<Self>, column: &str, values: Vec<i64>) {
+        sqlite_in(q, column, values);
+    }
+
+    fn push_starts_with(q: &mut QueryBuilder<Self>, column: &str, prefix: &str) {
+        q.push(format_args!(" AND substr({column}, 1, "))
+            .push_bind(prefix.chars().count() as i64)
+            .push(") = ")
+            .push_bind(prefix.to_owned());
+    }
+
+    fn push_true(q: &mut QueryBuilder<Self>, column: &str) {
+        q.push(format_args!(" AND {column} = 1"));
+    }
+}
+
+/// `AND column IN (?, ?, …)`: SQLite binds no arrays. An empty list matches nothing.
+fn sqlite_in<T>(q: &mut QueryBuilder<Sqlite>, column: &str, values: Vec<T>)
+where
+    T: for<'t> Encode<'t, Sqlite> + Type<Sqlite>,
+{
+    if values.is_empty() {
+        q.push(" AND 0");
+        return;
+    }
+    q.push(format_args!(" AND {column} IN ("));
+    let mut list = q.separated(", ");
+    for v in values {
+        list.push_bind(v);
+    }
+    q.push(")");
+}
+
+impl Dialect for Postgres {
+    fn push_any_text(q: &mut QueryBuilder<Self>, column: &str, values: Vec<String>) {
+        // `= ANY` of an empty array matches nothing, as the contract wants.
+        q.push(format_args!(" AND {column} = ANY("))
+            .push_bind(values)
+            .push(")");
+    }
+
+    fn push_any_int(q: &mut QueryBuilder<Self>, column: &str, values: Vec<i64>) {
+        q.push(format_args!(" AND {column} = ANY("))
+            .push_bind(values)
+            .push(")");
+    }
+
+    fn push_starts_with(q: &mut QueryBuilder<Self>, column: &str, prefix: &str) {
+        q.push(format_args!(" AND left({column}, "))
+            .push_bind(i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX))
+            .push(") = ")
+            .push_bind(prefix.to_owned());
+    }
+
+    fn push_true(q: &mut QueryBuilder<Self>, column: &str) {
+        q.push(format_args!(" AND {column}"));
+    }
+}
+
+/// Appends `WHERE` and the filter's conditions on `inbox i` for `agent`'s entries.
+pub(crate) fn push_inbox_filter<DB: Dialect>(
+    q: &mut QueryBuilder<DB>,
+    agent: AgentPk,
+    f: &InboxFilter,
+) where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    q.push(" WHERE i.agent_pk = ").push_bind(agent.0);
+    if let Some(types) = &f.message_types {
+        let names = types.iter().map(|t| t.as_str().to_owned()).collect();
+        DB::push_any_text(q, "i.message_type", names);
+    }
+    if let Some(kinds) = &f.kinds {
+        let names = kinds.iter().map(|k| k.as_str().to_owned()).collect();
+        DB::push_any_text(q, "i.kind", names);
+    }
+    if let Some(senders) = &f.sender_pks {
+        DB::push_any_int(q, "i.sender_pk", senders.iter().map(|a| a.0).collect());
+    }
+    if let Some(priority) = f.priority {
+        q.push(" AND i.priority = ")
+            .push_bind(priority.as_str().to_owned());
+    }
+    if f.unread_only {
+        q.push(" AND i.read_at IS NULL");
+    }
+    if let Some(since) = f.since {
+        q.push(" AND i.created_at > ").push_bind(since.micros());
+    }
+    if let Some(thread) = &f.thread_id {
+        q.push(" AND i.thread_id = ").push_bind(thread.clone());
+    }
+    if f.news_only {
+        DB::push_true(q, "i.news");
+    }
+    match f.cause_by.as_deref().map(|c| (c, c.strip_suffix('*'))) {
+        None => {}
+        Some((_, Some(prefix))) => DB::push_starts_with(q, "i.cause_by", prefix),
+        Some((tag, None)) => {
+            q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
+        }
+    }
+}
+
+/// Appends a task page's conditions, order and limit, closing the parenthesis the caller
+/// opened: `pk` is the column pages are cut on, `status` and `target` the task's columns
+/// as the query names them.
+pub(crate) fn push_task_page<DB: Dialect>(
+    q: &mut QueryBuilder<DB>,
+    spec: &TaskListSpec,
+    pk: &str,
+    (status, target): (&str, &str),
+) where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    if let Some(agent_id) = &spec.target {
+        q.push(format_args!(" AND {target} = "))
+            .push_bind(agent_id.clone());
+    }
+    if !spec.statuses.is_empty() {
+        let names = spec
+            .statuses
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        DB::push_any_text(q, status, names);
+    }
+    if let Some(before) = spec.before {
+        q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
+    }
+    q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
+        .push_bind(spec.limit)
+        .push(")");
+}
