@@ -7,6 +7,7 @@ use crate::support::{Agent, Team, TestApp};
 use crate::{inspector, python};
 
 mod adapters;
+mod stateless;
 
 /// A team with two agents: `a`, and `b` who can review.
 pub(crate) async fn team(app: &TestApp) -> (Team, Agent, Agent) {
@@ -521,64 +522,4 @@ async fn the_stdio_bridge_answers_a_call_pipelined_after_initialize() {
         );
     }
     app.stop().await;
-}
-
-/// One `tools/call` of the stateless revision (2026-07-28), as the benchmark and the
-/// docs' curl send it.
-fn stateless_call(tool: &str, arguments: Value, meta: Value) -> Value {
-    let mut meta = meta;
-    meta["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
-    meta["io.modelcontextprotocol/clientInfo"] = json!({"name": "test", "version": "1"});
-    meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
-    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-           "params": {"name": tool, "arguments": arguments, "_meta": meta}})
-}
-
-/// A stateless call whose first answer is its result comes back as one JSON body (not an
-/// SSE stream of one event); a call that reports progress while it waits streams, so the
-/// notification reaches the client before the result.
-#[tokio::test]
-async fn a_stateless_call_is_one_json_body_unless_it_reports_progress_first() {
-    let app = TestApp::start().await;
-    let (_, a, _) = team(&app).await;
-    let call = |tool: &'static str, arguments: Value, meta: Value| {
-        app.post("/mcp")
-            .header("Accept", "application/json, text/event-stream")
-            .header("MCP-Protocol-Version", "2026-07-28")
-            .header("Mcp-Method", "tools/call")
-            .header("Mcp-Name", tool)
-            .token(&a.token)
-            .json(stateless_call(tool, arguments, meta))
-            .send()
-    };
-    let res = call(
-        "send_message",
-        json!({"recipient_agent_ids": ["b"],
-        "message_type": "information", "content": {"text": "hi"}}),
-        json!({}),
-    )
-    .await
-    .expect_status(200);
-    let kind = res.headers.get("content-type").expect("content type");
-    assert_eq!(kind, "application/json", "{:#}", res.body);
-    assert_eq!(res.body["id"], 7, "{:#}", res.body);
-    assert_eq!(res.body["result"]["isError"], false, "{:#}", res.body);
-    assert_eq!(res.body["result"]["structuredContent"]["success"], true);
-
-    // Progress comes every 5 s of waiting: a 6 s wait says something first.
-    let res = call(
-        "wait_for_messages",
-        json!({"after_seq": 1, "timeout_ms": 6000}),
-        json!({"progressToken": "p1"}),
-    )
-    .await
-    .expect_status(200);
-    let kind = res.headers.get("content-type").expect("content type");
-    assert_eq!(kind, "text/event-stream", "{:#}", res.body);
-    let text = res.body.as_str().expect("an SSE body");
-    let progress = text
-        .find("notifications/progress")
-        .expect("a progress event");
-    let result = text.find("\"timed_out\":true").expect("the result");
-    assert!(progress < result, "{text}");
 }

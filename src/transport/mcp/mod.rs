@@ -12,6 +12,7 @@
 //! ([`switchboard_types::frames::operation_from_fields`]) and calls
 //! [`Core::dispatch`]: the answer is the REST body, the error the REST error body.
 
+mod direct;
 mod prompts;
 mod resources;
 mod schema;
@@ -102,7 +103,7 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
     Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(
-            max_body_bytes,
+            (state.core.clone(), max_body_bytes),
             json_rpc_only,
         ))
         .layer(middleware::from_fn_with_state(
@@ -117,10 +118,11 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
 /// depth, `-32600` for a batch (MCP dropped batches in 2025-06-18), a member named twice
 /// (the project's strict reading, `switchboard_types::strict`), or anything else that is
 /// not a JSON-RPC message. A request the SDK takes is not read twice: the body is only
-/// looked at again when the SDK refused it. A body that is not JSON by its
+/// looked at again when the SDK refused it. A plain stateless `tools/call` is answered
+/// here, without the SDK's per-request service ([`direct`]). A body that is not JSON by its
 /// `Content-Type` keeps the SDK's answer.
 async fn json_rpc_only(
-    State(max_body_bytes): State<usize>,
+    State((core, max_body_bytes)): State<(Core, usize)>,
     request: Request,
     next: Next,
 ) -> Response {
@@ -141,6 +143,11 @@ async fn json_rpc_only(
             return ApiError(err).into_response();
         }
     };
+    if let Some(call) = direct::recognise(&parts, &bytes)
+        && let Some(caller) = parts.extensions.get::<Caller>()
+    {
+        return direct::answer(&core, caller, call).await;
+    }
     let response = next
         .run(Request::from_parts(
             parts,

@@ -361,6 +361,13 @@ fn all() -> impl Iterator<Item = &'static Spec> {
 }
 
 /// The tool named `name`.
+impl Spec {
+    /// Whether the tool waits (and may report progress while it does).
+    pub fn waits(&self) -> bool {
+        matches!(self.decode, Wait)
+    }
+}
+
 pub fn find(name: &str) -> Option<&'static Spec> {
     all().find(|t| t.name == name)
 }
