@@ -10,6 +10,7 @@ use sqlx::{Database, Encode, Postgres, QueryBuilder, Sqlite, Type};
 use switchboard_types::ids::AgentPk;
 
 use crate::model::{InboxFilter, TaskListSpec};
+use crate::store::paging::{COUNT_WINDOW, Ends};
 
 /// The pieces of a filter whose SQL is the engine's own.
 pub(crate) trait Dialect: Database
@@ -26,9 +27,17 @@ where
     fn push_starts_with(q: &mut QueryBuilder<Self>, column: &str, prefix: &str);
     /// `AND column` holds true (a boolean column: SQLite stores 0 or 1).
     fn push_true(q: &mut QueryBuilder<Self>, column: &str);
+    /// How many of the rows counted are unread (`i.read_at IS NULL`), 0 over none.
+    const UNREAD_COUNT: &'static str;
+    /// What makes the planner read a thread's entries from the thread index (SQLite
+    /// needs telling; PostgreSQL's planner finds it).
+    const BY_THREAD: &'static str;
 }
 
 impl Dialect for Sqlite {
+    const UNREAD_COUNT: &'static str = "COALESCE(SUM(i.read_at IS NULL), 0)";
+    const BY_THREAD: &'static str = " INDEXED BY inbox_by_thread";
+
     fn push_any_text(q: &mut QueryBuilder<Self>, column: &str, values: Vec<String>) {
         sqlite_in(q, column, values);
     }
@@ -67,6 +76,9 @@ where
 }
 
 impl Dialect for Postgres {
+    const UNREAD_COUNT: &'static str = "COUNT(*) FILTER (WHERE i.read_at IS NULL)";
+    const BY_THREAD: &'static str = "";
+
     fn push_any_text(q: &mut QueryBuilder<Self>, column: &str, values: Vec<String>) {
         // `= ANY` of an empty array matches nothing, as the contract wants.
         q.push(format_args!(" AND {column} = ANY("))
@@ -136,6 +148,51 @@ pub(crate) fn push_inbox_filter<DB: Dialect>(
             q.push(" AND i.cause_by = ").push_bind(tag.to_owned());
         }
     }
+}
+
+/// One thread (or its unread part) counted over its newest [`COUNT_WINDOW`] entries:
+/// `SELECT total, unread`; the count is exact when `total` stays under the window.
+pub(crate) fn count_thread_query<DB: Dialect>(agent: AgentPk, f: &InboxFilter) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::<DB>::new(format!(
+        "SELECT COUNT(*), {} FROM (SELECT i.read_at FROM inbox i{}",
+        DB::UNREAD_COUNT,
+        DB::BY_THREAD
+    ));
+    push_inbox_filter(&mut q, agent, f);
+    q.push(" ORDER BY i.seq DESC LIMIT ")
+        .push_bind(COUNT_WINDOW)
+        .push(") i");
+    q
+}
+
+/// Any other filter counted over the whole inbox while it is small, else over its newest
+/// [`COUNT_WINDOW`] sequence numbers: `SELECT total, unread`, and whether that is exact.
+pub(crate) fn count_filtered_query<DB: Dialect>(
+    agent: AgentPk,
+    f: &InboxFilter,
+    ends: &Ends,
+) -> (QueryBuilder<DB>, bool)
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::<DB>::new(format!(
+        "SELECT COUNT(*), {} FROM inbox i",
+        DB::UNREAD_COUNT
+    ));
+    push_inbox_filter(&mut q, agent, f);
+    let exact = ends.total <= COUNT_WINDOW;
+    if !exact {
+        q.push(" AND i.seq BETWEEN ")
+            .push_bind(ends.newest - COUNT_WINDOW + 1)
+            .push(" AND ")
+            .push_bind(ends.newest);
+    }
+    (q, exact)
 }
 
 /// Appends a task page's conditions, order and limit, closing the parenthesis the caller

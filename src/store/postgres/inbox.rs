@@ -19,7 +19,7 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, message};
-use crate::store::filters::push_inbox_filter;
+use crate::store::filters::{count_filtered_query, count_thread_query, push_inbox_filter};
 use crate::store::paging::{COUNT_WINDOW, Ends, InboxReads, LATENCY_WINDOW, Window};
 
 /// The reads the shared inbox strategy (`store::paging`) runs, in this engine's SQL.
@@ -53,16 +53,10 @@ impl InboxReads for PgConnection {
         agent: AgentPk,
         f: &InboxFilter,
     ) -> Result<InboxCounts, StoreError> {
-        let conn = self;
-        let mut q = QueryBuilder::<Postgres>::new(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM
-             (SELECT i.read_at FROM inbox i",
-        );
-        push_inbox_filter(&mut q, agent, f);
-        q.push(" ORDER BY i.seq DESC LIMIT ")
-            .push_bind(COUNT_WINDOW)
-            .push(") i");
-        let row = q.build().fetch_one(&mut *conn).await?;
+        let row = count_thread_query::<Postgres>(agent, f)
+            .build()
+            .fetch_one(self)
+            .await?;
         let total: i64 = row.try_get(0)?;
         Ok(InboxCounts {
             total,
@@ -79,19 +73,8 @@ impl InboxReads for PgConnection {
         f: &InboxFilter,
         ends: &Ends,
     ) -> Result<InboxCounts, StoreError> {
-        let conn = self;
-        let mut q = QueryBuilder::<Postgres>::new(
-            "SELECT COUNT(*), COUNT(*) FILTER (WHERE i.read_at IS NULL) FROM inbox i",
-        );
-        push_inbox_filter(&mut q, agent, f);
-        let exact = ends.total <= COUNT_WINDOW;
-        if !exact {
-            q.push(" AND i.seq BETWEEN ")
-                .push_bind(ends.newest - COUNT_WINDOW + 1)
-                .push(" AND ")
-                .push_bind(ends.newest);
-        }
-        let row = q.build().fetch_one(&mut *conn).await?;
+        let (mut q, exact) = count_filtered_query::<Postgres>(agent, f, ends);
+        let row = q.build().fetch_one(self).await?;
         Ok(InboxCounts {
             total: row.try_get(0)?,
             unread: row.try_get(1)?,

@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::{MESSAGE_COLUMNS, message as message_from_row};
-use crate::store::filters::push_inbox_filter;
+use crate::store::filters::{count_filtered_query, count_thread_query, push_inbox_filter};
 use crate::store::paging::{COUNT_WINDOW, Ends, InboxReads, LATENCY_WINDOW, Window};
 
 /// The reads the shared inbox strategy (`store::paging`) runs, in this engine's SQL.
@@ -54,16 +54,10 @@ impl InboxReads for SqliteConnection {
         agent: AgentPk,
         f: &InboxFilter,
     ) -> Result<InboxCounts, StoreError> {
-        let conn = self;
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM
-             (SELECT i.read_at FROM inbox i INDEXED BY inbox_by_thread",
-        );
-        push_inbox_filter(&mut q, agent, f);
-        q.push(" ORDER BY i.seq DESC LIMIT ")
-            .push_bind(COUNT_WINDOW)
-            .push(") i");
-        let row = q.build().fetch_one(&mut *conn).await?;
+        let row = count_thread_query::<Sqlite>(agent, f)
+            .build()
+            .fetch_one(self)
+            .await?;
         let total: i64 = row.try_get(0)?;
         Ok(InboxCounts {
             total,
@@ -80,19 +74,8 @@ impl InboxReads for SqliteConnection {
         f: &InboxFilter,
         ends: &Ends,
     ) -> Result<InboxCounts, StoreError> {
-        let conn = self;
-        let mut q = QueryBuilder::<Sqlite>::new(
-            "SELECT COUNT(*), COALESCE(SUM(i.read_at IS NULL), 0) FROM inbox i",
-        );
-        push_inbox_filter(&mut q, agent, f);
-        let exact = ends.total <= COUNT_WINDOW;
-        if !exact {
-            q.push(" AND i.seq BETWEEN ")
-                .push_bind(ends.newest - COUNT_WINDOW + 1)
-                .push(" AND ")
-                .push_bind(ends.newest);
-        }
-        let row = q.build().fetch_one(&mut *conn).await?;
+        let (mut q, exact) = count_filtered_query::<Sqlite>(agent, f, ends);
+        let row = q.build().fetch_one(self).await?;
         Ok(InboxCounts {
             total: row.try_get(0)?,
             unread: row.try_get(1)?,
