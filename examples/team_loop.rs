@@ -110,13 +110,13 @@ async fn architect(a: Client, rounds: u32) -> Result<(), ClientError> {
         );
         for part in SUBTASKS {
             a.submit_task(TaskRequest {
-                task_id: Some(format!("r{round}-{part}")),
+                task_id: Some(format!("r{round}-{part}").into()),
                 description: format!("Write the {part} module (round {round})"),
                 data: json!({"round": round, "part": part})
                     .as_object()
                     .cloned()
                     .unwrap_or_default(),
-                originating_agent_id: a.agent_id().to_owned(),
+                originating_agent_id: a.agent_id().into(),
                 callback_url: None,
                 priority: None,
                 required_capabilities: vec!["code".into()],
@@ -137,7 +137,7 @@ async fn architect(a: Client, rounds: u32) -> Result<(), ClientError> {
     }
     a.broadcast(
         BroadcastUpdate {
-            sender_agent_id: a.agent_id().to_owned(),
+            sender_agent_id: a.agent_id().into(),
             update_type: UpdateType::Completion,
             urgency: Urgency::Info,
             content: BroadcastContent {

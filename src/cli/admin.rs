@@ -37,7 +37,7 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
             capabilities,
         }) => {
             let agent = RegisterAgent {
-                agent_id,
+                agent_id: agent_id.into(),
                 role,
                 capabilities,
                 address: None,
@@ -47,7 +47,7 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
             };
             let http = http()?;
             let operation = Operation::Agents(AgentOp::RegisterAgent {
-                team_id: team,
+                team_id: team.into(),
                 agent,
             });
             let answer: AgentRegistered = call(&http, operation).await?;

@@ -169,7 +169,7 @@ async fn respond(
     status: &str,
 ) -> Result<(), Failure> {
     let response = RespondToMessage {
-        responder_agent_id: client.agent_id().to_owned(),
+        responder_agent_id: client.agent_id().into(),
         original_message_id: None,
         response_content: ResponseContent {
             text,
@@ -195,7 +195,7 @@ async fn broadcast(
     details: String,
 ) -> Result<(), Failure> {
     let update = BroadcastUpdate {
-        sender_agent_id: client.agent_id().to_owned(),
+        sender_agent_id: client.agent_id().into(),
         update_type: parse::<UpdateType>("update type", update_type)?,
         urgency: parse::<Urgency>("urgency", urgency)?,
         content: BroadcastContent {
@@ -224,7 +224,7 @@ async fn assist(
     capabilities: Vec<String>,
 ) -> Result<(), Failure> {
     let request = RequestAssistance {
-        requester_agent_id: client.agent_id().to_owned(),
+        requester_agent_id: client.agent_id().into(),
         assistance_type: parse::<AssistanceType>("assistance type", assistance_type)?,
         required_capabilities: capabilities,
         request_details: RequestDetails {

@@ -13,6 +13,7 @@ mod agent;
 mod task;
 
 use std::process::ExitCode;
+use switchboard_types::ids::{AgentId, TaskId, TeamId};
 
 use clap::{Args, Subcommand};
 use serde::Serialize;
@@ -134,13 +135,13 @@ pub enum TaskCommand {
     Submit {
         description: String,
         #[arg(long)]
-        task_id: Option<String>,
+        task_id: Option<TaskId>,
         /// Required capabilities, comma-separated.
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
         /// Give it to this agent.
         #[arg(long)]
-        target: Option<String>,
+        target: Option<AgentId>,
         /// An http(s) URL or an agent id to report status changes to.
         #[arg(long)]
         callback_url: Option<String>,
@@ -226,7 +227,7 @@ pub enum TeamCommand {
     Create {
         name: String,
         #[arg(long)]
-        team_id: Option<String>,
+        team_id: Option<TeamId>,
     },
 }
 

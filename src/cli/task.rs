@@ -30,7 +30,7 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
                 task_id,
                 description,
                 data: json_object("data", data.as_deref())?,
-                originating_agent_id: client.agent_id().to_owned(),
+                originating_agent_id: client.agent_id().into(),
                 callback_url,
                 priority: None,
                 required_capabilities: capabilities,
@@ -48,7 +48,7 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
             reason,
         } => {
             let handoff = Handoff {
-                new_agent_id: to,
+                new_agent_id: to.into(),
                 reason,
                 current_agent_id: None,
             };

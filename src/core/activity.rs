@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use switchboard_types::ids::TeamId;
 
 use switchboard_types::ids::TeamPk;
 use switchboard_types::publish::{AgentActivity, TeamActivity};
@@ -52,7 +53,7 @@ impl Core {
     pub(super) async fn team_activity(
         &self,
         caller: &Caller,
-        team_id: Option<&str>,
+        team_id: Option<&TeamId>,
     ) -> CoreResult<TeamActivity> {
         let team = match team_id {
             Some(team_id) => self.team_for(caller, team_id, Need::Read)?,

@@ -9,6 +9,7 @@ use switchboard_types::agents::{
     AgentEnvelope, AgentList, AgentQuery, AgentRegistered, AgentRemoved, AgentStatus, AgentView,
     RegisterAgent, UpdateAgent,
 };
+use switchboard_types::ids::{AgentId, TeamId};
 use switchboard_types::teams::TokenKind;
 use switchboard_types::time::Timestamp;
 
@@ -22,7 +23,7 @@ impl Core {
     pub(super) async fn register_agent(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
         input: RegisterAgent,
     ) -> CoreResult<AgentRegistered> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
@@ -76,7 +77,7 @@ impl Core {
     pub(super) fn list_agents(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
         query: &AgentQuery,
     ) -> CoreResult<AgentList> {
         let team = self.team_for(caller, team_id, Need::Read)?;
@@ -108,8 +109,8 @@ impl Core {
     pub(super) fn get_agent(
         &self,
         caller: &Caller,
-        team_id: &str,
-        agent_id: &str,
+        team_id: &TeamId,
+        agent_id: &AgentId,
     ) -> CoreResult<AgentEnvelope> {
         let team = self.team_for(caller, team_id, Need::Read)?;
         let agent = self.member_of(&team, agent_id)?;
@@ -123,8 +124,8 @@ impl Core {
     pub(super) async fn update_agent(
         &self,
         caller: &Caller,
-        team_id: &str,
-        agent_id: &str,
+        team_id: &TeamId,
+        agent_id: &AgentId,
         patch: UpdateAgent,
     ) -> CoreResult<AgentEnvelope> {
         let team = self.team_for(caller, team_id, Need::Read)?;
@@ -200,8 +201,8 @@ impl Core {
     pub(super) async fn remove_agent(
         &self,
         caller: &Caller,
-        team_id: &str,
-        agent_id: &str,
+        team_id: &TeamId,
+        agent_id: &AgentId,
     ) -> CoreResult<AgentRemoved> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let agent = self.member_of(&team, agent_id)?;

@@ -79,7 +79,7 @@ impl Core {
             attachments: Vec::new(),
         };
         let message = NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             &requester,
             MessageKind::AssistanceRequest,
             MessageType::Request,

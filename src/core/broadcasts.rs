@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value, json};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
+use switchboard_types::ids::AgentId;
 use switchboard_types::messages::{Content, MessageKind, MessageType};
 
 use super::delivery::{Idempotency, Outgoing};
@@ -30,7 +31,7 @@ impl Core {
         self.check_can_send(&team, &sender)?;
         input.validate()?;
         let recipients = self.others(&team, &sender);
-        let names: Vec<String> = recipients.iter().map(|a| a.agent_id.clone()).collect();
+        let names: Vec<AgentId> = recipients.iter().map(|a| a.agent_id.clone()).collect();
         let mut data = Map::new();
         data.insert("update_type".into(), json!(input.update_type));
         data.insert("urgency".into(), json!(input.urgency));
@@ -46,7 +47,7 @@ impl Core {
             attachments: Vec::new(),
         };
         let message = NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             &sender,
             MessageKind::Broadcast,
             MessageType::Information,

@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use switchboard_types::ids::AgentId;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -97,11 +98,11 @@ impl Core {
     pub(super) fn sender(
         &self,
         caller: &Caller,
-        claimed: &str,
+        claimed: &AgentId,
         field: &str,
     ) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {
         let (team, me) = self.acting_agent(caller)?;
-        if claimed != me.agent_id {
+        if *claimed != *me.agent_id {
             return Err(CoreError::forbidden(format!(
                 "{field} is '{claimed}' but the token belongs to '{}'",
                 me.agent_id
@@ -116,7 +117,7 @@ impl Core {
     pub(super) fn check_claimed(
         &self,
         caller: &Caller,
-        claimed: Option<&str>,
+        claimed: Option<&AgentId>,
         field: &str,
     ) -> CoreResult<()> {
         match claimed {
@@ -185,7 +186,7 @@ impl Core {
         &self,
         team: &TeamRecord,
         sender: &AgentRecord,
-        ids: &[String],
+        ids: &[AgentId],
         field: &str,
     ) -> CoreResult<Vec<Arc<AgentRecord>>> {
         let mut seen = HashSet::new();
@@ -257,11 +258,11 @@ impl Core {
             recipients,
             response,
         } = outgoing;
-        let recipient_ids: Vec<String> = recipients.iter().map(|a| a.agent_id.clone()).collect();
+        let recipient_ids: Vec<AgentId> = recipients.iter().map(|a| a.agent_id.clone()).collect();
         let (live, disabled): (Vec<_>, Vec<_>) = recipients
             .into_iter()
             .partition(|a| a.communication_enabled);
-        let failed: Vec<String> = disabled.iter().map(|a| a.agent_id.clone()).collect();
+        let failed: Vec<AgentId> = disabled.iter().map(|a| a.agent_id.clone()).collect();
         let post = NewPost {
             message,
             recipient_ids,
@@ -276,7 +277,7 @@ impl Core {
             check(context)?;
             let pushes = reserve_pushes(&hub, &live, message, &sender_id, context.now);
             let posted = Posted {
-                message_id: message.message_id.clone(),
+                message_id: message.message_id.to_string(),
                 timestamp: context.now,
                 delivery: DeliveryStatus {
                     delivered_to: pushes.delivered_to.clone(),
@@ -321,9 +322,9 @@ impl Core {
 pub(super) struct Pushes {
     hub: Arc<Hub>,
     /// Recipients that will get it pushed.
-    pub delivered_to: Vec<String>,
+    pub delivered_to: Vec<AgentId>,
     /// Recipients that find it in their inbox when they connect.
-    pub pending_delivery: Vec<String>,
+    pub pending_delivery: Vec<AgentId>,
     /// Each with whether the entry is news for its agent.
     reservations: Vec<(Reservation, bool)>,
     event: Option<Arc<Event>>,
@@ -337,7 +338,7 @@ pub(super) fn reserve_pushes(
     hub: &Arc<Hub>,
     live: &[Arc<AgentRecord>],
     message: &NewMessage,
-    sender_id: &str,
+    sender_id: &AgentId,
     timestamp: Timestamp,
 ) -> Pushes {
     let mut pushes = Pushes {
@@ -394,7 +395,7 @@ impl Pushes {
 /// (of a publish: all those for whom it is news, or all the others).
 fn event_for(
     message: &NewMessage,
-    sender_id: &str,
+    sender_id: &AgentId,
     timestamp: Timestamp,
     news: bool,
 ) -> Arc<Event> {
@@ -411,7 +412,11 @@ fn event_for(
 
 /// A message about to be written, as its recipients will see it (before its sequence
 /// number is known).
-pub(super) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestamp) -> MessageView {
+pub(super) fn view_of(
+    m: &NewMessage,
+    sender_agent_id: &AgentId,
+    timestamp: Timestamp,
+) -> MessageView {
     MessageView {
         message_id: m.message_id.clone(),
         kind: m.kind,
@@ -430,7 +435,7 @@ pub(super) fn view_of(m: &NewMessage, sender_agent_id: &str, timestamp: Timestam
         in_reply_to: m.in_reply_to.clone(),
         response_status: m.response_status,
         cause_by: m.published.as_ref().map(|p| p.cause_by.clone()),
-        sent_from: m.published.as_ref().map(|_| sender_agent_id.to_owned()),
+        sent_from: m.published.as_ref().map(|_| sender_agent_id.clone()),
         send_to: m.published.as_ref().map(|p| p.send_to.clone()),
         instruct_content: m
             .published

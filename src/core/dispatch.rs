@@ -109,7 +109,7 @@ impl Core {
                 Reply::CallbackSecret(boxed(self.rotate_callback_secret(caller, &team_id)).await?)
             }
             Op::GetActivity { team_id } => {
-                Reply::Activity(boxed(self.team_activity(caller, team_id.as_deref())).await?)
+                Reply::Activity(boxed(self.team_activity(caller, team_id.as_ref())).await?)
             }
         })
     }
@@ -199,9 +199,9 @@ impl Core {
                 task_id,
                 result,
                 agent_id,
-            } => updated(
-                boxed(self.report_task(caller, &task_id, result, agent_id.as_deref())).await?,
-            ),
+            } => {
+                updated(boxed(self.report_task(caller, &task_id, result, agent_id.as_ref())).await?)
+            }
             Op::ReportCallback(report) => {
                 updated(boxed(self.report_callback(caller, report)).await?)
             }
@@ -214,13 +214,8 @@ impl Core {
                 clarify,
                 requested_by,
             } => updated(
-                boxed(self.request_clarification(
-                    caller,
-                    &task_id,
-                    clarify,
-                    requested_by.as_deref(),
-                ))
-                .await?,
+                boxed(self.request_clarification(caller, &task_id, clarify, requested_by.as_ref()))
+                    .await?,
             ),
             Op::AnswerClarification {
                 task_id,
@@ -233,7 +228,7 @@ impl Core {
                     &task_id,
                     &clarification_id,
                     answer,
-                    response_provided_by.as_deref(),
+                    response_provided_by.as_ref(),
                 ))
                 .await?,
             ),

@@ -119,8 +119,8 @@ impl Core {
             })?;
         Ok(Connection {
             registration,
-            agent_id: agent.agent_id.clone(),
-            team_id: team.team_id.clone(),
+            agent_id: agent.agent_id.to_string(),
+            team_id: team.team_id.to_string(),
             news_only: false,
             route,
         })

@@ -6,6 +6,7 @@
 //! everything it received, in order.
 
 use std::collections::HashSet;
+use switchboard_types::ids::MessageId;
 
 use switchboard_types::ErrorCode;
 use switchboard_types::messages::{
@@ -55,12 +56,12 @@ impl Core {
                 original
                     .thread_id
                     .clone()
-                    .unwrap_or_else(|| original.message_id.clone()),
+                    .unwrap_or_else(|| original.message_id.to_string()),
             );
         }
         let route = self.route_for(input.route, original.as_ref(), &recipients);
         let message = NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             &sender,
             MessageKind::Message,
             input.message_type,
@@ -83,7 +84,7 @@ impl Core {
             |_| Ok(()),
             |p: &Posted| SendResult {
                 success: true,
-                message_id: p.message_id.clone(),
+                message_id: p.message_id.clone().into(),
                 timestamp: p.timestamp,
                 delivery_status: p.delivery.clone(),
                 error: None,
@@ -96,7 +97,7 @@ impl Core {
     pub(super) async fn get_message(
         &self,
         caller: &Caller,
-        message_id: &str,
+        message_id: &MessageId,
     ) -> CoreResult<MessageDetail> {
         let (team, me) = self.acting_agent(caller)?;
         let store = self.store();
@@ -124,7 +125,7 @@ impl Core {
             .await?
             .into_iter()
             .map(|r| ResponseRecord {
-                response_message_id: r.response_message_id,
+                response_message_id: r.response_message_id.clone(),
                 responder_agent_id: self.agent_name(r.responder),
                 status: r.status,
                 timestamp: r.created_at,
@@ -154,7 +155,7 @@ impl Core {
         }
         input.validate()?;
         let mut seen = HashSet::new();
-        let ids: Vec<String> = input
+        let ids: Vec<MessageId> = input
             .message_ids
             .into_iter()
             .filter(|id| seen.insert(id.clone()))
@@ -174,7 +175,7 @@ impl Core {
         &self,
         team: &TeamRecord,
         agent: &AgentRecord,
-        message_id: &str,
+        message_id: &MessageId,
     ) -> CoreResult<MessageRecord> {
         let message = self
             .store()
@@ -216,7 +217,7 @@ impl Core {
         };
         MessageView {
             sender_agent_id,
-            message_id: m.message_id,
+            message_id: m.message_id.clone(),
             kind: m.kind,
             seq,
             sender_role: m.sender_role,

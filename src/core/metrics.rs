@@ -3,6 +3,7 @@
 //! how many responses it gave and how fast.
 
 use std::collections::HashMap;
+use switchboard_types::ids::TeamId;
 
 use switchboard_types::ids::AgentPk;
 use switchboard_types::metrics::{AgentCommMetrics, TeamMetrics};
@@ -29,7 +30,7 @@ impl Core {
     pub(super) async fn team_metrics(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
     ) -> CoreResult<TeamMetrics> {
         let team = self.team_for(caller, team_id, Need::Read)?;
         let counts = self.store().team_counts(team.pk).await?;

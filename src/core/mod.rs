@@ -41,6 +41,7 @@ pub mod waiting;
 pub use inbox::ReplayPage;
 
 use std::sync::Arc;
+use switchboard_types::ids::{AgentId, TeamId};
 
 pub use auth::Caller;
 pub use error::{CoreError, CoreResult};
@@ -220,7 +221,12 @@ impl Core {
     ///
     /// A caller bound to another team gets `FORBIDDEN` whether or not the named team
     /// exists, so tokens cannot be used to discover other teams.
-    fn team_for(&self, caller: &Caller, team_id: &str, need: Need) -> CoreResult<Arc<TeamRecord>> {
+    fn team_for(
+        &self,
+        caller: &Caller,
+        team_id: &TeamId,
+        need: Need,
+    ) -> CoreResult<Arc<TeamRecord>> {
         let own = match caller {
             Caller::Admin => None,
             Caller::Team { team } | Caller::Agent { team, .. } => Some(*team),
@@ -249,7 +255,7 @@ impl Core {
 
     /// The id of the team a team key or an agent token belongs to (`FORBIDDEN` for the
     /// admin, who belongs to none): for transports whose calls do not name the team.
-    pub fn own_team_id(&self, caller: &Caller) -> CoreResult<String> {
+    pub fn own_team_id(&self, caller: &Caller) -> CoreResult<TeamId> {
         let team = match caller {
             Caller::Team { team } | Caller::Agent { team, .. } => *team,
             Caller::Admin => {
@@ -280,17 +286,18 @@ impl Core {
     }
 
     /// A current member of `team` by id, or `AGENT_NOT_FOUND`.
-    fn member_of(&self, team: &TeamRecord, agent_id: &str) -> CoreResult<Arc<AgentRecord>> {
+    fn member_of(&self, team: &TeamRecord, agent_id: &AgentId) -> CoreResult<Arc<AgentRecord>> {
         self.registry()
             .member(team.pk, agent_id)
             .ok_or_else(|| CoreError::agent_not_found(agent_id))
     }
 
     /// The agent id of any agent ever registered (removed ones too).
-    fn agent_name(&self, pk: AgentPk) -> String {
-        self.registry()
-            .agent(pk)
-            .map_or_else(|| format!("agent#{pk}"), |a| a.agent_id.clone())
+    fn agent_name(&self, pk: AgentPk) -> AgentId {
+        self.registry().agent(pk).map_or_else(
+            || AgentId::from(format!("agent#{pk}")),
+            |a| a.agent_id.clone(),
+        )
     }
 }
 

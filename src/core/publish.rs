@@ -5,6 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use switchboard_types::ids::AgentId;
 
 use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::messages::{MessageKind, MessageType};
@@ -34,21 +35,21 @@ impl Core {
     ) -> CoreResult<PublishResult> {
         let idem = Idempotency::new(idempotency_key, "publish", &input)?;
         let (team, sender) = self.acting_agent(caller)?;
-        self.check_claimed(caller, input.sender_agent_id.as_deref(), "sender_agent_id")?;
+        self.check_claimed(caller, input.sender_agent_id.as_ref(), "sender_agent_id")?;
         if let Some(answer) = self.replay(&sender, &idem).await? {
             return Ok(answer);
         }
         self.check_can_send(&team, &sender)?;
         let send_to = input.validate()?;
         let audience = self.audience(&team.pk, &sender, &input.cause_by, &send_to);
-        let names: Vec<String> = audience
+        let names: Vec<AgentId> = audience
             .recipients
             .iter()
             .map(|a| a.agent_id.clone())
             .collect();
         let mut quiet: Vec<_> = audience.quiet.iter().map(|a| a.pk).collect();
         quiet.sort_unstable();
-        let news_for: Vec<String> = audience
+        let news_for: Vec<AgentId> = audience
             .recipients
             .iter()
             .filter(|a| quiet.binary_search(&a.pk).is_err())
@@ -61,7 +62,7 @@ impl Core {
             metrics::counter!("switchboard_publish_no_recipients_total").increment(1);
         }
         let message = NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             &sender,
             MessageKind::Publish,
             MessageType::Information,
@@ -88,7 +89,7 @@ impl Core {
             |_| Ok(()),
             move |p| PublishResult {
                 success: true,
-                message_id: p.message_id.clone(),
+                message_id: p.message_id.clone().into(),
                 cause_by,
                 send_to,
                 recipients: names,
@@ -141,7 +142,7 @@ impl Core {
         input: SetWatch,
     ) -> CoreResult<AgentEnvelope> {
         let (team, me) = self.acting_agent(caller)?;
-        self.check_claimed(caller, input.agent_id.as_deref(), "agent_id")?;
+        self.check_claimed(caller, input.agent_id.as_ref(), "agent_id")?;
         if input.addresses.is_none() && input.watch.is_none() {
             return Err(CoreError::validation(
                 "body",

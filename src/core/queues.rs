@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
+use switchboard_types::ids::{AgentId, TeamId};
 
 use switchboard_types::agents::RegisterAgent;
 use switchboard_types::ids::AgentPk;
@@ -120,21 +121,21 @@ impl QueueCursors {
 
 impl Core {
     /// Who a queue client acts as when it consumes `agent_id`'s queues or sends as
-    /// `agent_id`. An agent token acts only as its own agent. A team key (`team_id`
-    /// must be its team) acts as any member, and with `register_as` a missing agent is
+    /// `agent_id`. An agent token acts only as its own agent (`team_id` is not asked
+    /// for). A team key (`team_id` must be given and be its team) acts as any member, and with `register_as` a missing agent is
     /// registered on first use with that role (Wise Agents agents are named by their
     /// queues, not registered beforehand).
     pub async fn act_as(
         &self,
         caller: &Caller,
-        team_id: &str,
-        agent_id: &str,
+        team_id: Option<&TeamId>,
+        agent_id: &AgentId,
         register_as: Option<&str>,
     ) -> CoreResult<Caller> {
         match *caller {
             Caller::Agent { .. } => {
                 let (_, me) = self.acting_agent(caller)?;
-                if me.agent_id == agent_id {
+                if me.agent_id == *agent_id {
                     Ok(*caller)
                 } else {
                     Err(CoreError::forbidden(format!(
@@ -145,6 +146,11 @@ impl Core {
                 }
             }
             Caller::Team { team } => {
+                let Some(team_id) = team_id else {
+                    return Err(CoreError::forbidden(
+                        "a team key acts for an agent of a named team: give the team id",
+                    ));
+                };
                 let record = self.team_for(caller, team_id, Need::Manage)?;
                 // Another node may have registered it a moment ago (several nodes): the
                 // registry catches up before the agent counts as unknown.
@@ -166,7 +172,7 @@ impl Core {
                     ));
                 };
                 let input = RegisterAgent {
-                    agent_id: agent_id.to_owned(),
+                    agent_id: agent_id.clone(),
                     role: role.to_owned(),
                     capabilities: Vec::new(),
                     address: None,
@@ -197,7 +203,7 @@ impl Core {
     /// The team's key holder, without the key: for the operator's explicit
     /// `--stomp-anonymous-team`, which lets clients without credentials act as a team
     /// bridge (a laptop's convenience; anyone who reaches the port is the team).
-    pub fn anonymous_team(&self, team_id: &str) -> CoreResult<Caller> {
+    pub fn anonymous_team(&self, team_id: &TeamId) -> CoreResult<Caller> {
         match self.registry().team_by_id(team_id) {
             Some(team) => Ok(Caller::Team { team: team.pk }),
             None => Err(CoreError::not_found(format!(
@@ -207,7 +213,7 @@ impl Core {
     }
 
     /// Whether a team key belongs to team `team_id` (a bridge names its team as `login`).
-    pub fn team_of_key(&self, caller: &Caller, team_id: &str) -> CoreResult<()> {
+    pub fn team_of_key(&self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
         self.team_for(caller, team_id, Need::Manage).map(|_| ())
     }
 

@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use switchboard_types::ids::{AgentId, TeamId};
 
 use switchboard_types::ids::{AgentPk, TeamPk};
 
@@ -22,15 +23,15 @@ use crate::model::{AgentRecord, TeamRecord};
 struct Inner {
     admin_hash: Option<SecretHash>,
     teams: HashMap<TeamPk, Arc<TeamRecord>>,
-    team_by_id: HashMap<String, TeamPk>,
+    team_by_id: HashMap<TeamId, TeamPk>,
     team_by_key: HashMap<String, TeamPk>,
     agents: HashMap<AgentPk, Arc<AgentRecord>>,
     /// Current members of each team, by agent id (sorted, for stable listings).
-    members: HashMap<TeamPk, BTreeMap<String, AgentPk>>,
+    members: HashMap<TeamPk, BTreeMap<AgentId, AgentPk>>,
     agent_by_token: HashMap<String, AgentPk>,
     /// Every agent ever registered in each team (removed ones too), by agent id: filters
     /// on senders must find old messages of removed agents.
-    all_by_id: HashMap<TeamPk, HashMap<String, AgentPk>>,
+    all_by_id: HashMap<TeamPk, HashMap<AgentId, AgentPk>>,
     /// Counts the changes this node made itself (`put_team`, `put_agent`), and when each
     /// record was last so changed: a registry read from the database that began before a
     /// local change must not put the older row back (`put_*_loaded`).
@@ -102,7 +103,7 @@ impl Registry {
         self.read().teams.values().cloned().collect()
     }
 
-    pub fn team_by_id(&self, team_id: &str) -> Option<Arc<TeamRecord>> {
+    pub fn team_by_id(&self, team_id: &TeamId) -> Option<Arc<TeamRecord>> {
         let inner = self.read();
         inner.teams.get(inner.team_by_id.get(team_id)?).cloned()
     }
@@ -113,7 +114,7 @@ impl Registry {
     }
 
     /// A current member of the team by agent id.
-    pub fn member(&self, team_pk: TeamPk, agent_id: &str) -> Option<Arc<AgentRecord>> {
+    pub fn member(&self, team_pk: TeamPk, agent_id: &AgentId) -> Option<Arc<AgentRecord>> {
         let inner = self.read();
         let pk = inner.members.get(&team_pk)?.get(agent_id)?;
         inner.agents.get(pk).cloned()
@@ -134,7 +135,7 @@ impl Registry {
     }
 
     /// The `pk` of an agent id in a team, removed agents included.
-    pub fn agent_pk_by_id(&self, team_pk: TeamPk, agent_id: &str) -> Option<AgentPk> {
+    pub fn agent_pk_by_id(&self, team_pk: TeamPk, agent_id: &AgentId) -> Option<AgentPk> {
         self.read().all_by_id.get(&team_pk)?.get(agent_id).copied()
     }
 
@@ -297,6 +298,6 @@ mod tests {
         assert!(registry.put_agent_loaded(agent("r", true), since));
         assert!(registry.put_agent_loaded(agent("r", false), since));
         assert!(!registry.agent(AgentPk(7)).expect("held").is_member());
-        assert!(registry.member(TeamPk(1), "a").is_none());
+        assert!(registry.member(TeamPk(1), &"a".into()).is_none());
     }
 }

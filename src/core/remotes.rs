@@ -6,7 +6,8 @@
 //! server acts for it only while it is a member.
 
 use switchboard_types::agents::{AgentRegistered, RegisterAgent, UpdateAgent};
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::TeamId;
+use switchboard_types::ids::{AgentId, AgentPk};
 use switchboard_types::routing::Via;
 use switchboard_types::time::Timestamp;
 
@@ -38,7 +39,7 @@ impl Core {
 
     /// Refuses a caller that may not register outside agents into the team, before
     /// anything is fetched on its behalf.
-    pub fn may_register_remote(&self, caller: &Caller, team_id: &str) -> CoreResult<()> {
+    pub fn may_register_remote(&self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
         self.team_for(caller, team_id, Need::Manage).map(|_| ())
     }
 
@@ -46,7 +47,7 @@ impl Core {
     pub async fn register_remote_agent(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
         agent: RegisterAgent,
         binding: RemoteBinding,
     ) -> CoreResult<(AgentRegistered, RemoteAgentRecord)> {
@@ -142,7 +143,7 @@ impl Core {
     }
 
     /// The id of the member `agent`, if it is one.
-    pub fn agent_id_of(&self, agent: AgentPk) -> Option<String> {
+    pub fn agent_id_of(&self, agent: AgentPk) -> Option<AgentId> {
         self.member_by_pk(agent).ok().map(|a| a.agent_id.clone())
     }
 

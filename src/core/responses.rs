@@ -7,6 +7,8 @@
 //! final one the responder gets `CONFLICT`.
 
 use std::sync::Arc;
+use switchboard_types::ids::AgentId;
+use switchboard_types::ids::MessageId;
 
 use switchboard_types::ErrorCode;
 use switchboard_types::messages::{
@@ -24,7 +26,7 @@ impl Core {
     pub(super) async fn respond(
         &self,
         caller: &Caller,
-        message_id: &str,
+        message_id: &MessageId,
         input: RespondToMessage,
         idempotency_key: Option<&str>,
     ) -> CoreResult<RespondResult> {
@@ -48,9 +50,9 @@ impl Core {
         let thread = original
             .thread_id
             .clone()
-            .unwrap_or_else(|| original.message_id.clone());
+            .unwrap_or_else(|| original.message_id.to_string());
         let message = NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             &responder,
             MessageKind::Response,
             MessageType::Response,
@@ -88,7 +90,7 @@ impl Core {
             delivery.failed_delivery.extend(failed_extra);
             RespondResult {
                 success: true,
-                response_message_id: p.message_id.clone(),
+                response_message_id: p.message_id.clone().into(),
                 original_message_updated: true,
                 timestamp: p.timestamp,
                 delivery_status: delivery,
@@ -106,7 +108,7 @@ impl Core {
         &self,
         team: &TeamRecord,
         responder: &AgentRecord,
-        message_id: &str,
+        message_id: &MessageId,
     ) -> CoreResult<MessageRecord> {
         let store = self.store();
         let original = store
@@ -150,7 +152,7 @@ impl Core {
         responder: &AgentRecord,
         original: &MessageRecord,
         input: &RespondToMessage,
-    ) -> CoreResult<(Vec<Arc<AgentRecord>>, Vec<String>)> {
+    ) -> CoreResult<(Vec<Arc<AgentRecord>>, Vec<AgentId>)> {
         let mut recipients: Vec<Arc<AgentRecord>> = Vec::new();
         let mut failed = Vec::new();
         match self.registry().agent(original.sender_pk) {

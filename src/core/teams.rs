@@ -2,6 +2,7 @@
 //! token belongs to.
 
 use switchboard_types::ErrorCode;
+use switchboard_types::ids::TeamId;
 use switchboard_types::teams::{CreateTeam, TeamCreated, TeamView, TokenKind, UpdateTeam, WhoAmI};
 use switchboard_types::time::Timestamp;
 
@@ -23,7 +24,9 @@ impl Core {
             ));
         }
         input.validate()?;
-        let team_id = input.team_id.unwrap_or_else(|| ids::random_id("team"));
+        let team_id = input
+            .team_id
+            .unwrap_or_else(|| ids::random_id("team").into());
         let key = auth::mint(TokenKind::Team);
         let now = Timestamp::now();
         let record = TeamRecord {
@@ -58,14 +61,14 @@ impl Core {
         tracing::info!(team_id = %team.team_id, "team created");
         Ok(TeamCreated {
             success: true,
-            team_id: team.team_id,
+            team_id: team.team_id.clone(),
             name: team.name,
             team_key: key.text,
             created_at: team.created_at,
         })
     }
 
-    pub(super) fn get_team(&self, caller: &Caller, team_id: &str) -> CoreResult<TeamView> {
+    pub(super) fn get_team(&self, caller: &Caller, team_id: &TeamId) -> CoreResult<TeamView> {
         let team = self.team_for(caller, team_id, Need::Read)?;
         Ok(self.team_view(&team))
     }
@@ -74,7 +77,7 @@ impl Core {
     pub(super) async fn update_team(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
         patch: UpdateTeam,
     ) -> CoreResult<TeamView> {
         let team = self.team_for(caller, team_id, Need::Manage)?;

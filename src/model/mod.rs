@@ -4,6 +4,7 @@
 //! wire types (in `switchboard_types`) are built from them by the core.
 
 use serde_json::Value;
+use switchboard_types::ids::{AgentId, MessageId, TeamId};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::{Content, MessageKind, MessageType, Priority, ResponseStatus};
 use switchboard_types::routing::{Route, Via};
@@ -28,7 +29,7 @@ pub struct AdminTokenRecord {
 #[derive(Debug, Clone)]
 pub struct TeamRecord {
     pub pk: TeamPk,
-    pub team_id: String,
+    pub team_id: TeamId,
     pub name: String,
     pub key_id: String,
     pub key_hash: SecretHash,
@@ -47,7 +48,7 @@ pub struct TeamRecord {
 pub struct AgentRecord {
     pub pk: AgentPk,
     pub team_pk: TeamPk,
-    pub agent_id: String,
+    pub agent_id: AgentId,
     pub role: String,
     pub capabilities: Vec<String>,
     pub address: Option<String>,
@@ -74,7 +75,7 @@ impl AgentRecord {
     pub fn effective_addresses(&self) -> Vec<String> {
         match &self.addresses {
             Some(set) => set.clone(),
-            None => vec![self.agent_id.clone(), self.role.clone()],
+            None => vec![self.agent_id.to_string(), self.role.clone()],
         }
     }
 
@@ -128,7 +129,7 @@ pub struct QueueCursorRow {
 /// A message about to be written (before its key and time are known).
 #[derive(Debug, Clone)]
 pub struct NewMessage {
-    pub message_id: String,
+    pub message_id: MessageId,
     pub team_pk: TeamPk,
     pub kind: MessageKind,
     pub sender_pk: AgentPk,
@@ -140,7 +141,7 @@ pub struct NewMessage {
     pub response_deadline: Option<Timestamp>,
     pub context_reference: Option<String>,
     pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
+    pub in_reply_to: Option<MessageId>,
     pub response_status: Option<ResponseStatus>,
     pub published: Option<PublishFields>,
     /// The transport it arrived by (`None` for messages the server writes itself).
@@ -173,7 +174,7 @@ impl NewMessage {
     /// A message of `kind` from `sender` with every optional part empty; the setters
     /// below fill what an operation has.
     pub fn new(
-        message_id: String,
+        message_id: MessageId,
         sender: &AgentRecord,
         kind: MessageKind,
         message_type: MessageType,
@@ -238,7 +239,7 @@ impl NewMessage {
     }
 
     /// Places the message in a conversation, after the message it follows up on.
-    pub fn thread(mut self, thread_id: Option<String>, in_reply_to: Option<String>) -> Self {
+    pub fn thread(mut self, thread_id: Option<String>, in_reply_to: Option<MessageId>) -> Self {
         self.thread_id = thread_id;
         self.in_reply_to = in_reply_to;
         self
@@ -254,7 +255,7 @@ impl NewMessage {
 #[derive(Debug, Clone)]
 pub struct MessageRecord {
     pub pk: MessagePk,
-    pub message_id: String,
+    pub message_id: MessageId,
     pub team_pk: TeamPk,
     pub kind: MessageKind,
     pub sender_pk: AgentPk,
@@ -266,7 +267,7 @@ pub struct MessageRecord {
     pub response_deadline: Option<Timestamp>,
     pub context_reference: Option<String>,
     pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
+    pub in_reply_to: Option<MessageId>,
     pub response_status: Option<ResponseStatus>,
     pub created_at: Timestamp,
     pub published: Option<PublishedRecord>,
@@ -381,7 +382,7 @@ pub struct ActivityCounts {
 /// A response recorded on an original message.
 #[derive(Debug, Clone)]
 pub struct ResponseRow {
-    pub response_message_id: String,
+    pub response_message_id: MessageId,
     pub responder: AgentPk,
     pub status: ResponseStatus,
     pub created_at: Timestamp,
@@ -419,7 +420,7 @@ pub struct ResponseLink {
 pub struct NewPost {
     pub message: NewMessage,
     /// Who it was addressed to (shown when the message is read).
-    pub recipient_ids: Vec<String>,
+    pub recipient_ids: Vec<AgentId>,
     /// Who gets an inbox entry (addressed members whose communication is on).
     pub deliver_to: Vec<AgentPk>,
     pub response: Option<ResponseLink>,
@@ -464,10 +465,10 @@ pub struct Decided<T> {
 /// What MARK_MESSAGE_READ found, each list in the order the ids were given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarkOutcome {
-    pub marked: Vec<String>,
-    pub already_read: Vec<String>,
+    pub marked: Vec<MessageId>,
+    pub already_read: Vec<MessageId>,
     /// Unknown, or not addressed to the agent (and untouched).
-    pub not_found: Vec<String>,
+    pub not_found: Vec<MessageId>,
 }
 
 /// Whether a post was written, or answered from an earlier request with its key.

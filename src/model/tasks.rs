@@ -2,6 +2,7 @@
 //! a page's query, and the callbacks due.
 
 use serde_json::{Map, Value};
+use switchboard_types::ids::{AgentId, ClarificationId, TaskId};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::messages::Priority;
 use switchboard_types::task_state::TaskStatus;
@@ -15,7 +16,7 @@ use switchboard_types::time::Timestamp;
 pub struct TaskRecord {
     pub pk: TaskPk,
     pub team_pk: TeamPk,
-    pub task_id: String,
+    pub task_id: TaskId,
     pub description: String,
     pub data: Map<String, Value>,
     pub originator_pk: AgentPk,
@@ -23,7 +24,7 @@ pub struct TaskRecord {
     pub callback_url: Option<String>,
     pub priority: Priority,
     pub required_capabilities: Vec<String>,
-    pub target_agent_id: Option<String>,
+    pub target_agent_id: Option<AgentId>,
     pub status: TaskStatus,
     /// Whether notifications for the originator go to its inbox: not when it follows the
     /// task over the transport it created it by (A2A), where an inbox entry per change
@@ -31,7 +32,7 @@ pub struct TaskRecord {
     pub originator_inbox: bool,
     /// The open question (`clarification_id`, question) while input-required; it was
     /// asked by the assignee (a handoff drops it).
-    pub clarification: Option<(String, String)>,
+    pub clarification: Option<(ClarificationId, String)>,
     pub context: Vec<ClarificationRound>,
     pub result_data: Value,
     pub callback_delivery: Option<CallbackDelivery>,
@@ -85,7 +86,7 @@ pub struct TaskListSpec {
     /// Tasks older than this one (a cursor).
     pub before: Option<TaskPk>,
     /// Only tasks submitted with this `target_agent_id`.
-    pub target: Option<String>,
+    pub target: Option<AgentId>,
     pub limit: i64,
 }
 

@@ -1,6 +1,7 @@
 //! A task's webhooks as stored: further HTTP receivers of its changes, set by its
 //! originator through a transport (A2A push notification configs).
 
+use switchboard_types::ids::WebhookId;
 use switchboard_types::ids::{TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
@@ -11,7 +12,7 @@ pub struct WebhookRecord {
     pub pk: i64,
     pub task_pk: TaskPk,
     pub team_pk: TeamPk,
-    pub webhook_id: String,
+    pub webhook_id: WebhookId,
     /// Who renders its bodies (a transport's name, e.g. `a2a`).
     pub format: String,
     pub url: String,

@@ -13,6 +13,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use switchboard_types::ids::TeamId;
 
 use axum::Router;
 use tokio::net::{TcpListener, TcpStream};
@@ -220,7 +221,7 @@ fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState, gate: &Gate) ->
             heart_beat: config.stomp_heart_beat,
             connect_timeout: Duration::from_secs(10),
             write_stall: config.ws_ping_interval,
-            anonymous_team: config.stomp_anonymous_team.clone(),
+            anonymous_team: config.stomp_anonymous_team.clone().map(TeamId::from),
         },
         shutdown: ws.shutdown.clone(),
         tracker: ws.tracker.clone(),

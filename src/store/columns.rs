@@ -8,7 +8,9 @@
 use sqlx::Row;
 use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
-use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
+use switchboard_types::ids::{
+    AgentId, AgentPk, ClarificationId, MessageId, MessagePk, TaskPk, TeamPk,
+};
 use switchboard_types::messages::{Attachment, Content, Priority, ResponseStatus};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::CallbackDelivery;
@@ -170,7 +172,7 @@ pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {
     };
     Ok(MessageRecord {
         pk: MessagePk(row.int(0)?),
-        message_id: row.text(1)?,
+        message_id: row.text(1)?.into(),
         team_pk: TeamPk(row.int(2)?),
         kind: row.parse(3)?,
         sender_pk: AgentPk(row.int(4)?),
@@ -182,7 +184,7 @@ pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {
         response_deadline: row.opt_time(10)?,
         context_reference: row.opt_text(11)?,
         thread_id: row.opt_text(12)?,
-        in_reply_to: row.opt_text(13)?,
+        in_reply_to: row.opt_text(13)?.map(MessageId::from),
         response_status: row.opt_parse::<ResponseStatus>(14)?,
         created_at: row.time(15)?,
         published,
@@ -221,7 +223,7 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
         .ok_or_else(|| StoreError::Corrupt("a team without a key digest".into()))?;
     Ok(TeamRecord {
         pk: TeamPk(row.int("pk")?),
-        team_id: row.text("team_id")?,
+        team_id: row.text("team_id")?.into(),
         name: row.text("name")?,
         key_id: row.text("key_id")?,
         key_hash: hash_from(key_hash)?,
@@ -246,7 +248,7 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
     Ok(AgentRecord {
         pk: AgentPk(row.int("pk")?),
         team_pk: TeamPk(row.int("team_pk")?),
-        agent_id: row.text("agent_id")?,
+        agent_id: row.text("agent_id")?.into(),
         role: row.text("role")?,
         capabilities: row.json("capabilities")?,
         address: row.opt_text("address")?,
@@ -269,12 +271,12 @@ pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, 
      originator_inbox";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
-    let clarification_id = row.opt_text("clarification_id")?;
+    let clarification_id = row.opt_text("clarification_id")?.map(ClarificationId::from);
     let question = row.opt_text("question")?;
     Ok(TaskRecord {
         pk: TaskPk(row.int("pk")?),
         team_pk: TeamPk(row.int("team_pk")?),
-        task_id: row.text("task_id")?,
+        task_id: row.text("task_id")?.into(),
         description: row.text("description")?,
         data: row.json("data")?,
         originator_pk: AgentPk(row.int("originator_pk")?),
@@ -282,7 +284,7 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         callback_url: row.opt_text("callback_url")?,
         priority: row.parse::<Priority>("priority")?,
         required_capabilities: row.json("required_capabilities")?,
-        target_agent_id: row.opt_text("target_agent_id")?,
+        target_agent_id: row.opt_text("target_agent_id")?.map(AgentId::from),
         status: row.parse::<TaskStatus>("status")?,
         originator_inbox: row.flag("originator_inbox")?,
         clarification: clarification_id.zip(question),
@@ -337,7 +339,7 @@ pub(crate) fn webhook(row: &impl Columns) -> Result<WebhookRecord, StoreError> {
         pk: row.int("pk")?,
         task_pk: TaskPk(row.int("task_pk")?),
         team_pk: TeamPk(row.int("team_pk")?),
-        webhook_id: row.text("webhook_id")?,
+        webhook_id: row.text("webhook_id")?.into(),
         format: row.text("format")?,
         url: row.text("url")?,
         token: row.opt_text("token")?,

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::time::Duration;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
@@ -196,7 +197,7 @@ pub trait Messages: Send + Sync {
         agent: AgentPk,
         message: MessagePk,
     ) -> Result<Option<InboxEntry>, StoreError>;
-    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<String>, StoreError>;
+    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<AgentId>, StoreError>;
     /// The agent's newest inbox sequence number (0 for an empty inbox).
     async fn newest_seq(&self, agent: AgentPk) -> Result<i64, StoreError>;
     /// Recipients that marked the message read, in the order they did.
@@ -221,7 +222,7 @@ pub trait Messages: Send + Sync {
     async fn mark_read(
         &self,
         agent: AgentPk,
-        message_ids: Vec<String>,
+        message_ids: Vec<MessageId>,
         now: Timestamp,
     ) -> Result<MarkOutcome, StoreError>;
     /// Sent, received and unread counts of every agent of a team.

@@ -209,7 +209,7 @@ pub(crate) fn push_task_page<DB: Dialect>(
 {
     if let Some(agent_id) = &spec.target {
         q.push(format_args!(" AND {target} = "))
-            .push_bind(agent_id.clone());
+            .push_bind(agent_id.to_string());
     }
     if !spec.statuses.is_empty() {
         let names = spec

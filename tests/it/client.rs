@@ -52,10 +52,10 @@ async fn next_of(rx: &mut mpsc::Receiver<Incoming>, kind: &str) -> Incoming {
 
 fn task(me: &str, id: &str, caps: &[&str]) -> TaskRequest {
     TaskRequest {
-        task_id: Some(id.to_owned()),
+        task_id: Some(id.into()),
         description: format!("do {id}"),
         data: Map::new(),
-        originating_agent_id: me.to_owned(),
+        originating_agent_id: me.into(),
         callback_url: None,
         priority: None,
         required_capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),

@@ -208,11 +208,11 @@ fn collect_refs(value: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-/// The id pattern the document states accepts exactly what `check_id` accepts, and the
-/// comma-list patterns accept exactly what the query decoder accepts.
+/// The id pattern the document states accepts exactly what the id parser accepts, and
+/// the comma-list patterns accept exactly what the query decoder accepts.
 #[test]
 fn stated_patterns_agree_with_the_validation() {
-    use switchboard_types::ids::check_id;
+    use switchboard_types::ids::TeamId;
     let id = regex::Regex::new(switchboard_types::openapi::ID_PATTERN).expect("pattern");
     let long = "x".repeat(64);
     for candidate in [
@@ -220,7 +220,7 @@ fn stated_patterns_agree_with_the_validation() {
     ] {
         assert_eq!(
             id.is_match(candidate),
-            check_id("id", candidate).is_ok(),
+            TeamId::parse("id", candidate).is_ok(),
             "{candidate:?}"
         );
     }

@@ -64,7 +64,7 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
             .dispatch(
                 &key,
                 Operation::Agents(AgentOp::RegisterAgent {
-                    team_id: "feed".to_owned(),
+                    team_id: "feed".to_owned().into(),
                     agent: serde_json::from_value(
                         json!({"agent_id": name, "role": "worker", "capabilities": []}),
                     )

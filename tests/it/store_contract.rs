@@ -22,7 +22,7 @@ use switchboard::model::{
 };
 use switchboard::store::{Store, StoreError, StoreOptions};
 use switchboard_types::agents::AgentStatus;
-use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::ids::{AgentPk, MessageId, TeamPk};
 use switchboard_types::messages::{Content, MessageKind, MessageType, ResponseStatus, SortOrder};
 use switchboard_types::time::Timestamp;
 
@@ -72,7 +72,7 @@ fn team(id: &str) -> TeamRecord {
     let now = Timestamp::now();
     TeamRecord {
         pk: TeamPk::default(),
-        team_id: id.to_owned(),
+        team_id: id.into(),
         name: id.to_owned(),
         key_id: format!("key-{id}"),
         key_hash: [7; 32],
@@ -89,7 +89,7 @@ fn agent(team: TeamPk, id: &str) -> AgentRecord {
     AgentRecord {
         pk: AgentPk::default(),
         team_pk: team,
-        agent_id: id.to_owned(),
+        agent_id: id.into(),
         role: "worker".to_owned(),
         capabilities: vec!["review".to_owned()],
         address: None,
@@ -118,7 +118,7 @@ async fn members(store: &Store, id: &str, n: usize) -> (TeamPk, Vec<AgentRecord>
 
 fn message(sender: &AgentRecord, id: &str, kind: MessageKind) -> NewMessage {
     NewMessage::new(
-        id.to_owned(),
+        id.into(),
         sender,
         kind,
         MessageType::Information,
@@ -243,10 +243,13 @@ async fn every_inbox_is_numbered_without_gaps_in_commit_order_under_concurrency(
                     message(&sender, &format!("m{i}"), MessageKind::Message),
                     &refs,
                 );
-                (format!("m{i}"), write(&store, post).await.expect("written"))
+                (
+                    MessageId::from(format!("m{i}")),
+                    write(&store, post).await.expect("written"),
+                )
             });
         }
-        let mut got: HashMap<AgentPk, Vec<(i64, String)>> = HashMap::new();
+        let mut got: HashMap<AgentPk, Vec<(i64, MessageId)>> = HashMap::new();
         for (id, result) in writes.join_all().await {
             for (agent, seq) in result.entries {
                 got.entry(agent).or_default().push((seq, id.clone()));
@@ -273,7 +276,7 @@ async fn every_inbox_is_numbered_without_gaps_in_commit_order_under_concurrency(
                 .list_inbox(agent.pk, &InboxFilter::default(), oldest_first(1000))
                 .await
                 .expect("inbox");
-            let read: Vec<(i64, String)> = page
+            let read: Vec<(i64, MessageId)> = page
                 .items
                 .iter()
                 .map(|i| (i.entry.seq, i.message.message_id.clone()))
@@ -392,7 +395,7 @@ async fn read_marks_are_set_once_and_kept_in_the_order_they_were_made() {
             &[&agents[1], &agents[2]],
         );
         let written = write(&store, post).await.expect("written");
-        let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let ids = |list: &[&str]| list.iter().map(|s| MessageId::from(*s)).collect::<Vec<_>>();
         let first = store
             .mark_read(agents[2].pk, ids(&["hello", "nope"]), Timestamp::now())
             .await

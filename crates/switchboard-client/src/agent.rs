@@ -83,8 +83,8 @@ impl Client {
         let me: WhoAmI = decode(transport.call(Operation::Agents(AgentOp::WhoAmI)).await?)?;
         match (me.agent_id, me.team_id) {
             (Some(agent_id), Some(team_id)) => Ok(Client {
-                agent_id,
-                team_id,
+                agent_id: agent_id.to_string(),
+                team_id: team_id.to_string(),
                 transport,
             }),
             _ => Err(ClientError::Decode(
@@ -166,15 +166,20 @@ impl Client {
     /// One message the agent sent or received, with its responses.
     pub async fn get_message(&self, message_id: &str) -> Result<MessageDetail, ClientError> {
         let message_id = message_id.to_owned();
-        self.call(Operation::Messages(MessageOp::GetMessage { message_id }))
-            .await
+        self.call(Operation::Messages(MessageOp::GetMessage {
+            message_id: message_id.into(),
+        }))
+        .await
     }
 
     /// MARK_MESSAGE_READ.
     pub async fn mark_read(&self, message_ids: &[&str]) -> Result<MarkReadResult, ClientError> {
         self.call(Operation::Messages(MessageOp::MarkMessageRead(MarkRead {
-            agent_id: self.agent_id.clone(),
-            message_ids: message_ids.iter().map(|s| (*s).to_owned()).collect(),
+            agent_id: self.agent_id.clone().into(),
+            message_ids: message_ids
+                .iter()
+                .map(|s| switchboard_types::ids::MessageId::from(*s))
+                .collect(),
         })))
         .await
     }
@@ -187,7 +192,7 @@ impl Client {
         idempotency_key: Option<&str>,
     ) -> Result<RespondResult, ClientError> {
         self.call(Operation::Messages(MessageOp::RespondToMessage {
-            message_id: message_id.to_owned(),
+            message_id: message_id.into(),
             response,
             idempotency_key: key(idempotency_key),
         }))
@@ -231,8 +236,10 @@ impl Client {
     /// A task with its history.
     pub async fn get_task(&self, task_id: &str) -> Result<TaskDetail, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::Tasks(TaskOp::GetTask { task_id }))
-            .await
+        self.call(Operation::Tasks(TaskOp::GetTask {
+            task_id: task_id.into(),
+        }))
+        .await
     }
 
     /// The agent's tasks.
@@ -247,8 +254,11 @@ impl Client {
         handoff: Handoff,
     ) -> Result<TaskUpdated, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::Tasks(TaskOp::HandOff { task_id, handoff }))
-            .await
+        self.call(Operation::Tasks(TaskOp::HandOff {
+            task_id: task_id.into(),
+            handoff,
+        }))
+        .await
     }
 
     /// Asks the originator a question (the assignee).
@@ -258,7 +268,7 @@ impl Client {
         clarify: Clarify,
     ) -> Result<TaskUpdated, ClientError> {
         self.call(Operation::Tasks(TaskOp::Clarify {
-            task_id: task_id.to_owned(),
+            task_id: task_id.into(),
             clarify,
             requested_by: None,
         }))
@@ -273,8 +283,8 @@ impl Client {
         answer: Answer,
     ) -> Result<TaskUpdated, ClientError> {
         self.call(Operation::Tasks(TaskOp::AnswerClarification {
-            task_id: task_id.to_owned(),
-            clarification_id: clarification_id.to_owned(),
+            task_id: task_id.into(),
+            clarification_id: clarification_id.into(),
             answer,
             response_provided_by: None,
         }))
@@ -288,7 +298,7 @@ impl Client {
         result: TaskResult,
     ) -> Result<TaskUpdated, ClientError> {
         self.call(Operation::Tasks(TaskOp::ReportTask {
-            task_id: task_id.to_owned(),
+            task_id: task_id.into(),
             result,
             agent_id: None,
         }))
@@ -298,7 +308,10 @@ impl Client {
     /// Cancels a task (the originator).
     pub async fn cancel(&self, task_id: &str, cancel: Cancel) -> Result<TaskUpdated, ClientError> {
         let task_id = task_id.to_owned();
-        self.call(Operation::Tasks(TaskOp::CancelTask { task_id, cancel }))
-            .await
+        self.call(Operation::Tasks(TaskOp::CancelTask {
+            task_id: task_id.into(),
+            cancel,
+        }))
+        .await
     }
 }

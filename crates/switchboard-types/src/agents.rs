@@ -1,9 +1,9 @@
 //! Agents: registration (team key), lookup by capability and status, updates, removal.
 
+use crate::ids::{AgentId, TeamId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
-use crate::ids::check_agent_id;
 use crate::publish::{Subscription, clean_subscription};
 use crate::time::Timestamp;
 use crate::validate::{CapabilityLimits, check_text, clean_capabilities};
@@ -54,7 +54,8 @@ impl AgentStatus {
 pub struct RegisterAgent {
     /// 1–64 of `A-Z a-z 0-9 . _ -`, unique among the team's current members.
     #[cfg_attr(feature = "openapi", schema(example = "planner"))]
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     /// What the agent does, for people and for `sender_role` (1–100 characters).
     #[cfg_attr(feature = "openapi", schema(example = "Planner"))]
     pub role: String,
@@ -82,7 +83,7 @@ impl RegisterAgent {
 
     /// The value rules; returns the capabilities cleaned (trimmed, without duplicates).
     pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
-        check_agent_id("agent_id", &self.agent_id)?;
+        self.agent_id.check("agent_id")?;
         check_text("role", &self.role, MAX_ROLE)?;
         let capabilities = clean_capabilities(
             "capabilities",
@@ -98,8 +99,10 @@ impl RegisterAgent {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentView {
-    pub agent_id: String,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     pub role: String,
     pub capabilities: Vec<String>,
     pub address: Option<String>,
@@ -160,7 +163,8 @@ pub struct AgentList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentRemoved {
     pub success: bool,
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     pub removed_at: Timestamp,
 }
 
@@ -270,7 +274,8 @@ pub struct RegisterRemoteAgent {
     pub card_url: String,
     /// Its id in the team; default: the card's name, made an id (`A-Z a-z 0-9 . _ -`).
     #[serde(default)]
-    pub agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub agent_id: Option<AgentId>,
     /// Sent as the `Authorization` header of every call to the agent (card and
     /// interface), for agents that need it; never shown back.
     #[serde(default)]

@@ -1,5 +1,6 @@
 //! REQUEST_ASSISTANCE: ask for help, and learn who can give it.
 
+use crate::ids::AgentId;
 use serde::{Deserialize, Serialize};
 
 use crate::agents::{AGENT_CAPABILITY_LIMITS, AgentStatus};
@@ -40,11 +41,13 @@ pub struct RequestDetails {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RequestAssistance {
     /// Must be the calling agent.
-    pub requester_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub requester_agent_id: AgentId,
     pub assistance_type: AssistanceType,
     /// Ask only these members (then nothing is broadcast).
     #[serde(default, deserialize_with = "null_as_default")]
-    pub target_agents: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub target_agents: Vec<AgentId>,
     /// Capabilities the helper needs (matched case-insensitively; may be empty; at most
     /// 64, each 1–100 characters).
     pub required_capabilities: Vec<String>,
@@ -92,7 +95,8 @@ impl RequestAssistance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PotentialResponder {
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     pub role: String,
     /// Share of the required capabilities the agent has, 0.0–1.0.
     pub capability_match: f64,

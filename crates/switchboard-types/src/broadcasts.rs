@@ -1,5 +1,6 @@
 //! BROADCAST_UPDATE: an update to every other member of the team.
 
+use crate::ids::AgentId;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::null_as_default;
@@ -56,7 +57,8 @@ pub struct BroadcastContent {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BroadcastUpdate {
     /// Must be the calling agent.
-    pub sender_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub sender_agent_id: AgentId,
     pub update_type: UpdateType,
     pub content: BroadcastContent,
     pub urgency: Urgency,
@@ -84,7 +86,8 @@ pub struct BroadcastResult {
     /// The broadcast's id (its message id).
     pub broadcast_id: String,
     /// Every member it went to (all but the sender).
-    pub recipients: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub recipients: Vec<AgentId>,
     pub timestamp: Timestamp,
     pub delivery_status: DeliveryStatus,
     pub error: Option<String>,

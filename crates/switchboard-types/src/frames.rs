@@ -9,6 +9,7 @@
 //! types), `caught_up`, `reply` (`ok` with `result`, or not with `error`), `ErrorMessage`
 //! for frames that could not be understood, and `pong`.
 
+use crate::ids::{AgentId, TeamId};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -248,7 +249,7 @@ fn decode_message(name: MessageOpName, mut f: Fields) -> Result<Operation, Error
         MessageOpName::RespondToMessage => Operation::Messages(MessageOp::RespondToMessage {
             idempotency_key: take(&mut f, "idempotency_key")?,
             message_id: match f.get("original_message_id") {
-                Some(Value::String(id)) => id.clone(),
+                Some(Value::String(id)) => id.clone().into(),
                 _ => {
                     return Err(ErrorBody::validation(
                         "original_message_id",
@@ -485,8 +486,8 @@ fn merged(mut fields: Fields, body: &impl Serialize) -> Result<Option<Fields>, s
 /// The first frame of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
-    pub agent_id: String,
-    pub team_id: String,
+    pub agent_id: AgentId,
+    pub team_id: TeamId,
     /// This connection's id (in the server's log lines too).
     pub connection_id: u64,
     /// Replay starts after this sequence number.

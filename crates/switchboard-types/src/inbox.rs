@@ -1,5 +1,6 @@
 //! GET_MESSAGES: the filters of an inbox query and one page of the answer.
 
+use crate::ids::AgentId;
 use serde::{Deserialize, Serialize};
 
 use crate::decode::CommaList;
@@ -21,7 +22,9 @@ pub const DEFAULT_PAGE: i64 = 50;
 pub struct InboxQuery {
     /// The contract's `agent_id`: optional here (the token names the caller); when
     /// given it must be the caller.
-    pub agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub agent_id: Option<AgentId>,
     /// Only these message types, e.g. `request,coordination`.
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>, example = "request,coordination"))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<MessageType>>))]
@@ -29,7 +32,7 @@ pub struct InboxQuery {
     /// Only from these agents, e.g. `planner,coder`.
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
-    pub senders: Option<CommaList<String>>,
+    pub senders: Option<CommaList<AgentId>>,
     /// Only this priority.
     pub priority: Option<Priority>,
     /// Only messages the caller has not marked read.

@@ -1,6 +1,7 @@
 //! The messaging contract's bodies: SEND_MESSAGE, MARK_MESSAGE_READ,
 //! RESPOND_TO_MESSAGE, reading one message, and the message as a recipient sees it.
 
+use crate::ids::{AgentId, MessageId};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -257,10 +258,12 @@ impl Content {
 pub struct SendMessage {
     /// Must be the calling agent.
     #[cfg_attr(feature = "openapi", schema(example = "planner"))]
-    pub sender_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub sender_agent_id: AgentId,
     /// Team members (not the sender), or `["ALL"]` for every member but the sender.
     #[cfg_attr(feature = "openapi", schema(example = json!(["coder"])))]
-    pub recipient_agent_ids: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub recipient_agent_ids: Vec<AgentId>,
     pub message_type: MessageType,
     pub content: Content,
     /// Defaults to `normal`.
@@ -282,7 +285,8 @@ pub struct SendMessage {
     pub thread_id: Option<String>,
     /// The message this one follows up on (one the sender sent or received).
     #[serde(default)]
-    pub in_reply_to: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub in_reply_to: Option<MessageId>,
     /// Push it only by this transport (`websocket` or `stomp`); without it, a reply
     /// addressed only to its original's sender goes back the way the original came,
     /// and anything else goes to every live connection. Switchboard's extension.
@@ -294,8 +298,8 @@ impl SendMessage {
     /// A message with the required fields; the rest at their defaults.
     pub fn new(sender: &str, to: &[&str], message_type: MessageType, text: &str) -> SendMessage {
         SendMessage {
-            sender_agent_id: sender.to_owned(),
-            recipient_agent_ids: to.iter().map(|s| (*s).to_owned()).collect(),
+            sender_agent_id: sender.into(),
+            recipient_agent_ids: to.iter().map(|s| AgentId::from(*s)).collect(),
             message_type,
             content: Content::text(text),
             priority: Priority::default(),
@@ -368,11 +372,14 @@ pub struct DeliveryStatus {
     /// connection's outbox and is written to its socket next. Not a receipt: if the
     /// connection closes before writing it (an outbox overflow, 4008, or a dropped
     /// network), the entry comes with the replay when the agent reconnects.
-    pub delivered_to: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub delivered_to: Vec<AgentId>,
     /// Cannot receive: its (or the team's) communication is disabled, or it was removed.
-    pub failed_delivery: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub failed_delivery: Vec<AgentId>,
     /// Stored in the agent's inbox; pushed when it connects.
-    pub pending_delivery: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub pending_delivery: Vec<AgentId>,
 }
 
 /// Answer of SEND_MESSAGE.
@@ -380,7 +387,8 @@ pub struct DeliveryStatus {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SendResult {
     pub success: bool,
-    pub message_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub message_id: MessageId,
     /// When the message was committed.
     pub timestamp: Timestamp,
     pub delivery_status: DeliveryStatus,
@@ -392,13 +400,15 @@ pub struct SendResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageView {
-    pub message_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub message_id: MessageId,
     pub kind: MessageKind,
     /// The recipient's sequence number of this entry (its cursor); absent when the
     /// caller is not a recipient (a sender reading its own message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<i64>,
-    pub sender_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub sender_agent_id: AgentId,
     /// The sender's role when it sent the message.
     pub sender_role: String,
     pub message_type: MessageType,
@@ -411,7 +421,8 @@ pub struct MessageView {
     pub response_deadline: Option<Timestamp>,
     pub context_reference: Option<String>,
     pub thread_id: Option<String>,
-    pub in_reply_to: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub in_reply_to: Option<MessageId>,
     /// For `kind: response`, the responder's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_status: Option<ResponseStatus>,
@@ -420,7 +431,8 @@ pub struct MessageView {
     pub cause_by: Option<String>,
     /// For `kind: publish`: the sender's agent id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_from: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub sent_from: Option<AgentId>,
     /// For `kind: publish`: the address set it was sent to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_to: Option<Vec<String>>,
@@ -443,9 +455,11 @@ pub struct MessageView {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MarkRead {
     /// Must be the calling agent.
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     /// 1–1000 message ids.
-    pub message_ids: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub message_ids: Vec<MessageId>,
 }
 
 impl MarkRead {
@@ -473,94 +487,15 @@ impl MarkRead {
 pub struct MarkReadResult {
     pub success: bool,
     /// Marked read by this call.
-    pub marked_read: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub marked_read: Vec<MessageId>,
     /// Unknown, or not addressed to the caller (existence is not revealed).
-    pub not_found: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub not_found: Vec<MessageId>,
     /// Were read before this call.
-    pub already_read: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub already_read: Vec<MessageId>,
     pub error: Option<String>,
-}
-
-/// The contract's `response_content`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ResponseContent {
-    /// 1–2000 characters.
-    pub text: String,
-    #[serde(default, deserialize_with = "null_as_default")]
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub data: Map<String, Value>,
-    pub status: ResponseStatus,
-}
-
-/// Body of RESPOND_TO_MESSAGE (`POST /v1/messages/{message_id}/responses`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RespondToMessage {
-    /// Must be the calling agent, a recipient of the original.
-    pub responder_agent_id: String,
-    /// Optional here (the path names it); when given it must match the path.
-    #[serde(default)]
-    pub original_message_id: Option<String>,
-    pub response_content: ResponseContent,
-    /// Further members to send the response to, beyond the original's sender.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub additional_recipients: Vec<String>,
-    /// Push it only by this transport; without it, a response to the original's sender
-    /// alone goes back the way the original came. Switchboard's extension.
-    #[serde(default)]
-    pub route: Option<Route>,
-}
-
-impl RespondToMessage {
-    /// The path's message id agrees with the body's, and the text is within limits.
-    pub fn validate(&self, message_id: &str) -> Result<(), ErrorBody> {
-        if let Some(original_id) = &self.original_message_id
-            && original_id != message_id
-        {
-            return Err(ErrorBody::validation(
-                "original_message_id",
-                "original_message_id must match the message id in the path",
-            ));
-        }
-        if self.additional_recipients.len() > MAX_RECIPIENTS {
-            return Err(ErrorBody::validation(
-                "additional_recipients",
-                format!("at most {MAX_RECIPIENTS} additional recipients"),
-            )
-            .with("max", MAX_RECIPIENTS));
-        }
-        check_message_text(
-            "response_content.text",
-            &self.response_content.text,
-            MAX_TEXT,
-        )
-    }
-}
-
-/// Answer of RESPOND_TO_MESSAGE.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct RespondResult {
-    pub success: bool,
-    pub response_message_id: String,
-    /// Whether the original now records this response (always true on success).
-    pub original_message_updated: bool,
-    pub timestamp: Timestamp,
-    pub delivery_status: DeliveryStatus,
-    pub error: Option<String>,
-}
-
-/// One response recorded on an original message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ResponseRecord {
-    pub response_message_id: String,
-    pub responder_agent_id: String,
-    pub status: ResponseStatus,
-    pub timestamp: Timestamp,
 }
 
 /// Answer of `GET /v1/messages/{message_id}`.
@@ -570,16 +505,21 @@ pub struct MessageDetail {
     pub success: bool,
     pub message: MessageView,
     /// Who it was addressed to.
-    pub recipient_agent_ids: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub recipient_agent_ids: Vec<AgentId>,
     /// For the sender only: recipients that marked it read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_by: Option<Vec<String>>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<String>>))]
+    pub read_by: Option<Vec<AgentId>>,
     /// Responses to it, oldest first.
     pub responses: Vec<ResponseRecord>,
 }
 
+mod responses;
 #[cfg(test)]
 mod tests;
 mod weight;
+
+pub use responses::*;
 
 pub use weight::{MAX_DATA_BYTES, MAX_PAGE_BYTES, check_data_size};

@@ -1,6 +1,7 @@
 //! Communication metrics of a team (the contract's F9, "performance monitoring via
 //! communication metrics").
 
+use crate::ids::{AgentId, TeamId};
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
@@ -9,7 +10,8 @@ use crate::time::Timestamp;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentCommMetrics {
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     /// Messages of every kind it sent (messages, responses, broadcasts, requests).
     pub sent: i64,
     /// Inbox entries it received.
@@ -28,7 +30,8 @@ pub struct AgentCommMetrics {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TeamMetrics {
     pub success: bool,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     /// Current members, by agent id.
     pub agents: Vec<AgentCommMetrics>,
     pub generated_at: Timestamp,

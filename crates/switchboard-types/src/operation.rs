@@ -13,6 +13,7 @@ use crate::agents::{
 };
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
+use crate::ids::{AgentId, ClarificationId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
 use crate::messages::{
     MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
@@ -50,28 +51,28 @@ pub enum TeamOp {
     /// Create a team (admin).
     CreateTeam(CreateTeam),
     GetTeam {
-        team_id: String,
+        team_id: TeamId,
     },
     /// Rename a team or switch its communication (team key).
     UpdateTeam {
-        team_id: String,
+        team_id: TeamId,
         patch: UpdateTeam,
     },
     TeamMetrics {
-        team_id: String,
+        team_id: TeamId,
     },
     /// The team's callback signing key (team key).
     #[strum_discriminants(strum(serialize = "get_callback_secret"))]
     CallbackSecret {
-        team_id: String,
+        team_id: TeamId,
     },
     RotateCallbackSecret {
-        team_id: String,
+        team_id: TeamId,
     },
     /// Per member, unread news and open tasks; whether the team is idle. Without a
     /// team id: the calling agent's team.
     GetActivity {
-        team_id: Option<String>,
+        team_id: Option<TeamId>,
     },
 }
 
@@ -92,27 +93,27 @@ impl From<TeamOp> for Operation {
 pub enum AgentOp {
     /// Register an agent (team key); answers its token once.
     RegisterAgent {
-        team_id: String,
+        team_id: TeamId,
         agent: RegisterAgent,
     },
     /// Look agents up by capability and status.
     ListAgents {
-        team_id: String,
+        team_id: TeamId,
         query: AgentQuery,
     },
     GetAgent {
-        team_id: String,
-        agent_id: String,
+        team_id: TeamId,
+        agent_id: AgentId,
     },
     UpdateAgent {
-        team_id: String,
-        agent_id: String,
+        team_id: TeamId,
+        agent_id: AgentId,
         patch: UpdateAgent,
     },
     /// Remove an agent (team key): its token stops working, its connections end.
     RemoveAgent {
-        team_id: String,
-        agent_id: String,
+        team_id: TeamId,
+        agent_id: AgentId,
     },
     /// Who the token belongs to.
     #[strum_discriminants(strum(serialize = "whoami"))]
@@ -143,12 +144,12 @@ pub enum MessageOp {
     /// GET_MESSAGES.
     GetMessages(InboxQuery),
     /// One message the caller sent or received.
-    GetMessage { message_id: String },
+    GetMessage { message_id: MessageId },
     /// MARK_MESSAGE_READ.
     MarkMessageRead(MarkRead),
     /// RESPOND_TO_MESSAGE.
     RespondToMessage {
-        message_id: String,
+        message_id: MessageId,
         response: RespondToMessage,
         idempotency_key: Option<String>,
     },
@@ -187,16 +188,16 @@ pub enum TaskOp {
     #[strum_discriminants(strum(serialize = "TaskRequest"))]
     SubmitTask(TaskRequest),
     GetTask {
-        task_id: String,
+        task_id: TaskRef,
     },
     ListTasks(TaskQuery),
     /// The assignee reports progress or the result. `agent_id`, when a frame carries
     /// it, must be the caller.
     #[strum_discriminants(strum(serialize = "TaskResponse"))]
     ReportTask {
-        task_id: String,
+        task_id: TaskRef,
         result: TaskResult,
-        agent_id: Option<String>,
+        agent_id: Option<AgentId>,
     },
     /// The assignee reports with the protocol's `CallbackNotification` shape.
     #[strum_discriminants(strum(serialize = "CallbackNotification"))]
@@ -207,29 +208,29 @@ pub enum TaskOp {
     /// Hand a task to another agent (assignee or originator).
     #[strum_discriminants(strum(serialize = "HandoffNotification"))]
     HandOff {
-        task_id: String,
+        task_id: TaskRef,
         handoff: Handoff,
     },
     /// The assignee asks the originator a question. `requested_by`, when given, must be
     /// the caller.
     #[strum_discriminants(strum(serialize = "ClarificationRequest"))]
     Clarify {
-        task_id: String,
+        task_id: TaskRef,
         clarify: Clarify,
-        requested_by: Option<String>,
+        requested_by: Option<AgentId>,
     },
     /// The originator answers the open question. `response_provided_by`, when given,
     /// must be the caller.
     #[strum_discriminants(strum(serialize = "ClarificationResponse"))]
     AnswerClarification {
-        task_id: String,
-        clarification_id: String,
+        task_id: TaskRef,
+        clarification_id: ClarificationId,
         answer: Answer,
-        response_provided_by: Option<String>,
+        response_provided_by: Option<AgentId>,
     },
     /// The originator calls a task off.
     CancelTask {
-        task_id: String,
+        task_id: TaskRef,
         cancel: Cancel,
     },
 }
@@ -340,7 +341,7 @@ impl OperationName {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CallbackReport {
-    pub task_id: String,
+    pub task_id: TaskRef,
     pub status: CallbackStatus,
     #[serde(default)]
     pub result_data: Value,
@@ -353,13 +354,13 @@ pub struct CallbackReport {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorReport {
-    pub task_id: String,
+    pub task_id: TaskRef,
     pub error_message: String,
     #[serde(default)]
     pub error_code: Option<String>,
     /// When given, must be the caller.
     #[serde(default)]
-    pub originating_agent_id: Option<String>,
+    pub originating_agent_id: Option<AgentId>,
 }
 
 /// The answer of an operation: one variant per answer type, serialised as that type

@@ -8,6 +8,7 @@
 //! watch or `send_to` names its agent id. Every other inbox entry (a message, a
 //! response, a task, …) was addressed to its recipient by name, so it counts as news.
 
+use crate::ids::{AgentId, MessageId, TeamId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -69,7 +70,8 @@ pub struct Publish {
     /// When given, must be the calling agent (MetaGPT's `sent_from`).
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(example = "architect"))]
-    pub sender_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub sender_agent_id: Option<AgentId>,
     /// The action that produced the message: the tag watchers match (1–200 characters).
     #[cfg_attr(feature = "openapi", schema(example = "WriteDesign"))]
     pub cause_by: String,
@@ -122,14 +124,17 @@ impl Publish {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PublishResult {
     pub success: bool,
-    pub message_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub message_id: MessageId,
     pub cause_by: String,
     /// `send_to` as applied (`["<all>"]` by default).
     pub send_to: Vec<String>,
     /// Every member it went to (stage 1), by agent id.
-    pub recipients: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub recipients: Vec<AgentId>,
     /// The recipients for whom it is news (stage 2).
-    pub news_for: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub news_for: Vec<AgentId>,
     /// True when `send_to` met nobody: the message is stored (the sender can read it
     /// with `GET /v1/messages/{id}`) but no inbox got it. Counted in `/metrics`.
     pub no_recipients: bool,
@@ -146,7 +151,8 @@ pub struct SetWatch {
     /// When given, must be the calling agent.
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
-    pub agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub agent_id: Option<AgentId>,
     /// The addresses `send_to` is matched against (at most 32; each 1–200 characters).
     /// An empty list restores the default: the agent id and its role.
     #[serde(default, deserialize_with = "crate::decode::no_null")]
@@ -188,7 +194,8 @@ pub fn clean_subscription(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentActivity {
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
     /// Unread inbox entries that are news for it.
     pub unread_news: u64,
     /// Open tasks (in progress or waiting for input) assigned to it.
@@ -203,7 +210,8 @@ pub struct AgentActivity {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TeamActivity {
     pub success: bool,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     /// Nobody has unread news and no task of the team is open.
     pub idle: bool,
     /// Open tasks of the team (in progress or waiting for input).

@@ -4,6 +4,7 @@
 //! and the operations only apply what [`TaskState::apply`] decided. A refused action
 //! says why and changes nothing.
 
+use crate::ids::ClarificationId;
 use serde::{Deserialize, Serialize};
 
 /// Where a task is in its life.
@@ -60,7 +61,7 @@ pub enum Action {
     /// The assignee asks the originator a question.
     Clarify,
     /// The originator answers the open question `clarification_id`.
-    Answer { clarification_id: String },
+    Answer { clarification_id: ClarificationId },
     /// The assignee or the originator gives the task to someone else.
     Handoff,
     /// The assignee reports that work goes on.
@@ -103,7 +104,7 @@ impl Action {
 pub struct TaskState {
     pub status: TaskStatus,
     /// The open question while `status` is input-required.
-    pub clarification_id: Option<String>,
+    pub clarification_id: Option<ClarificationId>,
 }
 
 /// Why an action was refused.
@@ -124,7 +125,7 @@ impl TaskState {
         &self,
         party: Party,
         action: &Action,
-        new_clarification_id: Option<&str>,
+        new_clarification_id: Option<&ClarificationId>,
     ) -> Result<TaskState, Refusal> {
         let (allowed, who) = action.who_may(party);
         if !allowed {
@@ -147,19 +148,18 @@ impl TaskState {
     fn transition(
         &self,
         action: &Action,
-        new_clarification_id: Option<&str>,
+        new_clarification_id: Option<&ClarificationId>,
     ) -> Result<TaskState, Refusal> {
-        let next = |status, clarification_id: Option<String>| {
+        let next = |status, clarification_id: Option<ClarificationId>| {
             Ok(TaskState {
                 status,
                 clarification_id,
             })
         };
         match (self.status, action) {
-            (TaskStatus::InProgress, Action::Clarify) => next(
-                TaskStatus::InputRequired,
-                new_clarification_id.map(str::to_owned),
-            ),
+            (TaskStatus::InProgress, Action::Clarify) => {
+                next(TaskStatus::InputRequired, new_clarification_id.cloned())
+            }
             (TaskStatus::InputRequired, Action::Clarify) => Err(Refusal::WrongState(
                 "a question is already open; wait for its answer".into(),
             )),
@@ -221,25 +221,25 @@ mod tests {
     fn state(status: TaskStatus) -> TaskState {
         TaskState {
             status,
-            clarification_id: (status == TaskStatus::InputRequired).then(|| "c1".to_owned()),
+            clarification_id: (status == TaskStatus::InputRequired).then(|| "c1".into()),
         }
     }
 
     fn answer(id: &str) -> Action {
         Action::Answer {
-            clarification_id: id.to_owned(),
+            clarification_id: id.into(),
         }
     }
 
     fn goes(from: TaskStatus, party: Party, action: Action) -> TaskStatus {
         state(from)
-            .apply(party, &action, Some("c2"))
+            .apply(party, &action, Some(&"c2".into()))
             .unwrap_or_else(|r| panic!("{from:?} {action:?}: {r:?}"))
             .status
     }
 
     fn wrong_state(from: TaskStatus, party: Party, action: Action) {
-        let refused = state(from).apply(party, &action, Some("c2"));
+        let refused = state(from).apply(party, &action, Some(&"c2".into()));
         assert!(
             matches!(refused, Err(Refusal::WrongState(_))),
             "{from:?} {action:?}: {refused:?}"
@@ -247,7 +247,7 @@ mod tests {
     }
 
     fn not_yours(from: TaskStatus, party: Party, action: Action) {
-        let refused = state(from).apply(party, &action, Some("c2"));
+        let refused = state(from).apply(party, &action, Some(&"c2".into()));
         assert!(
             matches!(refused, Err(Refusal::NotYourRole(_))),
             "{from:?} {action:?}: {refused:?}"
@@ -257,7 +257,7 @@ mod tests {
     #[test]
     fn clarification_opens_and_the_matching_answer_closes_it() {
         let asked = state(TaskStatus::InProgress)
-            .apply(ASSIGNEE, &Action::Clarify, Some("c9"))
+            .apply(ASSIGNEE, &Action::Clarify, Some(&"c9".into()))
             .expect("clarify");
         assert_eq!(asked.status, TaskStatus::InputRequired);
         assert_eq!(asked.clarification_id.as_deref(), Some("c9"));

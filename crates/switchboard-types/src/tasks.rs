@@ -1,12 +1,12 @@
 //! The task protocol of `003_…`: its seven message types, the REST bodies of a task's
 //! life, and tasks as their parties see them.
 
+use crate::ids::{AgentId, ClarificationId, TaskId, TeamId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::decode::{CommaList, null_as_default};
 use crate::error::ErrorBody;
-use crate::ids::check_id;
 use crate::messages::{Priority, wire_enum};
 use crate::task_state::TaskStatus;
 use crate::time::Timestamp;
@@ -97,7 +97,8 @@ pub struct TaskRequest {
     /// agent may use the same id for its own task); generated when absent.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(example = "summarise-q3"))]
-    pub task_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub task_id: Option<TaskId>,
     /// What to do, 1–2000 characters.
     #[cfg_attr(
         feature = "openapi",
@@ -110,7 +111,8 @@ pub struct TaskRequest {
     pub data: Map<String, Value>,
     /// Must be the calling agent.
     #[cfg_attr(feature = "openapi", schema(example = "planner"))]
-    pub originating_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub originating_agent_id: AgentId,
     /// Where status changes are reported: an http(s) URL (POSTed a signed
     /// `CallbackNotification`) or a member's agent id (pushed to it).
     #[serde(default)]
@@ -125,7 +127,8 @@ pub struct TaskRequest {
     /// Give the task to this member (it must accept tasks: not `unavailable`, and its
     /// communication enabled).
     #[serde(default)]
-    pub target_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub target_agent_id: Option<AgentId>,
 }
 
 wire_enum! {
@@ -138,47 +141,59 @@ wire_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TaskResponse {
-    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
     /// Any JSON value (usually an object); null when there is none.
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
     pub status: TaskResponseStatus,
     /// The agent completing the task (`switchboard` for the registry by message).
-    pub agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub agent_id: AgentId,
 }
 
 /// `HandoffNotification`: the task moved from one agent to another.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct HandoffNotification {
-    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
     /// The assignee before the handoff.
-    pub current_agent_id: String,
-    pub new_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub current_agent_id: AgentId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub new_agent_id: AgentId,
     pub reason: String,
     /// Who handed it off (the old assignee or the originator).
-    pub handed_off_by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub handed_off_by: AgentId,
 }
 
 /// `ClarificationRequest`: the assignee needs an answer before it can go on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClarificationRequest {
-    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
     /// Answer with this id.
-    pub clarification_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub clarification_id: ClarificationId,
     pub question: String,
-    pub requested_by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub requested_by: AgentId,
 }
 
 /// `ClarificationResponse`: the originator's answer, added to the task's context.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClarificationResponse {
-    pub task_id: String,
-    pub clarification_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub clarification_id: ClarificationId,
     pub answer: String,
-    pub response_provided_by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub response_provided_by: AgentId,
 }
 
 wire_enum! {
@@ -192,7 +207,8 @@ wire_enum! {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackNotification {
-    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
     #[cfg_attr(feature = "openapi", schema(value_type = Value))]
     pub result_data: Value,
     pub status: CallbackStatus,
@@ -205,7 +221,8 @@ pub struct CallbackNotification {
     /// The task event's sequence number: callbacks of a task are sent in this order.
     pub event_seq: i64,
     /// The task's current assignee.
-    pub assignee_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub assignee_agent_id: Option<AgentId>,
     pub timestamp: Timestamp,
 }
 
@@ -214,11 +231,13 @@ pub struct CallbackNotification {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub task_id: Option<TaskId>,
     /// One of the standard error codes.
     pub error_code: String,
     pub error_message: String,
-    pub originating_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub originating_agent_id: AgentId,
 }
 
 /// Body of `POST /v1/tasks/{task_id}/handoff`.
@@ -227,14 +246,16 @@ pub struct ErrorMessage {
 #[serde(deny_unknown_fields)]
 pub struct Handoff {
     /// A member that accepts tasks, not the current assignee.
-    pub new_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub new_agent_id: AgentId,
     /// Why, 1–1000 characters.
     pub reason: String,
     /// Optional: the assignee the caller believes the task has; if it has another, the
     /// handoff is refused (`INVALID_TASK_TRANSITION`) instead of taking the task from
     /// someone the caller did not mean.
     #[serde(default)]
-    pub current_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub current_agent_id: Option<AgentId>,
 }
 
 /// Body of `POST /v1/tasks/{task_id}/clarifications`.
@@ -282,11 +303,14 @@ pub struct Cancel {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClarificationRound {
-    pub clarification_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub clarification_id: ClarificationId,
     pub question: String,
-    pub requested_by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub requested_by: AgentId,
     pub answer: String,
-    pub response_provided_by: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub response_provided_by: AgentId,
     pub answered_at: Timestamp,
 }
 
@@ -324,17 +348,21 @@ pub struct CallbackDelivery {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Task {
-    pub task_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: TaskId,
     pub description: String,
     #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: Map<String, Value>,
-    pub originating_agent_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub originating_agent_id: AgentId,
     /// Null when nobody suitable was found.
-    pub assignee_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub assignee_agent_id: Option<AgentId>,
     pub status: TaskStatus,
     pub priority: Priority,
     pub required_capabilities: Vec<String>,
-    pub target_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub target_agent_id: Option<AgentId>,
     pub callback_url: Option<String>,
     /// The open question while `status` is `input-required`.
     pub open_clarification: Option<ClarificationRequest>,
@@ -358,7 +386,8 @@ pub struct TaskEvent {
     /// What happened.
     pub kind: TaskEventKind,
     /// Who caused it.
-    pub agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub agent_id: Option<AgentId>,
     /// The task's status after it.
     pub status: TaskStatus,
     /// What it carried (question, answer, reason, result, new assignee, …).
@@ -432,8 +461,9 @@ pub struct TaskQuery {
     pub cursor: Option<String>,
     /// Only tasks submitted with this `target_agent_id` (what the caller gave one member;
     /// an A2A interface lists its tasks this way).
-    #[cfg_attr(feature = "openapi", param(example = "coder"))]
-    pub target_agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", param(example = "coder", value_type = Option<String>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub target_agent_id: Option<AgentId>,
 }
 
 /// Answer of `GET /v1/tasks`.
@@ -451,7 +481,8 @@ pub struct TaskList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallbackSecret {
     pub success: bool,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     /// The HMAC-SHA256 key of the `Switchboard-Signature` header.
     pub secret: String,
     pub rotated_at: Timestamp,
@@ -462,7 +493,7 @@ impl TaskRequest {
     /// required capabilities (returned cleaned).
     pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
         if let Some(id) = &self.task_id {
-            check_id("task_id", id)?;
+            id.check("task_id")?;
         }
         check_message_text("description", &self.description, MAX_TASK_TEXT)?;
         crate::messages::check_data_size("data", &self.data)?;

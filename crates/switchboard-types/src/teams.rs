@@ -1,10 +1,10 @@
 //! Teams: creation (admin), information, the team-wide communication switch, and who a
 //! token belongs to.
 
+use crate::ids::{AgentId, TeamId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
-use crate::ids::check_id;
 use crate::time::Timestamp;
 use crate::validate::check_text;
 
@@ -21,7 +21,8 @@ pub struct CreateTeam {
     pub name: String,
     /// The team's id (1–64 of `A-Z a-z 0-9 . _ -`); generated when absent.
     #[cfg_attr(feature = "openapi", schema(example = "research"))]
-    pub team_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub team_id: Option<TeamId>,
 }
 
 impl CreateTeam {
@@ -29,7 +30,7 @@ impl CreateTeam {
     pub fn validate(&self) -> Result<(), ErrorBody> {
         check_text("name", &self.name, MAX_TEAM_NAME)?;
         if let Some(id) = &self.team_id {
-            check_id("team_id", id)?;
+            id.check("team_id")?;
         }
         Ok(())
     }
@@ -40,7 +41,8 @@ impl CreateTeam {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TeamCreated {
     pub success: bool,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     pub name: String,
     /// Registers agents and manages the team. Store it: it cannot be shown again.
     pub team_key: String,
@@ -52,7 +54,8 @@ pub struct TeamCreated {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TeamView {
     pub success: bool,
-    pub team_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
     pub name: String,
     /// When false, no member can send anything (`COMMUNICATION_DISABLED`).
     pub communication_enabled: bool,
@@ -215,6 +218,8 @@ pub struct WhoAmI {
     pub success: bool,
     /// `admin`, `team` (a team key) or `agent`.
     pub kind: TokenKind,
-    pub team_id: Option<String>,
-    pub agent_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub team_id: Option<TeamId>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub agent_id: Option<AgentId>,
 }

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use switchboard_types::ids::{AgentId, ClarificationId, TaskRef};
 
 use serde_json::json;
 use switchboard_types::ErrorCode;
@@ -25,7 +26,7 @@ impl Core {
     pub(in crate::core) async fn handoff_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         input: Handoff,
     ) -> CoreResult<TaskUpdated> {
         input.validate()?;
@@ -53,7 +54,7 @@ impl Core {
         let old = l.task.assignee_pk.and_then(|pk| self.registry().agent(pk));
         let old_id = old
             .as_ref()
-            .map_or_else(String::new, |a| a.agent_id.clone());
+            .map_or_else(String::new, |a| a.agent_id.to_string());
         if let Some(believed) = &input.current_agent_id
             && *believed != old_id
         {
@@ -67,8 +68,8 @@ impl Core {
         let mut task = l.next(next);
         task.assignee_pk = Some(new.pk);
         let notification = HandoffNotification {
-            task_id: task_id.to_owned(),
-            current_agent_id: old_id.clone(),
+            task_id: task_id.into(),
+            current_agent_id: old_id.clone().into(),
             new_agent_id: new.agent_id.clone(),
             reason: input.reason.clone(),
             handed_off_by: l.me.agent_id.clone(),
@@ -100,14 +101,14 @@ impl Core {
     pub(in crate::core) async fn request_clarification(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         input: Clarify,
-        requested_by: Option<&str>,
+        requested_by: Option<&AgentId>,
     ) -> CoreResult<TaskUpdated> {
         self.check_claimed(caller, requested_by, "requested_by")?;
         input.validate()?;
         self.act(caller, task_id, |core, l| {
-            let clarification_id = ids::ordered_id("clar");
+            let clarification_id = ClarificationId::from(ids::ordered_id("clar"));
             let next = l
                 .task_state()
                 .apply(l.party, &Action::Clarify, Some(&clarification_id))
@@ -138,10 +139,10 @@ impl Core {
     pub(in crate::core) async fn answer_clarification(
         &self,
         caller: &Caller,
-        task_id: &str,
-        clarification_id: &str,
+        task_id: &TaskRef,
+        clarification_id: &ClarificationId,
         input: Answer,
-        response_provided_by: Option<&str>,
+        response_provided_by: Option<&AgentId>,
     ) -> CoreResult<TaskUpdated> {
         self.check_claimed(caller, response_provided_by, "response_provided_by")?;
         input.validate()?;
@@ -154,11 +155,11 @@ impl Core {
     fn plan_answer(
         &self,
         l: &Loaded,
-        clarification_id: &str,
+        clarification_id: &ClarificationId,
         input: &Answer,
     ) -> CoreResult<Change> {
         let action = Action::Answer {
-            clarification_id: clarification_id.to_owned(),
+            clarification_id: clarification_id.clone(),
         };
         let next = l
             .task_state()
@@ -173,7 +174,7 @@ impl Core {
         let assignee = l.task.assignee_pk.and_then(|pk| self.registry().agent(pk));
         let mut task = l.next(next);
         task.context.push(ClarificationRound {
-            clarification_id: clarification_id.to_owned(),
+            clarification_id: clarification_id.clone(),
             question,
             requested_by: assignee
                 .as_ref()
@@ -185,7 +186,7 @@ impl Core {
         });
         let response = ClarificationResponse {
             task_id: task.task_id.clone(),
-            clarification_id: clarification_id.to_owned(),
+            clarification_id: clarification_id.clone(),
             answer: input.answer.clone(),
             response_provided_by: l.me.agent_id.clone(),
         };
@@ -205,9 +206,9 @@ impl Core {
     pub(in crate::core) async fn report_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         input: TaskResult,
-        agent_id: Option<&str>,
+        agent_id: Option<&AgentId>,
     ) -> CoreResult<TaskUpdated> {
         self.check_claimed(caller, agent_id, "agent_id")?;
         self.act(caller, task_id, |core, l| {
@@ -279,7 +280,7 @@ impl Core {
                 "error_message": report.error_message,
             }),
         };
-        let claimed = report.originating_agent_id.as_deref();
+        let claimed = report.originating_agent_id.as_ref();
         self.report_task(caller, &report.task_id, result, claimed)
             .await
     }
@@ -288,7 +289,7 @@ impl Core {
     pub(in crate::core) async fn cancel_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         input: Cancel,
     ) -> CoreResult<TaskUpdated> {
         input.validate()?;
@@ -335,10 +336,10 @@ impl Core {
         &self,
         team: Arc<TeamRecord>,
         me: Arc<AgentRecord>,
-        reference: &str,
+        reference: &TaskRef,
     ) -> CoreResult<Loaded> {
-        let (task_id, originator) = switchboard_types::ids::task_ref("task_id", reference)?;
-        let mut found = self.store().find_task(team.pk, task_id, me.pk).await?;
+        let (task_id, originator) = reference.parts("task_id")?;
+        let mut found = self.store().find_task(team.pk, &task_id, me.pk).await?;
         if let Some(originator) = originator {
             let registry = self.registry();
             found.retain(|t| {
@@ -348,9 +349,9 @@ impl Core {
             });
         }
         let task = match found.len() {
-            0 => return Err(task_not_found(task_id)),
+            0 => return Err(task_not_found(&task_id)),
             1 => found.remove(0),
-            _ => return Err(self.ambiguous_task(task_id, &found)),
+            _ => return Err(self.ambiguous_task(&task_id, &found)),
         };
         let party = Party {
             originator: task.originator_pk == me.pk,
@@ -367,7 +368,7 @@ impl Core {
     /// Decides an action with `plan` on the current task and writes it; decided again
     /// if the task changed in between. After the last attempt the answer is a plain
     /// `CONFLICT`.
-    async fn act<F>(&self, caller: &Caller, task_id: &str, plan: F) -> CoreResult<TaskUpdated>
+    async fn act<F>(&self, caller: &Caller, task_id: &TaskRef, plan: F) -> CoreResult<TaskUpdated>
     where
         F: Fn(&Core, &Loaded) -> CoreResult<Change>,
     {
@@ -400,12 +401,12 @@ impl Core {
     /// The refusal of a task id that names several tasks the caller takes part in: their
     /// originators (parties the caller already knows), and how to name one.
     fn ambiguous_task(&self, task_id: &str, found: &[crate::model::TaskRecord]) -> CoreError {
-        let originators: Vec<String> = found
+        let originators: Vec<AgentId> = found
             .iter()
             .filter_map(|t| self.registry().agent(t.originator_pk))
             .map(|a| a.agent_id.clone())
             .collect();
-        let example = originators.first().map_or("originator", String::as_str);
+        let example = originators.first().map_or("originator", AgentId::as_str);
         CoreError::new(
             ErrorCode::Conflict,
             format!(

@@ -2,6 +2,7 @@
 //! notifications, in one job of the group commit; and how a task is shown.
 
 use std::sync::Arc;
+use switchboard_types::ids::AgentId;
 
 use serde_json::{Map, Value, json};
 use switchboard_types::messages::{Content, MAX_TEXT, MessageKind, MessageType};
@@ -149,7 +150,11 @@ impl Core {
             }
             return Ok(Some((target.clone(), body.to_string())));
         }
-        if let Some(agent) = self.registry().member(task.team_pk, target) {
+        // A callback target is a URL or a member's id.
+        if let Some(agent) = self
+            .registry()
+            .member(task.team_pk, &AgentId::from(target.as_str()))
+        {
             notices.push(Notice::new(
                 TaskFrame::CallbackNotification,
                 &notification,
@@ -222,7 +227,7 @@ impl Core {
         };
         let thread = format!("task:{}", task.task_id);
         NewMessage::new(
-            ids::ordered_id("msg"),
+            ids::ordered_id("msg").into(),
             sender,
             MessageKind::Task,
             message_type,

@@ -5,6 +5,7 @@
 //! out, so none is handed out twice.
 
 use std::time::Duration;
+use switchboard_types::ids::TaskRef;
 
 use switchboard_types::tasks::{TaskDetail, TaskEvent};
 use tokio_util::sync::CancellationToken;
@@ -16,7 +17,7 @@ use crate::hub::Watch;
 pub struct TaskFeed {
     core: Core,
     caller: Caller,
-    task_id: String,
+    task_id: TaskRef,
     watch: Watch,
     removed: CancellationToken,
     /// The newest history entry handed out.
@@ -43,7 +44,7 @@ impl Core {
     pub async fn feed_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         after: i64,
     ) -> CoreResult<TaskFeed> {
         let (team, me) = self.acting_agent(caller)?;
@@ -53,7 +54,7 @@ impl Core {
         Ok(TaskFeed {
             core: self.clone(),
             caller: *caller,
-            task_id: task_id.to_owned(),
+            task_id: task_id.clone(),
             watch,
             removed,
             cursor: after,

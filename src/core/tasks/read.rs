@@ -1,6 +1,7 @@
 //! Reading tasks, and the team's callback signing key.
 
 use std::time::Duration;
+use switchboard_types::ids::{TaskRef, TeamId};
 
 use switchboard_types::inbox::page_size;
 use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
@@ -14,7 +15,7 @@ impl Core {
     pub(in crate::core) async fn get_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
     ) -> CoreResult<TaskDetail> {
         let (team, me) = self.acting_agent(caller)?;
         let l = self.load_task(team, me, task_id).await?;
@@ -55,7 +56,7 @@ impl Core {
     pub async fn wait_for_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         after_seq: i64,
         timeout: Duration,
     ) -> CoreResult<TaskDetail> {
@@ -102,7 +103,7 @@ impl Core {
     pub(in crate::core) async fn callback_secret(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
     ) -> CoreResult<CallbackSecret> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let stored = self
@@ -123,7 +124,7 @@ impl Core {
     pub(in crate::core) async fn rotate_callback_secret(
         &self,
         caller: &Caller,
-        team_id: &str,
+        team_id: &TeamId,
     ) -> CoreResult<CallbackSecret> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let bytes: [u8; 32] = rand::random();

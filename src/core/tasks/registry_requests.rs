@@ -88,16 +88,16 @@ impl Answers<'_> {
         TaskSubmitted {
             success: status == TaskResponseStatus::Success,
             task_response: TaskResponse {
-                task_id: self.task_id.clone(),
+                task_id: self.task_id.clone().into(),
                 result_data,
                 status,
-                agent_id: SERVER_AGENT_ID.to_owned(),
+                agent_id: SERVER_AGENT_ID.to_owned().into(),
             },
             error_message: error.map(|(code, message)| ErrorMessage {
-                task_id: Some(self.task_id.clone()),
+                task_id: Some(self.task_id.clone().into()),
                 error_code: code.as_str().to_owned(),
                 error_message: message,
-                originating_agent_id: self.originating_agent_id.to_owned(),
+                originating_agent_id: self.originating_agent_id.into(),
             }),
             task: None,
         }
@@ -127,13 +127,13 @@ impl Core {
         })?;
         let task_id = match &req.task_id {
             Some(id) => {
-                switchboard_types::ids::check_id("task_id", id)?;
+                id.check("task_id")?;
                 id.clone()
             }
-            None => crate::core::ids::ordered_id("task"),
+            None => crate::core::ids::ordered_id("task").into(),
         };
         let answers = Answers {
-            task_id,
+            task_id: task_id.to_string(),
             originating_agent_id: &req.originating_agent_id,
             team: &team,
         };
@@ -151,7 +151,7 @@ impl Core {
         answers: &Answers<'_>,
     ) -> CoreResult<TaskSubmitted> {
         let invalid = "Invalid registration request.";
-        let agent_id = text(&req.data, "agent_id").unwrap_or(req.originating_agent_id.clone());
+        let agent_id = text(&req.data, "agent_id").unwrap_or(req.originating_agent_id.to_string());
         let status = match text(&req.data, "status").map(|s| s.parse::<AgentStatus>()) {
             None => Ok(None),
             Some(Ok(status)) => Ok(Some(status)),
@@ -172,7 +172,7 @@ impl Core {
             ));
         }
         let input = RegisterAgent {
-            agent_id: agent_id.clone(),
+            agent_id: agent_id.clone().into(),
             role: text(&req.data, "role").unwrap_or_else(|| "agent".into()),
             capabilities,
             address: text(&req.data, "address"),

@@ -1,6 +1,7 @@
 //! Submitting a task: validation, the callback target, assignment, and the first change.
 
 use std::sync::Arc;
+use switchboard_types::ids::AgentId;
 
 use serde_json::{Value, json};
 use switchboard_types::agents::AgentStatus;
@@ -50,7 +51,9 @@ impl Core {
         let task = TaskRecord {
             pk: Default::default(),
             team_pk: team.pk,
-            task_id: req.task_id.unwrap_or_else(|| ids::ordered_id("task")),
+            task_id: req
+                .task_id
+                .unwrap_or_else(|| ids::ordered_id("task").into()),
             description: req.description,
             data: req.data,
             originator_pk: me.pk,
@@ -99,7 +102,7 @@ impl Core {
                 Ok(Some(url))
             }
             Some(agent_id) => {
-                self.member_of(team, &agent_id)
+                self.member_of(team, &AgentId::from(agent_id.as_str()))
                     .map_err(|e| e.with("field", "callback_url"))?;
                 Ok(Some(agent_id))
             }
@@ -158,7 +161,7 @@ impl Core {
             task_id: task.task_id.clone(),
             result_data: details.clone(),
             status: TaskResponseStatus::Failed,
-            agent_id: SERVER_AGENT_ID.to_owned(),
+            agent_id: SERVER_AGENT_ID.to_owned().into(),
         };
         let error = ErrorMessage {
             task_id: Some(task.task_id.clone()),

@@ -10,6 +10,7 @@
 //! each POST and never shown back.
 
 use std::sync::Arc;
+use switchboard_types::ids::{TaskRef, WebhookId};
 
 use switchboard_types::tasks::{Task, TaskEvent};
 use switchboard_types::time::Timestamp;
@@ -76,7 +77,7 @@ impl Core {
     pub async fn add_task_webhook(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
         format: &str,
         spec: WebhookSpec,
         replay_after: Option<i64>,
@@ -98,7 +99,7 @@ impl Core {
             pk: 0,
             task_pk: task.pk,
             team_pk: task.team_pk,
-            webhook_id,
+            webhook_id: webhook_id.into(),
             format: format.to_owned(),
             url: spec.url,
             token,
@@ -149,7 +150,7 @@ impl Core {
     pub async fn task_webhooks(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
     ) -> CoreResult<Vec<TaskWebhook>> {
         let task = self.owned_task(caller, task_id).await?;
         let stored = self.store().task_webhooks(task.pk).await?;
@@ -161,13 +162,13 @@ impl Core {
     pub async fn task_webhook(
         &self,
         caller: &Caller,
-        task_id: &str,
-        webhook_id: &str,
+        task_id: &TaskRef,
+        webhook_id: &WebhookId,
     ) -> CoreResult<TaskWebhook> {
         self.task_webhooks(caller, task_id)
             .await?
             .into_iter()
-            .find(|w| w.id == webhook_id)
+            .find(|w| w.id == *webhook_id)
             .ok_or_else(|| no_webhook(task_id, webhook_id))
     }
 
@@ -177,13 +178,13 @@ impl Core {
     pub async fn remove_task_webhook(
         &self,
         caller: &Caller,
-        task_id: &str,
-        webhook_id: &str,
+        task_id: &TaskRef,
+        webhook_id: &WebhookId,
     ) -> CoreResult<bool> {
         let task = self.owned_task(caller, task_id).await?;
         Ok(self
             .store()
-            .delete_webhook(task.pk, webhook_id.to_owned())
+            .delete_webhook(task.pk, webhook_id.to_string())
             .await?)
     }
 
@@ -235,13 +236,13 @@ impl Core {
     async fn owned_task(
         &self,
         caller: &Caller,
-        task_id: &str,
+        task_id: &TaskRef,
     ) -> CoreResult<crate::model::TaskRecord> {
         let (team, me) = self.acting_agent(caller)?;
-        let reference = if task_id.contains('@') {
-            task_id.to_owned()
+        let reference = if task_id.names_originator() {
+            task_id.clone()
         } else {
-            format!("{task_id}@{}", me.agent_id)
+            TaskRef::at(task_id, &me.agent_id)
         };
         let loaded = self.load_task(team, me, &reference).await?;
         if !loaded.party.originator {
@@ -255,7 +256,7 @@ impl Core {
 
 fn view(task_id: &str, w: WebhookRecord) -> TaskWebhook {
     TaskWebhook {
-        id: w.webhook_id,
+        id: w.webhook_id.to_string(),
         task_id: task_id.to_owned(),
         url: w.url,
         token: w.token,

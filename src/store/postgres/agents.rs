@@ -31,7 +31,7 @@ pub(super) async fn insert(
          RETURNING pk",
     )
     .bind(a.team_pk.0)
-    .bind(&a.agent_id)
+    .bind(&*a.agent_id)
     .bind(&a.role)
     .bind(to_json(&a.capabilities)?)
     .bind(&a.address)

@@ -19,6 +19,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
+use switchboard_types::ids::{AgentId, MessageId};
 
 use sqlx::Row;
 use sqlx::postgres::PgConnection;
@@ -36,7 +37,7 @@ use crate::store::columns::to_json;
 /// A message waiting for the batch's shared insert.
 pub(super) struct StagedPost {
     pub(super) message: NewMessage,
-    pub(super) recipient_ids: Vec<String>,
+    pub(super) recipient_ids: Vec<AgentId>,
     pub(super) deliver_to: Vec<AgentPk>,
     pub(super) created_at: Timestamp,
     pub(super) response: Option<ResponseLink>,
@@ -206,14 +207,14 @@ async fn together(
         .bind(rows.bind(sqlx::query(INSERT_MESSAGES)))
         .fetch_all(&mut *conn)
         .await?;
-    let mut pks: HashMap<String, i64> = HashMap::with_capacity(posts.len());
+    let mut pks: HashMap<MessageId, i64> = HashMap::with_capacity(posts.len());
     let mut bases: HashMap<i64, i64> = HashMap::with_capacity(counters.agents.len());
     for r in &returned {
         let what: String = r.try_get(0)?;
         let key: String = r.try_get(1)?;
         let value: i64 = r.try_get(2)?;
         if what == "m" {
-            pks.insert(key, value);
+            pks.insert(MessageId::from(key), value);
         } else {
             let agent = key
                 .parse()
@@ -420,7 +421,7 @@ impl MessageRows {
         for p in posts {
             let m = &p.message;
             let publish = m.published.as_ref();
-            rows.ids.push(m.message_id.clone());
+            rows.ids.push(m.message_id.to_string());
             rows.teams.push(m.team_pk.0);
             rows.kinds.push(m.kind.as_str());
             rows.senders.push(m.sender_pk.0);
@@ -433,7 +434,8 @@ impl MessageRows {
                 .push(m.response_deadline.map(Timestamp::micros));
             rows.contexts.push(m.context_reference.clone());
             rows.threads.push(m.thread_id.clone());
-            rows.replies.push(m.in_reply_to.clone());
+            rows.replies
+                .push(m.in_reply_to.as_ref().map(|id| id.to_string()));
             rows.statuses.push(m.response_status.map(|s| s.as_str()));
             rows.recipients.push(to_json(&p.recipient_ids)?);
             rows.times.push(p.created_at.micros());
@@ -454,7 +456,7 @@ impl MessageRows {
                 let k = next.entry(a.0).or_insert(0);
                 *k += 1;
                 entries.push((*a, *k));
-                rows.entry_ids.push(m.message_id.clone());
+                rows.entry_ids.push(m.message_id.to_string());
                 rows.entry_agents.push(a.0);
                 rows.entry_seqs.push(*k);
                 rows.entry_news

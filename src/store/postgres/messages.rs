@@ -1,6 +1,7 @@
 //! Messages, their inbox entries, responses and read marks on PostgreSQL.
 
 use std::collections::HashMap;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgExecutor};
@@ -55,7 +56,7 @@ pub(super) async fn inbox_entry<'e>(
 pub(super) async fn recipient_ids<'e>(
     ex: impl PgExecutor<'e>,
     msg: MessagePk,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<AgentId>, StoreError> {
     let row = sqlx::query("SELECT recipient_ids FROM messages WHERE pk = $1")
         .bind(msg.0)
         .fetch_one(ex)
@@ -93,7 +94,7 @@ pub(super) async fn responses_to<'e>(
     rows.iter()
         .map(|r| {
             Ok(ResponseRow {
-                response_message_id: r.text("message_id")?,
+                response_message_id: r.text("message_id")?.into(),
                 responder: AgentPk(r.int("responder_pk")?),
                 status: r.parse("status")?,
                 created_at: r.time("created_at")?,
@@ -130,7 +131,7 @@ pub(super) async fn final_response_given(
 pub(super) async fn mark_read(
     conn: &mut PgConnection,
     agent: AgentPk,
-    message_ids: &[String],
+    message_ids: &[MessageId],
     now: Timestamp,
 ) -> Result<MarkOutcome, StoreError> {
     let rows = sqlx::query(
@@ -139,17 +140,22 @@ pub(super) async fn mark_read(
          WHERE m.message_id = ANY($2)",
     )
     .bind(agent.0)
-    .bind(message_ids)
+    .bind(
+        message_ids
+            .iter()
+            .map(MessageId::as_str)
+            .collect::<Vec<_>>(),
+    )
     .fetch_all(&mut *conn)
     .await?;
-    let mut state: HashMap<String, bool> = HashMap::with_capacity(rows.len());
+    let mut state: HashMap<MessageId, bool> = HashMap::with_capacity(rows.len());
     let mut to_mark = Vec::new();
     for row in &rows {
         let read = row.opt_int("read_at")?.is_some();
         if !read {
             to_mark.push(row.int("message_pk")?);
         }
-        state.insert(row.text("message_id")?, read);
+        state.insert(MessageId::from(row.text("message_id")?), read);
     }
     if !to_mark.is_empty() {
         sqlx::query(
@@ -176,7 +182,7 @@ pub(super) async fn mark_read(
 /// A message and everything written with it.
 pub(super) struct Post<'a> {
     pub(super) message: &'a NewMessage,
-    pub(super) recipient_ids: &'a [String],
+    pub(super) recipient_ids: &'a [AgentId],
     pub(super) deliver_to: &'a [AgentPk],
     pub(super) created_at: Timestamp,
     pub(super) response: Option<ResponseLink>,
@@ -217,7 +223,7 @@ pub(super) async fn insert_post(
     let quiet: Vec<i64> = publish.map_or(Vec::new(), |p| p.quiet.iter().map(|a| a.0).collect());
     let deliver: Vec<i64> = p.deliver_to.iter().map(|a| a.0).collect();
     let rows = sqlx::query(INSERT_MESSAGE)
-        .bind(&m.message_id)
+        .bind(&*m.message_id)
         .bind(m.team_pk.0)
         .bind(m.kind.as_str())
         .bind(m.sender_pk.0)
@@ -229,7 +235,7 @@ pub(super) async fn insert_post(
         .bind(m.response_deadline.map(Timestamp::micros))
         .bind(&m.context_reference)
         .bind(&m.thread_id)
-        .bind(&m.in_reply_to)
+        .bind(m.in_reply_to.as_deref())
         .bind(m.response_status.map(|s| s.as_str()))
         .bind(to_json(p.recipient_ids)?)
         .bind(at)

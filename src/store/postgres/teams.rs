@@ -30,7 +30,7 @@ pub(super) async fn insert(conn: &mut PgConnection, t: &TeamRecord) -> Result<Te
                SELECT pk, $8, created_at FROM t)
          SELECT pk FROM t",
     )
-    .bind(&t.team_id)
+    .bind(&*t.team_id)
     .bind(&t.name)
     .bind(&t.key_id)
     .bind(t.key_hash.as_slice())

@@ -52,7 +52,7 @@ pub(super) async fn put(
     )
     .bind(w.task_pk.0)
     .bind(w.team_pk.0)
-    .bind(&w.webhook_id)
+    .bind(&*w.webhook_id)
     .bind(&w.format)
     .bind(&w.url)
     .bind(&w.token)

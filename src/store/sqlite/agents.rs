@@ -40,7 +40,7 @@ pub(super) async fn insert(
          RETURNING pk",
     )
     .bind(agent.team_pk.0)
-    .bind(&agent.agent_id)
+    .bind(&*agent.agent_id)
     .bind(&agent.role)
     .bind(capabilities_json(agent)?)
     .bind(&agent.address)

@@ -103,7 +103,7 @@ mod tests {
     async fn send(store: &Store, sender: &AgentRecord, id: &str) -> bool {
         let content = serde_json::from_value(serde_json::json!({"text": id})).expect("content");
         let message = NewMessage::new(
-            id.to_owned(),
+            id.into(),
             sender,
             MessageKind::Message,
             MessageType::Information,

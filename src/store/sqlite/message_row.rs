@@ -2,6 +2,7 @@
 //! thread, the rest bound by the writer, in one column order for the batch's insert
 //! (`message_staging`) and the one-by-one path (`message_staging_one`).
 
+use switchboard_types::ids::AgentId;
 use switchboard_types::time::Timestamp;
 
 use super::rows::{Col, Query, StoredContent, to_json};
@@ -28,7 +29,7 @@ pub(super) struct RenderedMessage {
 impl RenderedMessage {
     pub(super) fn new(
         message: NewMessage,
-        recipient_ids: Vec<String>,
+        recipient_ids: Vec<AgentId>,
     ) -> Result<RenderedMessage, StoreError> {
         let published = message.published.as_ref();
         Ok(RenderedMessage {

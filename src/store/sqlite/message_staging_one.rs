@@ -97,7 +97,7 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
     if !p.deliver_to.is_empty() {
         let quiet = publish.map_or(&[][..], |p| p.quiet.as_slice());
         q = q
-            .bind(&m.message_id)
+            .bind(&*m.message_id)
             .bind(m.sender_pk.0)
             .bind(m.kind.as_str())
             .bind(m.message_type.as_str())
@@ -111,7 +111,7 @@ fn bind_post<'q>(q: Query<'q>, p: &'q StagedPost) -> Result<Query<'q>, StoreErro
     if let Some(link) = p.response {
         q = q
             .bind(link.original.0)
-            .bind(&m.message_id)
+            .bind(&*m.message_id)
             .bind(link.responder.0)
             .bind(link.status.as_str())
             .bind(at);

@@ -1,6 +1,7 @@
 //! Messages, their recipients and responses, and read marks.
 
 use std::collections::HashMap;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use sqlx::{Row, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
@@ -59,7 +60,7 @@ pub(super) async fn inbox_entry<'e, E: SqliteExecutor<'e>>(
 pub(super) async fn recipient_ids<'e, E: SqliteExecutor<'e>>(
     ex: E,
     message: MessagePk,
-) -> Result<Vec<String>, StoreError> {
+) -> Result<Vec<AgentId>, StoreError> {
     let text: String = sqlx::query_scalar("SELECT recipient_ids FROM messages WHERE pk = ?")
         .bind(message.0)
         .fetch_one(ex)
@@ -97,7 +98,7 @@ pub(super) async fn responses_to<'e, E: SqliteExecutor<'e>>(
     rows.iter()
         .map(|r| {
             Ok(ResponseRow {
-                response_message_id: r.try_get("message_id")?,
+                response_message_id: r.try_get::<String, _>("message_id")?.into(),
                 responder: AgentPk(r.try_get("responder_pk")?),
                 status: r.parse("status")?,
                 created_at: Timestamp::from_micros(r.try_get("created_at")?),
@@ -143,7 +144,7 @@ const MARK_UPDATE: &str = "UPDATE inbox INDEXED BY inbox_by_message SET read_at 
 pub(super) async fn mark_read(
     conn: &mut SqliteConnection,
     agent: AgentPk,
-    message_ids: &[String],
+    message_ids: &[MessageId],
     now: Timestamp,
 ) -> Result<MarkOutcome, StoreError> {
     let rows = sqlx::query(MARK_FIND)
@@ -151,10 +152,10 @@ pub(super) async fn mark_read(
         .bind(to_json(message_ids)?)
         .fetch_all(&mut *conn)
         .await?;
-    let mut state: HashMap<String, bool> = HashMap::with_capacity(rows.len());
+    let mut state: HashMap<MessageId, bool> = HashMap::with_capacity(rows.len());
     let mut to_mark = Vec::new();
     for row in &rows {
-        let id: String = row.try_get("message_id")?;
+        let id = MessageId::from(row.try_get::<String, _>("message_id")?);
         let read: Option<i64> = row.try_get("read_at")?;
         if read.is_none() {
             to_mark.push(row.try_get::<i64, _>("message_pk")?);

@@ -214,7 +214,7 @@ pub(super) async fn update(
     let mut query = sqlx::query(sql)
         .bind(t.assignee_pk.map(|a| a.0))
         .bind(t.status.as_str())
-        .bind(clarification_id)
+        .bind(clarification_id.map(String::from))
         .bind(question)
         .bind(to_json(&t.context)?)
         .bind(to_json(&t.result_data)?)
@@ -383,7 +383,7 @@ pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
 #[cfg(test)]
 mod tests {
     use sqlx::{Row, SqliteConnection};
-    use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
+    use switchboard_types::ids::{AgentId, AgentPk, TaskPk, TeamPk};
     use switchboard_types::task_state::TaskStatus;
     use switchboard_types::tasks::{TaskEventKind, TaskRole};
     use switchboard_types::time::Timestamp;
@@ -484,7 +484,7 @@ mod tests {
             for (statuses, target) in [
                 (vec![], None),
                 (vec![TaskStatus::Success], None),
-                (vec![], Some("coder".to_owned())),
+                (vec![], Some(AgentId::from("coder"))),
             ] {
                 let spec = TaskListSpec {
                     role,

@@ -21,7 +21,7 @@ pub(super) async fn insert(
         "INSERT INTO teams (team_id, name, key_id, key_hash, communication_enabled, created_at, updated_at)
          VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING pk",
     )
-    .bind(&team.team_id)
+    .bind(&*team.team_id)
     .bind(&team.name)
     .bind(&team.key_id)
     .bind(team.key_hash.as_slice())

@@ -40,7 +40,13 @@ pub async fn card(
     let caller = state.authenticate(&headers).await?;
     let found: AgentEnvelope = state
         .core
-        .call(&caller, AgentOp::GetAgent { team_id, agent_id })
+        .call(
+            &caller,
+            AgentOp::GetAgent {
+                team_id: team_id.into(),
+                agent_id: agent_id.into(),
+            },
+        )
         .await
         .map_err(ApiError)?;
     let card = build(&found.agent, &base_url(&headers));
@@ -61,7 +67,13 @@ pub async fn directory(
     let query = AgentQuery::default();
     let list: AgentList = state
         .core
-        .call(&caller, AgentOp::ListAgents { team_id, query })
+        .call(
+            &caller,
+            AgentOp::ListAgents {
+                team_id: team_id.into(),
+                query,
+            },
+        )
         .await
         .map_err(ApiError)?;
     let base = base_url(&headers);
@@ -160,7 +172,7 @@ fn build(agent: &AgentView, base: &str) -> AgentCard {
         agent.role.clone()
     };
     AgentCard {
-        name: agent.agent_id.clone(),
+        name: agent.agent_id.to_string(),
         description,
         version: agent.updated_at.to_string(),
         supported_interfaces: interfaces.to_vec(),

@@ -91,14 +91,14 @@ pub fn task_request(
     };
     data.insert(CONTEXT_KEY.into(), json!(context_id));
     TaskRequest {
-        task_id: Some(task_id),
+        task_id: Some(task_id.into()),
         description,
         data,
-        originating_agent_id: originator.to_owned(),
+        originating_agent_id: originator.into(),
         callback_url: None,
         priority: None,
         required_capabilities: Vec::new(),
-        target_agent_id: Some(target.to_owned()),
+        target_agent_id: Some(target.into()),
     }
 }
 
@@ -115,7 +115,7 @@ pub fn context_of(task: &Task) -> String {
     task.data
         .get(CONTEXT_KEY)
         .and_then(Value::as_str)
-        .map_or_else(|| task.task_id.clone(), str::to_owned)
+        .map_or_else(|| task.task_id.to_string(), str::to_owned)
 }
 
 /// A task status as an A2A state. A task nobody has reported on yet is `SUBMITTED`.
@@ -150,7 +150,7 @@ fn message(id: String, role: Role, task: &Task, parts: Vec<Part>) -> Message {
     Message {
         message_id: id,
         context_id: Some(context_of(task)),
-        task_id: Some(task.task_id.clone()),
+        task_id: Some(task.task_id.to_string()),
         role,
         parts,
         metadata: None,
@@ -259,7 +259,7 @@ pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
         }),
     )]);
     A2aTask {
-        id: task.task_id.clone(),
+        id: task.task_id.to_string(),
         context_id: context_of(task),
         status: A2aStatus {
             state,
@@ -291,7 +291,7 @@ pub fn events(task: &Task, event: &TaskEvent) -> Vec<StreamResponse> {
     if finished && let Some(artifact) = artifact_of(task, result) {
         out.push(StreamResponse::ArtifactUpdate(
             a2a::TaskArtifactUpdateEvent {
-                task_id: task.task_id.clone(),
+                task_id: task.task_id.to_string(),
                 context_id: context_id.clone(),
                 artifact,
                 append: Some(false),
@@ -303,7 +303,7 @@ pub fn events(task: &Task, event: &TaskEvent) -> Vec<StreamResponse> {
     let state = state_of(event.status, event.kind != TaskEventKind::Submitted);
     let message = event_message(task, event, &state);
     out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-        task_id: task.task_id.clone(),
+        task_id: task.task_id.to_string(),
         context_id,
         status: A2aStatus {
             state,

@@ -10,6 +10,7 @@
 //! as 0.3 senders post it. Get and List never show the credentials.
 
 use std::sync::Arc;
+use switchboard_types::ids::{TaskRef, WebhookId};
 
 use a2a::{
     A2AError, AuthenticationInfo, DeleteTaskPushNotificationConfigRequest,
@@ -74,7 +75,13 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
             let task_id = config.task_id.clone();
             interface.task(&task_id).await?;
             let webhook = core
-                .add_task_webhook(caller, &task_id, format, spec_of(config), None)
+                .add_task_webhook(
+                    caller,
+                    &TaskRef::from(task_id),
+                    format,
+                    spec_of(config),
+                    None,
+                )
                 .await
                 .map_err(to_a2a)?;
             Ok(shown(webhook))
@@ -82,7 +89,11 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
         "GetTaskPushNotificationConfig" => {
             let request: GetTaskPushNotificationConfigRequest = decode(params)?;
             interface.task(&request.task_id).await?;
-            core.task_webhook(caller, &request.task_id, &request.id)
+            let (task, webhook) = (
+                TaskRef::from(request.task_id.as_str()),
+                WebhookId::from(request.id.as_str()),
+            );
+            core.task_webhook(caller, &task, &webhook)
                 .await
                 .map(shown)
                 .map_err(|err| config_error(err, &request.task_id, &request.id))
@@ -91,7 +102,7 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
             let request: ListTaskPushNotificationConfigsRequest = decode(params)?;
             interface.task(&request.task_id).await?;
             let webhooks = core
-                .task_webhooks(caller, &request.task_id)
+                .task_webhooks(caller, &TaskRef::from(request.task_id))
                 .await
                 .map_err(to_a2a)?;
             Ok(match dialect {
@@ -106,7 +117,11 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
             let request: DeleteTaskPushNotificationConfigRequest = decode(params)?;
             interface.task(&request.task_id).await?;
             // Idempotent: deleting a config that is already gone succeeds.
-            core.remove_task_webhook(caller, &request.task_id, &request.id)
+            let (task, webhook) = (
+                TaskRef::from(request.task_id.as_str()),
+                WebhookId::from(request.id.as_str()),
+            );
+            core.remove_task_webhook(caller, &task, &webhook)
                 .await
                 .map_err(|err| config_error(err, &request.task_id, &request.id))?;
             Ok(match dialect {
@@ -137,7 +152,7 @@ pub async fn on_send(
         .core
         .add_task_webhook(
             &interface.caller,
-            task_id,
+            &TaskRef::from(task_id),
             format_of(interface.dialect),
             spec_of(config),
             Some(after_seq),

@@ -6,6 +6,7 @@
 use crate::core::CoreResult;
 use std::collections::HashMap;
 use switchboard_types::agents::AgentEnvelope;
+use switchboard_types::ids::{AgentId, TaskRef, TeamId};
 use switchboard_types::tasks::{TaskList, TaskUpdated};
 use switchboard_types::teams::WhoAmI;
 
@@ -42,9 +43,9 @@ pub struct Interface {
     pub state: A2aState,
     pub caller: Caller,
     /// The caller's agent id: the originator of what it sends.
-    pub me: String,
+    pub me: AgentId,
     /// The member called: the target of what is sent.
-    pub agent: String,
+    pub agent: AgentId,
     /// The protocol version of the request.
     pub dialect: Dialect,
 }
@@ -53,8 +54,8 @@ impl Interface {
     /// Authenticates the caller (an agent of the team) and finds the member.
     async fn open(
         state: A2aState,
-        team_id: String,
-        agent_id: String,
+        team_id: TeamId,
+        agent_id: AgentId,
         headers: &HeaderMap,
     ) -> Result<Interface, ApiError> {
         let caller = state.authenticate(headers).await?;
@@ -109,8 +110,8 @@ impl Interface {
     /// How a task this caller gave is named to the core: always with the caller as its
     /// originator, so that a task of the same id the caller was given (ids are unique
     /// per originator; an A2A task's is `a2a-` and the message id) is never the one meant.
-    pub fn reference(&self, task_id: &str) -> String {
-        format!("{task_id}@{}", self.me)
+    pub fn reference(&self, task_id: &str) -> TaskRef {
+        TaskRef::at(task_id, &self.me)
     }
 
     /// Whether a task belongs to this interface: the caller gave it to this member.
@@ -123,7 +124,7 @@ impl Interface {
 /// `POST /a2a/{team_id}/{agent_id}`: one JSON-RPC request.
 pub async fn call(
     State(state): State<A2aState>,
-    Path((team_id, agent_id)): Path<(String, String)>,
+    Path((team_id, agent_id)): Path<(TeamId, AgentId)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

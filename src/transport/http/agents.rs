@@ -4,6 +4,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use switchboard_types::AgentOp;
+use switchboard_types::ids::{AgentId, TeamId};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::agents::{
@@ -37,7 +38,7 @@ pub fn router() -> OpenApiRouter<HttpState> {
 async fn register_agent(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
     JsonBody(input): JsonBody<RegisterAgent>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
     let agent = input;
@@ -62,7 +63,7 @@ async fn register_agent(
 async fn list_agents(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
     QueryParams(query): QueryParams<AgentQuery>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -86,7 +87,7 @@ async fn list_agents(
 async fn get_agent(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams((team_id, agent_id)): PathParams<(String, String)>,
+    PathParams((team_id, agent_id)): PathParams<(TeamId, AgentId)>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,
@@ -113,7 +114,7 @@ async fn get_agent(
 async fn update_agent(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams((team_id, agent_id)): PathParams<(String, String)>,
+    PathParams((team_id, agent_id)): PathParams<(TeamId, AgentId)>,
     JsonBody(patch): JsonBody<UpdateAgent>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -142,7 +143,7 @@ async fn update_agent(
 async fn remove_agent(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams((team_id, agent_id)): PathParams<(String, String)>,
+    PathParams((team_id, agent_id)): PathParams<(TeamId, AgentId)>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use switchboard_types::MessageOp;
+use switchboard_types::ids::MessageId;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::inbox::{InboxPage, InboxQuery};
@@ -100,7 +101,7 @@ async fn get_messages(
 async fn get_message(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(message_id): PathParams<String>,
+    PathParams(message_id): PathParams<MessageId>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,
@@ -158,7 +159,7 @@ async fn respond(
     State(state): State<HttpState>,
     Auth(caller): Auth,
     IdempotencyKey(key): IdempotencyKey,
-    PathParams(message_id): PathParams<String>,
+    PathParams(message_id): PathParams<MessageId>,
     JsonBody(input): JsonBody<RespondToMessage>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
     created(

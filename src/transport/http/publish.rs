@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::ids::TeamId;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::agents::AgentEnvelope;
@@ -76,7 +77,7 @@ async fn publish(
 async fn activity(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
 ) -> ApiResult<Json<Reply>> {
     let team_id = Some(team_id);
     ok(

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::ids::{ClarificationId, TaskRef, TeamId};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::tasks::{
@@ -95,7 +96,7 @@ async fn list_tasks(
 async fn get_task(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(task_id): PathParams<String>,
+    PathParams(task_id): PathParams<TaskRef>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,
@@ -124,7 +125,7 @@ async fn get_task(
 async fn handoff(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(task_id): PathParams<String>,
+    PathParams(task_id): PathParams<TaskRef>,
     JsonBody(input): JsonBody<Handoff>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -154,7 +155,7 @@ async fn handoff(
 async fn clarify(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(task_id): PathParams<String>,
+    PathParams(task_id): PathParams<TaskRef>,
     JsonBody(input): JsonBody<Clarify>,
 ) -> ApiResult<(StatusCode, Json<Reply>)> {
     created(
@@ -188,7 +189,7 @@ async fn clarify(
 async fn answer(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams((task_id, clarification_id)): PathParams<(String, String)>,
+    PathParams((task_id, clarification_id)): PathParams<(TaskRef, ClarificationId)>,
     JsonBody(input): JsonBody<Answer>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -220,7 +221,7 @@ async fn answer(
 async fn report(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(task_id): PathParams<String>,
+    PathParams(task_id): PathParams<TaskRef>,
     JsonBody(input): JsonBody<TaskResult>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -251,7 +252,7 @@ async fn report(
 async fn cancel(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(task_id): PathParams<String>,
+    PathParams(task_id): PathParams<TaskRef>,
     JsonBody(input): JsonBody<Cancel>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -280,7 +281,7 @@ async fn cancel(
 async fn get_callback_secret(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,
@@ -303,7 +304,7 @@ async fn get_callback_secret(
 async fn rotate_callback_secret(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,

@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use switchboard_types::ids::TeamId;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::metrics::TeamMetrics;
@@ -52,7 +53,7 @@ async fn create_team(
 async fn get_team(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,
@@ -77,7 +78,7 @@ async fn get_team(
 async fn update_team(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
     JsonBody(patch): JsonBody<UpdateTeam>,
 ) -> ApiResult<Json<Reply>> {
     ok(
@@ -102,7 +103,7 @@ async fn update_team(
 async fn team_metrics(
     State(state): State<HttpState>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
 ) -> ApiResult<Json<Reply>> {
     ok(
         state,

@@ -67,7 +67,7 @@ async fn current(core: &Core, caller: &Caller, named: &Named) -> Result<Value, M
     let operation = match named {
         Named::Inbox => Operation::Messages(MessageOp::GetMessages(InboxQuery::default())),
         Named::Task(task_id) => Operation::Tasks(TaskOp::GetTask {
-            task_id: task_id.clone(),
+            task_id: task_id.clone().into(),
         }),
     };
     let reply: Reply = core.dispatch(caller, operation).await.map_err(|err| {

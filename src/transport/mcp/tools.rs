@@ -423,7 +423,7 @@ fn operation(
         for field in spec.caller_fields {
             fields
                 .entry(field.to_string())
-                .or_insert_with(|| Value::String(me.agent_id.clone()));
+                .or_insert_with(|| Value::String(me.agent_id.to_string()));
         }
         if matches!(spec.decode, FindAgents) {
             let query = decode_value(Value::Object(fields))?;

@@ -15,6 +15,7 @@ pub mod websocket;
 pub mod wise;
 
 use std::time::Duration;
+use switchboard_types::ids::TeamId;
 
 use bytes::BytesMut;
 use tokio::io::AsyncReadExt;
@@ -40,7 +41,7 @@ pub struct StompSettings {
     pub write_stall: Duration,
     /// Clients without credentials act as this team's bridge (`--stomp-anonymous-team`;
     /// unsafe anywhere but a laptop). `None`: credentials are required.
-    pub anonymous_team: Option<String>,
+    pub anonymous_team: Option<TeamId>,
 }
 
 /// What every STOMP session needs.

@@ -297,7 +297,7 @@ pub fn to_wise(view: &MessageView) -> WiseMessage {
         nested,
         message_type,
         route_response_to: text_field("_route_response_to"),
-        sender: Some(view.sender_agent_id.clone()),
+        sender: Some(view.sender_agent_id.to_string()),
         tool_id: text_field("_tool_id"),
     }
 }

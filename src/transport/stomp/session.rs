@@ -11,6 +11,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+use switchboard_types::ids::{AgentId, TeamId};
 
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::sync::mpsc;
@@ -64,7 +65,7 @@ enum Identity {
     /// An agent token: that agent, its own queues only.
     Agent(Caller),
     /// A team key with `login` = the team id: any agent of the team, named by its queue.
-    Bridge { caller: Caller, team_id: String },
+    Bridge { caller: Caller, team_id: TeamId },
 }
 
 impl Identity {
@@ -402,9 +403,10 @@ impl<W: Wire> Session<'_, W> {
         let caller = match (&self.identity, &to.agent_id) {
             // A topic is read from the subscriber's own inbox.
             (Identity::Agent(caller), None) => Ok(*caller),
-            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, "", agent, None).await,
+            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, None, &AgentId::from(agent.as_str()), None).await,
             (Identity::Bridge { caller, team_id }, Some(agent)) => {
-                core.act_as(caller, team_id, agent, Some(WISE_ROLE)).await
+                core.act_as(caller, Some(team_id), &AgentId::from(agent.as_str()), Some(WISE_ROLE))
+                    .await
             }
             (Identity::Bridge { .. }, None) => {
                 return Err(End::error(

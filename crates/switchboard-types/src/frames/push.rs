@@ -57,7 +57,7 @@ pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::E
                 body.insert(key.clone(), value.clone());
             }
         }
-        body.insert("message_id".into(), Value::String(view.message_id.clone()));
+        body.insert("message_id".into(), Value::from(&view.message_id));
         body.insert("timestamp".into(), serde_json::to_value(view.timestamp)?);
         return Ok((PushKind::Task(frame), serde_json::to_string(&body)?));
     }

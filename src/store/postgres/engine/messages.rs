@@ -2,6 +2,7 @@
 //! the batch writes every staged post at once (`message_staging`).
 
 use std::collections::HashMap;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
@@ -45,7 +46,7 @@ impl Messages for PgStore {
         messages::inbox_entry(&self.read, agent, message).await
     }
 
-    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<String>, StoreError> {
+    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<AgentId>, StoreError> {
         messages::recipient_ids(&self.read, message).await
     }
 
@@ -84,7 +85,7 @@ impl Messages for PgStore {
     async fn mark_read(
         &self,
         agent: AgentPk,
-        message_ids: Vec<String>,
+        message_ids: Vec<MessageId>,
         now: Timestamp,
     ) -> Result<MarkOutcome, StoreError> {
         write!(self, |conn| {

@@ -3,6 +3,7 @@
 //! (`message_staging`).
 
 use std::collections::HashMap;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
@@ -46,7 +47,7 @@ impl Messages for SqliteStore {
         messages::inbox_entry(&self.read, agent, message).await
     }
 
-    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<String>, StoreError> {
+    async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<AgentId>, StoreError> {
         messages::recipient_ids(&self.read, message).await
     }
 
@@ -86,7 +87,7 @@ impl Messages for SqliteStore {
     async fn mark_read(
         &self,
         agent: AgentPk,
-        message_ids: Vec<String>,
+        message_ids: Vec<MessageId>,
         now: Timestamp,
     ) -> Result<MarkOutcome, StoreError> {
         self.write_self_contained(

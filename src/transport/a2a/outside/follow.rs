@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 use switchboard_types::TaskOp;
+use switchboard_types::ids::TaskRef;
 
 use a2a::{Message as A2aMessage, PartContent, Task as A2aTask, TaskState};
 use serde_json::{Map, Value, json};
@@ -144,7 +145,12 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
             // Waiting for the originator: sleep until the task changes here.
             let newest = detail.events.last().map_or(0, |e| e.seq);
             d.core
-                .wait_for_task(&caller, task_id, newest, Duration::from_secs(15))
+                .wait_for_task(
+                    &caller,
+                    &TaskRef::from(task_id),
+                    newest,
+                    Duration::from_secs(15),
+                )
                 .await?;
         } else {
             // The next poll, or sooner when the agent's stream says something changed.
@@ -247,7 +253,7 @@ async fn apply(
                 .filter(|q| !q.trim().is_empty())
                 .unwrap_or_else(|| "The agent needs more input.".to_owned());
             let asked = Operation::Tasks(TaskOp::Clarify {
-                task_id: task_id.clone(),
+                task_id: task_id.clone().into(),
                 clarify: Clarify { question },
                 requested_by: None,
             });
@@ -395,7 +401,7 @@ fn remote<'a>(d: &'a Delegate, binding: &'a super::Binding) -> Remote<'a> {
 
 async fn local(caller: &Caller, d: &Delegate, task_id: &str) -> Result<TaskDetail, Stop> {
     let get = TaskOp::GetTask {
-        task_id: task_id.to_owned(),
+        task_id: task_id.into(),
     };
     let detail: Box<TaskDetail> = d.core.call(caller, get).await?;
     Ok(*detail)
@@ -409,7 +415,7 @@ async fn report(
     result_data: Value,
 ) -> Result<(), CoreError> {
     let op = Operation::Tasks(TaskOp::ReportTask {
-        task_id: task_id.to_owned(),
+        task_id: task_id.into(),
         result: TaskResult {
             status,
             result_data,

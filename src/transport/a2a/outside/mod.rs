@@ -28,7 +28,7 @@ use switchboard_types::agents::{
 };
 use switchboard_types::decode::CommaList;
 use switchboard_types::error::ErrorBody;
-use switchboard_types::ids::{AgentPk, MAX_ID_LEN};
+use switchboard_types::ids::{AgentId, AgentPk, MAX_ID_LEN, TeamId};
 use switchboard_types::messages::{MarkRead, MessageView};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{TaskQuery, TaskRole};
@@ -147,7 +147,7 @@ pub struct Delegate {
     core: Core,
     http: reqwest::Client,
     agent_pk: AgentPk,
-    agent_id: String,
+    agent_id: AgentId,
     binding: RwLock<Binding>,
     record: Mutex<RemoteAgentRecord>,
     /// Tasks being followed now.
@@ -371,7 +371,7 @@ impl Delegate {
 async fn register_remote_agent(
     State(delegation): State<Delegation>,
     Auth(caller): Auth,
-    PathParams(team_id): PathParams<String>,
+    PathParams(team_id): PathParams<TeamId>,
     JsonBody(input): JsonBody<RegisterRemoteAgent>,
 ) -> Result<(StatusCode, Json<RemoteAgentRegistered>), ApiError> {
     let core = &delegation.core;
@@ -385,7 +385,9 @@ async fn register_remote_agent(
         })?;
     let (role, capabilities) = member_of_card(&card.card);
     let agent = RegisterAgent {
-        agent_id: input.agent_id.unwrap_or_else(|| id_of(&card.card.name)),
+        agent_id: input
+            .agent_id
+            .unwrap_or_else(|| id_of(&card.card.name).into()),
         role,
         capabilities,
         address: Some(card.interface_url.clone()),

@@ -12,10 +12,10 @@ use super::{End, Identity, Wire};
 pub(super) fn describe(state: &StompState, identity: &Identity) -> (String, String) {
     match identity {
         Identity::Agent(caller) => match state.core.acting_agent(caller) {
-            Ok((team, agent)) => (team.team_id.clone(), agent.agent_id.clone()),
+            Ok((team, agent)) => (team.team_id.to_string(), agent.agent_id.to_string()),
             Err(_) => (String::new(), String::new()),
         },
-        Identity::Bridge { team_id, .. } => (team_id.clone(), "team bridge".into()),
+        Identity::Bridge { team_id, .. } => (team_id.to_string(), "team bridge".into()),
     }
 }
 

@@ -2,6 +2,7 @@
 //! connection is.
 
 use std::time::Duration;
+use switchboard_types::ids::TeamId;
 
 use futures_util::{SinkExt, StreamExt};
 
@@ -110,7 +111,7 @@ async fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End
             let Some(team_id) = frame.get("login").filter(|l| !l.is_empty()) else {
                 return Err(End::error("a team key needs login = the team id"));
             };
-            let team_id = team_id.to_owned();
+            let team_id = TeamId::from(team_id);
             // The key must be this team's (the core says so on first use, too).
             state
                 .core

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use switchboard_types::MessageOp;
+use switchboard_types::ids::AgentId;
 
 use switchboard_types::Operation;
 
@@ -99,7 +100,7 @@ async fn sender_of(
     match identity {
         Identity::Agent(caller) => state
             .core
-            .act_as(caller, "", sender, None)
+            .act_as(caller, None, &AgentId::from(sender), None)
             .await
             .map_err(End::from_core),
         Identity::Bridge { caller, team_id } => {
@@ -110,7 +111,7 @@ async fn sender_of(
             }
             state
                 .core
-                .act_as(caller, team_id, sender, None)
+                .act_as(caller, Some(team_id), &AgentId::from(sender), None)
                 .await
                 .map_err(End::from_core)
         }
