@@ -7,6 +7,7 @@
 //! edge, where the cause is logged and never sent.
 
 use serde_json::Value;
+use switchboard_types::ids::AgentId;
 use switchboard_types::{ErrorBody, ErrorCode};
 
 use crate::store::StoreError;
@@ -59,7 +60,7 @@ impl CoreError {
         CoreError::new(ErrorCode::NotFound, message)
     }
 
-    pub fn agent_not_found(agent_id: &str) -> Self {
+    pub fn agent_not_found(agent_id: &AgentId) -> Self {
         CoreError::new(
             ErrorCode::AgentNotFound,
             format!("agent '{agent_id}' does not exist in this team"),

@@ -242,7 +242,7 @@ impl Core {
     }
 }
 
-pub(super) fn message_not_found(message_id: &str) -> CoreError {
+pub(super) fn message_not_found(message_id: &MessageId) -> CoreError {
     CoreError::new(
         ErrorCode::MessageNotFound,
         format!("message '{message_id}' does not exist"),
