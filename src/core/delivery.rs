@@ -357,7 +357,7 @@ pub(super) fn reserve_pushes(
             pushes.reservations.push((reservation, news));
         } else if hub.is_connected_elsewhere(agent.pk, message.route) {
             // Another node holds its connection: that node pushes it once it hears of
-            // the commit (`core::elsewhere`).
+            // the commit (`core::other_nodes`).
             pushes.delivered_to.push(agent.agent_id.clone());
         } else {
             pushes.pending_delivery.push(agent.agent_id.clone());

@@ -79,7 +79,7 @@ struct Inner {
     registry_reload: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// The registry epoch held and when it was last confirmed current (`fence`).
     fence: fence::Fence,
-    /// Registry reads from the database run one at a time (`elsewhere`).
+    /// Registry reads from the database run one at a time (`other_nodes`).
     reloading: tokio::sync::Mutex<()>,
 }
 
