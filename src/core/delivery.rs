@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use switchboard_types::ids::AgentId;
+use switchboard_types::ids::{AgentId, MessageId};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -87,7 +87,7 @@ pub(super) struct Outgoing {
 /// What an operation needs to know to answer, before the message is written.
 #[derive(Debug, Clone)]
 pub(super) struct Posted {
-    pub message_id: String,
+    pub message_id: MessageId,
     pub timestamp: Timestamp,
     pub delivery: DeliveryStatus,
 }
@@ -277,7 +277,7 @@ impl Core {
             check(context)?;
             let pushes = reserve_pushes(&hub, &live, message, &sender_id, context.now);
             let posted = Posted {
-                message_id: message.message_id.to_string(),
+                message_id: message.message_id.clone(),
                 timestamp: context.now,
                 delivery: DeliveryStatus {
                     delivered_to: pushes.delivered_to.clone(),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use switchboard_types::ErrorCode;
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::{AgentId, AgentPk, TeamId};
 use switchboard_types::routing::{Route, Via};
 
 use super::feed::Feed;
@@ -18,8 +18,8 @@ use crate::model::PresenceRow;
 pub struct Connection {
     registration: Registration,
     /// The agent's id and team's id, for greetings and logs.
-    pub agent_id: String,
-    pub team_id: String,
+    pub agent_id: AgentId,
+    pub team_id: TeamId,
     /// The client asked for news only: entries that are not news (publishes it does
     /// not watch) are skipped, live and in replay; their seqs still count as sent.
     pub news_only: bool,
@@ -119,8 +119,8 @@ impl Core {
             })?;
         Ok(Connection {
             registration,
-            agent_id: agent.agent_id.to_string(),
-            team_id: team.team_id.to_string(),
+            agent_id: agent.agent_id.clone(),
+            team_id: team.team_id.clone(),
             news_only: false,
             route,
         })

@@ -84,7 +84,7 @@ impl Core {
             |_| Ok(()),
             |p: &Posted| SendResult {
                 success: true,
-                message_id: p.message_id.clone().into(),
+                message_id: p.message_id.clone(),
                 timestamp: p.timestamp,
                 delivery_status: p.delivery.clone(),
                 error: None,

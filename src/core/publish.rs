@@ -89,7 +89,7 @@ impl Core {
             |_| Ok(()),
             move |p| PublishResult {
                 success: true,
-                message_id: p.message_id.clone().into(),
+                message_id: p.message_id.clone(),
                 cause_by,
                 send_to,
                 recipients: names,

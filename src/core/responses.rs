@@ -90,7 +90,7 @@ impl Core {
             delivery.failed_delivery.extend(failed_extra);
             RespondResult {
                 success: true,
-                response_message_id: p.message_id.clone().into(),
+                response_message_id: p.message_id.clone(),
                 original_message_updated: true,
                 timestamp: p.timestamp,
                 delivery_status: delivery,

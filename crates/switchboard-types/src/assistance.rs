@@ -1,6 +1,6 @@
 //! REQUEST_ASSISTANCE: ask for help, and learn who can give it.
 
-use crate::ids::AgentId;
+use crate::ids::{AgentId, MessageId};
 use serde::{Deserialize, Serialize};
 
 use crate::agents::{AGENT_CAPABILITY_LIMITS, AgentStatus};
@@ -111,7 +111,8 @@ pub struct PotentialResponder {
 pub struct AssistanceResult {
     pub success: bool,
     /// The request's id (its message id; respond to it with RESPOND_TO_MESSAGE).
-    pub request_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub request_id: MessageId,
     /// Ranked best first (see the ranking rule).
     pub potential_responders: Vec<PotentialResponder>,
     /// True when the request went to the whole team rather than to `target_agents`.

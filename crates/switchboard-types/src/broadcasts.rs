@@ -1,6 +1,6 @@
 //! BROADCAST_UPDATE: an update to every other member of the team.
 
-use crate::ids::AgentId;
+use crate::ids::{AgentId, MessageId};
 use serde::{Deserialize, Serialize};
 
 use crate::decode::null_as_default;
@@ -84,7 +84,8 @@ impl BroadcastUpdate {
 pub struct BroadcastResult {
     pub success: bool,
     /// The broadcast's id (its message id).
-    pub broadcast_id: String,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub broadcast_id: MessageId,
     /// Every member it went to (all but the sender).
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub recipients: Vec<AgentId>,

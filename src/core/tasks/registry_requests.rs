@@ -16,6 +16,7 @@
 use serde_json::{Value, json};
 use switchboard_types::ErrorCode;
 use switchboard_types::agents::{AgentStatus, RegisterAgent};
+use switchboard_types::ids::TaskId;
 use switchboard_types::tasks::{
     ErrorMessage, SERVER_AGENT_ID, TaskRequest, TaskResponse, TaskResponseStatus, TaskSubmitted,
 };
@@ -63,7 +64,7 @@ fn text(data: &serde_json::Map<String, Value>, field: &str) -> Option<String> {
 /// Answers a registry request with the document's shapes: a `TaskResponse` from the
 /// server, and an `ErrorMessage` when it failed.
 struct Answers<'a> {
-    task_id: String,
+    task_id: TaskId,
     originating_agent_id: &'a str,
     team: &'a TeamRecord,
 }
@@ -88,13 +89,13 @@ impl Answers<'_> {
         TaskSubmitted {
             success: status == TaskResponseStatus::Success,
             task_response: TaskResponse {
-                task_id: self.task_id.clone().into(),
+                task_id: self.task_id.clone(),
                 result_data,
                 status,
                 agent_id: SERVER_AGENT_ID.to_owned().into(),
             },
             error_message: error.map(|(code, message)| ErrorMessage {
-                task_id: Some(self.task_id.clone().into()),
+                task_id: Some(self.task_id.clone()),
                 error_code: code.as_str().to_owned(),
                 error_message: message,
                 originating_agent_id: self.originating_agent_id.into(),
@@ -133,7 +134,7 @@ impl Core {
             None => crate::core::ids::ordered_id("task").into(),
         };
         let answers = Answers {
-            task_id: task_id.to_string(),
+            task_id: task_id.clone(),
             originating_agent_id: &req.originating_agent_id,
             team: &team,
         };

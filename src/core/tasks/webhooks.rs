@@ -10,7 +10,7 @@
 //! each POST and never shown back.
 
 use std::sync::Arc;
-use switchboard_types::ids::{TaskRef, WebhookId};
+use switchboard_types::ids::{TaskId, TaskRef, WebhookId};
 
 use switchboard_types::tasks::{Task, TaskEvent};
 use switchboard_types::time::Timestamp;
@@ -48,8 +48,8 @@ pub struct WebhookSpec {
 /// A webhook as its owner sees it: everything but the credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskWebhook {
-    pub id: String,
-    pub task_id: String,
+    pub id: WebhookId,
+    pub task_id: TaskId,
     pub url: String,
     pub token: Option<String>,
     pub auth_scheme: Option<String>,
@@ -256,8 +256,8 @@ impl Core {
 
 fn view(task_id: &str, w: WebhookRecord) -> TaskWebhook {
     TaskWebhook {
-        id: w.webhook_id.to_string(),
-        task_id: task_id.to_owned(),
+        id: w.webhook_id.clone(),
+        task_id: task_id.to_owned().into(),
         url: w.url,
         token: w.token,
         auth_scheme: w.auth.map(|(scheme, _)| scheme),

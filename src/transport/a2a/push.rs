@@ -192,8 +192,8 @@ fn spec_of(config: TaskPushNotificationConfig) -> WebhookSpec {
 fn config_of(webhook: TaskWebhook) -> TaskPushNotificationConfig {
     TaskPushNotificationConfig {
         url: webhook.url,
-        id: Some(webhook.id),
-        task_id: webhook.task_id,
+        id: Some(webhook.id.to_string()),
+        task_id: webhook.task_id.to_string(),
         token: webhook.token,
         authentication: webhook.auth_scheme.map(|scheme| AuthenticationInfo {
             scheme,

@@ -127,8 +127,8 @@ impl Session {
         };
         conn.news_only = self.news_only;
         let hello = ServerFrame::<Value>::Hello(Hello {
-            agent_id: conn.agent_id.clone().into(),
-            team_id: conn.team_id.clone().into(),
+            agent_id: conn.agent_id.clone(),
+            team_id: conn.team_id.clone(),
             connection_id: conn.id(),
             resume_after: self.resume_after,
             heartbeat_interval_ms: u64::try_from(self.ping_interval.as_millis())
