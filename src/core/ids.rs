@@ -1,5 +1,5 @@
 //! The shape of ids the server generates. (The rule for client-chosen ids lives with the
-//! wire types: `switchboard_types::ids::check_id`.)
+//! wire types: `switchboard_types::ids::TeamId::parse` and its siblings.)
 
 use rand::Rng;
 

@@ -25,8 +25,8 @@ use crate::tasks::{MAX_CALLBACK_URL, MAX_REASON, MAX_TASK_TEXT, REQUIRED_CAPABIL
 use crate::teams::MAX_TEAM_NAME;
 use crate::validate::{CapabilityLimits, MAX_IDEMPOTENCY_KEY};
 
-/// The id rule of [`crate::ids::check_id`] as a pattern: the character set, and not
-/// `.` or `..` (which URL clients resolve away).
+/// The id rule of [`crate::ids::TeamId::parse`] (and of every id a client chooses) as a
+/// pattern: the character set, and not `.` or `..` (which URL clients resolve away).
 /// (Written without look-ahead, which not every generator of test data understands.)
 pub const ID_PATTERN: &str =
     r"^(?:[A-Za-z0-9_-][A-Za-z0-9._-]*|\.[A-Za-z0-9_-][A-Za-z0-9._-]*|\.\.[A-Za-z0-9._-]+)$";

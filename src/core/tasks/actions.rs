@@ -326,7 +326,7 @@ impl Core {
     /// `TASK_NOT_FOUND` (and, ids being unique per originator, cannot even learn that the
     /// id is in use).
     ///
-    /// A reference is the task's id, or `id@originator` (`ids::task_ref`). Where the id
+    /// A reference is the task's id, or `id@originator` (`TaskRef::parts`). Where the id
     /// alone names more than one task the caller takes part in (two originators chose the
     /// same id; or one task it gave and one it was given), nothing is guessed: the answer
     /// is `CONFLICT`, naming those tasks' originators, so that no agent ever acts on or
