@@ -400,13 +400,13 @@ impl<W: Wire> Session<'_, W> {
             return Err(unknown_destination(destination));
         };
         let core = &self.state.core;
-        let caller = match (&self.identity, &to.agent_id) {
+        let agent = to.agent_id.as_deref().map(AgentId::from);
+        let caller = match (&self.identity, &agent) {
             // A topic is read from the subscriber's own inbox.
             (Identity::Agent(caller), None) => Ok(*caller),
-            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, None, &AgentId::from(agent.as_str()), None).await,
+            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, None, agent, None).await,
             (Identity::Bridge { caller, team_id }, Some(agent)) => {
-                core.act_as(caller, Some(team_id), &AgentId::from(agent.as_str()), Some(WISE_ROLE))
-                    .await
+                core.act_as(caller, Some(team_id), agent, Some(WISE_ROLE)).await
             }
             (Identity::Bridge { .. }, None) => {
                 return Err(End::error(

@@ -38,7 +38,7 @@ impl<W: Wire> Session<'_, W> {
                 receipt: None,
             }
         })?;
-        let sender = wise.sender.clone().unwrap_or_default();
+        let sender = AgentId::from(wise.sender.clone().unwrap_or_default());
         let caller = sender_of(self.state, &self.identity, &self.agents, &sender).await?;
         let raw = String::from_utf8_lossy(&frame.body);
         let message = to_send_message(&sender, &to, &wise, &raw);
@@ -95,23 +95,23 @@ async fn sender_of(
     state: &StompState,
     identity: &Identity,
     agents: &HashSet<String>,
-    sender: &str,
+    sender: &AgentId,
 ) -> Result<Caller, End> {
     match identity {
         Identity::Agent(caller) => state
             .core
-            .act_as(caller, None, &AgentId::from(sender), None)
+            .act_as(caller, None, sender, None)
             .await
             .map_err(End::from_core),
         Identity::Bridge { caller, team_id } => {
-            if !agents.contains(sender) {
+            if !agents.contains(sender.as_str()) {
                 return Err(End::error(format!(
                     "_sender '{sender}' is not an agent this connection subscribed for; a team bridge sends as the agents whose queues it subscribed to"
                 )));
             }
             state
                 .core
-                .act_as(caller, Some(team_id), &AgentId::from(sender), None)
+                .act_as(caller, Some(team_id), sender, None)
                 .await
                 .map_err(End::from_core)
         }
