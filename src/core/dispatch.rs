@@ -111,6 +111,12 @@ impl Core {
             Op::GetActivity { team_id } => {
                 Reply::Activity(boxed(self.team_activity(caller, team_id.as_ref())).await?)
             }
+            Op::Traffic { team_id, query } => {
+                Reply::Traffic(boxed(self.team_traffic(caller, &team_id, query)).await?)
+            }
+            Op::TeamTasks { team_id, query } => {
+                Reply::Tasks(boxed(self.team_tasks(caller, &team_id, query)).await?)
+            }
         })
     }
 

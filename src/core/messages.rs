@@ -99,22 +99,29 @@ impl Core {
         caller: &Caller,
         message_id: &MessageId,
     ) -> CoreResult<MessageDetail> {
-        let (team, me) = self.acting_agent(caller)?;
+        // The team key sees every message of its team, with its read marks.
+        let (team, me) = self.reader(caller)?;
         let store = self.store();
         let message = store
             .find_message(team.pk, message_id)
             .await?
             .ok_or_else(|| message_not_found(message_id))?;
-        let entry = store.inbox_entry(me.pk, message.pk).await?;
-        if entry.is_none() && message.sender_pk != me.pk {
-            return Err(message_not_found(message_id));
-        }
+        let (entry, sees_reads) = match &me {
+            Some(me) => {
+                let entry = store.inbox_entry(me.pk, message.pk).await?;
+                if entry.is_none() && message.sender_pk != me.pk {
+                    return Err(message_not_found(message_id));
+                }
+                (entry, message.sender_pk == me.pk)
+            }
+            None => (None, true),
+        };
         let recipient_agent_ids = match store.recipient_ids(message.pk).await {
             // Retention removed it between the two reads: it is gone, not a failure.
             Err(crate::store::StoreError::Missing) => return Err(message_not_found(message_id)),
             other => other?,
         };
-        let read_by = if message.sender_pk == me.pk {
+        let read_by = if sees_reads {
             let pks = store.read_by(message.pk).await?;
             Some(pks.into_iter().map(|pk| self.agent_name(pk)).collect())
         } else {

@@ -36,6 +36,7 @@ pub mod retention;
 pub mod sessions;
 pub mod tasks;
 mod teams;
+mod traffic;
 pub mod waiting;
 
 pub use inbox::ReplayPage;
@@ -283,6 +284,18 @@ impl Core {
             (Some(team), Some(agent)) if agent.is_member() => Ok((team, agent)),
             _ => Err(auth::invalid_token()),
         }
+    }
+
+    /// Who reads a team's messages and tasks: its key, which sees every one of them (no
+    /// agent), or an agent, which sees those it takes part in. Anyone else is refused as
+    /// by [`Core::acting_agent`].
+    fn reader(&self, caller: &Caller) -> CoreResult<(Arc<TeamRecord>, Option<Arc<AgentRecord>>)> {
+        if let Caller::Team { team } = *caller {
+            let team = self.registry().team(team).ok_or_else(auth::invalid_token)?;
+            return Ok((team, None));
+        }
+        let (team, me) = self.acting_agent(caller)?;
+        Ok((team, Some(me)))
     }
 
     /// A current member of `team` by id, or `AGENT_NOT_FOUND`.

@@ -275,6 +275,21 @@ pub struct MessageRecord {
     pub route: Option<Route>,
 }
 
+/// Which page of a team's traffic to read (see `TrafficQuery`).
+#[derive(Debug, Clone, Copy)]
+pub struct TrafficSpec {
+    /// After this message key, oldest first; without it the newest, newest first.
+    pub after: Option<i64>,
+    pub limit: i64,
+}
+
+/// A message of a team's traffic with the agents it was addressed to.
+#[derive(Debug, Clone)]
+pub struct TrafficRow {
+    pub message: MessageRecord,
+    pub recipients: Vec<AgentId>,
+}
+
 /// One recipient's entry of a message: its sequence number, read time, and whether it
 /// is news for the recipient (false only for a publish it does not watch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

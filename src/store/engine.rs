@@ -29,7 +29,7 @@ use crate::model::{
     MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
     PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, RemoteAgentRecord,
     ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot,
-    TaskWrite, TeamRecord, TeamSecret, WebhookRecord,
+    TaskWrite, TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
 };
 
 /// A caller's change to a registry row, run inside the transaction on the row as the
@@ -203,6 +203,12 @@ pub trait Messages: Send + Sync {
     /// Recipients that marked the message read, in the order they did.
     async fn read_by(&self, message: MessagePk) -> Result<Vec<AgentPk>, StoreError>;
     async fn responses_to(&self, message: MessagePk) -> Result<Vec<ResponseRow>, StoreError>;
+    /// One page of the team's messages with their recipients (the operator's timeline).
+    async fn team_traffic(
+        &self,
+        team: TeamPk,
+        spec: TrafficSpec,
+    ) -> Result<Vec<TrafficRow>, StoreError>;
     /// How many entries match (ignoring paging), how many of those are unread, and one
     /// page of them: a GET_MESSAGES.
     async fn read_inbox(
@@ -257,14 +263,15 @@ pub trait Messages: Send + Sync {
 pub trait Tasks: Send + Sync {
     /// Open tasks per assignee.
     async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError>;
-    /// Every task with this id that `viewer` originated or is or was assigned, oldest
-    /// first (a few at most): task ids are unique per originator, so one id may name
-    /// several tasks a viewer takes part in.
+    /// Every task with this id that `viewer` originated or is or was assigned (without a
+    /// viewer: every task of the team with this id, for its team key), oldest first (a
+    /// few at most): task ids are unique per originator, so one id may name several
+    /// tasks a viewer takes part in.
     async fn find_task(
         &self,
         team: TeamPk,
         task_id: &str,
-        viewer: AgentPk,
+        viewer: Option<AgentPk>,
     ) -> Result<Vec<TaskRecord>, StoreError>;
     /// The task with its history and callbacks, in one snapshot.
     async fn task_snapshot(&self, task: TaskPk) -> Result<Option<TaskSnapshot>, StoreError>;
@@ -272,6 +279,12 @@ pub trait Tasks: Send + Sync {
     async fn list_tasks(
         &self,
         agent: AgentPk,
+        spec: &TaskListSpec,
+    ) -> Result<Vec<TaskRecord>, StoreError>;
+    /// One page of the team's tasks, newest first (`spec.role` and `spec.target` aside).
+    async fn team_tasks(
+        &self,
+        team: TeamPk,
         spec: &TaskListSpec,
     ) -> Result<Vec<TaskRecord>, StoreError>;
     async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError>;

@@ -7,9 +7,10 @@
 //! conditions themselves — which filter adds which test on which column — are one list.
 
 use sqlx::{Database, Encode, Postgres, QueryBuilder, Sqlite, Type};
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::{AgentPk, TeamPk};
 
-use crate::model::{InboxFilter, TaskListSpec};
+use crate::model::{InboxFilter, TaskListSpec, TrafficSpec};
+use crate::store::columns::{MESSAGE_COLUMNS, TASK_COLUMNS};
 use crate::store::paging::{COUNT_WINDOW, Ends};
 
 /// The pieces of a filter whose SQL is the engine's own.
@@ -225,4 +226,49 @@ pub(crate) fn push_task_page<DB: Dialect>(
     q.push(format_args!(" ORDER BY {pk} DESC LIMIT "))
         .push_bind(spec.limit)
         .push(")");
+}
+
+/// One page of a team's tasks, newest first (the operator's board): a walk of
+/// `tasks_by_team` that stops after `limit` rows.
+pub(crate) fn team_tasks_query<DB: Dialect>(team: TeamPk, spec: &TaskListSpec) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::new(format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE pk IN \
+         (SELECT pk FROM (SELECT pk FROM tasks WHERE team_pk = "
+    ));
+    q.push_bind(team.0);
+    push_task_page(&mut q, spec, "pk", ("status", "target_agent_id"));
+    q.push(" AS page) ORDER BY pk DESC LIMIT ")
+        .push_bind(spec.limit);
+    q
+}
+
+/// The column of [`traffic_query`]'s rows that holds the recipients (after the
+/// [`MESSAGE_COLUMNS`]).
+pub(crate) const TRAFFIC_RECIPIENTS: usize = 21;
+
+/// One page of a team's messages in the order of their keys, with their recipients (the
+/// operator's timeline): after `spec.after`, oldest first; without it the newest, newest
+/// first. A walk of `messages_by_team`.
+pub(crate) fn traffic_query<DB: Dialect>(team: TeamPk, spec: TrafficSpec) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let mut q = QueryBuilder::new(format!(
+        "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m WHERE m.team_pk = "
+    ));
+    q.push_bind(team.0);
+    match spec.after {
+        Some(after) => q
+            .push(" AND m.pk > ")
+            .push_bind(after)
+            .push(" ORDER BY m.pk LIMIT "),
+        None => q.push(" ORDER BY m.pk DESC LIMIT "),
+    };
+    q.push_bind(spec.limit);
+    q
 }

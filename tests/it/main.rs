@@ -46,3 +46,4 @@ mod storage;
 mod store_contract;
 mod tasks;
 mod teams;
+mod traffic;

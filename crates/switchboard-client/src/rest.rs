@@ -197,6 +197,12 @@ fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Teams(TeamOp::GetActivity { team_id: None }) => {
             RestCall::get("/v1/activity".into())
         }
+        Operation::Teams(TeamOp::Traffic { team_id, query }) => {
+            RestCall::read(format!("/v1/teams/{}/messages", seg(team_id)), query)
+        }
+        Operation::Teams(TeamOp::TeamTasks { team_id, query }) => {
+            RestCall::read(format!("/v1/teams/{}/tasks", seg(team_id)), query)
+        }
         Operation::Agents(AgentOp::SetWatch(set)) => {
             RestCall::write(Method::PUT, "/v1/watch".into(), set)
         }

@@ -340,7 +340,9 @@ fn decode_team(name: TeamOpName, mut f: Fields) -> Result<Operation, ErrorBody> 
         | TeamOpName::UpdateTeam
         | TeamOpName::TeamMetrics
         | TeamOpName::CallbackSecret
-        | TeamOpName::RotateCallbackSecret => return Err(unknown_type(name.into())),
+        | TeamOpName::RotateCallbackSecret
+        | TeamOpName::Traffic
+        | TeamOpName::TeamTasks => return Err(unknown_type(name.into())),
     })
 }
 

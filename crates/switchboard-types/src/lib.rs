@@ -14,8 +14,8 @@
 //! * [`decode`], [`strict`], [`validate`] — input decoding that names the field and
 //!   refuses what serde alone would let through; value rules.
 //! * [`teams`], [`agents`], [`messages`], [`inbox`], [`broadcasts`], [`assistance`],
-//!   [`metrics`], [`tasks`], [`task_state`], [`publish`] — the bodies, one module per
-//!   resource.
+//!   [`metrics`], [`tasks`], [`task_state`], [`publish`], [`traffic`] — the bodies, one
+//!   module per resource.
 //! * [`operation`] — [`Operation`] and [`Reply`].
 //! * [`frames`] — [`ClientFrame`] and [`ServerFrame`], push rendering.
 
@@ -41,6 +41,7 @@ pub mod task_state;
 pub mod tasks;
 pub mod teams;
 pub mod time;
+pub mod traffic;
 pub mod validate;
 
 pub use error::{ErrorBody, ErrorCode};

@@ -26,6 +26,7 @@ use crate::tasks::{
     TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
 };
 use crate::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
+use crate::traffic::{TeamTaskQuery, TrafficPage, TrafficQuery};
 
 /// One operation with all of its input, by the resource it acts on: the core has one
 /// exhaustive handler per resource, so an operation added here cannot fall through to an
@@ -73,6 +74,18 @@ pub enum TeamOp {
     /// team id: the calling agent's team.
     GetActivity {
         team_id: Option<TeamId>,
+    },
+    /// Every message of the team in the order it was committed (team key): what an
+    /// operator watches.
+    #[strum_discriminants(strum(serialize = "team_messages"))]
+    Traffic {
+        team_id: TeamId,
+        query: TrafficQuery,
+    },
+    /// Every task of the team, newest first (team key).
+    TeamTasks {
+        team_id: TeamId,
+        query: TeamTaskQuery,
     },
 }
 
@@ -304,7 +317,9 @@ impl OperationName {
                 | TeamOpName::UpdateTeam
                 | TeamOpName::TeamMetrics
                 | TeamOpName::CallbackSecret
-                | TeamOpName::RotateCallbackSecret => false,
+                | TeamOpName::RotateCallbackSecret
+                | TeamOpName::Traffic
+                | TeamOpName::TeamTasks => false,
             },
             OperationName::Agents(name) => match name {
                 AgentOpName::WhoAmI | AgentOpName::SetWatch => true,
@@ -391,6 +406,7 @@ pub enum Reply {
     TaskUpdated(Box<TaskUpdated>),
     Published(PublishResult),
     Activity(TeamActivity),
+    Traffic(TrafficPage),
 }
 
 /// Each answer type from the [`Reply`] that carries it: a caller that knows which answer
@@ -433,6 +449,7 @@ typed_replies! {
     TaskUpdated(Box<TaskUpdated>);
     Published(PublishResult);
     Activity(TeamActivity);
+    Traffic(TrafficPage);
 }
 
 #[cfg(test)]

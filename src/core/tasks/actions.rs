@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use switchboard_types::ids::{AgentId, ClarificationId, TaskRef};
+use switchboard_types::ids::{AgentId, AgentPk, ClarificationId, TaskRef};
 
 use serde_json::json;
 use switchboard_types::ErrorCode;
@@ -19,7 +19,7 @@ use super::{
     ATTEMPTS, Change, Loaded, Notice, accepts_tasks, map, no_suitable, refused, task_not_found,
 };
 use crate::core::{Caller, Core, CoreError, CoreResult, ids};
-use crate::model::{AgentRecord, TeamRecord};
+use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
 impl Core {
     /// The assignee hands the task on (or the originator reassigns it).
@@ -338,21 +338,7 @@ impl Core {
         me: Arc<AgentRecord>,
         reference: &TaskRef,
     ) -> CoreResult<Loaded> {
-        let (task_id, originator) = reference.parts("task_id")?;
-        let mut found = self.store().find_task(team.pk, &task_id, me.pk).await?;
-        if let Some(originator) = originator {
-            let registry = self.registry();
-            found.retain(|t| {
-                registry
-                    .agent(t.originator_pk)
-                    .is_some_and(|a| a.agent_id == originator)
-            });
-        }
-        let task = match found.len() {
-            0 => return Err(task_not_found(&task_id)),
-            1 => found.remove(0),
-            _ => return Err(self.ambiguous_task(&task_id, &found)),
-        };
+        let task = self.find_one_task(&team, Some(me.pk), reference).await?;
         let party = Party {
             originator: task.originator_pk == me.pk,
             assignee: task.assignee_pk == Some(me.pk),
@@ -363,6 +349,32 @@ impl Core {
             task,
             party,
         })
+    }
+
+    /// The one task `reference` names among those `viewer` takes part in (every task of
+    /// the team without a viewer): `NOT_FOUND`, or `CONFLICT` when the id alone names
+    /// several.
+    pub(super) async fn find_one_task(
+        &self,
+        team: &TeamRecord,
+        viewer: Option<AgentPk>,
+        reference: &TaskRef,
+    ) -> CoreResult<TaskRecord> {
+        let (task_id, originator) = reference.parts("task_id")?;
+        let mut found = self.store().find_task(team.pk, &task_id, viewer).await?;
+        if let Some(originator) = originator {
+            let registry = self.registry();
+            found.retain(|t| {
+                registry
+                    .agent(t.originator_pk)
+                    .is_some_and(|a| a.agent_id == originator)
+            });
+        }
+        match found.len() {
+            0 => Err(task_not_found(&task_id)),
+            1 => Ok(found.remove(0)),
+            _ => Err(self.ambiguous_task(&task_id, &found)),
+        }
     }
 
     /// Decides an action with `plan` on the current task and writes it; decided again

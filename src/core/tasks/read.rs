@@ -6,24 +6,26 @@ use switchboard_types::ids::{TaskRef, TeamId};
 use switchboard_types::inbox::page_size;
 use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
 use switchboard_types::time::Timestamp;
+use switchboard_types::traffic::TeamTaskQuery;
 
 use crate::core::{Caller, Core, CoreError, CoreResult, Need, cursor};
 use crate::model::{TaskEventRecord, TaskListSpec};
 
 impl Core {
-    /// A task with its history, for its originator and anyone ever assigned it.
+    /// A task with its history, for its originator, anyone ever assigned it, and its
+    /// team's key (which sees every task of the team).
     pub(in crate::core) async fn get_task(
         &self,
         caller: &Caller,
         task_id: &TaskRef,
     ) -> CoreResult<TaskDetail> {
-        let (team, me) = self.acting_agent(caller)?;
-        let l = self.load_task(team, me, task_id).await?;
+        let (team, me) = self.reader(caller)?;
+        let task = self.find_one_task(&team, me.map(|m| m.pk), task_id).await?;
         // The row, history and callbacks of one moment: a status never older than the
         // history beside it (a follower takes the newest entry as its cursor).
         let snapshot = self
             .store()
-            .task_snapshot(l.task.pk)
+            .task_snapshot(task.pk)
             .await?
             .ok_or_else(|| super::task_not_found(task_id))?;
         Ok(TaskDetail {
@@ -87,6 +89,41 @@ impl Core {
             limit: limit + 1,
         };
         let mut tasks = self.store().list_tasks(me.pk, &spec).await?;
+        let more = tasks.len() as i64 > limit;
+        tasks.truncate(limit as usize);
+        let next_cursor = more
+            .then(|| tasks.last().map(|t| cursor::encode_task(t.pk)))
+            .flatten();
+        Ok(TaskList {
+            success: true,
+            tasks: tasks.iter().map(|t| self.task_view(t)).collect(),
+            next_cursor,
+        })
+    }
+
+    /// The team's tasks, newest first (team key or admin): the operator's board.
+    pub(in crate::core) async fn team_tasks(
+        &self,
+        caller: &Caller,
+        team_id: &TeamId,
+        query: TeamTaskQuery,
+    ) -> CoreResult<TaskList> {
+        let team = self.team_for(caller, team_id, Need::Manage)?;
+        let limit = page_size(query.limit)?;
+        let before = query
+            .cursor
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map(cursor::decode_task)
+            .transpose()?;
+        let spec = TaskListSpec {
+            role: None,
+            statuses: query.status.map(|s| s.0).unwrap_or_default(),
+            before,
+            target: None,
+            limit: limit + 1,
+        };
+        let mut tasks = self.store().team_tasks(team.pk, &spec).await?;
         let more = tasks.len() as i64 > limit;
         tasks.truncate(limit as usize);
         let next_cursor = more

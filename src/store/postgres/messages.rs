@@ -11,10 +11,11 @@ use switchboard_types::time::Timestamp;
 
 use crate::model::{
     IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
-    ResponseRow,
+    ResponseRow, TrafficRow, TrafficSpec,
 };
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
+use crate::store::filters::{TRAFFIC_RECIPIENTS, traffic_query};
 
 pub(super) async fn find<'e>(
     ex: impl PgExecutor<'e>,
@@ -30,6 +31,26 @@ pub(super) async fn find<'e>(
         .fetch_optional(ex)
         .await?;
     row.as_ref().map(message).transpose()
+}
+
+/// One page of the team's messages with their recipients.
+pub(super) async fn traffic<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+    spec: TrafficSpec,
+) -> Result<Vec<TrafficRow>, StoreError> {
+    let rows = traffic_query::<sqlx::Postgres>(team, spec)
+        .build()
+        .fetch_all(ex)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(TrafficRow {
+                message: message(row)?,
+                recipients: row.json(TRAFFIC_RECIPIENTS)?,
+            })
+        })
+        .collect()
 }
 
 pub(super) async fn inbox_entry<'e>(

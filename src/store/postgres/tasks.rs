@@ -10,7 +10,7 @@ use switchboard_types::tasks::TaskRole;
 use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS, TASK_EVENT_COLUMNS, task, task_event, to_json};
-use crate::store::filters::push_task_page;
+use crate::store::filters::{push_task_page, team_tasks_query};
 
 /// A new task with its assignee, its first event and, with a callback, that event's
 /// CallbackNotification. A task id the originator already used fails the statement
@@ -130,12 +130,14 @@ pub(super) async fn find_visible<'e>(
     ex: impl PgExecutor<'e>,
     team: TeamPk,
     task_id: &str,
-    viewer: AgentPk,
+    viewer: Option<AgentPk>,
 ) -> Result<Vec<TaskRecord>, StoreError> {
+    // Without a viewer (a team key) every namesake counts.
+    let viewer = viewer.map(|v| v.0);
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks t
          WHERE t.team_pk = $1 AND t.task_id = $2
-           AND (t.originator_pk = $3
+           AND ($3::BIGINT IS NULL OR t.originator_pk = $3
                 OR EXISTS (SELECT 1 FROM task_assignees a
                            WHERE a.agent_pk = $3 AND a.task_pk = t.pk))
          ORDER BY t.pk LIMIT 16"
@@ -143,7 +145,20 @@ pub(super) async fn find_visible<'e>(
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(team.0)
         .bind(task_id)
-        .bind(viewer.0)
+        .bind(viewer)
+        .fetch_all(ex)
+        .await?;
+    rows.iter().map(task).collect()
+}
+
+/// One page of the team's tasks, newest first.
+pub(super) async fn team_page<'e>(
+    ex: impl PgExecutor<'e>,
+    team: TeamPk,
+    spec: &TaskListSpec,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let rows = team_tasks_query::<Postgres>(team, spec)
+        .build()
         .fetch_all(ex)
         .await?;
     rows.iter().map(task).collect()

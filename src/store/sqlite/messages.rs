@@ -9,9 +9,10 @@ use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use super::rows::to_json;
-use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow};
+use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, message as message_from_row};
+use crate::store::filters::{TRAFFIC_RECIPIENTS, traffic_query};
 
 /// A message of a team by id.
 pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
@@ -30,6 +31,26 @@ pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
         .as_ref()
         .map(message_from_row)
         .transpose()
+}
+
+/// One page of the team's messages with their recipients.
+pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    team: TeamPk,
+    spec: TrafficSpec,
+) -> Result<Vec<TrafficRow>, StoreError> {
+    let rows = traffic_query::<sqlx::Sqlite>(team, spec)
+        .build()
+        .fetch_all(ex)
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(TrafficRow {
+                message: message_from_row(row)?,
+                recipients: row.json(TRAFFIC_RECIPIENTS)?,
+            })
+        })
+        .collect()
 }
 
 /// The agent's inbox entry for a message.

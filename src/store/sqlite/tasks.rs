@@ -10,7 +10,7 @@ use crate::store::StoreError;
 use crate::store::columns::{
     TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
 };
-use crate::store::filters::push_task_page;
+use crate::store::filters::{push_task_page, team_tasks_query};
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -259,23 +259,38 @@ pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     task_id: &str,
-    viewer: AgentPk,
+    viewer: Option<AgentPk>,
 ) -> Result<Vec<TaskRecord>, StoreError> {
-    // Built from constants only.
+    // Built from constants only. Without a viewer (a team key) every namesake counts.
+    let viewer = viewer.map(|v| v.0);
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM tasks t
          WHERE t.team_pk = ? AND t.task_id = ?
-           AND (t.originator_pk = ?
+           AND (? IS NULL OR t.originator_pk = ?
                 OR EXISTS (SELECT 1 FROM task_assignees a
                            WHERE a.agent_pk = ? AND a.task_pk = t.pk))
          ORDER BY t.pk LIMIT {VISIBLE_NAMESAKES}"
     )))
     .bind(team.0)
     .bind(task_id)
-    .bind(viewer.0)
-    .bind(viewer.0)
+    .bind(viewer)
+    .bind(viewer)
+    .bind(viewer)
     .fetch_all(ex)
     .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// One page of the team's tasks, newest first.
+pub(super) async fn team_page<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    team: TeamPk,
+    spec: &TaskListSpec,
+) -> Result<Vec<TaskRecord>, StoreError> {
+    let rows = team_tasks_query::<Sqlite>(team, spec)
+        .build()
+        .fetch_all(ex)
+        .await?;
     rows.iter().map(from_row).collect()
 }
 

@@ -89,13 +89,13 @@ async fn get_messages(
 }
 
 /// Read one message the caller sent or received, with its responses (and, for the
-/// sender, who has read it).
+/// sender, who has read it). The team key reads any message of its team, with who read it.
 #[utoipa::path(get, path = "/v1/messages/{message_id}", tag = "messages", security(("bearer" = [])),
     params(("message_id" = String, Path, description = "The message's id")),
     responses(
         (status = 200, description = "The message", body = MessageDetail),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: not an agent token", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the admin token", body = ErrorBody),
         (status = 404, description = "MESSAGE_NOT_FOUND (also for messages the caller did not send or receive)", body = ErrorBody),
     ))]
 async fn get_message(

@@ -15,6 +15,7 @@ mod ops;
 mod publish;
 mod tasks;
 mod teams;
+mod traffic;
 
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(tasks::router())
         .merge(publish::router())
         .merge(ops::router())
+        .merge(traffic::router())
 }
 
 async fn dispatch(state: &HttpState, caller: &Caller, operation: Operation) -> CoreResult<Reply> {

@@ -82,14 +82,14 @@ async fn list_tasks(
 }
 
 /// A task with its full history and callback deliveries (its originator and any
-/// assignee, past or present).
+/// assignee, past or present, and the team key).
 #[utoipa::path(get, path = "/v1/tasks/{task_id}", tag = "tasks", security(("bearer" = [])),
     params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
     responses(
         (status = 200, description = "The task", body = TaskDetail),
         (status = 400, description = "VALIDATION_ERROR: the task reference is not `id` or `id@originator`", body = ErrorBody),
         (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
-        (status = 403, description = "FORBIDDEN: not an agent token", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the admin token", body = ErrorBody),
         (status = 404, description = "TASK_NOT_FOUND (also for tasks the caller is no party to)", body = ErrorBody),
         (status = 409, description = "CONFLICT: the id names several tasks the caller takes part in; name one as `id@originator`", body = ErrorBody),
     ))]

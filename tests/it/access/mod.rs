@@ -61,6 +61,9 @@ const AS_PARTY_201: Row = [403, 403, 403, 201, 403, 403, 401, 401, 401];
 const AS_PARTY_200: Row = [403, 403, 403, 200, 403, 403, 401, 401, 401];
 /// Any agent, on its own behalf (its own inbox, its own tasks).
 const ANY_AGENT: Row = [403, 403, 403, 200, 200, 200, 401, 401, 401];
+/// Read by its parties and by the team's key (the operator's view); to anyone else it
+/// does not exist, and the admin token is not a reader of messages or tasks.
+const PARTY_OR_KEY: Row = [403, 200, 404, 200, 404, 404, 401, 401, 401];
 /// A message or task the caller is not party to does not exist for it.
 const PARTY_ELSE_HIDDEN: Row = [403, 403, 403, 200, 404, 404, 401, 401, 401];
 const PARTY_ELSE_HIDDEN_201: Row = [403, 403, 403, 201, 404, 404, 401, 401, 401];
@@ -100,7 +103,7 @@ const MATRIX: &[(&str, Row)] = &[
     ("team_metrics", TEAM_READ),
     ("send_message", AS_PARTY_201),
     ("get_messages", ANY_AGENT),
-    ("get_message", PARTY_ELSE_HIDDEN),
+    ("get_message", PARTY_OR_KEY),
     ("mark_read", AS_PARTY_200),
     // The body names the responder: anyone else is refused before the message is
     // looked up, so the answer says nothing about it.
@@ -113,7 +116,9 @@ const MATRIX: &[(&str, Row)] = &[
     ("own_activity", ANY_AGENT),
     ("submit_task", AS_PARTY_201),
     ("list_tasks", ANY_AGENT),
-    ("get_task", PARTY_ELSE_HIDDEN),
+    ("get_task", PARTY_OR_KEY),
+    ("team_messages", TEAM_MANAGE),
+    ("team_tasks", TEAM_MANAGE),
     ("cancel", PARTY_ELSE_HIDDEN),
     ("clarify", PARTY_ELSE_HIDDEN_201),
     ("answer", PARTY_ELSE_HIDDEN),
@@ -285,6 +290,8 @@ impl Fixture {
             }
             "team_metrics" => get(format!("/v1/teams/{t}/metrics"), s),
             "activity" => get(format!("/v1/teams/{t}/activity"), s),
+            "team_messages" => get(format!("/v1/teams/{t}/messages"), s),
+            "team_tasks" => get(format!("/v1/teams/{t}/tasks"), s),
             "connect" => get("/v1/ws".into(), s),
             "stomp_over_websocket" => get("/v1/stomp".into(), s),
             _ => self.agent_call(op, msg, clar),

@@ -27,7 +27,7 @@ impl Tasks for PgStore {
         &self,
         team: TeamPk,
         task_id: &str,
-        viewer: AgentPk,
+        viewer: Option<AgentPk>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
@@ -57,6 +57,14 @@ impl Tasks for PgStore {
         spec: &TaskListSpec,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::list(&self.read, agent, spec).await
+    }
+
+    async fn team_tasks(
+        &self,
+        team: TeamPk,
+        spec: &TaskListSpec,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        tasks::team_page(&self.read, team, spec).await
     }
 
     async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError> {

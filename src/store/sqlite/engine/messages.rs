@@ -15,7 +15,7 @@ use super::super::{SqliteStore, idempotency, inbox, messages, retention};
 use crate::model::{
     ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
     InboxSlice, MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewPost, PostContext,
-    PostOutcome, ResponseLatency, ResponseRow, StoredAnswer,
+    PostOutcome, ResponseLatency, ResponseRow, StoredAnswer, TrafficRow, TrafficSpec,
 };
 use crate::store::engine::{AfterPost, DecidePost, Messages};
 use crate::store::writer::Writes;
@@ -61,6 +61,14 @@ impl Messages for SqliteStore {
 
     async fn responses_to(&self, message: MessagePk) -> Result<Vec<ResponseRow>, StoreError> {
         messages::responses_to(&self.read, message).await
+    }
+
+    async fn team_traffic(
+        &self,
+        team: TeamPk,
+        spec: TrafficSpec,
+    ) -> Result<Vec<TrafficRow>, StoreError> {
+        messages::traffic(&self.read, team, spec).await
     }
 
     async fn read_inbox(

@@ -27,7 +27,7 @@ impl Tasks for SqliteStore {
         &self,
         team: TeamPk,
         task_id: &str,
-        viewer: AgentPk,
+        viewer: Option<AgentPk>,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::find_visible(&self.read, team, task_id, viewer).await
     }
@@ -55,6 +55,14 @@ impl Tasks for SqliteStore {
         spec: &TaskListSpec,
     ) -> Result<Vec<TaskRecord>, StoreError> {
         tasks::list(&self.read, agent, spec).await
+    }
+
+    async fn team_tasks(
+        &self,
+        team: TeamPk,
+        spec: &TaskListSpec,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        tasks::team_page(&self.read, team, spec).await
     }
 
     async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError> {
