@@ -14,6 +14,7 @@ mod access;
 mod agents;
 mod cli;
 mod client;
+mod console;
 mod coordination;
 mod database_files;
 mod deploy;

@@ -73,6 +73,15 @@ pub static CREWAI: Venv = Venv {
     made: OnceLock::new(),
 };
 
+/// Playwright for the console's browser tests (it drives Debian's Chromium), with a
+/// WebSocket client for the worker agent beside it.
+pub static BROWSER: Venv = Venv {
+    dir: "pyenv-browser",
+    requirements: "tests/interop/requirements-browser.txt",
+    probe: "import playwright.sync_api, websockets.sync.client",
+    made: OnceLock::new(),
+};
+
 /// Google ADK's MCP toolset (`McpToolset`): a virtualenv of its own.
 pub static ADK: Venv = Venv {
     dir: "pyenv-adk",

@@ -8,6 +8,7 @@
 mod agents;
 mod assistance;
 mod broadcasts;
+mod console;
 mod linger;
 mod messages;
 mod openapi;
@@ -107,7 +108,7 @@ async fn created(
 }
 
 /// The complete application: the routes given (REST and whatever is composed beside
-/// it), the docs for `openapi`, fallbacks and middleware.
+/// it), the docs for `openapi`, the team console, fallbacks and middleware.
 pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSettings) -> Router {
     let request_id = HeaderName::from_static("x-request-id");
     router
@@ -116,6 +117,7 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
                 .url("/openapi.json", openapi)
                 .config(utoipa_swagger_ui::Config::default().validator_url("none")),
         )
+        .merge(console::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(track_metrics))

@@ -1,0 +1,234 @@
+"""The team console in a real browser: Debian's Chromium driven by Playwright (its own
+browser downloads do not work here), against a real server, with real agents beside it
+(REST calls, and a worker on a WebSocket through the `websockets` package).
+
+Usage: console_browser.py BASE_URL TEAM_ID TEAM_KEY TOKENS_JSON SCREENSHOT_DIR
+
+TOKENS_JSON names the agents the test registered: planner, worker, operator (an agent
+the team registered for the person), bystander. Prints one JSON line at the end with
+what it measured; any failed expectation raises and ends the script with an error.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from playwright.sync_api import expect, sync_playwright
+from websockets.sync.client import connect
+
+BASE, TEAM, KEY, TOKENS, SHOTS = sys.argv[1:6]
+TOKENS = json.loads(TOKENS)
+WS = BASE.replace("http://", "ws://")
+CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM", "/usr/bin/chromium")
+XSS = "<img src=x onerror=alert(1)>"
+
+
+def rest(method, path, token, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(BASE + path, data=data, method=method)
+    req.add_header("Authorization", "Bearer " + token)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return res.status, json.loads(res.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def send(sender, to, text, thread=None):
+    body = {
+        "sender_agent_id": sender,
+        "recipient_agent_ids": to,
+        "message_type": "information",
+        "content": {"text": text},
+    }
+    if thread:
+        body["thread_id"] = thread
+    status, answer = rest("POST", "/v1/messages", TOKENS[sender], body)
+    assert status == 201, (status, answer)
+    return answer["message_id"]
+
+
+class Worker(threading.Thread):
+    """The worker agent on a WebSocket: asks one question about each task it gets, and
+    finishes the task with the answer it is given."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.ws = connect(WS + "/v1/ws?access_token=" + TOKENS["worker"])
+        self.answers = []
+        self.error = None
+
+    def run(self):
+        try:
+            for raw in self.ws:
+                frame = json.loads(raw)
+                kind = frame.get("type")
+                if kind == "TaskRequest":
+                    self.ws.send(json.dumps({
+                        "type": "ClarificationRequest",
+                        "request_id": "q",
+                        "task_id": frame["task_id"],
+                        "question": "Which day?",
+                    }))
+                elif kind == "ClarificationResponse":
+                    self.answers.append(frame.get("answer"))
+                    self.ws.send(json.dumps({
+                        "type": "TaskResponse",
+                        "request_id": "done",
+                        "task_id": frame["task_id"],
+                        "status": "success",
+                        "result_data": {"day": frame.get("answer"), "count": 3},
+                    }))
+                elif kind == "reply" and not frame.get("ok"):
+                    self.error = frame
+        except Exception as e:  # the socket closes at the end
+            if self.error is None and not str(e).startswith("received 1000"):
+                self.error = repr(e)
+
+
+def sign_in(page, credential):
+    page.goto(BASE + "/console")
+    page.fill("#credential", credential)
+    page.click("#signin-submit")
+
+
+def main():
+    measured = {}
+    os.makedirs(SHOTS, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        dialogs, csp = [], []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("console", lambda m: csp.append(m.text) if "Content Security Policy" in m.text else None)
+
+        # A wrong key gets the sign-in error, and nothing else.
+        sign_in(page, "sb_team_" + "0" * 64)
+        expect(page.locator("#signin-error")).to_contain_text("Sign-in failed")
+        expect(page.locator("#app")).to_be_hidden()
+
+        # The team key: every agent, and presence as agents connect.
+        sign_in(page, KEY)
+        expect(page.locator("#who")).to_contain_text("team " + TEAM)
+        worker_row = page.locator('tr[data-agent="worker"]')
+        expect(worker_row.locator("td.conn")).to_have_text("offline")
+        stored = page.evaluate("() => [location.href, document.cookie, sessionStorage.length]")
+        assert KEY not in stored[0] and KEY not in stored[1] and stored[2] >= 1, stored
+        worker = Worker()
+        worker.start()
+        expect(worker_row.locator("td.conn")).to_have_text("online: WebSocket", timeout=6000)
+        status, _ = rest("POST", "/v1/teams/%s/agents" % TEAM, KEY,
+                         {"agent_id": "late", "role": "Latecomer", "capabilities": ["python"]})
+        assert status == 201
+        expect(page.locator('tr[data-agent="late"] td.caps')).to_have_text("python", timeout=6000)
+        page.screenshot(path=os.path.join(SHOTS, "console-team.png"))
+
+        # Traffic: a message sent over REST appears within a second; its thread opens.
+        page.click('nav button[data-view="traffic"]')
+        latencies = []
+        for i in range(5):
+            started = time.monotonic()
+            mid = send("planner", ["worker"], "Please review PR %d" % i, thread="review-%d" % i)
+            expect(page.locator('li.entry[data-message-id="%s"]' % mid)).to_be_visible(timeout=1000)
+            latencies.append(round((time.monotonic() - started) * 1000))
+        measured["timeline_latency_ms"] = latencies
+        reply = send("worker", ["planner"], "Looks good", thread="review-4")
+        expect(page.locator('li.entry[data-message-id="%s"]' % reply)).to_be_visible(timeout=1000)
+        page.click('li.entry[data-message-id="%s"]' % mid)
+        expect(page.locator("#detail-body")).to_contain_text(mid)
+        page.click("#open-thread")
+        expect(page.locator("#thread li")).to_have_count(2)
+        expect(page.locator("#thread")).to_contain_text("Looks good")
+
+        # A peer's markup is shown as text, never run or rendered.
+        hostile = send("planner", ["worker"], XSS)
+        entry = page.locator('li.entry[data-message-id="%s"] .text' % hostile)
+        expect(entry).to_have_text(XSS)
+        assert page.locator("#timeline img").count() == 0
+        # Filters: by kind, then by agent.
+        page.select_option("#f-kind", "broadcast")
+        expect(page.locator('li.entry[data-message-id="%s"]' % hostile)).to_be_hidden()
+        page.select_option("#f-kind", "")
+        page.fill("#f-agent", "bystander")
+        expect(page.locator('li.entry[data-message-id="%s"]' % hostile)).to_be_hidden()
+        page.fill("#f-agent", "")
+        # Pause holds new messages back; resume shows them.
+        page.click("#pause")
+        held = send("planner", ["worker"], "while paused")
+        expect(page.locator("#paused-count")).to_contain_text("1 waiting", timeout=2000)
+        assert page.locator('li.entry[data-message-id="%s"]' % held).count() == 0
+        page.click("#pause")
+        expect(page.locator('li.entry[data-message-id="%s"]' % held)).to_be_visible()
+        page.screenshot(path=os.path.join(SHOTS, "console-traffic.png"))
+
+        # Tasks: the operator's task moves across the board as the worker answers it,
+        # with its question answered from the console, as the operator.
+        page.click('nav button[data-view="stepin"]')
+        page.fill("#actor-token", TOKENS["operator"])
+        page.click("#actor-use")
+        expect(page.locator("#actor-name")).to_have_text("operator")
+        page.click('nav button[data-view="tasks"]')
+        status, submitted = rest("POST", "/v1/tasks", TOKENS["operator"], {
+            "task_id": "t-console",
+            "description": "Count yesterday's errors",
+            "originating_agent_id": "operator",
+            "target_agent_id": "worker",
+        })
+        assert status == 201, submitted
+        card = page.locator('.card[data-task="t-console@operator"]')
+        expect(page.locator('.column[data-status="input-required"] .card[data-task="t-console@operator"]')).to_be_visible(timeout=5000)
+        card.click()
+        expect(page.locator("#answer-question")).to_have_text("Which day?")
+        page.fill("#answer-text", "Yesterday")
+        page.click("#answer-send")
+        expect(page.locator("#task-action-result")).to_contain_text("answer: done, as operator")
+        expect(page.locator('.column[data-status="success"] .card[data-task="t-console@operator"]')).to_be_visible(timeout=5000)
+        expect(page.locator("#task-history")).to_contain_text("clarification", timeout=5000)
+        assert worker.answers == ["Yesterday"], worker.answers
+        page.screenshot(path=os.path.join(SHOTS, "console-tasks.png"))
+
+        # Step in with a message, recorded as the operator's.
+        page.click('nav button[data-view="stepin"]')
+        page.fill("#send-to", "planner")
+        page.fill("#send-text", "Operator here: ship it")
+        page.click("#send-go")
+        expect(page.locator("#stepin-result")).to_contain_text("as operator")
+        status, inbox = rest("GET", "/v1/messages?limit=5", TOKENS["planner"])
+        assert any(m["sender_agent_id"] == "operator" and m["content"]["text"] == "Operator here: ship it"
+                   for m in inbox["messages"]), inbox
+
+        # Health shows the team's figures.
+        page.click('nav button[data-view="health"]')
+        expect(page.locator('dd[data-figure="unread backlog"]')).to_be_visible(timeout=5000)
+
+        # An agent token sees only its own: its inbox, its tasks.
+        secret = send("worker", ["bystander"], "only for the bystander")
+        agent_page = browser.new_context().new_page()
+        sign_in(agent_page, TOKENS["planner"])
+        expect(agent_page.locator("#who")).to_contain_text("agent planner")
+        agent_page.click('nav button[data-view="traffic"]')
+        expect(agent_page.locator('li.entry[data-message-id="%s"]' % reply)).to_be_visible(timeout=3000)
+        assert agent_page.locator('li.entry[data-message-id="%s"]' % secret).count() == 0
+        assert agent_page.locator('li.entry[data-message-id="%s"]' % hostile).count() == 0
+        agent_page.click('nav button[data-view="tasks"]')
+        agent_page.wait_for_timeout(1500)
+        assert agent_page.locator('.card[data-task="t-console@operator"]').count() == 0
+
+        assert not dialogs, dialogs
+        assert not csp, csp
+        assert worker.error is None, worker.error
+        measured["memory_bytes"] = page.evaluate("() => performance.memory ? performance.memory.usedJSHeapSize : 0")
+        worker.ws.close()
+        browser.close()
+    print(json.dumps({"ok": True, **measured}))
+
+
+if __name__ == "__main__":
+    main()
