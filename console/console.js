@@ -164,7 +164,11 @@ async function loop(gen, step, ms) {
 
 // ---- team ---------------------------------------------------------------------------
 
+const visible = (view) => !$("#view-" + view).hidden;
+
 async function pollTeam() {
+  // A 1,000-agent team is a large answer: read it while someone looks at it.
+  if (!visible("team") && $("#agents tbody").children.length) return false;
   const [agents, activity, metrics] = await Promise.all([
     api("GET", teamPath() + "/agents"),
     api("GET", teamPath() + "/activity"),
@@ -590,6 +594,7 @@ function parseMetrics(textBody) {
 }
 
 async function pollHealth() {
+  if (!visible("health")) return false;
   const [metrics, server] = await Promise.all([
     api("GET", teamPath() + "/metrics"),
     fetch("/metrics", { cache: "no-store" }).then((r) => (r.ok ? r.text() : "")).catch(() => ""),

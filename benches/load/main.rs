@@ -11,6 +11,7 @@
 
 mod a2a;
 mod checker;
+mod console;
 mod cpu;
 mod fanout;
 mod harness;
@@ -48,8 +49,8 @@ pub struct Opts {
     /// on later runs, so large data sets are seeded once.
     #[arg(long)]
     pub data_dir: Option<std::path::PathBuf>,
-    /// Minutes the soak and the several-nodes checker run (`soak`, `nodes_checker`: only
-    /// when named, never part of a run of every scenario).
+    /// Minutes the soak, the several-nodes checker and the console run (`soak`,
+    /// `nodes_checker`, `console`: only when named, never part of a run of every scenario).
     #[arg(long, default_value_t = 10)]
     pub minutes: u64,
     /// Accepted for compatibility with `cargo bench`'s own arguments.
@@ -67,8 +68,8 @@ impl Opts {
     }
 
     fn wants(&self, name: &str) -> bool {
-        // The soak and the checker are long: they run only when named.
-        let long = ["soak", "nodes_checker"].contains(&name);
+        // The soak, the checker and the console are long: they run only when named.
+        let long = ["soak", "nodes_checker", "console"].contains(&name);
         (self.scenarios.is_empty() && !long) || self.scenarios.iter().any(|s| s == name)
     }
 }

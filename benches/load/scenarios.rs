@@ -47,6 +47,7 @@ pub const ALL: &[(&str, Scenario)] = &[
         Box::pin(crate::slow::slow_readers(o))
     }),
     ("hostile", |o| Box::pin(crate::hostile::hostile(o))),
+    ("console", |o| Box::pin(crate::console::console(o))),
     ("nodes_checker", |o| {
         Box::pin(crate::checker::nodes_checker(o))
     }),

@@ -289,6 +289,7 @@ const OTHER_ROUTES: &[&str] = &[
     "POST /a2a/{}/{}",
     "GET /docs",
     "GET /openapi.json",
+    "GET /console",
 ];
 
 /// A path with every `{name}` made `{}` and any query string dropped.

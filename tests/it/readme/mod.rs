@@ -209,11 +209,25 @@ async fn the_readme_walkthrough_works_as_written() {
         ["response", "assistance_request", "broadcast"],
         "{out}"
     );
-    let task = answers.last().expect("the task");
+    let task = find(&|a| a["events"].is_array());
     assert_eq!(task["task"]["status"], "success", "{out}");
     assert_eq!(task["task"]["assignee_agent_id"], "coder");
     assert_eq!(task["task"]["result_data"]["count"], 17);
     assert_eq!(task["task"]["context"][0]["answer"], "Yesterday");
+    // What the team key sees: the newest two messages of the team (the task's last
+    // notices), and the finished task on its board.
+    let traffic = find(&|a| a["entries"].is_array());
+    assert_eq!(
+        traffic["entries"].as_array().map(Vec::len),
+        Some(2),
+        "{out}"
+    );
+    assert_eq!(
+        traffic["entries"][1]["message"]["thread_id"],
+        "task:count-errors"
+    );
+    let board = answers.last().expect("the board");
+    assert_eq!(board["tasks"][0]["task_id"], "count-errors", "{out}");
     app.stop().await;
 }
 
