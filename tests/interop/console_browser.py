@@ -194,6 +194,24 @@ def main():
         assert worker.answers == ["Yesterday"], worker.answers
         page.screenshot(path=os.path.join(SHOTS, "console-tasks.png"))
 
+        # Reassign, then cancel, a second task from its panel.
+        status, submitted = rest("POST", "/v1/tasks", TOKENS["operator"], {
+            "task_id": "t-second", "description": "Another count",
+            "originating_agent_id": "operator", "target_agent_id": "worker",
+        })
+        assert status == 201, submitted
+        second = page.locator('.card[data-task="t-second@operator"]')
+        expect(page.locator('.column[data-status="input-required"] .card[data-task="t-second@operator"]')).to_be_visible(timeout=5000)
+        second.click()
+        expect(page.locator("#task-title")).to_contain_text("t-second")
+        page.fill("#reassign-to", "bystander")
+        page.click("#reassign")
+        expect(page.locator("#task-action-result")).to_contain_text("reassign: done, as operator")
+        expect(second.locator(".who")).to_have_text("operator → bystander", timeout=5000)
+        page.click("#cancel-task")
+        expect(page.locator("#task-action-result")).to_contain_text("cancel: done, as operator")
+        expect(page.locator('.column[data-status="canceled"] .card[data-task="t-second@operator"]')).to_be_visible(timeout=5000)
+
         # Step in with a message, recorded as the operator's.
         page.click('nav button[data-view="stepin"]')
         page.fill("#send-to", "planner")
