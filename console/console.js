@@ -198,6 +198,8 @@ async function pollTeam() {
     const conn = [];
     if (a.connected) conn.push("WebSocket");
     if ((a.stomp_queues || []).length) conn.push("STOMP");
+    if (a.mcp_sessions) conn.push("MCP ×" + a.mcp_sessions);
+    if (a.a2a_streams) conn.push("A2A streams ×" + a.a2a_streams);
     if (conn.length) online++;
     const m = met.get(a.agent_id);
     const ac = act.get(a.agent_id);

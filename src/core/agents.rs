@@ -14,6 +14,7 @@ use switchboard_types::teams::TokenKind;
 use switchboard_types::time::Timestamp;
 
 use super::auth;
+use super::sessions::{Credential, SessionKind};
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::{AgentRecord, TeamRecord};
 use crate::store::StoreError;
@@ -244,6 +245,8 @@ impl Core {
         AgentView {
             stomp_queues,
             deaf,
+            mcp_sessions: self.sessions_held(Credential::Agent(agent.pk), SessionKind::Mcp),
+            a2a_streams: self.sessions_held(Credential::Agent(agent.pk), SessionKind::A2aStream),
             connected: presence.connected,
             connected_since: presence.connected_since,
             last_seen_at: presence.last_seen_at,

@@ -1,5 +1,5 @@
 //! What one credential may hold at once, whoever it is: sessions of each long-lived kind
-//! (STOMP connections, MCP sessions), and the bytes its sessions buffer.
+//! (STOMP connections, MCP sessions, A2A streams), and the bytes its sessions buffer.
 //!
 //! A credential is the admin token, a team key or an agent token. Each is held to the
 //! same cap per kind (`--ws-max-per-agent`, the WebSocket cap), so no credential — not
@@ -27,6 +27,8 @@ pub enum SessionKind {
     Stomp,
     /// An MCP session.
     Mcp,
+    /// An A2A stream (`SendStreamingMessage`, `SubscribeToTask`).
+    A2aStream,
 }
 
 impl SessionKind {
@@ -34,6 +36,7 @@ impl SessionKind {
         match self {
             SessionKind::Stomp => "STOMP connections",
             SessionKind::Mcp => "MCP sessions",
+            SessionKind::A2aStream => "A2A streams",
         }
     }
 }
@@ -82,27 +85,76 @@ impl Core {
         let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
         let count = held.entry((holder, kind)).or_default();
         if *count >= max {
-            return Err(CoreError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "this credential already holds {max} {}; close one first",
-                    kind.name()
-                ),
-            )
-            .with("max", max)
-            .suggest("Close a session you no longer use, then try again."));
+            return Err(session_cap_reached(max, kind));
         }
         *count += 1;
-        Ok(SessionHold {
-            sessions: sessions.clone(),
-            holder,
-            kind,
-            buffered: 0,
-        })
+        Ok(SessionHold::counted(sessions, holder, kind))
+    }
+
+    /// Refuses (`RATE_LIMITED`) when `caller`'s credential holds the cap of `kind`, and
+    /// takes nothing: for a request that may or may not open a session (an MCP POST
+    /// without a session id is a stateless call, or an initialize).
+    pub fn session_room(&self, caller: &Caller, kind: SessionKind) -> CoreResult<()> {
+        let max = self.inner.session_cap;
+        if self.sessions_held(Credential::from(caller), kind) >= max {
+            return Err(session_cap_reached(max, kind));
+        }
+        Ok(())
+    }
+
+    /// Counts a session that was opened after [`Core::session_room`] said there was room
+    /// (never refused: the session exists already).
+    pub fn count_session(&self, caller: &Caller, kind: SessionKind) -> SessionHold {
+        let holder = Credential::from(caller);
+        let sessions = &self.inner.sessions;
+        let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
+        *held.entry((holder, kind)).or_default() += 1;
+        SessionHold::counted(sessions, holder, kind)
+    }
+}
+
+fn session_cap_reached(max: usize, kind: SessionKind) -> CoreError {
+    CoreError::new(
+        ErrorCode::RateLimited,
+        format!(
+            "this credential already holds {max} {}; close one first",
+            kind.name()
+        ),
+    )
+    .with("max", max)
+    .suggest("Close a session you no longer use, then try again.")
+}
+
+impl Core {
+    /// How many sessions of `kind` the credential holds on this node now (an agent's
+    /// view shows its MCP sessions and A2A streams).
+    pub(super) fn sessions_held(&self, holder: Credential, kind: SessionKind) -> usize {
+        let held = self
+            .inner
+            .sessions
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        held.get(&(holder, kind)).copied().unwrap_or(0)
     }
 }
 
 impl SessionHold {
+    /// The hold of a place already counted.
+    fn counted(sessions: &Arc<Sessions>, holder: Credential, kind: SessionKind) -> SessionHold {
+        SessionHold {
+            sessions: sessions.clone(),
+            holder,
+            kind,
+            buffered: 0,
+        }
+    }
+
+    /// Whose place this is.
+    pub fn holder(&self) -> Credential {
+        self.holder
+    }
+
     /// Takes `bytes` more of the credential's buffer; `false` (nothing taken) when that
     /// would pass [`MAX_BUFFERED_BYTES`].
     pub fn buffer(&mut self, bytes: usize) -> bool {

@@ -130,7 +130,6 @@ impl Server {
                 max_body_bytes: config.max_body_bytes,
                 body_timeout: config.http_body_timeout,
             },
-            config.ws_max_per_agent,
         );
         tokio::spawn(delegation.resume());
         let workers = Workers {
@@ -325,7 +324,6 @@ fn compose(
     metrics: MetricsHandle,
     (ws, stomp, delegation): (&WsState, &StompState, &a2a::Delegation),
     settings: HttpSettings,
-    mcp_sessions_per_agent: usize,
 ) -> Router {
     let max_body_bytes = settings.max_body_bytes;
     let (rest, live, stomp_ws, outside) = routes();
@@ -343,12 +341,8 @@ fn compose(
     for problem in finish_document(&mut openapi) {
         tracing::warn!(%problem, "an OpenAPI limit found no field to describe");
     }
-    let mcp = mcp::router(
-        McpState::new(core.clone(), &openapi),
-        max_body_bytes,
-        mcp_sessions_per_agent,
-    );
-    let a2a = a2a::router(core.clone(), mcp_sessions_per_agent);
+    let mcp = mcp::router(McpState::new(core.clone(), &openapi), max_body_bytes);
+    let a2a = a2a::router(core.clone());
     http::app(
         rest.merge(live)
             .merge(stomp_ws)

@@ -129,6 +129,14 @@ pub struct AgentView {
     /// until it restarts. Messages wait in its inbox meanwhile.
     #[serde(default)]
     pub deaf: bool,
+    /// MCP sessions it holds open on the node that answered (its WebSocket and STOMP
+    /// presence are above): which transports a person sees it on.
+    #[serde(default)]
+    pub mcp_sessions: usize,
+    /// A2A streams (`SendStreamingMessage`, `SubscribeToTask`) it holds open on the node
+    /// that answered.
+    #[serde(default)]
+    pub a2a_streams: usize,
 }
 
 /// Answer of a registration. The token is shown here once and never again.

@@ -26,7 +26,6 @@ mod stream;
 mod v03;
 mod wire;
 
-use std::sync::Arc;
 
 pub use outside::Delegation;
 
@@ -39,11 +38,10 @@ use switchboard_types::routing::Via;
 use crate::core::{Caller, Core};
 use crate::transport::common::{ApiError, authenticate};
 
-/// What every A2A request needs: the core, and the bound on open streams.
+/// What every A2A request needs: the core.
 #[derive(Clone)]
 pub struct A2aState {
     core: Core,
-    streams: Arc<stream::StreamLimit>,
 }
 
 impl A2aState {
@@ -56,9 +54,9 @@ impl A2aState {
 }
 
 /// The A2A routes: cards, the directory, and each member's JSON-RPC interface. An agent
-/// holds at most `streams_per_agent` SSE streams at once (`--ws-max-per-agent`, as for
-/// live connections and MCP sessions): each keeps a task following the task.
-pub fn router(core: Core, streams_per_agent: usize) -> Router {
+/// holds at most `--ws-max-per-agent` SSE streams at once (as for live connections and
+/// MCP sessions, counted by the core): each keeps a task following the task.
+pub fn router(core: Core) -> Router {
     push::register(&core);
     Router::new()
         .route("/a2a/{team_id}/agents", get(card::directory))
@@ -71,8 +69,5 @@ pub fn router(core: Core, streams_per_agent: usize) -> Router {
         // adds one, Agno's A2A client posts to `base_url + "/"`, and the JS SDK's card
         // resolver wants the base URL to end in one.
         .route("/a2a/{team_id}/{agent_id}/", post(rpc::call))
-        .with_state(A2aState {
-            core,
-            streams: Arc::new(stream::StreamLimit::new(streams_per_agent)),
-        })
+        .with_state(A2aState { core })
 }

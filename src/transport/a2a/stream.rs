@@ -7,9 +7,7 @@
 //! `params.metadata.lastEventId`) and gets every entry after it, live ones following:
 //! it misses nothing, even when the task finished in between.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use a2a::{A2AError, JsonRpcId, SendMessageRequest, SubscribeToTaskRequest};
@@ -17,8 +15,6 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use switchboard_types::ErrorCode;
-use switchboard_types::ids::AgentPk;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::TaskDetail;
 use tokio::sync::mpsc;
@@ -27,6 +23,7 @@ use super::convert;
 use super::rpc::{Interface, answer, decode, response, to_a2a};
 use super::send::{self, newest};
 use super::v03::Dialect;
+use crate::core::sessions::{SessionHold, SessionKind};
 use crate::core::{Caller, CoreError};
 use crate::transport::common::ApiError;
 
@@ -34,60 +31,17 @@ use crate::transport::common::ApiError;
 /// comments keep the connection busy meanwhile).
 const WAIT: Duration = Duration::from_secs(15);
 
-/// How many streams each agent has open, and the bound.
-pub struct StreamLimit {
-    open: Mutex<HashMap<AgentPk, usize>>,
-    max_per_agent: usize,
-}
-
-/// One admitted stream; dropping it (the stream ended) frees its place.
-pub struct StreamPlace {
-    limit: Arc<StreamLimit>,
-    agent: AgentPk,
-}
-
-impl StreamLimit {
-    pub fn new(max_per_agent: usize) -> StreamLimit {
-        StreamLimit {
-            open: Mutex::new(HashMap::new()),
-            max_per_agent,
-        }
+/// A place for one more stream of the caller's (an agent's; `--ws-max-per-agent` at
+/// once, counted by the core with its other sessions), or the refusal. The place is held
+/// until the stream ends, so the agent's view counts its open streams.
+fn admit(interface: &Interface) -> Result<SessionHold, ApiError> {
+    if !matches!(interface.caller, Caller::Agent { .. }) {
+        return Err(ApiError(CoreError::forbidden("A2A streams are an agent's")));
     }
-
-    /// A place for one more stream of the caller's, or `RATE_LIMITED`.
-    fn admit(self: &Arc<Self>, caller: &Caller) -> Result<StreamPlace, ApiError> {
-        let Caller::Agent { agent, .. } = *caller else {
-            return Err(ApiError(CoreError::forbidden("A2A streams are an agent's")));
-        };
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let held = open.entry(agent).or_insert(0);
-        if *held >= self.max_per_agent {
-            return Err(ApiError(
-                CoreError::new(
-                    ErrorCode::RateLimited,
-                    format!("this agent already has {held} A2A streams open; close one first"),
-                )
-                .with("max", self.max_per_agent),
-            ));
-        }
-        *held += 1;
-        Ok(StreamPlace {
-            limit: self.clone(),
-            agent,
-        })
-    }
-}
-
-impl Drop for StreamPlace {
-    fn drop(&mut self) {
-        let mut open = self.limit.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(held) = open.get_mut(&self.agent) {
-            *held = held.saturating_sub(1);
-            if *held == 0 {
-                open.remove(&self.agent);
-            }
-        }
-    }
+    Ok(interface
+        .state
+        .core
+        .hold_session(&interface.caller, SessionKind::A2aStream)?)
 }
 
 /// Where a stream starts.
@@ -124,7 +78,7 @@ pub async fn send(
     headers: &HeaderMap,
 ) -> Response {
     // Before the send: a refused stream must not leave a task behind.
-    let place = match interface.state.streams.admit(&interface.caller) {
+    let place = match admit(&interface) {
         Ok(place) => place,
         Err(err) => return err.into_response(),
     };
@@ -160,7 +114,7 @@ pub async fn subscribe(
     params: Value,
     headers: &HeaderMap,
 ) -> Response {
-    let place = match interface.state.streams.admit(&interface.caller) {
+    let place = match admit(&interface) {
         Ok(place) => place,
         Err(err) => return err.into_response(),
     };
@@ -218,7 +172,7 @@ fn cursor(headers: &HeaderMap, params: &Value) -> Option<i64> {
 fn open(
     interface: Interface,
     id: (JsonRpcId, Dialect),
-    (detail, place): (TaskDetail, StreamPlace),
+    (detail, place): (TaskDetail, SessionHold),
     start: Start,
     until: Until,
 ) -> Response {

@@ -79,10 +79,10 @@ impl McpState {
 /// servers) are off: every request here carries a token, and operators put the server
 /// behind names the SDK cannot know.
 ///
-/// A credential holds at most `sessions_per_agent` sessions (`--ws-max-per-agent`, as
-/// for live connections), and only its own (`sessions`); a session idle for 5 minutes
+/// A credential holds at most `--ws-max-per-agent` sessions (as for live connections,
+/// counted by the core), and only its own (`sessions`); a session idle for 5 minutes
 /// ends (the SDK's keep-alive).
-pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize) -> Router {
+pub fn router(state: McpState, max_body_bytes: usize) -> Router {
     let handler = state.clone();
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
@@ -96,8 +96,8 @@ pub fn router(state: McpState, max_body_bytes: usize, sessions_per_agent: usize)
         .with_max_request_body_bytes(max_body_bytes);
     let manager = Arc::new(LocalSessionManager::default());
     let limit = Arc::new(sessions::SessionLimit::new(
+        state.core.clone(),
         manager.clone(),
-        sessions_per_agent,
     ));
     let service = StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     Router::new()
@@ -220,7 +220,9 @@ async fn authenticated(
     // A POST without a session id opens one (an initialize of the handshake revisions).
     let opens = request.method() == axum::http::Method::POST && named.is_none();
     if opens {
-        limit.admit(owner).await?;
+        limit.admit(&caller).await?;
+    } else {
+        limit.sweep_if_due().await;
     }
     let ends = request.method() == axum::http::Method::DELETE;
     let mut response = next.run(request).await;
@@ -230,11 +232,15 @@ async fn authenticated(
     if ends && response.status() == axum::http::StatusCode::ACCEPTED {
         *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
     }
+    if ends {
+        // The session no longer counts for its credential, at once.
+        limit.sweep().await;
+    }
     if opens
         && let Some(id) = response.headers().get("mcp-session-id")
         && let Ok(id) = id.to_str()
     {
-        limit.opened(id, owner);
+        limit.opened(id, &caller);
     }
     Ok(response)
 }

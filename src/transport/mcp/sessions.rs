@@ -13,61 +13,89 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use switchboard_types::ErrorCode;
 
-use crate::core::CoreError;
-use crate::core::sessions::Credential;
+use crate::core::sessions::{Credential, SessionHold, SessionKind};
+use crate::core::{Caller, Core, CoreError};
 
-/// Who opened which session, and the bound.
+/// How often sessions that ended inside the SDK (idled out) are let go of here, at most.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Who opened which session. Each session holds its place in the core's count of the
+/// credential's sessions (the cap, and the agent's view) until it ends.
 pub struct SessionLimit {
+    core: Core,
     manager: Arc<LocalSessionManager>,
-    owners: Mutex<HashMap<String, Credential>>,
-    max_per_credential: usize,
+    owners: Mutex<Owners>,
+}
+
+struct Owners {
+    by_id: HashMap<String, SessionHold>,
+    swept: Instant,
 }
 
 impl SessionLimit {
-    pub fn new(manager: Arc<LocalSessionManager>, max_per_credential: usize) -> SessionLimit {
+    pub fn new(core: Core, manager: Arc<LocalSessionManager>) -> SessionLimit {
         SessionLimit {
+            core,
             manager,
-            owners: Mutex::new(HashMap::new()),
-            max_per_credential,
+            owners: Mutex::new(Owners {
+                by_id: HashMap::new(),
+                swept: Instant::now(),
+            }),
         }
     }
 
-    /// Refuses a new session for `owner` when it holds its maximum (`RATE_LIMITED`).
-    pub async fn admit(&self, owner: Credential) -> Result<(), CoreError> {
+    /// `RATE_LIMITED` when the caller's credential holds its maximum of sessions (ended
+    /// sessions are let go of first); a stateless call that opens none takes no place.
+    pub async fn admit(&self, caller: &Caller) -> Result<(), CoreError> {
+        self.sweep().await;
+        self.core.session_room(caller, SessionKind::Mcp)
+    }
+
+    /// Lets go of sessions the SDK no longer has, at most once per [`SWEEP_EVERY`]: an
+    /// agent's view stops counting a session that idled out within about a second of the
+    /// next MCP request.
+    pub async fn sweep_if_due(&self) {
+        let due = self
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .swept
+            .elapsed()
+            >= SWEEP_EVERY;
+        if due {
+            self.sweep().await;
+        }
+    }
+
+    /// Lets go of every session the SDK no longer has.
+    pub async fn sweep(&self) {
         let live: HashSet<String> = {
             let sessions = self.manager.sessions.read().await;
             sessions.keys().map(|id| id.to_string()).collect()
         };
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.retain(|id, _| live.contains(id));
-        let held = owners.values().filter(|o| **o == owner).count();
-        if held >= self.max_per_credential {
-            return Err(CoreError::new(
-                ErrorCode::RateLimited,
-                format!(
-                    "this credential already holds {held} MCP sessions; end one (DELETE /mcp \
-                     with its Mcp-Session-Id) or let one idle out"
-                ),
-            )
-            .with("max", self.max_per_credential));
-        }
-        Ok(())
+        owners.by_id.retain(|id, _| live.contains(id));
+        owners.swept = Instant::now();
     }
 
-    /// Records that `owner` opened session `id`.
-    pub fn opened(&self, id: &str, owner: Credential) {
+    /// Records that `caller` opened session `id`; it counts until it ends.
+    pub fn opened(&self, id: &str, caller: &Caller) {
+        let place = self.core.count_session(caller, SessionKind::Mcp);
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.insert(id.to_owned(), owner);
+        owners.by_id.insert(id.to_owned(), place);
     }
 
     /// Whether session `id` may be used by `caller`: it is the caller's, or unknown here
     /// (the SDK answers an unknown session itself).
     pub fn may_use(&self, id: &str, caller: Credential) -> bool {
         let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.get(id).is_none_or(|owner| *owner == caller)
+        owners
+            .by_id
+            .get(id)
+            .is_none_or(|place| place.holder() == caller)
     }
 }

@@ -192,6 +192,40 @@ async fn mcp_sessions_are_capped_per_credential_and_bound_to_their_opener() {
     app.stop().await;
 }
 
+/// An agent's view counts what it holds beside its WebSocket and STOMP presence: its MCP
+/// sessions (until each ends) and its A2A streams, so a person sees which transports it
+/// is on (the console's team view).
+#[tokio::test]
+async fn an_agents_view_counts_its_mcp_sessions_and_a2a_streams() {
+    let app = TestApp::start().await;
+    let team = app.team("gone").await;
+    let agent = app.agent(&team, "doomed", &[]).await;
+    app.agent(&team, "worker", &[]).await;
+    let held = |app: &TestApp| {
+        let req = app.get("/v1/teams/gone/agents/doomed").token(&team.key);
+        async move {
+            let view = req.send().await.expect_status(200);
+            let agent = &view.body["agent"];
+            (agent["mcp_sessions"].clone(), agent["a2a_streams"].clone())
+        }
+    };
+    assert_eq!(held(&app).await, (json!(0), json!(0)));
+    let first = mcp_session(&app, &agent.token).await.expect("a session");
+    mcp_session(&app, &agent.token).await.expect("a session");
+    assert_eq!(held(&app).await, (json!(2), json!(0)));
+    let ended = app
+        .delete("/mcp")
+        .token(&agent.token)
+        .header("mcp-session-id", &first)
+        .send()
+        .await;
+    assert!(ended.status < 300, "{}", ended.status);
+    assert_eq!(held(&app).await, (json!(1), json!(0)));
+    let _stream = following_a_task(&app, &agent.token).await;
+    assert_eq!(held(&app).await, (json!(1), json!(1)));
+    app.stop().await;
+}
+
 /// Removing an agent ends everything it holds at once, on every transport: a STOMP
 /// connection that never subscribed, an A2A stream following a task, an MCP wait.
 /// (Before: the STOMP connection stayed until its next frame got 401, the A2A stream
