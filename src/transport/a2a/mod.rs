@@ -26,7 +26,6 @@ mod stream;
 mod v03;
 mod wire;
 
-
 pub use outside::Delegation;
 
 use axum::Router;
