@@ -344,3 +344,36 @@ async fn the_team_key_reads_any_task_and_message_of_its_team_in_full() {
         .expect_error(404, "MESSAGE_NOT_FOUND");
     app.stop().await;
 }
+
+/// More originators chose one id than a lookup lists as namesakes (16): the team key
+/// still reads each one it names with its originator.
+#[tokio::test]
+async fn the_team_key_reads_a_task_among_many_namesakes() {
+    let app = TestApp::start().await;
+    let team = app.team("namesakes").await;
+    app.agent(&team, "worker", &[]).await;
+    for i in 0..18 {
+        let o = app.agent(&team, &format!("o{i}"), &[]).await;
+        submit(
+            &app,
+            &o.token,
+            json!({"task_id": "t1", "description": format!("from o{i}"), "originating_agent_id": o.id, "target_agent_id": "worker"}),
+        )
+        .await;
+    }
+    for i in [0, 16, 17] {
+        let full = app
+            .get(&format!("/v1/tasks/t1@o{i}"))
+            .token(&team.key)
+            .send()
+            .await
+            .expect_status(200);
+        assert_eq!(full.body["task"]["description"], format!("from o{i}"));
+    }
+    app.get("/v1/tasks/t1@worker")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_error(404, "TASK_NOT_FOUND");
+    app.stop().await;
+}

@@ -361,6 +361,14 @@ impl Core {
         reference: &TaskRef,
     ) -> CoreResult<TaskRecord> {
         let (task_id, originator) = reference.parts("task_id")?;
+        // The team key naming the originator looks among that agent's tasks: among every
+        // namesake of the team, the one it names could be past the lookup's bound.
+        let viewer = viewer.or_else(|| {
+            originator
+                .as_ref()
+                .and_then(|o| self.registry().member(team.pk, o))
+                .map(|a| a.pk)
+        });
         let mut found = self.store().find_task(team.pk, &task_id, viewer).await?;
         if let Some(originator) = originator {
             let registry = self.registry();
