@@ -22,7 +22,7 @@ use crate::model::RemoteAgentRecord;
 use crate::model::WebhookRecord;
 use crate::model::{
     AgentRecord, MessageRecord, PublishedRecord, SecretHash, TaskEventRecord, TaskRecord,
-    TeamRecord,
+    TeamRecord, TrafficRow,
 };
 
 /// A column by position or by name. By position where rows are many: replay decodes a
@@ -158,6 +158,18 @@ pub(crate) const MESSAGE_COLUMNS: &str = "m.pk, m.message_id, m.team_pk, m.kind,
      m.message_type, m.priority, m.content, m.requires_response, m.response_deadline, \
      m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at, \
      m.cause_by, m.send_to, m.instruct_content, m.via, m.route";
+
+/// The column of a traffic row that holds the recipients (after the
+/// [`MESSAGE_COLUMNS`]; `filters::traffic_query`).
+pub(crate) const TRAFFIC_RECIPIENTS: usize = 21;
+
+/// A message of a team's traffic with its recipients (`filters::traffic_query`).
+pub(crate) fn traffic_row(row: &impl Columns) -> Result<TrafficRow, StoreError> {
+    Ok(TrafficRow {
+        message: message(row)?,
+        recipients: row.json(TRAFFIC_RECIPIENTS)?,
+    })
+}
 
 /// A message from the [`MESSAGE_COLUMNS`] at the start of a row.
 pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {

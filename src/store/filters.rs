@@ -246,10 +246,6 @@ where
     q
 }
 
-/// The column of [`traffic_query`]'s rows that holds the recipients (after the
-/// [`MESSAGE_COLUMNS`]).
-pub(crate) const TRAFFIC_RECIPIENTS: usize = 21;
-
 /// One page of a team's messages in the order of their keys, with their recipients (the
 /// operator's timeline): after `spec.after`, oldest first; without it the newest, newest
 /// first. A walk of `messages_by_team`.

@@ -1,7 +1,7 @@
 //! Reading tasks, and the team's callback signing key.
 
 use std::time::Duration;
-use switchboard_types::ids::{TaskRef, TeamId};
+use switchboard_types::ids::{TaskPk, TaskRef, TeamId};
 
 use switchboard_types::inbox::page_size;
 use switchboard_types::tasks::{CallbackSecret, TaskDetail, TaskEvent, TaskList, TaskQuery};
@@ -9,7 +9,7 @@ use switchboard_types::time::Timestamp;
 use switchboard_types::traffic::TeamTaskQuery;
 
 use crate::core::{Caller, Core, CoreError, CoreResult, Need, cursor};
-use crate::model::{TaskEventRecord, TaskListSpec};
+use crate::model::{TaskEventRecord, TaskListSpec, TaskRecord};
 
 impl Core {
     /// A task with its history, for its originator, anyone ever assigned it, and its
@@ -73,14 +73,7 @@ impl Core {
         query: TaskQuery,
     ) -> CoreResult<TaskList> {
         let (_, me) = self.acting_agent(caller)?;
-        let limit = page_size(query.limit)?;
-        // `cursor=` (empty) is no cursor: the first page.
-        let before = query
-            .cursor
-            .as_deref()
-            .filter(|c| !c.is_empty())
-            .map(cursor::decode_task)
-            .transpose()?;
+        let (limit, before) = page_start(query.limit, query.cursor.as_deref())?;
         let spec = TaskListSpec {
             role: query.role,
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
@@ -88,17 +81,8 @@ impl Core {
             target: query.target_agent_id,
             limit: limit + 1,
         };
-        let mut tasks = self.store().list_tasks(me.pk, &spec).await?;
-        let more = tasks.len() as i64 > limit;
-        tasks.truncate(limit as usize);
-        let next_cursor = more
-            .then(|| tasks.last().map(|t| cursor::encode_task(t.pk)))
-            .flatten();
-        Ok(TaskList {
-            success: true,
-            tasks: tasks.iter().map(|t| self.task_view(t)).collect(),
-            next_cursor,
-        })
+        let tasks = self.store().list_tasks(me.pk, &spec).await?;
+        Ok(self.task_page(tasks, limit))
     }
 
     /// The team's tasks, newest first (team key or admin): the operator's board.
@@ -109,13 +93,7 @@ impl Core {
         query: TeamTaskQuery,
     ) -> CoreResult<TaskList> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
-        let limit = page_size(query.limit)?;
-        let before = query
-            .cursor
-            .as_deref()
-            .filter(|c| !c.is_empty())
-            .map(cursor::decode_task)
-            .transpose()?;
+        let (limit, before) = page_start(query.limit, query.cursor.as_deref())?;
         let spec = TaskListSpec {
             role: None,
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
@@ -123,17 +101,23 @@ impl Core {
             target: None,
             limit: limit + 1,
         };
-        let mut tasks = self.store().team_tasks(team.pk, &spec).await?;
+        let tasks = self.store().team_tasks(team.pk, &spec).await?;
+        Ok(self.task_page(tasks, limit))
+    }
+
+    /// A page of tasks read one past `limit`: the first `limit`, and a cursor when there
+    /// were more.
+    fn task_page(&self, mut tasks: Vec<TaskRecord>, limit: i64) -> TaskList {
         let more = tasks.len() as i64 > limit;
         tasks.truncate(limit as usize);
         let next_cursor = more
             .then(|| tasks.last().map(|t| cursor::encode_task(t.pk)))
             .flatten();
-        Ok(TaskList {
+        TaskList {
             success: true,
             tasks: tasks.iter().map(|t| self.task_view(t)).collect(),
             next_cursor,
-        })
+        }
     }
 
     /// The team's callback signing key (team key or admin).
@@ -178,4 +162,15 @@ impl Core {
             rotated_at: now,
         })
     }
+}
+
+/// A task list's page size and where it starts: `cursor=` (empty) is no cursor, the
+/// first page.
+fn page_start(limit: Option<i64>, cursor: Option<&str>) -> CoreResult<(i64, Option<TaskPk>)> {
+    let limit = page_size(limit)?;
+    let before = cursor
+        .filter(|c| !c.is_empty())
+        .map(cursor::decode_task)
+        .transpose()?;
+    Ok((limit, before))
 }

@@ -14,8 +14,9 @@ use crate::model::{
     ResponseRow, TrafficRow, TrafficSpec,
 };
 use crate::store::StoreError;
+use crate::store::columns::traffic_row;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
-use crate::store::filters::{TRAFFIC_RECIPIENTS, traffic_query};
+use crate::store::filters::traffic_query;
 
 pub(super) async fn find<'e>(
     ex: impl PgExecutor<'e>,
@@ -43,14 +44,7 @@ pub(super) async fn traffic<'e>(
         .build()
         .fetch_all(ex)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(TrafficRow {
-                message: message(row)?,
-                recipients: row.json(TRAFFIC_RECIPIENTS)?,
-            })
-        })
-        .collect()
+    rows.iter().map(traffic_row).collect()
 }
 
 pub(super) async fn inbox_entry<'e>(

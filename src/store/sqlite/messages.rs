@@ -11,8 +11,9 @@ use switchboard_types::time::Timestamp;
 use super::rows::to_json;
 use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
+use crate::store::columns::traffic_row;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, message as message_from_row};
-use crate::store::filters::{TRAFFIC_RECIPIENTS, traffic_query};
+use crate::store::filters::traffic_query;
 
 /// A message of a team by id.
 pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
@@ -43,14 +44,7 @@ pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
         .build()
         .fetch_all(ex)
         .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(TrafficRow {
-                message: message_from_row(row)?,
-                recipients: row.json(TRAFFIC_RECIPIENTS)?,
-            })
-        })
-        .collect()
+    rows.iter().map(traffic_row).collect()
 }
 
 /// The agent's inbox entry for a message.
