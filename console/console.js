@@ -595,13 +595,25 @@ function parseMetrics(textBody) {
   return sums;
 }
 
+// The team's loop guard in a line (docs/loop-guard.md).
+function guardText(g) {
+  const hops = g.max_hops ? `at most ${g.max_hops} hops` : "no hop limit";
+  const cycle = g.cycle_messages
+    ? `cycles stopped after ${g.cycle_messages} sends within ${g.cycle_window_seconds} s`
+    : "no cycle rule";
+  const boss = g.supervisor_agent_id ? `supervisor ${g.supervisor_agent_id}` : "no supervisor";
+  return `${hops} · ${cycle} · ${boss}`;
+}
+
 async function pollHealth() {
   if (!visible("health")) return false;
-  const [metrics, server] = await Promise.all([
+  const [metrics, server, team] = await Promise.all([
     api("GET", teamPath() + "/metrics"),
     fetch("/metrics", { cache: "no-store" }).then((r) => (r.ok ? r.text() : "")).catch(() => ""),
+    api("GET", teamPath()),
   ]);
   const rows = [];
+  if (team.ok && team.body.loop_guard) rows.push(["loop guard", guardText(team.body.loop_guard)]);
   if (metrics.ok) {
     const agents = metrics.body.agents || [];
     const sent = agents.reduce((n, a) => n + a.sent, 0);
@@ -622,6 +634,7 @@ async function pollHealth() {
     ["server: STOMP bodies refused", sums.switchboard_stomp_refused_bodies_total || 0],
     ["server: deaf STOMP agents", sums.switchboard_stomp_deaf_agents || 0],
     ["server: callbacks failed", sums.switchboard_callbacks_failed_total || 0],
+    ["server: chains stopped by the loop guard", sums.switchboard_loops_stopped_total || 0],
     ["server: WebSocket connections", sums.switchboard_ws_connections || 0]
   );
   const dl = $("#health");

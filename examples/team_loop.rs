@@ -121,6 +121,7 @@ async fn architect(a: Client, rounds: u32) -> Result<(), ClientError> {
                 priority: None,
                 required_capabilities: vec!["code".into()],
                 target_agent_id: None,
+                parent_task_id: None,
             })
             .await?;
         }

@@ -35,6 +35,7 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
                 priority: None,
                 required_capabilities: capabilities,
                 target_agent_id: target,
+                parent_task_id: None,
             };
             return submitted(json, client.submit_task(request).await?);
         }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use switchboard_types::ids::TeamId;
 
 use switchboard_types::ids::TeamPk;
+use switchboard_types::loops::LoopStopped;
 use switchboard_types::publish::{AgentActivity, TeamActivity};
 use switchboard_types::time::Timestamp;
 use tokio::sync::watch;
@@ -90,6 +91,7 @@ impl Core {
             open_tasks,
             agents,
             as_of: Timestamp::now(),
+            loop_stopped: None,
         })
     }
 
@@ -163,19 +165,8 @@ impl Core {
                 None => return,
             }
         };
-        let activity = match self.compute_activity(team).await {
-            Ok(activity) => activity,
-            Err(err) => {
-                tracing::warn!(error = %err, "team activity could not be computed");
-                return;
-            }
-        };
-        let frame = match switchboard_types::frames::activity_frame(&activity) {
-            Ok(frame) => frame,
-            Err(err) => {
-                tracing::error!(error = %err, "team activity could not be rendered");
-                return;
-            }
+        let Some((idle, frame)) = self.activity_frame(team, None).await else {
+            return;
         };
         let mut teams = self
             .activity()
@@ -183,10 +174,53 @@ impl Core {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if let Some(watched) = teams.get_mut(&team)
-            && (fresh || watched.idle != Some(activity.idle))
+            && (fresh || watched.idle != Some(idle))
         {
-            watched.idle = Some(activity.idle);
+            watched.idle = Some(idle);
             watched.frames.send_replace(Some(frame.into()));
+        }
+    }
+
+    /// Pushes the team's activity with a stopped loop to its watchers, whatever `idle`
+    /// says (`core::loops`).
+    pub(super) async fn announce_activity(&self, team: TeamPk, stopped: LoopStopped) {
+        if !self.activity().any.load(Ordering::Acquire) {
+            return;
+        }
+        let Some((idle, frame)) = self.activity_frame(team, Some(stopped)).await else {
+            return;
+        };
+        let mut teams = self
+            .activity()
+            .teams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(watched) = teams.get_mut(&team) {
+            watched.idle = Some(idle);
+            watched.frames.send_replace(Some(frame.into()));
+        }
+    }
+
+    /// The team's activity frame (with `stopped`, if any) and whether it is idle.
+    async fn activity_frame(
+        &self,
+        team: TeamPk,
+        stopped: Option<LoopStopped>,
+    ) -> Option<(bool, String)> {
+        let mut activity = match self.compute_activity(team).await {
+            Ok(activity) => activity,
+            Err(err) => {
+                tracing::warn!(error = %err, "team activity could not be computed");
+                return None;
+            }
+        };
+        activity.loop_stopped = stopped;
+        match switchboard_types::frames::activity_frame(&activity) {
+            Ok(frame) => Some((activity.idle, frame)),
+            Err(err) => {
+                tracing::error!(error = %err, "team activity could not be rendered");
+                None
+            }
         }
     }
 }

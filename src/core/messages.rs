@@ -16,6 +16,7 @@ use switchboard_types::messages::{
 use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing, Posted};
+use super::loops::Links;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, MessageRecord, NewMessage, TeamRecord};
 
@@ -59,6 +60,10 @@ impl Core {
                     .unwrap_or_else(|| original.message_id.to_string()),
             );
         }
+        let parent = self
+            .message_parent(&sender, original.as_ref(), thread_id.as_deref())
+            .await?;
+        let chain = self.guard(&team, &sender, parent, Links::Messages)?;
         let route = self.route_for(input.route, original.as_ref(), &recipients);
         let message = NewMessage::new(
             ids::ordered_id("msg").into(),
@@ -71,6 +76,7 @@ impl Core {
         .requires_response(input.requires_response, input.response_deadline)
         .context_reference(input.context_reference)
         .thread(thread_id, input.in_reply_to)
+        .chain(chain)
         .routed(caller.via(), route);
         let outgoing = Outgoing {
             message,

@@ -22,6 +22,7 @@ mod health;
 mod ids;
 mod inbox;
 pub mod live;
+mod loops;
 mod messages;
 mod metrics;
 pub mod node;
@@ -63,6 +64,8 @@ struct Inner {
     store: Store,
     registry: Registry,
     rate_limiter: ratelimit::RateLimiter,
+    /// Chains the loop guard stopped and reported lately (`loops`).
+    loop_reports: loops::LoopReports,
     hub: Arc<Hub>,
     tasks: tasks::TaskRuntime,
     retention: retention::RetentionSettings,
@@ -149,6 +152,7 @@ impl Core {
                 store,
                 registry,
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
+                loop_reports: loops::LoopReports::new(),
                 hub,
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,

@@ -15,6 +15,7 @@ use switchboard_types::publish::{
 use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing};
+use super::loops::Links;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, NewMessage, PublishFields};
 
@@ -41,6 +42,10 @@ impl Core {
         }
         self.check_can_send(&team, &sender)?;
         let send_to = input.validate()?;
+        let parent = self
+            .message_parent(&sender, None, input.thread_id.as_deref())
+            .await?;
+        let chain = self.guard(&team, &sender, parent, Links::Messages)?;
         let audience = self.audience(&team.pk, &sender, &input.cause_by, &send_to);
         let names: Vec<AgentId> = audience
             .recipients
@@ -69,6 +74,7 @@ impl Core {
             input.content,
         )
         .thread(input.thread_id, None)
+        .chain(chain)
         .routed(caller.via(), None)
         .published(PublishFields {
             cause_by: input.cause_by.clone(),

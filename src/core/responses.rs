@@ -17,6 +17,7 @@ use switchboard_types::messages::{
 use switchboard_types::time::Timestamp;
 
 use super::delivery::{Idempotency, Outgoing, Posted};
+use super::loops::Links;
 use super::messages::message_not_found;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, MessageRecord, NewMessage, ResponseLink, TeamRecord};
@@ -39,6 +40,7 @@ impl Core {
         input.validate(message_id)?;
         self.check_can_send(&team, &responder)?;
         let original = self.original_for(&team, &responder, message_id).await?;
+        let chain = self.guard(&team, &responder, Some(original.chain()), Links::Messages)?;
         let (recipients, failed_extra) =
             self.response_recipients(&team, &responder, &original, &input)?;
         let status = input.response_content.status;
@@ -62,6 +64,7 @@ impl Core {
         .context_reference(original.context_reference.clone())
         .thread(Some(thread), Some(original.message_id.clone()))
         .response_status(status)
+        .chain(chain)
         .routed(
             caller.via(),
             self.route_for(input.route, Some(&original), &recipients),

@@ -38,6 +38,7 @@ impl Core {
             communication_enabled: true,
             stomp_auto_register: true,
             retention: Default::default(),
+            loop_guard: Default::default(),
             created_at: now,
             updated_at: now,
         };
@@ -82,6 +83,14 @@ impl Core {
     ) -> CoreResult<TeamView> {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         patch.validate()?;
+        if let Some(supervisor) = patch
+            .loop_guard
+            .as_ref()
+            .and_then(|g| g.supervisor_agent_id.as_ref())
+        {
+            self.member_of(&team, supervisor)
+                .map_err(|e| e.with("field", "loop_guard.supervisor_agent_id"))?;
+        }
         let core = self.clone();
         let updated = self
             .store()
@@ -99,6 +108,9 @@ impl Core {
                     }
                     if let Some(retention) = patch.retention {
                         team.retention = retention;
+                    }
+                    if let Some(guard) = patch.loop_guard {
+                        team.loop_guard = guard;
                     }
                     team.updated_at = Timestamp::now();
                     Ok::<_, CoreError>(())
@@ -122,6 +134,7 @@ impl Core {
             agent_count: self.registry().member_count(team.pk),
             retention: team.retention,
             effective_retention: self.retention_of(team),
+            loop_guard: team.loop_guard.clone(),
             created_at: team.created_at,
             updated_at: team.updated_at,
         }

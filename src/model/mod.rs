@@ -10,7 +10,9 @@ use switchboard_types::messages::{Content, MessageKind, MessageType, Priority, R
 use switchboard_types::routing::{Route, Via};
 use switchboard_types::time::Timestamp;
 
+mod chain;
 mod tasks;
+pub use chain::{Chain, TAIL as CHAIN_TAIL};
 pub use tasks::*;
 
 /// A SHA-256 digest of a token secret.
@@ -38,6 +40,7 @@ pub struct TeamRecord {
     pub stomp_auto_register: bool,
     /// The team's own retention (each `None`: the server's).
     pub retention: switchboard_types::teams::Retention,
+    pub loop_guard: switchboard_types::loops::LoopGuard,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -148,6 +151,8 @@ pub struct NewMessage {
     pub via: Option<Via>,
     /// The only live transport it is pushed by, if any.
     pub route: Option<Route>,
+    /// The causal chain it extends (`None`: it starts one).
+    pub chain: Option<Chain>,
 }
 
 /// What a publish stores beyond a message: its tag, address set and structured output,
@@ -198,6 +203,7 @@ impl NewMessage {
             published: None,
             via: None,
             route: None,
+            chain: None,
         }
     }
 
@@ -245,6 +251,12 @@ impl NewMessage {
         self
     }
 
+    /// The chain it extends (`None`, or a first hop: it starts one, stored as none).
+    pub fn chain(mut self, chain: Option<Chain>) -> Self {
+        self.chain = chain.filter(|c| !c.is_first());
+        self
+    }
+
     pub fn response_status(mut self, status: ResponseStatus) -> Self {
         self.response_status = Some(status);
         self
@@ -273,6 +285,17 @@ pub struct MessageRecord {
     pub published: Option<PublishedRecord>,
     pub via: Option<Via>,
     pub route: Option<Route>,
+    /// The causal chain it extends (`None`: it started one).
+    pub chain: Option<Chain>,
+}
+
+impl MessageRecord {
+    /// Its chain: the stored one, or itself when it started one.
+    pub fn chain(&self) -> Chain {
+        self.chain.clone().unwrap_or_else(|| {
+            Chain::first(self.message_id.as_str(), self.sender_pk, self.created_at)
+        })
+    }
 }
 
 /// Which page of a team's traffic to read (see `TrafficQuery`).

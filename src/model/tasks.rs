@@ -40,6 +40,17 @@ pub struct TaskRecord {
     pub version: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// The causal chain it extends (`parent_task_id`; `None`: it starts one).
+    pub chain: Option<super::Chain>,
+}
+
+impl TaskRecord {
+    /// Its chain: the stored one, or itself when it started one.
+    pub fn chain(&self) -> super::Chain {
+        self.chain.clone().unwrap_or_else(|| {
+            super::Chain::first(self.task_id.as_str(), self.originator_pk, self.created_at)
+        })
+    }
 }
 
 /// A task as of one moment: its row, its history and its callbacks, read in one

@@ -153,11 +153,18 @@ columns_for!(SqliteRow, |row: &SqliteRow, c| get::<_, i64>(row, c)
     .map(|v| v != 0));
 columns_for!(PgRow, |row: &PgRow, c| get::<_, bool>(row, c));
 
-/// The columns every message query selects first, in the order [`message`] reads them.
-pub(crate) const MESSAGE_COLUMNS: &str = "m.pk, m.message_id, m.team_pk, m.kind, m.sender_pk, m.sender_role, \
+/// The columns of [`MESSAGE_COLUMNS`], as a literal for `concat!`.
+macro_rules! message_columns {
+    () => {
+        "m.pk, m.message_id, m.team_pk, m.kind, m.sender_pk, m.sender_role, \
      m.message_type, m.priority, m.content, m.requires_response, m.response_deadline, \
      m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at, \
-     m.cause_by, m.send_to, m.instruct_content, m.via, m.route";
+     m.cause_by, m.send_to, m.instruct_content, m.via, m.route"
+    };
+}
+
+/// The columns every message query selects first, in the order [`message`] reads them.
+pub(crate) const MESSAGE_COLUMNS: &str = message_columns!();
 
 /// The column of a traffic row that holds the recipients (after the
 /// [`MESSAGE_COLUMNS`]; `filters::traffic_query`).
@@ -202,6 +209,19 @@ pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {
         published,
         via: row.opt_parse(19)?,
         route: row.opt_parse(20)?,
+        chain: None,
+    })
+}
+
+/// The [`MESSAGE_COLUMNS`] and the chain the message extends: what the loop guard reads
+/// of a message a send answers or continues. (Other reads leave the chain out.)
+pub(crate) const MESSAGE_CHAIN_COLUMNS: &str = concat!(message_columns!(), ", m.chain");
+
+/// A message from the [`MESSAGE_CHAIN_COLUMNS`].
+pub(crate) fn message_with_chain(row: &impl Columns) -> Result<MessageRecord, StoreError> {
+    Ok(MessageRecord {
+        chain: row.opt_json(21)?,
+        ..message(row)?
     })
 }
 
@@ -220,7 +240,8 @@ pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
 
 /// The columns [`team`] reads.
 pub(crate) const TEAM_COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
-    retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at";
+    retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at,
+    loop_guard";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &impl Columns, column: &str) -> Result<Option<u64>, StoreError> {
@@ -246,9 +267,19 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
             unread_messages_seconds: seconds(row, "retain_unread_s")?,
             finished_tasks_seconds: seconds(row, "retain_tasks_s")?,
         },
+        loop_guard: row.opt_json("loop_guard")?.unwrap_or_default(),
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
+}
+
+/// A team's loop guard as stored: `NULL` while it is the default (so a team that never
+/// changed it follows the server's defaults).
+pub(crate) fn loop_guard(team: &TeamRecord) -> Result<Option<String>, StoreError> {
+    if team.loop_guard == Default::default() {
+        return Ok(None);
+    }
+    to_json(&team.loop_guard).map(Some)
 }
 
 /// The columns [`agent`] reads.
@@ -280,7 +311,7 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
      question, context, result_data, callback_delivery, version, created_at, updated_at, \
-     originator_inbox";
+     originator_inbox, chain";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
     let clarification_id = row.opt_text("clarification_id")?.map(ClarificationId::from);
@@ -306,6 +337,7 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         version: row.int("version")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
+        chain: row.opt_json("chain")?,
     })
 }
 

@@ -187,10 +187,18 @@ pub trait Messages: Send + Sync {
         agent: AgentPk,
         key: &str,
     ) -> Result<Option<StoredAnswer>, StoreError>;
+    /// A message with the chain it extends.
     async fn find_message(
         &self,
         team: TeamPk,
         message_id: &str,
+    ) -> Result<Option<MessageRecord>, StoreError>;
+    /// The newest message of a thread in an agent's inbox (what its send naming only
+    /// the thread continues), with its chain.
+    async fn thread_tip(
+        &self,
+        agent: AgentPk,
+        thread_id: &str,
     ) -> Result<Option<MessageRecord>, StoreError>;
     async fn inbox_entry(
         &self,

@@ -259,6 +259,27 @@ async def idempotent(base, team, token, worker_id, worker_token):
     return out
 
 
+async def loop(base, team, token, worker_id, worker_token):
+    """Each send references the task the previous one made (`referenceTaskIds`): with the
+    team's `max_hops` at 2 the third is refused, as the SDK raises a -32004."""
+    out = {"ids": []}
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        previous = None
+        for n in range(3):
+            request = text_message(f"hold: step {n}")
+            if previous:
+                request.message.reference_task_ids.append(previous)
+            try:
+                [answer] = [e async for e in a2a.send_message(request)]
+            except UnsupportedOperationError as err:
+                out["refused"] = {"type": type(err).__name__, "message": str(err),
+                                  "data": json.loads(json.dumps(err.data, default=str))}
+                break
+            previous = answer.task.id
+            out["ids"].append(previous)
+    return out
+
+
 async def legacy(base, team, token, worker_id, worker_token):
     """The SDK's 0.3 compat client (what it uses for agents that advertise 0.3): the
     card's 0.3 interface only, then the same conversation in 0.3's methods and shapes."""
@@ -413,7 +434,7 @@ async def cards(base, team, token, worker_id, worker_token):
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
     run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
-           "legacy": legacy, "push": push, "cards": cards}[scenario]
+           "legacy": legacy, "push": push, "cards": cards, "loop": loop}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

@@ -225,6 +225,9 @@ def main():
         # Health shows the team's figures.
         page.click('nav button[data-view="health"]')
         expect(page.locator('dd[data-figure="unread backlog"]')).to_be_visible(timeout=5000)
+        # And the team's loop guard, and what it stopped on this server.
+        expect(page.locator('dd[data-figure="loop guard"]')).to_contain_text("at most 64 hops")
+        expect(page.locator('dd[data-figure="server: chains stopped by the loop guard"]')).to_be_visible()
 
         # An agent token sees only its own: its inbox, its tasks.
         secret = send("worker", ["bystander"], "only for the bystander")

@@ -387,7 +387,22 @@ async def listening(base, token_a, token_b):
             return {"version": version, "honored": honored, "seen": seen, "task_uri": task_uri}
 
 
-SCENARIOS = {"every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def loop(base, token_a, token_b):
+    """A and B answer each other (`in_reply_to`); with the team's `max_hops` at 2, A's
+    answer to B's answer is refused: a tool error carrying LOOP_DETECTED."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b:
+        first = await a.call("send_message", recipient_agent_ids=["b"],
+                             message_type="request", content={"text": "ping"})
+        second = await b.call("send_message", recipient_agent_ids=["a"],
+                              message_type="response", content={"text": "pong"},
+                              in_reply_to=first["data"]["message_id"])
+        third = await a.call("send_message", recipient_agent_ids=["b"],
+                             message_type="response", content={"text": "ping again"},
+                             in_reply_to=second["data"]["message_id"])
+        return {"first": first["error"], "second": second["error"], "third": third}
+
+
+SCENARIOS = {"loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

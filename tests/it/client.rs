@@ -60,6 +60,7 @@ fn task(me: &str, id: &str, caps: &[&str]) -> TaskRequest {
         priority: None,
         required_capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
         target_agent_id: None,
+        parent_task_id: None,
     }
 }
 

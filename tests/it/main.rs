@@ -32,6 +32,7 @@ mod inbox;
 mod large_inbox;
 mod layout;
 mod live;
+mod loops;
 mod mcp;
 mod migrate_db;
 mod node;

@@ -523,3 +523,32 @@ async fn the_stdio_bridge_answers_a_call_pipelined_after_initialize() {
     }
     app.stop().await;
 }
+
+/// The loop guard's refusal reaches an MCP host as a tool error with the contract's code
+/// (`mcp_agents.py loop`), and nothing of the refused send is stored.
+#[tokio::test]
+async fn the_loop_guard_refuses_as_a_tool_error() {
+    if !python::available("the_loop_guard_refuses_as_a_tool_error") {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (team, a, b) = team(&app).await;
+    app.patch("/v1/teams/mcp")
+        .token(&team.key)
+        .json(json!({"loop_guard": {"max_hops": 2}}))
+        .send()
+        .await
+        .expect_status(200);
+    let out = python::run("mcp_agents.py", &["loop", &app.base, &a.token, &b.token]).await;
+    assert_eq!(out["first"], false, "{out}");
+    assert_eq!(out["second"], false, "{out}");
+    let third = &out["third"];
+    assert_eq!(third["error"], true, "{out}");
+    assert!(
+        third.to_string().contains("LOOP_DETECTED"),
+        "the tool error names the code: {out}"
+    );
+    let inbox = app.inbox(&b, "").await.expect_status(200);
+    assert_eq!(inbox.body["messages"].as_array().map(Vec::len), Some(1));
+    app.stop().await;
+}

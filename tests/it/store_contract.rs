@@ -79,6 +79,7 @@ fn team(id: &str) -> TeamRecord {
         communication_enabled: true,
         stomp_auto_register: false,
         retention: Default::default(),
+        loop_guard: Default::default(),
         created_at: now,
         updated_at: now,
     }

@@ -72,6 +72,9 @@ pub enum ErrorCode {
     RequestTimeout,
     /// The caller sends faster than the server allows.
     RateLimited,
+    /// The send would extend a causal chain past the team's loop guard (too many hops,
+    /// or the same agents going round in the same order); `details` say which rule.
+    LoopDetected,
     /// Storage (or another dependency) is not available; nothing was changed.
     Unavailable,
     /// A bug on our side; the request may or may not have taken effect.
@@ -143,6 +146,9 @@ impl ErrorCode {
             }
             ErrorCode::RateLimited => {
                 "Slow down and retry after the delay in details.retry_after_ms."
+            }
+            ErrorCode::LoopDetected => {
+                "Stop answering this chain; start new work in a new thread, or ask the team owner to change loop_guard."
             }
             ErrorCode::Unavailable => "Retry later; nothing was changed by this request.",
             ErrorCode::InternalError => "Retry later and report the request id to the operator.",

@@ -14,8 +14,8 @@
 //! * [`decode`], [`strict`], [`validate`] — input decoding that names the field and
 //!   refuses what serde alone would let through; value rules.
 //! * [`teams`], [`agents`], [`messages`], [`inbox`], [`broadcasts`], [`assistance`],
-//!   [`metrics`], [`tasks`], [`task_state`], [`publish`], [`traffic`] — the bodies, one
-//!   module per resource.
+//!   [`metrics`], [`tasks`], [`task_state`], [`publish`], [`traffic`], [`loops`] — the
+//!   bodies, one module per resource.
 //! * [`operation`] — [`Operation`] and [`Reply`].
 //! * [`frames`] — [`ClientFrame`] and [`ServerFrame`], push rendering.
 
@@ -29,6 +29,7 @@ pub mod error;
 pub mod frames;
 pub mod ids;
 pub mod inbox;
+pub mod loops;
 pub mod messages;
 pub mod metrics;
 #[cfg(feature = "openapi")]

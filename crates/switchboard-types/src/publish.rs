@@ -219,6 +219,10 @@ pub struct TeamActivity {
     /// Every member, by agent id.
     pub agents: Vec<AgentActivity>,
     pub as_of: Timestamp,
+    /// Set on the frame pushed when the loop guard stopped a chain of the team (the
+    /// first refusal of each chain in the guard's window); never on `GET`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_stopped: Option<crate::loops::LoopStopped>,
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The task protocol of `003_…`: its seven message types, the REST bodies of a task's
 //! life, and tasks as their parties see them.
 
-use crate::ids::{AgentId, ClarificationId, TaskId, TeamId};
+use crate::ids::{AgentId, ClarificationId, TaskId, TaskRef, TeamId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -129,6 +129,12 @@ pub struct TaskRequest {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_agent_id: Option<AgentId>,
+    /// The task this one is part of (its id, or `id@originator`; the caller must be its
+    /// originator or an assignee): the loop guard counts the chain of tasks it makes
+    /// (an extension of the protocol; A2A's `referenceTaskIds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub parent_task_id: Option<TaskRef>,
 }
 
 wire_enum! {

@@ -5,6 +5,7 @@ use crate::ids::{AgentId, TeamId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ErrorBody;
+use crate::loops::LoopGuard;
 use crate::time::Timestamp;
 use crate::validate::check_text;
 
@@ -69,6 +70,8 @@ pub struct TeamView {
     /// What is applied: the shorter of the team's and the server's (`null`: kept for
     /// ever).
     pub effective_retention: Retention,
+    /// How the team stops agents talking in circles (`LOOP_DETECTED`).
+    pub loop_guard: LoopGuard,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -93,6 +96,10 @@ pub struct UpdateTeam {
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retention: Option<Retention>,
+    /// Replaces the team's loop guard (a field left out takes its default).
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub loop_guard: Option<LoopGuard>,
 }
 
 /// Longest retention a team may set: 100 years, in seconds.
@@ -180,11 +187,15 @@ impl UpdateTeam {
             && self.communication_enabled.is_none()
             && self.stomp_auto_register.is_none()
             && self.retention.is_none()
+            && self.loop_guard.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, stomp_auto_register, retention",
+                "give at least one of: name, communication_enabled, stomp_auto_register, retention, loop_guard",
             ));
+        }
+        if let Some(guard) = &self.loop_guard {
+            guard.validate()?;
         }
         if let Some(retention) = &self.retention {
             retention.validate()?;

@@ -254,6 +254,7 @@ impl Core {
             priority: Some(task.priority),
             required_capabilities: task.required_capabilities.clone(),
             target_agent_id: task.target_agent_id.clone(),
+            parent_task_id: None,
         };
         let mut notice = Notice::new(TaskFrame::TaskRequest, &request, vec![assignee.clone()])?;
         if let Value::Object(fields) = &mut notice.body {

@@ -17,6 +17,7 @@ use super::registry_requests::RegistryRequest;
 use super::{Change, Following, Notice, accepts_tasks, map, no_suitable};
 use crate::core::assistance::capability_match;
 use crate::core::egress::urls;
+use crate::core::loops::Links;
 use crate::core::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
@@ -38,6 +39,16 @@ impl Core {
         let (team, me) = self.sender(caller, &req.originating_agent_id, "originating_agent_id")?;
         self.check_can_send(&team, &me)?;
         let capabilities = req.validate()?;
+        let parent = match &req.parent_task_id {
+            Some(parent) => Some(
+                self.find_one_task(&team, Some(me.pk), parent)
+                    .await
+                    .map_err(|e| e.with("field", "parent_task_id"))?
+                    .chain(),
+            ),
+            None => None,
+        };
+        let chain = self.guard(&team, &me, parent, Links::Tasks)?;
         let callback = self.callback_target(&team, req.callback_url.clone())?;
         let target = match &req.target_agent_id {
             Some(id) => Some(
@@ -71,6 +82,7 @@ impl Core {
             version: 1,
             created_at: now,
             updated_at: now,
+            chain,
         };
         let (change, task_response, error_message) = match chosen {
             Ok(assignee) => self.assigned(task, &me, &assignee)?,

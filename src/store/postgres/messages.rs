@@ -15,7 +15,9 @@ use crate::model::{
 };
 use crate::store::StoreError;
 use crate::store::columns::traffic_row;
-use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, message, to_json};
+use crate::store::columns::{
+    Columns, MESSAGE_CHAIN_COLUMNS, StoredContent, message_with_chain, to_json,
+};
 use crate::store::filters::traffic_query;
 
 pub(super) async fn find<'e>(
@@ -24,14 +26,32 @@ pub(super) async fn find<'e>(
     message_id: &str,
 ) -> Result<Option<MessageRecord>, StoreError> {
     let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.message_id = $1 AND m.team_pk = $2"
+        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m WHERE m.message_id = $1 AND m.team_pk = $2"
     );
     let row = sqlx::query(AssertSqlSafe(sql))
         .bind(message_id)
         .bind(team.0)
         .fetch_optional(ex)
         .await?;
-    row.as_ref().map(message).transpose()
+    row.as_ref().map(message_with_chain).transpose()
+}
+
+/// The newest message of a thread in an agent's inbox, with its chain.
+pub(super) async fn thread_tip<'e>(
+    ex: impl PgExecutor<'e>,
+    agent: AgentPk,
+    thread_id: &str,
+) -> Result<Option<MessageRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM inbox i JOIN messages m ON m.pk = i.message_pk
+         WHERE i.agent_pk = $1 AND i.thread_id = $2 ORDER BY i.seq DESC LIMIT 1"
+    );
+    let row = sqlx::query(AssertSqlSafe(sql))
+        .bind(agent.0)
+        .bind(thread_id)
+        .fetch_optional(ex)
+        .await?;
+    row.as_ref().map(message_with_chain).transpose()
 }
 
 /// One page of the team's messages with their recipients.
@@ -214,9 +234,9 @@ const INSERT_MESSAGE: &str = "
                               priority, content, requires_response, response_deadline,
                               context_reference, thread_id, in_reply_to, response_status,
                               recipient_ids, created_at, cause_by, send_to, instruct_content,
-                              via, route)
+                              via, route, chain)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                $18, $19, $20, $21)
+                $18, $19, $20, $21, $24)
         RETURNING pk),
     i AS (
         INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
@@ -266,18 +286,10 @@ pub(super) async fn insert_post(
         .bind(m.route.map(|r| r.as_str()))
         .bind(deliver)
         .bind(quiet)
+        .bind(m.chain.as_ref().map(to_json).transpose()?)
         .fetch_all(&mut *conn)
         .await?;
-    let first = rows
-        .first()
-        .ok_or_else(|| StoreError::Corrupt("the message insert returned no pk".into()))?;
-    let pk = MessagePk(first.int(0)?);
-    let mut entries = Vec::with_capacity(rows.len());
-    for row in &rows {
-        if let Some(agent) = row.opt_int(1)? {
-            entries.push((AgentPk(agent), row.int(2)?));
-        }
-    }
+    let (pk, entries) = inserted(&rows)?;
     if let Some(link) = p.response {
         sqlx::query(
             "INSERT INTO responses (original_pk, response_pk, responder_pk, status, created_at)
@@ -307,4 +319,21 @@ pub(super) async fn insert_post(
         .await?;
     }
     Ok(PostResult { pk, entries })
+}
+
+/// The message's key and its entries' `(agent, seq)` from [`INSERT_MESSAGE`]'s rows.
+fn inserted(
+    rows: &[sqlx::postgres::PgRow],
+) -> Result<(MessagePk, Vec<(AgentPk, i64)>), StoreError> {
+    let first = rows
+        .first()
+        .ok_or_else(|| StoreError::Corrupt("the message insert returned no pk".into()))?;
+    let pk = MessagePk(first.int(0)?);
+    let mut entries = Vec::with_capacity(rows.len());
+    for row in rows {
+        if let Some(agent) = row.opt_int(1)? {
+            entries.push((AgentPk(agent), row.int(2)?));
+        }
+    }
+    Ok((pk, entries))
 }

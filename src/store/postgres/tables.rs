@@ -49,6 +49,7 @@ pub(super) const TABLES: &[Table] = &[
             ("retain_unread_s", Int),
             ("retain_tasks_s", Int),
             ("stomp_auto_register", Flag),
+            ("loop_guard", Text),
         ],
     },
     Table {
@@ -144,6 +145,7 @@ pub(super) const TABLES: &[Table] = &[
             ("instruct_content", Text),
             ("via", Text),
             ("route", Text),
+            ("chain", Text),
         ],
     },
     Table {
@@ -216,6 +218,7 @@ pub(super) const TABLES: &[Table] = &[
             ("created_at", Int),
             ("updated_at", Int),
             ("originator_inbox", Flag),
+            ("chain", Text),
         ],
     },
     Table {

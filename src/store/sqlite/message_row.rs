@@ -24,6 +24,8 @@ pub(super) struct RenderedMessage {
     /// A publish's address set and structured output as stored; `None` for other kinds.
     send_to: Option<String>,
     instruct: Option<String>,
+    /// The chain it extends as stored (`None`: it starts one).
+    chain: Option<String>,
 }
 
 impl RenderedMessage {
@@ -40,11 +42,12 @@ impl RenderedMessage {
                 .and_then(|p| p.instruct_content.as_ref())
                 .map(to_json)
                 .transpose()?,
+            chain: message.chain.as_ref().map(to_json).transpose()?,
             message,
         })
     }
 
-    /// The message's row but its pk: the 21 columns after `pk` in [`MESSAGE_ROW`]'s
+    /// The message's row but its pk: the 22 columns after `pk` in [`MESSAGE_ROW`]'s
     /// order, for the batch's insert (either driver, see `direct`) and
     /// [`message_staging_one`](super::message_staging_one::message_staging_one)'s.
     pub(super) fn columns(&self, created_at: Timestamp) -> [Col<'_>; MESSAGE_BINDS] {
@@ -71,6 +74,7 @@ impl RenderedMessage {
             Col::text(self.instruct.as_deref()),
             Col::text(m.via.map(|v| v.as_str())),
             Col::text(m.route.map(|r| r.as_str())),
+            Col::text(self.chain.as_deref()),
         ]
     }
 
@@ -86,7 +90,7 @@ impl RenderedMessage {
 pub(super) const MESSAGE_ROW: &str = "message_id, team_pk, kind, sender_pk, sender_role, \
     message_type, priority, content, requires_response, response_deadline, context_reference, \
     thread_id, in_reply_to, response_status, recipient_ids, created_at, cause_by, send_to, \
-    instruct_content, via, route";
+    instruct_content, via, route, chain";
 
 /// Columns bound per message row by [`RenderedMessage::bind_row`]: those of
 /// [`MESSAGE_ROW`].

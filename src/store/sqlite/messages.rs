@@ -12,17 +12,17 @@ use super::rows::to_json;
 use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
 use crate::store::columns::traffic_row;
-use crate::store::columns::{Columns, MESSAGE_COLUMNS, message as message_from_row};
+use crate::store::columns::{Columns, MESSAGE_CHAIN_COLUMNS, message_with_chain};
 use crate::store::filters::traffic_query;
 
-/// A message of a team by id.
+/// A message of a team by id, with its chain.
 pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     message_id: &str,
 ) -> Result<Option<MessageRecord>, StoreError> {
     let sql = format!(
-        "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.message_id = ? AND m.team_pk = ?"
+        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m WHERE m.message_id = ? AND m.team_pk = ?"
     );
     sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(message_id)
@@ -30,7 +30,28 @@ pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
         .fetch_optional(ex)
         .await?
         .as_ref()
-        .map(message_from_row)
+        .map(message_with_chain)
+        .transpose()
+}
+
+/// The newest message of a thread in an agent's inbox, with its chain.
+pub(super) async fn thread_tip<'e, E: SqliteExecutor<'e>>(
+    ex: E,
+    agent: AgentPk,
+    thread_id: &str,
+) -> Result<Option<MessageRecord>, StoreError> {
+    let sql = format!(
+        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM inbox i INDEXED BY inbox_by_thread
+         JOIN messages m ON m.pk = i.message_pk
+         WHERE i.agent_pk = ? AND i.thread_id = ? ORDER BY i.seq DESC LIMIT 1"
+    );
+    sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(agent.0)
+        .bind(thread_id)
+        .fetch_optional(ex)
+        .await?
+        .as_ref()
+        .map(message_with_chain)
         .transpose()
 }
 

@@ -101,12 +101,13 @@ fn chunk_statements(size: usize, callbacks: bool) -> Vec<String> {
             "INSERT INTO tasks (pk, team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data, version,
-                       created_at, updated_at, originator_inbox)
+                       created_at, updated_at, originator_inbox, chain)
     SELECT (SELECT COALESCE(MAX(pk), 0) FROM tasks) + column1, column2, column3, column4,
            column5, column6, column7, column8, column9, column10, column11, column12,
-           column13, column14, column15, column16, column17, column18, column19, column20
+           column13, column14, column15, column16, column17, column18, column19, column20,
+           column21
     FROM (VALUES {}) WHERE column1 IS NOT NULL",
-            rows(20)
+            rows(tasks::NEW_TASK_COLUMNS + 1)
         ),
         format!(
             "INSERT INTO task_assignees (task_pk, agent_pk)
@@ -172,7 +173,7 @@ fn chunk_values(
         assignees.push(ordinal.clone());
         events.push(ordinal.clone());
         let Some(s) = staged else {
-            task_rows.extend(nulls(19));
+            task_rows.extend(nulls(tasks::NEW_TASK_COLUMNS));
             assignees.push(Col::Null);
             events.extend(nulls(6));
             hooks.extend(nulls(6));

@@ -26,8 +26,9 @@ macro_rules! insert_task_sql {
     INSERT INTO tasks (team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
-                       callback_delivery, version, created_at, updated_at, originator_inbox)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?);
+                       callback_delivery, version, created_at, updated_at, originator_inbox,
+                       chain)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?);
     INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT pk, assignee_pk FROM tasks
     WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
@@ -82,7 +83,7 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
 /// `task_id`, `description`, `data`, `originator_pk`, `assignee_pk`, `callback_url`,
 /// `priority`, `required_capabilities`, `target_agent_id`, `status`, `clarification_id`,
 /// `question`, `context`, `result_data`, `version`, `created_at`, `updated_at`,
-/// `originator_inbox` (nineteen; `callback_delivery` starts NULL).
+/// `originator_inbox`, `chain` ([`NEW_TASK_COLUMNS`]; `callback_delivery` starts NULL).
 pub(super) fn bind_new_task<'q>(
     query: Query<'q>,
     t: &'q TaskRecord,
@@ -92,8 +93,11 @@ pub(super) fn bind_new_task<'q>(
         .fold(query, |q, col| col.bind(q)))
 }
 
+/// How many columns [`bind_new_task`] binds.
+pub(super) const NEW_TASK_COLUMNS: usize = 20;
+
 /// A new task's columns in [`bind_new_task`]'s order, for either driver.
-pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; 19], StoreError> {
+pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; NEW_TASK_COLUMNS], StoreError> {
     let (clarification_id, question) = match &t.clarification {
         Some((id, question)) => (Col::Text(id), Col::Text(question)),
         None => (Col::Null, Col::Null),
@@ -118,6 +122,10 @@ pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; 19], StoreErr
         Col::Int(t.created_at.micros()),
         Col::Int(t.updated_at.micros()),
         Col::Int(i64::from(t.originator_inbox)),
+        match &t.chain {
+            Some(chain) => Col::Owned(to_json(chain)?),
+            None => Col::Null,
+        },
     ])
 }
 
@@ -439,6 +447,7 @@ mod tests {
                 version,
                 created_at: now,
                 updated_at: now,
+                chain: None,
             },
             expected_version: (version > 1).then_some(version - 1),
             event: TaskEventRecord {

@@ -50,7 +50,8 @@ pub(super) async fn update(
 ) -> Result<(), StoreError> {
     sqlx::query(
         "UPDATE teams SET name = ?, communication_enabled = ?, stomp_auto_register = ?,
-           retain_read_s = ?, retain_unread_s = ?, retain_tasks_s = ?, updated_at = ?
+           retain_read_s = ?, retain_unread_s = ?, retain_tasks_s = ?, updated_at = ?,
+           loop_guard = ?
          WHERE pk = ?",
     )
     .bind(&team.name)
@@ -60,6 +61,7 @@ pub(super) async fn update(
     .bind(retention(team.retention.unread_messages_seconds))
     .bind(retention(team.retention.finished_tasks_seconds))
     .bind(team.updated_at.micros())
+    .bind(crate::store::columns::loop_guard(team)?)
     .bind(team.pk.0)
     .execute(conn)
     .await?;

@@ -99,6 +99,12 @@ pub fn task_request(
         priority: None,
         required_capabilities: Vec::new(),
         target_agent_id: Some(target.into()),
+        // The task this one continues: the loop guard counts the chain through it.
+        parent_task_id: message
+            .reference_task_ids
+            .as_ref()
+            .and_then(|ids| ids.first())
+            .map(|id| id.as_str().into()),
     }
 }
 

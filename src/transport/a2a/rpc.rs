@@ -477,7 +477,9 @@ pub fn to_a2a(err: CoreError) -> A2AError {
     let body = err.into_body();
     let code = match body.error_code {
         ErrorCode::TaskNotFound => error_code::TASK_NOT_FOUND,
-        ErrorCode::InvalidTaskTransition => error_code::UNSUPPORTED_OPERATION,
+        ErrorCode::InvalidTaskTransition | ErrorCode::LoopDetected => {
+            error_code::UNSUPPORTED_OPERATION
+        }
         ErrorCode::ValidationError
         | ErrorCode::MessageTooLong
         | ErrorCode::AgentNotFound

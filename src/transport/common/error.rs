@@ -43,7 +43,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::ResponseNotRequired
         | ErrorCode::ResponseDeadlinePassed
         | ErrorCode::InvalidTaskTransition
-        | ErrorCode::NoSuitableAgent => StatusCode::CONFLICT,
+        | ErrorCode::NoSuitableAgent
+        | ErrorCode::LoopDetected => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,

@@ -345,3 +345,41 @@ async fn a_card_reads_as_1_0_and_as_0_3() {
         json!({"type": "http", "scheme": "bearer"})
     );
 }
+
+/// A chain of tasks through `referenceTaskIds` meets the loop guard, and the stock client
+/// gets the refusal as A2A says it: `-32004` with the contract's code in `ErrorInfo`.
+#[tokio::test]
+async fn a_chain_of_referenced_tasks_is_refused_by_the_loop_guard() {
+    if !crate::python::available("a_chain_of_referenced_tasks_is_refused_by_the_loop_guard") {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    app.patch("/v1/teams/a2a")
+        .token(&team.key)
+        .json(json!({"loop_guard": {"max_hops": 2}}))
+        .send()
+        .await
+        .expect_status(200);
+    let out = scenario(&app, "loop", &team, &client, &worker).await;
+    assert_eq!(out["ids"].as_array().map(Vec::len), Some(2), "{out}");
+    let refused = &out["refused"];
+    assert_eq!(refused["type"], "UnsupportedOperationError", "{out}");
+    let text = refused.to_string();
+    assert!(text.contains("LOOP_DETECTED"), "{out}");
+    assert!(text.contains("max_hops"), "{out}");
+    // The refused send made no task: the client's tasks are the two.
+    let tasks = app
+        .get("/v1/tasks?role=originated")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        tasks.body["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{:#}",
+        tasks.body
+    );
+    app.stop().await;
+}

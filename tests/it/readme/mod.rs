@@ -27,6 +27,7 @@ pub const READING_ORDER: &[&str] = &[
     "docs/a2a.md",
     "docs/cli.md",
     "docs/operations.md",
+    "docs/loop-guard.md",
 ];
 
 /// The text of a page of the repository (`README.md`, `docs/tasks.md`).

@@ -76,6 +76,29 @@ async fn the_retention_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_loop_guard_walkthrough_works_as_written() {
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/loop-guard.md'\n{}",
+        readme(),
+        walkthrough("docs/loop-guard.md", "loops")
+    );
+    let out = run(&app, &script).await;
+    let answers = page_answers(&out, "docs/loop-guard.md");
+    assert_eq!(answers.len(), 4, "{out}");
+    assert_eq!(answers[0]["loop_guard"]["max_hops"], 3, "{out}");
+    let refused = &answers[1];
+    assert_eq!(refused["error_code"], "LOOP_DETECTED", "{out}");
+    assert_eq!(refused["details"]["chain_length"], 4);
+    assert_eq!(refused["details"]["agent_id"], "coder");
+    let notice = &answers[2]["messages"][0];
+    assert_eq!(notice["content"]["data"]["type"], "loop_detected", "{out}");
+    assert_eq!(notice["sender_agent_id"], "coder");
+    assert_eq!(answers[3]["loop_guard"]["max_hops"], 64, "{out}");
+    app.stop().await;
+}
+
 /// The ```json blocks of a section, in order.
 fn json_blocks(section: &str) -> Vec<&str> {
     section

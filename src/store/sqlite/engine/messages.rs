@@ -39,6 +39,14 @@ impl Messages for SqliteStore {
         messages::find(&self.read, team, message_id).await
     }
 
+    async fn thread_tip(
+        &self,
+        agent: AgentPk,
+        thread_id: &str,
+    ) -> Result<Option<MessageRecord>, StoreError> {
+        messages::thread_tip(&self.read, agent, thread_id).await
+    }
+
     async fn inbox_entry(
         &self,
         agent: AgentPk,
