@@ -18,7 +18,7 @@ use switchboard::core::{Caller, Core, CoreSettings};
 use switchboard::hub::HubSettings;
 use switchboard::store::{Store, StoreOptions};
 use switchboard_types::routing::Via;
-use switchboard_types::{AgentOp, MessageOp, Operation, Reply, TeamOp};
+use switchboard_types::{AgentOp, ErrorCode, MessageOp, Operation, Reply, TeamOp};
 
 use crate::support::ADMIN;
 
@@ -131,8 +131,10 @@ async fn follow(
     let mut feed = open(&core, reader, plan.kind, start).await;
     let mut seen = Vec::new();
     let mut resumed = false;
+    let mut retries = 0;
     while feed.cursor() < total {
-        match tokio::time::timeout(Duration::from_secs(20), feed.ready()).await {
+        // Generous: a stuck feed waits for ever; a slow box takes seconds, never a minute.
+        match tokio::time::timeout(Duration::from_secs(60), feed.ready()).await {
             Ok(Ready::Entries) => {}
             Ok(Ready::Lagged) => feed.recover(),
             Ok(Ready::Closed) => panic!("{plan:?}: the hub dropped the connection"),
@@ -142,7 +144,21 @@ async fn follow(
                 seen.len()
             ),
         }
-        for entry in feed.next_batch(plan.page).await.expect("batch") {
+        let batch = match feed.next_batch(plan.page).await {
+            Ok(batch) => batch,
+            // Storage too busy to answer in time (a loaded CI box: the read pool's wait
+            // is bounded): what a transport does — end the feed, resume from its cursor.
+            Err(e) if e.code() == ErrorCode::Unavailable && retries < 5 => {
+                retries += 1;
+                eprintln!("{plan:?}: resumes after a busy read: {e}");
+                let cursor = feed.cursor();
+                drop(feed);
+                feed = open(&core, reader, plan.kind, cursor).await;
+                continue;
+            }
+            Err(e) => panic!("{plan:?}: a read failed at {}: {e}", feed.cursor()),
+        };
+        for entry in batch {
             check_item(plan.kind, &entry.item, entry.seq);
             seen.push(entry.seq);
         }
