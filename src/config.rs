@@ -9,6 +9,7 @@ use std::str::FromStr;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::telemetry::LogFormat;
+use switchboard_types::budgets::{Budget, MAX_BUDGET};
 
 /// Switchboard: a coordination server for teams of AI agents.
 ///
@@ -28,7 +29,7 @@ pub enum Command {
     ///
     /// On the very first start without --admin-token, an admin token is generated and
     /// printed once; keep it, it creates teams.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Print the OpenAPI document (JSON) to stdout.
     Openapi,
     /// Exit 0 if a server on this machine answers /healthz, 1 otherwise (for container
@@ -125,6 +126,16 @@ pub struct ServeArgs {
     /// Short bursts above --rate-limit that are still accepted (default: one second's worth).
     #[arg(long, env = "SWITCHBOARD_RATE_LIMIT_BURST", value_parser = positive_rate, requires = "rate_limit")]
     pub rate_limit_burst: Option<f64>,
+
+    /// A budget ceiling, NAME=LIMIT, repeatable (or comma-separated in the variable):
+    /// NAME is one of team_messages_per_minute, team_messages_per_day,
+    /// team_tasks_per_minute, team_tasks_per_day, agent_messages_per_minute,
+    /// agent_messages_per_day, agent_tasks_per_minute, agent_tasks_per_day,
+    /// thread_messages_per_day. A send past it gets RATE_LIMITED with Retry-After; a team
+    /// key may set a lower one. Counted in the database, so it holds across nodes. None by
+    /// default.
+    #[arg(long = "budget", env = "SWITCHBOARD_BUDGET", value_name = "NAME=LIMIT", value_parser = budget_arg, value_delimiter = ',')]
+    pub budgets: Vec<(Budget, u32)>,
 
     /// Seconds between the server's WebSocket pings; a connection that has not answered
     /// by the next ping is closed (code 4001).
@@ -306,6 +317,23 @@ fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err("a positive number".to_owned()),
+    }
+}
+
+/// `--budget NAME=LIMIT`.
+fn budget_arg(text: &str) -> Result<(Budget, u32), String> {
+    let (name, limit) = text
+        .split_once('=')
+        .ok_or_else(|| "NAME=LIMIT, e.g. agent_messages_per_minute=60".to_owned())?;
+    let budget = Budget::named(name.trim()).ok_or_else(|| {
+        let names: Vec<&str> = Budget::ALL.iter().map(|b| b.as_str()).collect();
+        format!("no budget '{}'; one of {}", name.trim(), names.join(", "))
+    })?;
+    match limit.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_BUDGET).contains(&n) => Ok((budget, n)),
+        _ => Err(format!(
+            "the limit must be a whole number from 1 to {MAX_BUDGET}"
+        )),
     }
 }
 

@@ -52,7 +52,7 @@ async fn main() -> ExitCode {
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
         Command::MigrateDb(args) => migrate_db(args).await,
         Command::Serve(args) => {
-            let config = match ServerConfig::try_from(&args) {
+            let config = match ServerConfig::try_from(&*args) {
                 Ok(config) => config,
                 Err(err) => {
                     // As clap says a flag's value is wrong: before anything starts.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use switchboard_types::ids::TeamId;
 
+use switchboard_types::budgets::BudgetExhausted;
 use switchboard_types::ids::TeamPk;
 use switchboard_types::loops::LoopStopped;
 use switchboard_types::publish::{AgentActivity, TeamActivity};
@@ -26,6 +27,12 @@ use super::{Caller, Core, CoreResult, Need};
 /// How long after an operation the activity is recomputed: operations in between share
 /// one recomputation.
 const SETTLE: Duration = Duration::from_millis(20);
+
+/// What a team's watchers are told at once, busy or idle.
+pub(super) enum Alarm {
+    Loop(LoopStopped),
+    Budget(BudgetExhausted),
+}
 
 /// The activity frames of a watched team: the last one sent (`None` before the first).
 pub type ActivityFrames = watch::Receiver<Option<Arc<str>>>;
@@ -92,6 +99,7 @@ impl Core {
             agents,
             as_of: Timestamp::now(),
             loop_stopped: None,
+            budget_exhausted: None,
         })
     }
 
@@ -165,7 +173,21 @@ impl Core {
                 None => return,
             }
         };
-        let Some((idle, frame)) = self.activity_frame(team, None).await else {
+        self.send_activity(team, None, fresh).await;
+    }
+
+    /// Pushes the team's activity with an alarm (a stopped loop, a spent budget) to its
+    /// watchers, whatever `idle` says (`core::loops`, `core::budgets`).
+    pub(super) async fn announce_activity(&self, team: TeamPk, alarm: Alarm) {
+        if self.activity().any.load(Ordering::Acquire) {
+            self.send_activity(team, Some(alarm), true).await;
+        }
+    }
+
+    /// Computes the team's activity and sends it to its watchers when `force`d or when
+    /// `idle` changed.
+    async fn send_activity(&self, team: TeamPk, alarm: Option<Alarm>, force: bool) {
+        let Some((idle, frame)) = self.activity_frame(team, alarm).await else {
             return;
         };
         let mut teams = self
@@ -174,39 +196,15 @@ impl Core {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         if let Some(watched) = teams.get_mut(&team)
-            && (fresh || watched.idle != Some(idle))
+            && (force || watched.idle != Some(idle))
         {
             watched.idle = Some(idle);
             watched.frames.send_replace(Some(frame.into()));
         }
     }
 
-    /// Pushes the team's activity with a stopped loop to its watchers, whatever `idle`
-    /// says (`core::loops`).
-    pub(super) async fn announce_activity(&self, team: TeamPk, stopped: LoopStopped) {
-        if !self.activity().any.load(Ordering::Acquire) {
-            return;
-        }
-        let Some((idle, frame)) = self.activity_frame(team, Some(stopped)).await else {
-            return;
-        };
-        let mut teams = self
-            .activity()
-            .teams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(watched) = teams.get_mut(&team) {
-            watched.idle = Some(idle);
-            watched.frames.send_replace(Some(frame.into()));
-        }
-    }
-
-    /// The team's activity frame (with `stopped`, if any) and whether it is idle.
-    async fn activity_frame(
-        &self,
-        team: TeamPk,
-        stopped: Option<LoopStopped>,
-    ) -> Option<(bool, String)> {
+    /// The team's activity frame (with `alarm`, if any) and whether it is idle.
+    async fn activity_frame(&self, team: TeamPk, alarm: Option<Alarm>) -> Option<(bool, String)> {
         let mut activity = match self.compute_activity(team).await {
             Ok(activity) => activity,
             Err(err) => {
@@ -214,7 +212,11 @@ impl Core {
                 return None;
             }
         };
-        activity.loop_stopped = stopped;
+        match alarm {
+            Some(Alarm::Loop(stopped)) => activity.loop_stopped = Some(stopped),
+            Some(Alarm::Budget(spent)) => activity.budget_exhausted = Some(spent),
+            None => {}
+        }
         match switchboard_types::frames::activity_frame(&activity) {
             Ok(frame) => Some((activity.idle, frame)),
             Err(err) => {

@@ -92,6 +92,7 @@ impl Core {
             message,
             recipients: candidates,
             response: None,
+            spends_budget: true,
         };
         self.post(
             &requester,

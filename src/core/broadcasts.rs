@@ -59,6 +59,7 @@ impl Core {
             message,
             recipients,
             response: None,
+            spends_budget: true,
         };
         self.post(
             &sender,

@@ -82,6 +82,9 @@ pub(super) struct Outgoing {
     pub recipients: Vec<Arc<AgentRecord>>,
     /// Set when the message answers another.
     pub response: Option<ResponseLink>,
+    /// Whether it counts against the team's budgets (an agent's own send; not a notice
+    /// the server sends on an agent's behalf).
+    pub spends_budget: bool,
 }
 
 /// What an operation needs to know to answer, before the message is written.
@@ -257,7 +260,9 @@ impl Core {
             message,
             recipients,
             response,
+            spends_budget,
         } = outgoing;
+        let spending = self.message_spending(sender, &message, spends_budget);
         let recipient_ids: Vec<AgentId> = recipients.iter().map(|a| a.agent_id.clone()).collect();
         let (live, disabled): (Vec<_>, Vec<_>) = recipients
             .into_iter()
@@ -268,6 +273,7 @@ impl Core {
             recipient_ids,
             deliver_to: live.iter().map(|a| a.pk).collect(),
             response,
+            charges: spending.charges.clone(),
         };
         let claim = idem.as_ref().map(|i| i.claim(sender));
         let store_answer = idem.is_some();
@@ -306,7 +312,8 @@ impl Core {
                 pushes.send(&written?);
                 Ok::<_, CoreError>(value)
             })
-            .await?;
+            .await
+            .map_err(|e| self.over_budget(e, &spending))?;
         match (outcome, &idem) {
             (PostOutcome::Written(value), _) => Ok(value),
             (PostOutcome::Replayed(stored), Some(idem)) => idem.accept(stored),

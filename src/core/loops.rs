@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use switchboard_types::ErrorCode;
-use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::ids::{AgentId, AgentPk, TeamPk};
 use switchboard_types::loops::{LoopRule, LoopStopped, MAX_CYCLE_AGENTS};
 use switchboard_types::messages::{Content, MessageKind, MessageType, Priority};
 use switchboard_types::time::Timestamp;
 
+use super::activity::Alarm;
 use super::delivery::Outgoing;
 use super::{Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, Chain, MessageRecord, NewMessage, TeamRecord};
@@ -53,7 +54,7 @@ impl LoopReports {
     }
 
     /// Whether this chain's stop is news (not reported within `window`).
-    fn first_report(&self, team: TeamPk, first: &str, window: Duration) -> bool {
+    pub(super) fn first_report(&self, team: TeamPk, first: &str, window: Duration) -> bool {
         let now = Instant::now();
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
         if told.len() > 10_000 {
@@ -189,7 +190,8 @@ impl Core {
             chain_length = stopped.chain_length,
             "the loop guard stopped a chain"
         );
-        self.announce_activity(team, stopped.clone()).await;
+        self.announce_activity(team, Alarm::Loop(stopped.clone()))
+            .await;
         let Some(record) = self.registry().team(team) else {
             return;
         };
@@ -198,15 +200,38 @@ impl Core {
         }
     }
 
-    /// The supervisor's notice: a message to it from the agent whose send was refused
-    /// (the send it could not make, told to the one who can act on it).
+    /// The supervisor's notice of a stopped chain.
     async fn tell_supervisor(&self, team: &TeamRecord, stopped: &LoopStopped) -> CoreResult<()> {
+        let first = stopped
+            .first_message_id
+            .as_deref()
+            .or(stopped.first_task_id.as_deref())
+            .unwrap_or_default();
+        let notice = Notice {
+            from: &stopped.agent_id,
+            kind: "loop_detected",
+            details: serde_json::to_value(stopped)
+                .map_err(|e| CoreError::internal(format!("rendering a loop notice: {e}")))?,
+            text: notice_text(stopped, first),
+            thread: format!("loop-guard:{first}"),
+        };
+        self.notify_supervisor(team, notice).await
+    }
+
+    /// A notice to the team's supervisor (`loop_guard.supervisor_agent_id`), as a message
+    /// from the agent whose send was refused: the send it could not make, told to the one
+    /// who can act on it. Spends no budget and extends no chain.
+    pub(super) async fn notify_supervisor(
+        &self,
+        team: &TeamRecord,
+        notice: Notice<'_>,
+    ) -> CoreResult<()> {
         let Some(supervisor_id) = &team.loop_guard.supervisor_agent_id else {
             return Ok(());
         };
         let (Some(supervisor), Some(sender)) = (
             self.registry().member(team.pk, supervisor_id),
-            self.registry().member(team.pk, &stopped.agent_id),
+            self.registry().member(team.pk, notice.from),
         ) else {
             return Ok(());
         };
@@ -214,38 +239,43 @@ impl Core {
             return Ok(());
         }
         let mut data = Map::new();
-        data.insert("type".into(), Value::from("loop_detected"));
-        if let Value::Object(fields) = serde_json::to_value(stopped)
-            .map_err(|e| CoreError::internal(format!("rendering a loop notice: {e}")))?
-        {
+        data.insert("type".into(), Value::from(notice.kind));
+        if let Value::Object(fields) = notice.details {
             data.extend(fields);
         }
-        let first = stopped
-            .first_message_id
-            .as_deref()
-            .or(stopped.first_task_id.as_deref())
-            .unwrap_or_default();
-        let text = notice_text(stopped, first);
         let message = NewMessage::new(
             ids::ordered_id("msg").into(),
             &sender,
             MessageKind::Message,
             MessageType::Coordination,
             Content {
-                text,
+                text: notice.text,
                 data,
                 attachments: Vec::new(),
             },
         )
         .priority(Priority::High)
-        .thread(Some(format!("loop-guard:{first}")), None);
+        .thread(Some(notice.thread), None);
         let outgoing = Outgoing {
             message,
             recipients: vec![supervisor],
             response: None,
+            spends_budget: false,
         };
         self.post(&sender, None, outgoing, |_| Ok(()), |_| ()).await
     }
+}
+
+/// What a supervisor is told (see [`Core::notify_supervisor`]).
+pub(super) struct Notice<'a> {
+    /// The agent whose send was refused.
+    pub from: &'a AgentId,
+    /// `content.data.type`.
+    pub kind: &'static str,
+    /// The refusal's details, the rest of `content.data`.
+    pub details: Value,
+    pub text: String,
+    pub thread: String,
 }
 
 /// The supervisor notice's text.

@@ -82,6 +82,7 @@ impl Core {
             message,
             recipients,
             response: None,
+            spends_budget: true,
         };
         self.post(
             &sender,

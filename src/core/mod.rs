@@ -11,6 +11,7 @@ mod agents;
 mod assistance;
 pub mod auth;
 mod broadcasts;
+mod budgets;
 pub mod cursor;
 mod delivery;
 mod dispatch;
@@ -64,8 +65,10 @@ struct Inner {
     store: Store,
     registry: Registry,
     rate_limiter: ratelimit::RateLimiter,
-    /// Chains the loop guard stopped and reported lately (`loops`).
+    /// Chains the loop guard stopped and budgets spent, reported lately (`loops`).
     loop_reports: loops::LoopReports,
+    /// The operator's budget ceilings (`--budget`).
+    budget_ceiling: switchboard_types::budgets::Budgets,
     hub: Arc<Hub>,
     tasks: tasks::TaskRuntime,
     retention: retention::RetentionSettings,
@@ -99,6 +102,8 @@ pub struct CoreSettings {
     pub retention: retention::RetentionSettings,
     /// This process's name among the nodes (`--node-id`).
     pub node_id: node::NodeId,
+    /// The operator's budget ceilings; a team may set lower ones.
+    pub budgets: switchboard_types::budgets::Budgets,
 }
 
 /// What the caller needs on a team for an operation.
@@ -146,6 +151,7 @@ impl Core {
             })
             .collect();
         let hub = Hub::new(settings.hub, cursors);
+        budgets::export_metrics();
         let open_tasks = store.open_task_counts().await?;
         let core = Core {
             inner: Arc::new(Inner {
@@ -153,6 +159,7 @@ impl Core {
                 registry,
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
                 loop_reports: loops::LoopReports::new(),
+                budget_ceiling: settings.budgets,
                 hub,
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,

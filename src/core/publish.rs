@@ -86,6 +86,7 @@ impl Core {
             message,
             recipients: audience.recipients,
             response: None,
+            spends_budget: true,
         };
         let cause_by = input.cause_by;
         self.post(

@@ -79,6 +79,7 @@ impl Core {
             message,
             recipients,
             response: Some(link),
+            spends_budget: true,
         };
         // Checked inside the transaction, so two racing responses cannot both pass: the
         // second sees the first.

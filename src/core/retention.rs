@@ -100,6 +100,9 @@ impl Core {
                 break;
             }
         }
+        // Budget windows are a day at most: a count two days old is spent for good.
+        let spent = now.micros().div_euclid(1_000_000) - 2 * 86_400;
+        while store.expire_budget_counts(spent, BATCH * 4).await? == (BATCH * 4) as u64 {}
         loop {
             let n = store
                 .expire_callbacks(cut(settings.callbacks), BATCH)

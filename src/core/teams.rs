@@ -39,6 +39,7 @@ impl Core {
             stomp_auto_register: true,
             retention: Default::default(),
             loop_guard: Default::default(),
+            budgets: Default::default(),
             created_at: now,
             updated_at: now,
         };
@@ -91,6 +92,9 @@ impl Core {
             self.member_of(&team, supervisor)
                 .map_err(|e| e.with("field", "loop_guard.supervisor_agent_id"))?;
         }
+        if let Some(budgets) = &patch.budgets {
+            budgets.validate(self.budget_ceiling())?;
+        }
         let core = self.clone();
         let updated = self
             .store()
@@ -111,6 +115,9 @@ impl Core {
                     }
                     if let Some(guard) = patch.loop_guard {
                         team.loop_guard = guard;
+                    }
+                    if let Some(budgets) = patch.budgets {
+                        team.budgets = budgets;
                     }
                     team.updated_at = Timestamp::now();
                     Ok::<_, CoreError>(())
@@ -135,6 +142,8 @@ impl Core {
             retention: team.retention,
             effective_retention: self.retention_of(team),
             loop_guard: team.loop_guard.clone(),
+            budgets: team.budgets,
+            budgets_in_force: team.budgets.within(self.budget_ceiling()),
             created_at: team.created_at,
             updated_at: team.updated_at,
         }

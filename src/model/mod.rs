@@ -41,6 +41,8 @@ pub struct TeamRecord {
     /// The team's own retention (each `None`: the server's).
     pub retention: switchboard_types::teams::Retention,
     pub loop_guard: switchboard_types::loops::LoopGuard,
+    /// The team's own budgets (each `None`: the server's ceiling).
+    pub budgets: switchboard_types::budgets::Budgets,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -462,6 +464,21 @@ pub struct NewPost {
     /// Who gets an inbox entry (addressed members whose communication is on).
     pub deliver_to: Vec<AgentPk>,
     pub response: Option<ResponseLink>,
+    /// The budgets the send spends from, checked and counted in its transaction.
+    pub charges: Vec<Charge>,
+}
+
+/// One budget count a write spends from: `used` of `key` in the window starting at
+/// `window_start` goes up by one, and the write is refused
+/// ([`crate::store::StoreError::OverBudget`]) when that passes `limit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    pub team: TeamPk,
+    /// The budget's name, and the agent or thread it counts for (`…:<id>`).
+    pub key: String,
+    /// Epoch seconds.
+    pub window_start: i64,
+    pub limit: u32,
 }
 
 /// What a written post became: its key and the `(agent, seq)` of its inbox entries.

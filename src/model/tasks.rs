@@ -87,6 +87,8 @@ pub struct TaskWrite {
     pub event: TaskEventRecord,
     /// `(url, body)` of the `CallbackNotification` to queue.
     pub callback: Option<(String, String)>,
+    /// The budgets a new task spends from (see [`super::Charge`]).
+    pub charges: Vec<super::Charge>,
 }
 
 /// Which tasks of an agent a list shows.

@@ -28,6 +28,8 @@ pub struct ServerConfig {
     pub wal_max_bytes: u64,
     /// Per-agent limit on sending operations.
     pub rate_limit: Option<RateLimit>,
+    /// Budget ceilings (`--budget`).
+    pub budgets: switchboard_types::budgets::Budgets,
     /// Seconds between WebSocket pings (and the time allowed for the pong).
     pub ws_ping_interval: Duration,
     /// Frames a WebSocket connection may have waiting.
@@ -71,6 +73,7 @@ impl ServerConfig {
             busy_timeout: StoreOptions::default().busy_timeout,
             wal_max_bytes: StoreOptions::default().wal_max_bytes,
             rate_limit: None,
+            budgets: Default::default(),
             ws_ping_interval: Duration::from_secs(20),
             ws_outbox: 1024,
             ws_max_per_agent: 16,
@@ -114,6 +117,13 @@ impl TryFrom<&ServeArgs> for ServerConfig {
                 per_second,
                 burst: args.rate_limit_burst.unwrap_or(per_second).max(1.0),
             }),
+            budgets: {
+                let mut budgets = switchboard_types::budgets::Budgets::default();
+                for (budget, limit) in &args.budgets {
+                    budgets.set(*budget, Some(*limit));
+                }
+                budgets
+            },
             a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),

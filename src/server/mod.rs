@@ -268,6 +268,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, AdminToken), S
         },
         retention: config.retention,
         node_id: config.node_id.clone(),
+        budgets: config.budgets,
     };
     let (core, generated) = Core::open(store.clone(), settings).await?;
     Ok((store, core, generated))

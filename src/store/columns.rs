@@ -241,7 +241,7 @@ pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
 /// The columns [`team`] reads.
 pub(crate) const TEAM_COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
     retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at,
-    loop_guard";
+    loop_guard, budgets";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &impl Columns, column: &str) -> Result<Option<u64>, StoreError> {
@@ -268,6 +268,7 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
             finished_tasks_seconds: seconds(row, "retain_tasks_s")?,
         },
         loop_guard: row.opt_json("loop_guard")?.unwrap_or_default(),
+        budgets: row.opt_json("budgets")?.unwrap_or_default(),
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -280,6 +281,14 @@ pub(crate) fn loop_guard(team: &TeamRecord) -> Result<Option<String>, StoreError
         return Ok(None);
     }
     to_json(&team.loop_guard).map(Some)
+}
+
+/// A team's budgets as stored: `NULL` while it set none (the server's ceilings apply).
+pub(crate) fn budgets(team: &TeamRecord) -> Result<Option<String>, StoreError> {
+    if team.budgets.is_empty() {
+        return Ok(None);
+    }
+    to_json(&team.budgets).map(Some)
 }
 
 /// The columns [`agent`] reads.

@@ -256,6 +256,8 @@ pub trait Messages: Send + Sync {
         before: Timestamp,
         limit: i64,
     ) -> Result<u64, StoreError>;
+    /// Removes budget counts of windows that started before `before` (epoch seconds).
+    async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError>;
     /// Writes one message to its recipients as one job (see [`super::Store::post`]).
     async fn post_boxed(
         &self,

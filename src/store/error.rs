@@ -70,6 +70,10 @@ pub enum StoreError {
     /// the same write succeeds once space returns, with no restart.
     #[error("the database's disk is full")]
     Full,
+    /// The write would spend past a budget: the index of the first charge over its limit.
+    /// Nothing of the write was kept.
+    #[error("the write would spend past a budget")]
+    OverBudget(usize),
 }
 
 /// SQLite's result code for a full disk or database (`SQLITE_FULL`).

@@ -43,6 +43,7 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
         tasks: Default::default(),
         retention: RetentionSettings::default(),
         node_id: switchboard::core::node::NodeId::generate(),
+        budgets: Default::default(),
     };
     let (core, _) = Core::open(store, settings).await.expect("core");
     let created = core

@@ -80,6 +80,7 @@ fn team(id: &str) -> TeamRecord {
         stomp_auto_register: false,
         retention: Default::default(),
         loop_guard: Default::default(),
+        budgets: Default::default(),
         created_at: now,
         updated_at: now,
     }
@@ -133,6 +134,7 @@ fn post_to(message: NewMessage, to: &[&AgentRecord]) -> NewPost {
         recipient_ids: to.iter().map(|a| a.agent_id.clone()).collect(),
         deliver_to: to.iter().map(|a| a.pk).collect(),
         response: None,
+        charges: Vec::new(),
     }
 }
 
@@ -475,6 +477,82 @@ async fn of_two_racing_final_responses_the_transaction_lets_one_pass() {
         let rows = store.responses_to(original.pk).await.expect("responses");
         assert_eq!(rows.len(), 1, "{name}");
         assert_eq!(rows[0].responder, agents[1].pk, "{name}");
+        engine.close().await;
+    }
+}
+
+/// Budget counts are spent in the send's transaction: of concurrent posts, exactly the
+/// limit commits, each refused one names the first count it would pass and leaves
+/// nothing behind — not its message, not a count it spent before the refusing one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_lets_its_limit_through_and_a_refusal_spends_nothing() {
+    for engine in engines("contract_budgets").await {
+        let (name, store) = (engine.name, engine.store.clone());
+        let (team_pk, agents) = members(&store, "budgets", 2).await;
+        let charge = |key: &str, limit: u32| switchboard::model::Charge {
+            team: team_pk,
+            key: key.to_owned(),
+            window_start: 1_800_000_000,
+            limit,
+        };
+        let mut writes = tokio::task::JoinSet::new();
+        for i in 0..40usize {
+            let (sender, to) = (agents[0].clone(), agents[1].clone());
+            let store = store.clone();
+            let mut post = post_to(
+                message(&sender, &format!("b{i}"), MessageKind::Message),
+                &[&to],
+            );
+            // The agent's count first: a refusal by the team's must undo it.
+            post.charges = vec![charge("agent:1", 1000), charge("team", 25)];
+            writes.spawn(async move { (i, write(&store, post).await) });
+        }
+        let mut written = 0;
+        for (i, outcome) in writes.join_all().await {
+            match outcome {
+                Ok(_) => written += 1,
+                Err(StoreError::OverBudget(1)) => {
+                    let found = store.find_message(team_pk, &format!("b{i}")).await;
+                    assert!(
+                        found.expect("find").is_none(),
+                        "{name}: refused b{i} was written"
+                    );
+                }
+                Err(other) => panic!("{name} b{i}: {other:?}"),
+            }
+        }
+        assert_eq!(written, 25, "{name}: the limit, no more and no less");
+        assert_eq!(
+            store.newest_seq(agents[1].pk).await.expect("newest"),
+            25,
+            "{name}"
+        );
+        // The agent's count is 25 (the refused posts spent nothing): one more fits 26.
+        let mut post = post_to(
+            message(&agents[0], "c1", MessageKind::Message),
+            &[&agents[1]],
+        );
+        post.charges = vec![charge("agent:1", 26)];
+        assert!(write(&store, post).await.is_ok(), "{name}: the 26th of 26");
+        let mut post = post_to(
+            message(&agents[0], "c2", MessageKind::Message),
+            &[&agents[1]],
+        );
+        post.charges = vec![charge("agent:1", 26)];
+        assert!(
+            matches!(write(&store, post).await, Err(StoreError::OverBudget(0))),
+            "{name}: the 27th of 26"
+        );
+        // Another window is another count.
+        let mut post = post_to(
+            message(&agents[0], "c3", MessageKind::Message),
+            &[&agents[1]],
+        );
+        post.charges = vec![switchboard::model::Charge {
+            window_start: 1_800_000_060,
+            ..charge("agent:1", 1)
+        }];
+        assert!(write(&store, post).await.is_ok(), "{name}: a new window");
         engine.close().await;
     }
 }

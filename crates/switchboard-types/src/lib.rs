@@ -24,6 +24,7 @@
 pub mod agents;
 pub mod assistance;
 pub mod broadcasts;
+pub mod budgets;
 pub mod decode;
 pub mod error;
 pub mod frames;

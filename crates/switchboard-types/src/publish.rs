@@ -223,6 +223,10 @@ pub struct TeamActivity {
     /// first refusal of each chain in the guard's window); never on `GET`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_stopped: Option<crate::loops::LoopStopped>,
+    /// Set on the frame pushed when a budget of the team refused a send (the first
+    /// refusal of each budget, agent or thread in its window); never on `GET`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_exhausted: Option<crate::budgets::BudgetExhausted>,
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use crate::ids::{AgentId, TeamId};
 use serde::{Deserialize, Serialize};
 
+use crate::budgets::Budgets;
 use crate::error::ErrorBody;
 use crate::loops::LoopGuard;
 use crate::time::Timestamp;
@@ -72,6 +73,10 @@ pub struct TeamView {
     pub effective_retention: Retention,
     /// How the team stops agents talking in circles (`LOOP_DETECTED`).
     pub loop_guard: LoopGuard,
+    /// The team's own budgets (`null`: the server's ceiling, if any).
+    pub budgets: Budgets,
+    /// What is applied: the lower of the team's and the server's (`null`: no limit).
+    pub budgets_in_force: Budgets,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -100,6 +105,11 @@ pub struct UpdateTeam {
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub loop_guard: Option<LoopGuard>,
+    /// Replaces the team's budgets (a field absent or `null`: the server's ceiling). A
+    /// team may lower a budget below the server's ceiling, never raise it.
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub budgets: Option<Budgets>,
 }
 
 /// Longest retention a team may set: 100 years, in seconds.
@@ -188,14 +198,19 @@ impl UpdateTeam {
             && self.stomp_auto_register.is_none()
             && self.retention.is_none()
             && self.loop_guard.is_none()
+            && self.budgets.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, stomp_auto_register, retention, loop_guard",
+                "give at least one of: name, communication_enabled, stomp_auto_register, retention, loop_guard, budgets",
             ));
         }
         if let Some(guard) = &self.loop_guard {
             guard.validate()?;
+        }
+        if let Some(budgets) = &self.budgets {
+            // The ceiling is the server's to check; here only each value's range.
+            budgets.validate(&Budgets::default())?;
         }
         if let Some(retention) = &self.retention {
             retention.validate()?;

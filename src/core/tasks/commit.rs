@@ -67,11 +67,17 @@ impl Core {
             .collect::<CoreResult<Vec<_>>>()?
             .into_iter()
             .unzip();
+        // A new task spends from the budgets of its originator; a change spends nothing.
+        let spending = match expected_version {
+            None => self.spending(&actor, true, None),
+            Some(_) => Default::default(),
+        };
         let write = TaskWrite {
             task,
             expected_version,
             event,
             callback: callback_post,
+            charges: spending.charges.clone(),
         };
         let hub = self.hub().clone();
         let actor_id = actor.agent_id.clone();
@@ -114,6 +120,7 @@ impl Core {
                 {
                     NotWritten::Failed(task_exists(&task.task_id))
                 }
+                NotWritten::Failed(err) => NotWritten::Failed(self.over_budget(err, &spending)),
                 other => other,
             })?;
         Ok(task)
@@ -188,6 +195,7 @@ impl Core {
             recipient_ids,
             deliver_to: live.iter().map(|a| a.pk).collect(),
             response: None,
+            charges: Vec::new(),
         };
         Ok((post, live))
     }

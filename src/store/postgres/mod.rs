@@ -9,6 +9,7 @@
 //! nodes write to one database.
 
 mod agents;
+mod budgets;
 mod callbacks;
 pub mod copy;
 mod engine;

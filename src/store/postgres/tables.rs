@@ -50,6 +50,7 @@ pub(super) const TABLES: &[Table] = &[
             ("retain_tasks_s", Int),
             ("stomp_auto_register", Flag),
             ("loop_guard", Text),
+            ("budgets", Text),
         ],
     },
     Table {
@@ -277,6 +278,17 @@ pub(super) const TABLES: &[Table] = &[
             ("created_at", Int),
             ("finished_at", Int),
             ("webhook_pk", Int),
+        ],
+    },
+    Table {
+        name: "budget_counts",
+        order: "team_pk, key, window_start",
+        identity: false,
+        columns: &[
+            ("team_pk", Int),
+            ("key", Text),
+            ("window_start", Int),
+            ("used", Int),
         ],
     },
     Table {

@@ -7,7 +7,7 @@ use switchboard_types::ids::TeamPk;
 
 use crate::model::TeamRecord;
 use crate::store::StoreError;
-use crate::store::columns::{TEAM_COLUMNS, loop_guard, team};
+use crate::store::columns::{TEAM_COLUMNS, budgets, loop_guard, team};
 
 /// A retention for its column (the type caps it far below `i64::MAX`).
 fn retention(seconds: Option<u64>) -> Option<i64> {
@@ -59,7 +59,7 @@ pub(super) async fn update(conn: &mut PgConnection, t: &TeamRecord) -> Result<()
     sqlx::query(
         "UPDATE teams SET name = $1, communication_enabled = $2, stomp_auto_register = $3,
            retain_read_s = $4, retain_unread_s = $5, retain_tasks_s = $6, updated_at = $7,
-           loop_guard = $9
+           loop_guard = $9, budgets = $10
          WHERE pk = $8",
     )
     .bind(&t.name)
@@ -71,6 +71,7 @@ pub(super) async fn update(conn: &mut PgConnection, t: &TeamRecord) -> Result<()
     .bind(t.updated_at.micros())
     .bind(t.pk.0)
     .bind(loop_guard(t)?)
+    .bind(budgets(t)?)
     .execute(conn)
     .await?;
     Ok(())

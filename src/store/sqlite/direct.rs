@@ -114,6 +114,7 @@ mod tests {
             recipient_ids: vec!["b".into()],
             deliver_to: vec![AgentPk(2)],
             response: None,
+            charges: Vec::new(),
         };
         let decide = |_: &NewMessage, _| {
             Ok::<_, crate::store::StoreError>(Decided {

@@ -7,6 +7,7 @@
 //! owns them. [`api`] is the typed face the store offers the core.
 
 mod agents;
+mod budgets;
 mod callbacks;
 mod checkpoint;
 mod direct;

@@ -459,6 +459,7 @@ mod tests {
                 created_at: now,
             },
             callback: callback.then(|| ("http://hook".to_owned(), "{}".to_owned())),
+            charges: Vec::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::super::message_staging::{PostSlot, StagedPost};
-use super::super::{PgStore, idempotency, inbox, messages, retention};
+use super::super::{PgStore, budgets, idempotency, inbox, messages, retention};
 use super::write;
 use crate::model::{
     ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
@@ -138,6 +138,10 @@ impl Messages for PgStore {
         })
     }
 
+    async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
+        write!(self, |conn| budgets::expire(conn, before, limit).await)
+    }
+
     /// Writes one message to its recipients (the contract of the SQLite backend's
     /// `post`: a replayed idempotency key writes nothing; `decide` runs inside the
     /// transaction; `after` gets what the message became, after the commit).
@@ -158,6 +162,9 @@ impl Messages for PgStore {
                             idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
                     {
                         return Ok(Staged::Replayed(stored));
+                    }
+                    if !post.charges.is_empty() {
+                        budgets::spend(tx.conn().await?, &post.charges).await?;
                     }
                     let now = Timestamp::now();
                     let final_response_given = match post.response {

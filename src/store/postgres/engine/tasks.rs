@@ -7,7 +7,7 @@ use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::super::messages::{self, Post};
-use super::super::{PgStore, callbacks, retention, tasks, webhooks};
+use super::super::{PgStore, budgets, callbacks, retention, tasks, webhooks};
 use super::write;
 use crate::model::{
     Attempt, DueCallback, NewMessage, NewPost, OpenTasks, TaskListSpec, TaskRecord, TaskSnapshot,
@@ -159,6 +159,7 @@ impl Tasks for PgStore {
             move |tx| {
                 Box::pin(async move {
                     let conn = tx.conn().await?;
+                    budgets::spend(&mut *conn, &write.charges).await?;
                     let now = write.task.updated_at;
                     let task = match write.expected_version {
                         None => tasks::insert(&mut *conn, &write).await?,

@@ -11,14 +11,14 @@ use switchboard_types::time::Timestamp;
 
 use super::super::message_row::RenderedMessage;
 use super::super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
-use super::super::{SqliteStore, idempotency, inbox, messages, retention};
+use super::super::{SqliteStore, budgets, idempotency, inbox, messages, retention};
 use crate::model::{
     ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
     InboxSlice, MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewPost, PostContext,
     PostOutcome, ResponseLatency, ResponseRow, StoredAnswer, TrafficRow, TrafficSpec,
 };
 use crate::store::engine::{AfterPost, DecidePost, Messages};
-use crate::store::writer::Writes;
+use crate::store::writer::{Isolation, Writes};
 use crate::store::{StoreError, paging};
 
 #[async_trait]
@@ -161,6 +161,16 @@ impl Messages for SqliteStore {
         .await
     }
 
+    async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
+        self.write_self_contained(
+            move |tx| {
+                Box::pin(async move { budgets::expire(tx.conn().await?, before, limit).await })
+            },
+            Ok,
+        )
+        .await
+    }
+
     /// Writes one message to its recipients as one self-contained job.
     ///
     /// With an idempotency claim whose key was used before, nothing is written and the
@@ -177,44 +187,56 @@ impl Messages for SqliteStore {
     ) -> Result<PostOutcome<()>, StoreError> {
         // Rendered here, on the caller's thread (see `RenderedMessage`).
         let rendered = RenderedMessage::new(post.message, post.recipient_ids)?;
-        let (deliver_to, response) = (post.deliver_to, post.response);
-        self.write_self_contained(
-            move |tx| {
-                Box::pin(async move {
-                    if let Some(claim) = &claim
-                        && let Some(stored) =
-                            idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
-                    {
-                        return Ok(Staged::Replayed(stored));
-                    }
-                    let now = Timestamp::now();
-                    let final_response_given = match response {
-                        Some(link) => {
-                            let conn = tx.conn().await?;
-                            messages::final_response_given(conn, link.original, link.responder)
-                                .await?
+        let (deliver_to, response, charges) = (post.deliver_to, post.response, post.charges);
+        // Spending from budgets is statements of its own: a savepoint undoes them when
+        // the post is refused. A post without budgets is self-contained (it only stages).
+        let isolation = if charges.is_empty() {
+            Isolation::SelfContained
+        } else {
+            Isolation::Savepoint
+        };
+        self.writer()
+            .write_then(
+                isolation,
+                move |tx| {
+                    Box::pin(async move {
+                        if let Some(claim) = &claim
+                            && let Some(stored) =
+                                idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
+                        {
+                            return Ok(Staged::Replayed(stored));
                         }
-                        None => false,
-                    };
-                    let context = PostContext {
-                        now,
-                        final_response_given,
-                    };
-                    let decided = decide(&rendered.message, context)?;
-                    let key = claim
-                        .zip(decided.answer)
-                        .map(|(claim, answer)| IdempotencyRow { claim, answer });
-                    let post = StagedPost::new(rendered, deliver_to, now, response, key);
-                    let slot = tx.staging().stage(post);
-                    Ok(Staged::Fresh(slot))
-                })
-            },
-            move |staged| match staged {
-                Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
-                Staged::Fresh(slot) => after(slot.outcome()).map(PostOutcome::Written),
-            },
-        )
-        .await
+                        if !charges.is_empty() {
+                            budgets::spend(tx.conn_beside_posts().await?, &charges).await?;
+                        }
+                        let now = Timestamp::now();
+                        let final_response_given = match response {
+                            Some(link) => {
+                                let conn = tx.conn().await?;
+                                messages::final_response_given(conn, link.original, link.responder)
+                                    .await?
+                            }
+                            None => false,
+                        };
+                        let context = PostContext {
+                            now,
+                            final_response_given,
+                        };
+                        let decided = decide(&rendered.message, context)?;
+                        let key = claim
+                            .zip(decided.answer)
+                            .map(|(claim, answer)| IdempotencyRow { claim, answer });
+                        let post = StagedPost::new(rendered, deliver_to, now, response, key);
+                        let slot = tx.staging().stage(post);
+                        Ok(Staged::Fresh(slot))
+                    })
+                },
+                move |staged| match staged {
+                    Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
+                    Staged::Fresh(slot) => after(slot.outcome()).map(PostOutcome::Written),
+                },
+            )
+            .await
     }
 }
 

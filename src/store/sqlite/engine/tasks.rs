@@ -8,14 +8,14 @@ use switchboard_types::time::Timestamp;
 
 use super::super::message_row::RenderedMessage;
 use super::super::message_staging::{PostSlot, StagedPost};
-use super::super::{SqliteStore, callbacks, retention, tasks, webhooks};
+use super::super::{SqliteStore, budgets, callbacks, retention, tasks, webhooks};
 use crate::model::{
     Attempt, DueCallback, NewMessage, NewPost, OpenTasks, TaskListSpec, TaskRecord, TaskSnapshot,
     TaskWrite, TeamSecret, WebhookRecord,
 };
 use crate::store::StoreError;
 use crate::store::engine::{AfterTask, DecideTask, Tasks};
-use crate::store::writer::Writes;
+use crate::store::writer::{Isolation, Writes};
 
 #[async_trait]
 impl Tasks for SqliteStore {
@@ -203,51 +203,61 @@ impl Tasks for SqliteStore {
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        self.write_self_contained(
-            move |tx| {
-                Box::pin(async move {
-                    let now = write.task.updated_at;
-                    // A new task is staged and written by the flush with the batch's
-                    // other new tasks (`task_staging`); a change runs its statement now,
-                    // beside the staged posts: the task tables are disjoint from what
-                    // posts touch, and a change cannot concern a task staged in this
-                    // batch (the change was decided on the task as committed).
-                    let task = match write.expected_version {
-                        None => Some(tx.staging().stage_task(write)),
-                        Some(version) => {
-                            let conn = tx.conn_beside_posts().await?;
-                            if !tasks::update(conn, &write, version).await? {
-                                return Err(StoreError::Stale);
-                            }
-                            None
+        let isolation = if write.charges.is_empty() {
+            Isolation::SelfContained
+        } else {
+            Isolation::Savepoint
+        };
+        self.writer()
+            .write_then(
+                isolation,
+                move |tx| {
+                    Box::pin(async move {
+                        if !write.charges.is_empty() {
+                            budgets::spend(tx.conn_beside_posts().await?, &write.charges).await?;
                         }
-                    };
-                    let messages: Vec<&NewMessage> =
-                        rendered.iter().map(|(r, _)| &r.message).collect();
-                    decide(&messages);
-                    let slots: Vec<PostSlot> = rendered
-                        .into_iter()
-                        .map(|(r, to)| {
-                            let post = StagedPost::new(r, to, now, None, None);
-                            let post = match &task {
-                                Some(task) => post.about(task),
-                                None => post,
-                            };
-                            tx.staging().stage(post)
-                        })
-                        .collect();
-                    Ok((slots, task))
-                })
-            },
-            move |(slots, task)| {
-                // A new task whose insert failed (its id was taken) wrote nothing, not
-                // even its notices.
-                if let Some(task) = task {
-                    task.outcome()?;
-                }
-                after(slots.iter().map(PostSlot::outcome).collect())
-            },
-        )
-        .await
+                        let now = write.task.updated_at;
+                        // A new task is staged and written by the flush with the batch's
+                        // other new tasks (`task_staging`); a change runs its statement now,
+                        // beside the staged posts: the task tables are disjoint from what
+                        // posts touch, and a change cannot concern a task staged in this
+                        // batch (the change was decided on the task as committed).
+                        let task = match write.expected_version {
+                            None => Some(tx.staging().stage_task(write)),
+                            Some(version) => {
+                                let conn = tx.conn_beside_posts().await?;
+                                if !tasks::update(conn, &write, version).await? {
+                                    return Err(StoreError::Stale);
+                                }
+                                None
+                            }
+                        };
+                        let messages: Vec<&NewMessage> =
+                            rendered.iter().map(|(r, _)| &r.message).collect();
+                        decide(&messages);
+                        let slots: Vec<PostSlot> = rendered
+                            .into_iter()
+                            .map(|(r, to)| {
+                                let post = StagedPost::new(r, to, now, None, None);
+                                let post = match &task {
+                                    Some(task) => post.about(task),
+                                    None => post,
+                                };
+                                tx.staging().stage(post)
+                            })
+                            .collect();
+                        Ok((slots, task))
+                    })
+                },
+                move |(slots, task)| {
+                    // A new task whose insert failed (its id was taken) wrote nothing, not
+                    // even its notices.
+                    if let Some(task) = task {
+                        task.outcome()?;
+                    }
+                    after(slots.iter().map(PostSlot::outcome).collect())
+                },
+            )
+            .await
     }
 }
