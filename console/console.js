@@ -605,6 +605,12 @@ function guardText(g) {
   return `${hops} · ${cycle} · ${boss}`;
 }
 
+// The budgets in force in a line (docs/loop-guard.md, "Budgets").
+function budgetsText(b) {
+  const set = Object.entries(b || {}).filter(([, v]) => v !== null && v !== undefined);
+  return set.length ? set.map(([k, v]) => `${k.replaceAll("_", " ")}: ${v}`).join(" · ") : "none";
+}
+
 async function pollHealth() {
   if (!visible("health")) return false;
   const [metrics, server, team] = await Promise.all([
@@ -614,6 +620,7 @@ async function pollHealth() {
   ]);
   const rows = [];
   if (team.ok && team.body.loop_guard) rows.push(["loop guard", guardText(team.body.loop_guard)]);
+  if (team.ok) rows.push(["budgets in force", budgetsText(team.body.budgets_in_force)]);
   if (metrics.ok) {
     const agents = metrics.body.agents || [];
     const sent = agents.reduce((n, a) => n + a.sent, 0);
@@ -635,6 +642,7 @@ async function pollHealth() {
     ["server: deaf STOMP agents", sums.switchboard_stomp_deaf_agents || 0],
     ["server: callbacks failed", sums.switchboard_callbacks_failed_total || 0],
     ["server: chains stopped by the loop guard", sums.switchboard_loops_stopped_total || 0],
+    ["server: sends refused by a budget", sums.switchboard_budgets_exhausted_total || 0],
     ["server: WebSocket connections", sums.switchboard_ws_connections || 0]
   );
   const dl = $("#health");

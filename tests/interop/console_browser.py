@@ -222,12 +222,17 @@ def main():
         assert any(m["sender_agent_id"] == "operator" and m["content"]["text"] == "Operator here: ship it"
                    for m in inbox["messages"]), inbox
 
-        # Health shows the team's figures.
+        # Health shows the team's figures (with a budget the team key set just now).
+        status, _ = rest("PATCH", "/v1/teams/" + TEAM, KEY, {"budgets": {"thread_messages_per_day": 500}})
+        assert status == 200, status
         page.click('nav button[data-view="health"]')
         expect(page.locator('dd[data-figure="unread backlog"]')).to_be_visible(timeout=5000)
         # And the team's loop guard, and what it stopped on this server.
         expect(page.locator('dd[data-figure="loop guard"]')).to_contain_text("at most 64 hops")
         expect(page.locator('dd[data-figure="server: chains stopped by the loop guard"]')).to_be_visible()
+        # The budgets in force, and what budgets refused on this server.
+        expect(page.locator('dd[data-figure="budgets in force"]')).to_contain_text("thread messages per day: 500")
+        expect(page.locator('dd[data-figure="server: sends refused by a budget"]')).to_be_visible()
 
         # An agent token sees only its own: its inbox, its tasks.
         secret = send("worker", ["bystander"], "only for the bystander")

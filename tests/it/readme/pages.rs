@@ -99,6 +99,45 @@ async fn the_loop_guard_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_budgets_walkthrough_works_as_written() {
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/loop-guard.md'\n{}",
+        readme(),
+        walkthrough("docs/loop-guard.md", "budgets")
+    );
+    let out = run(&app, &script).await;
+    let answers = page_answers(&out, "docs/loop-guard.md");
+    assert_eq!(answers.len(), 5, "{out}");
+    assert_eq!(
+        answers[0]["budgets_in_force"]["thread_messages_per_day"], 2,
+        "{out}"
+    );
+    assert_eq!(answers[1]["success"], true, "{out}");
+    assert_eq!(answers[2]["success"], true, "{out}");
+    let refused = &answers[3];
+    assert_eq!(refused["error_code"], "RATE_LIMITED", "{out}");
+    assert_eq!(refused["details"]["budget"], "thread_messages_per_day");
+    assert_eq!(refused["details"]["thread_id"], "standup");
+    let page = out
+        .split("=== docs/loop-guard.md")
+        .nth(1)
+        .unwrap_or_default();
+    let waits: Vec<&str> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("Retry-After: "))
+        .filter(|v| !v.is_empty())
+        .collect();
+    assert_eq!(waits.len(), 1, "{out}");
+    assert!(waits[0].parse::<u64>().is_ok_and(|s| s >= 1), "{out}");
+    assert_eq!(
+        answers[4]["budgets"]["thread_messages_per_day"],
+        Value::Null
+    );
+    app.stop().await;
+}
+
 /// The ```json blocks of a section, in order.
 fn json_blocks(section: &str) -> Vec<&str> {
     section
