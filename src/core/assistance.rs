@@ -87,6 +87,7 @@ impl Core {
         )
         .priority(details.priority)
         .requires_response(true, details.deadline)
+        .traced(self.trace_for(None))
         .routed(caller.via(), None);
         let outgoing = Outgoing {
             message,

@@ -54,6 +54,7 @@ impl Core {
             content,
         )
         .priority(input.urgency.priority())
+        .traced(self.trace_for(None))
         .routed(caller.via(), None);
         let outgoing = Outgoing {
             message,

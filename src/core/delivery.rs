@@ -450,5 +450,10 @@ pub(super) fn view_of(
             .and_then(|p| p.instruct_content.clone()),
         news: None,
         route: m.route,
+        traceparent: Some(crate::model::trace::traceparent(
+            &m.message_id,
+            m.trace.as_ref(),
+        )),
+        tracestate: m.trace.as_ref().and_then(|t| t.state.clone()),
     }
 }

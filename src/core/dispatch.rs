@@ -158,6 +158,9 @@ impl Core {
             Op::GetMessage { message_id } => Reply::Message(Box::new(
                 boxed(self.get_message(caller, &message_id)).await?,
             )),
+            Op::GetTrace { trace_id } => {
+                Reply::Trace(boxed(self.get_trace(caller, &trace_id)).await?)
+            }
             Op::MarkMessageRead(input) => {
                 Reply::MarkedRead(boxed(self.mark_read(caller, input)).await?)
             }

@@ -77,6 +77,7 @@ impl Core {
         .context_reference(input.context_reference)
         .thread(thread_id, input.in_reply_to)
         .chain(chain)
+        .traced(self.trace_for(original.as_ref()))
         .routed(caller.via(), route);
         let outgoing = Outgoing {
             message,
@@ -252,6 +253,11 @@ impl Core {
             instruct_content,
             news,
             route: m.route,
+            traceparent: Some(crate::model::trace::traceparent(
+                &m.message_id,
+                m.trace.as_ref(),
+            )),
+            tracestate: m.trace.and_then(|t| t.state),
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod retention;
 pub mod sessions;
 pub mod tasks;
 mod teams;
+pub mod trace;
 mod traffic;
 pub mod waiting;
 

@@ -60,12 +60,7 @@ impl Core {
             .filter(|a| quiet.binary_search(&a.pk).is_err())
             .map(|a| a.agent_id.clone())
             .collect();
-        let no_recipients = names.is_empty();
-        if no_recipients {
-            // Stored and answered, but nobody's inbox got it: MetaGPT loses these
-            // silently; here the operator can see them.
-            metrics::counter!("switchboard_publish_no_recipients_total").increment(1);
-        }
+        let no_recipients = counted_if_unheard(names.is_empty());
         let message = NewMessage::new(
             ids::ordered_id("msg").into(),
             &sender,
@@ -75,6 +70,7 @@ impl Core {
         )
         .thread(input.thread_id, None)
         .chain(chain)
+        .traced(self.trace_for(None))
         .routed(caller.via(), None)
         .published(PublishFields {
             cause_by: input.cause_by.clone(),
@@ -163,4 +159,13 @@ impl Core {
         })
         .await
     }
+}
+
+/// Counts a publish nobody's inbox got (stored and answered: MetaGPT loses these
+/// silently; here the operator can see them); `unheard` back.
+fn counted_if_unheard(unheard: bool) -> bool {
+    if unheard {
+        metrics::counter!("switchboard_publish_no_recipients_total").increment(1);
+    }
+    unheard
 }

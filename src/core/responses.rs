@@ -65,6 +65,7 @@ impl Core {
         .thread(Some(thread), Some(original.message_id.clone()))
         .response_status(status)
         .chain(chain)
+        .traced(self.trace_for(Some(&original)))
         .routed(
             caller.via(),
             self.route_for(input.route, Some(&original), &recipients),

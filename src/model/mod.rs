@@ -12,8 +12,10 @@ use switchboard_types::time::Timestamp;
 
 mod chain;
 mod tasks;
+pub mod trace;
 pub use chain::{Chain, TAIL as CHAIN_TAIL};
 pub use tasks::*;
+pub use trace::MessageTrace;
 
 /// A SHA-256 digest of a token secret.
 pub type SecretHash = [u8; 32];
@@ -155,6 +157,8 @@ pub struct NewMessage {
     pub route: Option<Route>,
     /// The causal chain it extends (`None`: it starts one).
     pub chain: Option<Chain>,
+    /// The trace it joins (`None`: it starts its own).
+    pub trace: Option<MessageTrace>,
 }
 
 /// What a publish stores beyond a message: its tag, address set and structured output,
@@ -206,6 +210,7 @@ impl NewMessage {
             via: None,
             route: None,
             chain: None,
+            trace: None,
         }
     }
 
@@ -253,6 +258,12 @@ impl NewMessage {
         self
     }
 
+    /// The trace it joins (`None`: it starts its own).
+    pub fn traced(mut self, trace: Option<MessageTrace>) -> Self {
+        self.trace = trace;
+        self
+    }
+
     /// The chain it extends (`None`, or a first hop: it starts one, stored as none).
     pub fn chain(mut self, chain: Option<Chain>) -> Self {
         self.chain = chain.filter(|c| !c.is_first());
@@ -289,6 +300,8 @@ pub struct MessageRecord {
     pub route: Option<Route>,
     /// The causal chain it extends (`None`: it started one).
     pub chain: Option<Chain>,
+    /// The trace it joined (`None`: it started its own).
+    pub trace: Option<MessageTrace>,
 }
 
 impl MessageRecord {

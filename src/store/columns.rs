@@ -159,7 +159,7 @@ macro_rules! message_columns {
         "m.pk, m.message_id, m.team_pk, m.kind, m.sender_pk, m.sender_role, \
      m.message_type, m.priority, m.content, m.requires_response, m.response_deadline, \
      m.context_reference, m.thread_id, m.in_reply_to, m.response_status, m.created_at, \
-     m.cause_by, m.send_to, m.instruct_content, m.via, m.route"
+     m.cause_by, m.send_to, m.instruct_content, m.via, m.route, m.trace"
     };
 }
 
@@ -168,7 +168,7 @@ pub(crate) const MESSAGE_COLUMNS: &str = message_columns!();
 
 /// The column of a traffic row that holds the recipients (after the
 /// [`MESSAGE_COLUMNS`]; `filters::traffic_query`).
-pub(crate) const TRAFFIC_RECIPIENTS: usize = 21;
+pub(crate) const TRAFFIC_RECIPIENTS: usize = 22;
 
 /// A message of a team's traffic with its recipients (`filters::traffic_query`).
 pub(crate) fn traffic_row(row: &impl Columns) -> Result<TrafficRow, StoreError> {
@@ -210,6 +210,7 @@ pub(crate) fn message(row: &impl Columns) -> Result<MessageRecord, StoreError> {
         via: row.opt_parse(19)?,
         route: row.opt_parse(20)?,
         chain: None,
+        trace: row.opt_json(21)?,
     })
 }
 
@@ -220,7 +221,7 @@ pub(crate) const MESSAGE_CHAIN_COLUMNS: &str = concat!(message_columns!(), ", m.
 /// A message from the [`MESSAGE_CHAIN_COLUMNS`].
 pub(crate) fn message_with_chain(row: &impl Columns) -> Result<MessageRecord, StoreError> {
     Ok(MessageRecord {
-        chain: row.opt_json(21)?,
+        chain: row.opt_json(22)?,
         ..message(row)?
     })
 }

@@ -256,6 +256,13 @@ pub trait Messages: Send + Sync {
         before: Timestamp,
         limit: i64,
     ) -> Result<u64, StoreError>;
+    /// The messages of a trace with their recipients, oldest first, at most `limit`.
+    async fn trace_traffic(
+        &self,
+        team: TeamPk,
+        trace_id: String,
+        limit: i64,
+    ) -> Result<Vec<TrafficRow>, StoreError>;
     /// Removes budget counts of windows that started before `before` (epoch seconds).
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError>;
     /// Writes one message to its recipients as one job (see [`super::Store::post`]).

@@ -268,3 +268,33 @@ where
     q.push_bind(spec.limit);
     q
 }
+
+/// The messages of a trace, oldest first, with their recipients: those that joined it
+/// (`messages_by_trace`), and the one that started it when it is a message of this team
+/// (its id is `msg_<trace id>`, and it stored no trace of its own).
+pub(crate) fn trace_query<DB: Dialect>(
+    team: TeamPk,
+    trace_id: String,
+    limit: i64,
+) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let root = format!("msg_{trace_id}");
+    let mut q = QueryBuilder::new(format!(
+        "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m WHERE m.team_pk = "
+    ));
+    q.push_bind(team.0)
+        .push(" AND m.trace_id = ")
+        .push_bind(trace_id)
+        .push(format!(
+            " UNION ALL SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m WHERE m.team_pk = "
+        ))
+        .push_bind(team.0)
+        .push(" AND m.message_id = ")
+        .push_bind(root)
+        .push(" AND m.trace IS NULL ORDER BY 1 LIMIT ")
+        .push_bind(limit);
+    q
+}

@@ -49,4 +49,5 @@ mod storage;
 mod store_contract;
 mod tasks;
 mod teams;
+mod traces;
 mod traffic;

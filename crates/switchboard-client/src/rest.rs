@@ -156,6 +156,9 @@ fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Messages(MessageOp::GetMessage { message_id }) => {
             RestCall::get(format!("/v1/messages/{}", seg(message_id)))
         }
+        Operation::Messages(MessageOp::GetTrace { trace_id }) => {
+            RestCall::get(format!("/v1/traces/{}", seg(trace_id)))
+        }
         Operation::Messages(MessageOp::MarkMessageRead(mark)) => {
             RestCall::post("/v1/messages/read".into(), mark)
         }

@@ -290,6 +290,7 @@ impl Transport for WsTransport {
             let frame = ClientFrame::Request {
                 request_id: json!(id),
                 operation: Box::new(operation),
+                trace: Default::default(),
             };
             let frame = frame
                 .encode()

@@ -20,6 +20,7 @@ use crate::operation::{
     AgentOp, AgentOpName, MessageOp, MessageOpName, Operation, OperationName, TaskOp, TaskOpName,
     TeamOp, TeamOpName,
 };
+use crate::trace::TraceContext;
 
 /// The frame `type`s of the operations an agent may send over the socket.
 pub fn socket_operations() -> Vec<&'static str> {
@@ -37,9 +38,12 @@ pub enum ClientFrame {
     /// Application-level keep-alive (answered with `pong`).
     Ping,
     /// An operation, answered with a `reply` carrying `request_id` (a string or number).
+    /// Its `traceparent` and `tracestate` fields (W3C Trace Context, as the HTTP headers
+    /// of REST) place it in the caller's trace.
     Request {
         request_id: Value,
         operation: Box<Operation>,
+        trace: TraceContext,
     },
 }
 
@@ -123,13 +127,18 @@ impl ClientFrame {
                     format!("a \"{kind}\" frame needs a request_id"),
                 ),
             )),
-            (kind, Some(request_id)) => match operation_from_fields(kind, fields) {
-                Ok(operation) => Ok(ClientFrame::Request {
-                    request_id,
-                    operation: Box::new(operation),
-                }),
-                Err(error) => Err(bad(Some(request_id), error)),
-            },
+            (kind, Some(request_id)) => {
+                let trace =
+                    trace_fields(&mut fields).map_err(|e| bad(Some(request_id.clone()), e))?;
+                match operation_from_fields(kind, fields) {
+                    Ok(operation) => Ok(ClientFrame::Request {
+                        request_id,
+                        operation: Box::new(operation),
+                        trace,
+                    }),
+                    Err(error) => Err(bad(Some(request_id), error)),
+                }
+            }
         }
     }
 
@@ -147,9 +156,16 @@ impl ClientFrame {
             ClientFrame::Request {
                 request_id,
                 operation,
+                trace,
             } => {
                 frame.insert("type".into(), json!(operation.name()));
                 frame.insert("request_id".into(), request_id.clone());
+                if let Some(parent) = &trace.parent {
+                    frame.insert("traceparent".into(), json!(parent.to_string()));
+                    if let Some(state) = &trace.state {
+                        frame.insert("tracestate".into(), json!(state));
+                    }
+                }
                 let fields = operation_fields(operation)?
                     .ok_or(EncodeError::NotCarried(operation.name()))?;
                 frame.extend(fields);
@@ -157,6 +173,18 @@ impl ClientFrame {
         }
         Ok(Value::Object(frame).to_string())
     }
+}
+
+/// Takes a request frame's `traceparent` and `tracestate`: strings when given; a
+/// malformed `traceparent` is ignored (the request starts a trace) and takes its
+/// `tracestate` with it, as the W3C recommendation says.
+fn trace_fields(fields: &mut Fields) -> Result<TraceContext, ErrorBody> {
+    let parent: Option<String> = take(fields, "traceparent")?;
+    let state: Option<String> = take(fields, "tracestate")?;
+    Ok(TraceContext::from_values(
+        parent.as_deref(),
+        state.as_deref(),
+    ))
 }
 
 /// Why a frame could not be written.
@@ -244,6 +272,11 @@ fn decode_message(name: MessageOpName, mut f: Fields) -> Result<Operation, Error
             let message_id = take(&mut f, "message_id")?;
             none_left(f)?;
             Operation::Messages(MessageOp::GetMessage { message_id })
+        }
+        MessageOpName::GetTrace => {
+            let trace_id = take(&mut f, "trace_id")?;
+            none_left(f)?;
+            Operation::Messages(MessageOp::GetTrace { trace_id })
         }
         MessageOpName::MarkMessageRead => Operation::Messages(MessageOp::MarkMessageRead(rest(f)?)),
         MessageOpName::RespondToMessage => Operation::Messages(MessageOp::RespondToMessage {
@@ -362,129 +395,6 @@ fn unnest_filters(mut fields: Fields) -> Fields {
     fields
 }
 
-/// An operation's frame fields (without `type` and `request_id`); `None` for the
-/// operations the socket does not carry.
-fn operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error> {
-    let mut f = Fields::new();
-    let mut put = |name: &str, value: Value| {
-        if !value.is_null() {
-            f.insert(name.to_owned(), value);
-        }
-    };
-    match op {
-        Operation::Messages(MessageOp::SendMessage {
-            message,
-            idempotency_key,
-        }) => {
-            put("idempotency_key", json!(idempotency_key));
-            return merged(f, message);
-        }
-        Operation::Messages(MessageOp::GetMessages(query)) => return merged(f, query),
-        Operation::Messages(MessageOp::GetMessage { message_id }) => {
-            put("message_id", json!(message_id))
-        }
-        Operation::Messages(MessageOp::MarkMessageRead(mark)) => return merged(f, mark),
-        Operation::Messages(MessageOp::RespondToMessage {
-            message_id,
-            response,
-            idempotency_key,
-        }) => {
-            put("idempotency_key", json!(idempotency_key));
-            put("original_message_id", json!(message_id));
-            return merged(f, response);
-        }
-        Operation::Messages(MessageOp::BroadcastUpdate {
-            update,
-            idempotency_key,
-        }) => {
-            put("idempotency_key", json!(idempotency_key));
-            return merged(f, update);
-        }
-        Operation::Messages(MessageOp::RequestAssistance {
-            request,
-            idempotency_key,
-        }) => {
-            put("idempotency_key", json!(idempotency_key));
-            return merged(f, request);
-        }
-        Operation::Agents(AgentOp::WhoAmI) => {}
-        Operation::Messages(MessageOp::Publish {
-            publish,
-            idempotency_key,
-        }) => {
-            put("idempotency_key", json!(idempotency_key));
-            return merged(f, publish);
-        }
-        Operation::Agents(AgentOp::SetWatch(set)) => return merged(f, set),
-        Operation::Teams(TeamOp::GetActivity { team_id }) => put("team_id", json!(team_id)),
-        other => return task_operation_fields(other),
-    }
-    Ok(Some(f))
-}
-
-fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::Error> {
-    let mut f = Fields::new();
-    let mut put = |name: &str, value: Value| {
-        if !value.is_null() {
-            f.insert(name.to_owned(), value);
-        }
-    };
-    match op {
-        Operation::Tasks(TaskOp::SubmitTask(request)) => return merged(f, request),
-        Operation::Tasks(TaskOp::ReportTask {
-            task_id,
-            result,
-            agent_id,
-        }) => {
-            put("task_id", json!(task_id));
-            put("agent_id", json!(agent_id));
-            return merged(f, result);
-        }
-        Operation::Tasks(TaskOp::ReportCallback(report)) => return merged(f, report),
-        Operation::Tasks(TaskOp::ReportError(report)) => return merged(f, report),
-        Operation::Tasks(TaskOp::HandOff { task_id, handoff }) => {
-            put("task_id", json!(task_id));
-            return merged(f, handoff);
-        }
-        Operation::Tasks(TaskOp::Clarify {
-            task_id,
-            clarify,
-            requested_by,
-        }) => {
-            put("task_id", json!(task_id));
-            put("requested_by", json!(requested_by));
-            return merged(f, clarify);
-        }
-        Operation::Tasks(TaskOp::AnswerClarification {
-            task_id,
-            clarification_id,
-            answer,
-            response_provided_by,
-        }) => {
-            put("task_id", json!(task_id));
-            put("clarification_id", json!(clarification_id));
-            put("response_provided_by", json!(response_provided_by));
-            return merged(f, answer);
-        }
-        Operation::Tasks(TaskOp::CancelTask { task_id, cancel }) => {
-            put("task_id", json!(task_id));
-            return merged(f, cancel);
-        }
-        Operation::Tasks(TaskOp::GetTask { task_id }) => put("task_id", json!(task_id)),
-        Operation::Tasks(TaskOp::ListTasks(query)) => return merged(f, query),
-        _ => return Ok(None),
-    }
-    Ok(Some(f))
-}
-
-/// `fields` with the non-null fields of `body` (an object) added.
-fn merged(mut fields: Fields, body: &impl Serialize) -> Result<Option<Fields>, serde_json::Error> {
-    if let Value::Object(body) = serde_json::to_value(body)? {
-        fields.extend(body.into_iter().filter(|(_, v)| !v.is_null()));
-    }
-    Ok(Some(fields))
-}
-
 /// The first frame of a session.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
@@ -579,7 +489,10 @@ impl BadFrame {
     }
 }
 
+mod encode;
 mod push;
+
+use encode::operation_fields;
 
 pub use push::{PushKind, activity_frame, push_body, push_frame, push_text};
 

@@ -43,6 +43,7 @@ pub mod task_state;
 pub mod tasks;
 pub mod teams;
 pub mod time;
+pub mod trace;
 pub mod traffic;
 pub mod validate;
 

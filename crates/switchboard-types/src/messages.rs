@@ -447,6 +447,18 @@ pub struct MessageView {
     /// sender, or a reply going back the way its original came).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<Route>,
+    /// W3C `traceparent` naming this message's span in its trace: whoever acts on the
+    /// message sends it back (header, frame field, STOMP header) to continue the trace
+    /// (`docs/tracing.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "00-019ac5f2b6d07c53a1e0c2b7d9f4e813-a1e0c2b7d9f4e813-01")
+    )]
+    pub traceparent: Option<String>,
+    /// W3C `tracestate` the trace came with, handed on unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// Body of MARK_MESSAGE_READ (`POST /v1/messages/read`).

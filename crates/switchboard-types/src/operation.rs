@@ -181,6 +181,8 @@ pub enum MessageOp {
         publish: Publish,
         idempotency_key: Option<String>,
     },
+    /// The messages of a trace (W3C trace id): the team key, or an agent party to one.
+    GetTrace { trace_id: String },
 }
 
 impl From<MessageOp> for Operation {
@@ -407,6 +409,7 @@ pub enum Reply {
     Published(PublishResult),
     Activity(TeamActivity),
     Traffic(TrafficPage),
+    Trace(crate::trace::TraceView),
 }
 
 /// Each answer type from the [`Reply`] that carries it: a caller that knows which answer
@@ -450,6 +453,7 @@ typed_replies! {
     Published(PublishResult);
     Activity(TeamActivity);
     Traffic(TrafficPage);
+    Trace(crate::trace::TraceView);
 }
 
 #[cfg(test)]

@@ -86,12 +86,12 @@ const INSERT_MESSAGES: &str = "
                               priority, content, requires_response, response_deadline,
                               context_reference, thread_id, in_reply_to, response_status,
                               recipient_ids, created_at, cause_by, send_to, instruct_content,
-                              via, route, chain)
+                              via, route, chain, trace_id, trace)
         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
                              $6::text[], $7::text[], $8::text[], $9::bool[], $10::bigint[],
                              $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
                              $16::bigint[], $17::text[], $18::text[], $19::text[], $20::text[],
-                             $21::text[], $30::text[])
+                             $21::text[], $30::text[], $31::text[], $32::text[])
         RETURNING pk, message_id, sender_pk, kind, message_type, priority, created_at,
                   cause_by, thread_id),
     i AS (
@@ -203,10 +203,14 @@ async fn together(
 ) -> Result<Vec<PostResult>, StoreError> {
     let (mut rows, places) = MessageRows::of(posts)?;
     let chains = std::mem::take(&mut rows.chains);
+    let traces = std::mem::take(&mut rows.traces);
+    let trace_ids = std::mem::take(&mut rows.trace_ids);
     let counters = Counters::of(posts);
     let returned = counters
         .bind(rows.bind(sqlx::query(INSERT_MESSAGES)))
         .bind(chains)
+        .bind(trace_ids)
+        .bind(traces)
         .fetch_all(&mut *conn)
         .await?;
     let mut pks: HashMap<MessageId, i64> = HashMap::with_capacity(posts.len());
@@ -406,8 +410,10 @@ struct MessageRows {
     instructs: Vec<Option<String>>,
     vias: Vec<Option<&'static str>>,
     routes: Vec<Option<&'static str>>,
-    /// Bound last (`$30`), after the counters.
+    /// Bound last (`$30`–`$32`), after the counters.
     chains: Vec<Option<String>>,
+    trace_ids: Vec<Option<String>>,
+    traces: Vec<Option<String>>,
     entry_ids: Vec<String>,
     entry_agents: Vec<i64>,
     entry_seqs: Vec<i64>,
@@ -455,6 +461,9 @@ impl MessageRows {
             rows.vias.push(m.via.map(|v| v.as_str()));
             rows.routes.push(m.route.map(|r| r.as_str()));
             rows.chains.push(m.chain.as_ref().map(to_json).transpose()?);
+            rows.trace_ids
+                .push(m.trace.as_ref().map(|t| t.trace_id.clone()));
+            rows.traces.push(m.trace.as_ref().map(to_json).transpose()?);
             let quiet = publish.map(|x| x.quiet.as_slice());
             let mut entries = Vec::with_capacity(p.deliver_to.len());
             for a in &p.deliver_to {

@@ -234,9 +234,9 @@ const INSERT_MESSAGE: &str = "
                               priority, content, requires_response, response_deadline,
                               context_reference, thread_id, in_reply_to, response_status,
                               recipient_ids, created_at, cause_by, send_to, instruct_content,
-                              via, route, chain)
+                              via, route, chain, trace_id, trace)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
-                $18, $19, $20, $21, $24)
+                $18, $19, $20, $21, $24, $25, $26)
         RETURNING pk),
     i AS (
         INSERT INTO inbox (agent_pk, seq, message_pk, sender_pk, kind, message_type, priority,
@@ -287,6 +287,8 @@ pub(super) async fn insert_post(
         .bind(deliver)
         .bind(quiet)
         .bind(m.chain.as_ref().map(to_json).transpose()?)
+        .bind(m.trace.as_ref().map(|t| t.trace_id.clone()))
+        .bind(m.trace.as_ref().map(to_json).transpose()?)
         .fetch_all(&mut *conn)
         .await?;
     let (pk, entries) = inserted(&rows)?;

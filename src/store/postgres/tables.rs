@@ -147,6 +147,8 @@ pub(super) const TABLES: &[Table] = &[
             ("via", Text),
             ("route", Text),
             ("chain", Text),
+            ("trace_id", Text),
+            ("trace", Text),
         ],
     },
     Table {

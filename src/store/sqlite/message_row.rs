@@ -26,6 +26,8 @@ pub(super) struct RenderedMessage {
     instruct: Option<String>,
     /// The chain it extends as stored (`None`: it starts one).
     chain: Option<String>,
+    /// The trace it joins as stored (`None`: it starts its own).
+    trace: Option<String>,
 }
 
 impl RenderedMessage {
@@ -43,11 +45,12 @@ impl RenderedMessage {
                 .map(to_json)
                 .transpose()?,
             chain: message.chain.as_ref().map(to_json).transpose()?,
+            trace: message.trace.as_ref().map(to_json).transpose()?,
             message,
         })
     }
 
-    /// The message's row but its pk: the 22 columns after `pk` in [`MESSAGE_ROW`]'s
+    /// The message's row but its pk: the 24 columns after `pk` in [`MESSAGE_ROW`]'s
     /// order, for the batch's insert (either driver, see `direct`) and
     /// [`message_staging_one`](super::message_staging_one::message_staging_one)'s.
     pub(super) fn columns(&self, created_at: Timestamp) -> [Col<'_>; MESSAGE_BINDS] {
@@ -75,6 +78,8 @@ impl RenderedMessage {
             Col::text(m.via.map(|v| v.as_str())),
             Col::text(m.route.map(|r| r.as_str())),
             Col::text(self.chain.as_deref()),
+            Col::text(m.trace.as_ref().map(|t| t.trace_id.as_str())),
+            Col::text(self.trace.as_deref()),
         ]
     }
 
@@ -90,7 +95,7 @@ impl RenderedMessage {
 pub(super) const MESSAGE_ROW: &str = "message_id, team_pk, kind, sender_pk, sender_role, \
     message_type, priority, content, requires_response, response_deadline, context_reference, \
     thread_id, in_reply_to, response_status, recipient_ids, created_at, cause_by, send_to, \
-    instruct_content, via, route, chain";
+    instruct_content, via, route, chain, trace_id, trace";
 
 /// Columns bound per message row by [`RenderedMessage::bind_row`]: those of
 /// [`MESSAGE_ROW`].

@@ -13,6 +13,7 @@ use switchboard_types::messages::{
     MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
     SendResult,
 };
+use switchboard_types::trace::TraceView;
 use switchboard_types::{ErrorBody, Operation, Reply};
 
 use super::{HttpState, created, ok};
@@ -26,6 +27,7 @@ pub fn router() -> OpenApiRouter<HttpState> {
         .routes(routes!(mark_read))
         .routes(routes!(get_message))
         .routes(routes!(respond))
+        .routes(routes!(get_trace))
 }
 
 /// SEND_MESSAGE: send a message to team members (agent token).
@@ -107,6 +109,32 @@ async fn get_message(
         state,
         &caller,
         Operation::Messages(MessageOp::GetMessage { message_id }),
+    )
+    .await
+}
+
+/// The messages of a trace (W3C trace id), oldest first, from the server's own records:
+/// who sent what kind of message to whom, by which transport, and each one's span and
+/// parent span — never content. The team key sees every message of the trace in its
+/// team; an agent, the trace of any message it sent or received (`docs/tracing.md`).
+#[utoipa::path(get, path = "/v1/traces/{trace_id}", tag = "messages", security(("bearer" = [])),
+    params(("trace_id" = String, Path, description = "32 lowercase hex digits: the trace id of a `traceparent`")),
+    responses(
+        (status = 200, description = "The trace's hops", body = TraceView),
+        (status = 400, description = "VALIDATION_ERROR: not a trace id", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: the admin token", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND (also for a trace the agent took no part in)", body = ErrorBody),
+    ))]
+async fn get_trace(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(trace_id): PathParams<String>,
+) -> ApiResult<Json<Reply>> {
+    ok(
+        state,
+        &caller,
+        Operation::Messages(MessageOp::GetTrace { trace_id }),
     )
     .await
 }

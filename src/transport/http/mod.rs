@@ -18,7 +18,9 @@ mod tasks;
 mod teams;
 mod traffic;
 
+use crate::core::trace::traced;
 use std::time::{Duration, Instant};
+use switchboard_types::trace::TraceContext;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderName, Method, StatusCode};
@@ -161,8 +163,10 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 /// Refuses a request whose URI or header bytes exceed the limits, with the error body
 /// (hyper lets heads up to its outer bounds through for this; see `server::listener`).
 ///
-/// Also drops an unacceptable `X-Request-Id` (see [`sanitize_request_id`]): one
-/// middleware for both, since each `from_fn` layer costs a boxed future per request.
+/// Also drops an unacceptable `X-Request-Id` (see [`sanitize_request_id`]) and serves
+/// a request that carries a W3C `traceparent` inside its trace context (REST, MCP and
+/// A2A alike; `core::trace`): one middleware for all three, since each `from_fn` layer
+/// costs a boxed future per request.
 async fn guard_request_head(mut req: Request, next: Next) -> Response {
     sanitize_request_id(&mut req);
     let uri = uri_len(req.uri());
@@ -190,7 +194,21 @@ async fn guard_request_head(mut req: Request, next: Next) -> Response {
         .with("limit_bytes", MAX_HEADER_BYTES);
         return ApiError::from(refused).into_response();
     }
-    next.run(req).await
+    match trace_context(&req) {
+        Some(context) => traced(context, next.run(req)).await,
+        None => next.run(req).await,
+    }
+}
+
+/// The W3C trace context of a request that carries a `traceparent` (valid or not: an
+/// invalid one starts a new trace, and its `tracestate` is dropped).
+fn trace_context(req: &Request) -> Option<TraceContext> {
+    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let parent = header("traceparent")?;
+    Some(TraceContext::from_values(
+        Some(parent),
+        header("tracestate"),
+    ))
 }
 
 /// Longest `X-Request-Id` a client may choose.

@@ -286,7 +286,16 @@ impl Subscription {
         let frame = frame
             .header("switchboard-seq", seq.to_string())
             .header("switchboard-message-id", view.message_id.clone())
-            .header("switchboard-sender", view.sender_agent_id.clone())
+            .header("switchboard-sender", view.sender_agent_id.clone());
+        let frame = match &view.traceparent {
+            Some(parent) => frame.header("traceparent", parent.clone()),
+            None => frame,
+        };
+        let frame = match &view.tracestate {
+            Some(state) => frame.header("tracestate", state.clone()),
+            None => frame,
+        };
+        let frame = frame
             .header("content-length", body.len().to_string())
             .header("content-type", content_type)
             .body(body);

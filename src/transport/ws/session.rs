@@ -20,8 +20,10 @@
 //! heartbeat never runs). The session then leaves the hub at once — the agent stops
 //! counting as delivered from that moment — and closes with 4008.
 
+use crate::core::trace::traced;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
+use switchboard_types::trace::TraceContext;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use futures_util::stream::FuturesUnordered;
@@ -332,8 +334,10 @@ impl Live<'_> {
                 Ok(ClientFrame::Request {
                     request_id,
                     operation,
+                    trace,
                 }) => {
-                    self.in_flight.push(self.perform(request_id, *operation));
+                    self.in_flight
+                        .push(self.perform(request_id, *operation, trace));
                     Ok(())
                 }
                 Err(bad) => self.refuse(&bad).await,
@@ -363,11 +367,11 @@ impl Live<'_> {
     }
 
     /// Runs an operation; the future yields the reply frame.
-    fn perform(&self, request_id: Value, operation: Operation) -> Reply_ {
+    fn perform(&self, request_id: Value, operation: Operation, trace: TraceContext) -> Reply_ {
         let core = self.session.core.clone();
         let caller = self.session.caller;
         Box::pin(async move {
-            let frame = match core.dispatch(&caller, operation).await {
+            let frame = match traced(trace, core.dispatch(&caller, operation)).await {
                 Ok(reply) => ServerFrame::<Reply>::Reply(ReplyFrame {
                     request_id,
                     ok: true,

@@ -27,6 +27,7 @@ impl Fixture {
             ),
             "get_messages" => get("/v1/messages".into(), r),
             "get_message" => get(format!("/v1/messages/{msg}"), r),
+            "get_trace" => get(format!("/v1/traces/{}", msg.trim_start_matches("msg_")), r),
             "mark_read" => post(
                 "/v1/messages/read",
                 json!({"agent_id": "r", "message_ids": [msg]}),

@@ -104,6 +104,7 @@ const MATRIX: &[(&str, Row)] = &[
     ("send_message", AS_PARTY_201),
     ("get_messages", ANY_AGENT),
     ("get_message", PARTY_OR_KEY),
+    ("get_trace", PARTY_OR_KEY),
     ("mark_read", AS_PARTY_200),
     // The body names the responder: anyone else is refused before the message is
     // looked up, so the answer says nothing about it.
@@ -139,6 +140,7 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("send_message", "send_message", false),
     ("get_messages", "get_messages", false),
     ("get_message", "get_message", false),
+    ("get_trace", "get_trace", false),
     ("mark_message_read", "mark_read", false),
     ("respond_to_message", "respond", false),
     ("broadcast_update", "broadcast", false),
@@ -304,6 +306,8 @@ impl Fixture {
         match kind {
             "whoami" | "get_messages" | "list_tasks" => json!({}),
             "get_message" => json!({"message_id": msg}),
+            // The fixture's message started a trace: its id names it.
+            "get_trace" => json!({"trace_id": msg.trim_start_matches("msg_")}),
             "mark_message_read" => json!({"agent_id": "r", "message_ids": [msg]}),
             "respond_to_message" => {
                 json!({"original_message_id": msg, "responder_agent_id": "r", "response_content": {"text": "ok", "status": "completed"}})
@@ -529,6 +533,11 @@ async fn hidden_and_missing_answer_alike() {
         let (method, path, body, _) = fx.call(op);
         let missing = path
             .replace(&fx.message, "msg_missing")
+            // A trace is named by its first message's id.
+            .replace(
+                fx.message.trim_start_matches("msg_"),
+                "0123456789abcdef0123456789abcdef",
+            )
             .replace("/t1", "/t-missing")
             .replace("/t2/", "/t-missing/");
         assert_ne!(path, missing, "{op} names a message or task");

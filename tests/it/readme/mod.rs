@@ -28,6 +28,7 @@ pub const READING_ORDER: &[&str] = &[
     "docs/cli.md",
     "docs/operations.md",
     "docs/loop-guard.md",
+    "docs/tracing.md",
 ];
 
 /// The text of a page of the repository (`README.md`, `docs/tasks.md`).

@@ -138,6 +138,26 @@ async fn the_budgets_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+#[tokio::test]
+async fn the_tracing_walkthrough_works_as_written() {
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/tracing.md'\n{}",
+        readme(),
+        walkthrough("docs/tracing.md", "traces")
+    );
+    let out = run(&app, &script).await;
+    let answers = page_answers(&out, "docs/tracing.md");
+    assert_eq!(answers.len(), 1, "{out}");
+    let hops = answers[0]["hops"].as_array().cloned().unwrap_or_default();
+    assert_eq!(hops.len(), 2, "{out}");
+    assert_eq!(hops[0]["sender_agent_id"], "planner");
+    assert_eq!(hops[0]["parent_span_id"], "00f067aa0ba902b7");
+    assert_eq!(hops[1]["sender_agent_id"], "coder");
+    assert_eq!(hops[1]["parent_span_id"], hops[0]["span_id"], "{out}");
+    app.stop().await;
+}
+
 /// The ```json blocks of a section, in order.
 fn json_blocks(section: &str) -> Vec<&str> {
     section

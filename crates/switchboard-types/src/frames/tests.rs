@@ -25,6 +25,7 @@ fn decodes_acks_pings_and_operations() {
     let Ok(ClientFrame::Request {
         request_id,
         operation,
+        ..
     }) = frame
     else {
         panic!("{frame:?}");
@@ -97,16 +98,22 @@ fn client_frames_round_trip() {
             message,
             idempotency_key: Some("key-1".into()),
         })),
+        trace: crate::trace::TraceContext::from_values(
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            Some("k=v"),
+        ),
     };
     let text = frame.encode().expect("a socket operation");
     let Ok(ClientFrame::Request {
         request_id,
         operation,
+        trace,
     }) = ClientFrame::decode(&text)
     else {
         panic!("{text}");
     };
     assert_eq!(request_id, json!(3));
+    assert_eq!(trace.state.as_deref(), Some("k=v"), "{text}");
     let Operation::Messages(MessageOp::SendMessage {
         message,
         idempotency_key,
@@ -124,6 +131,7 @@ fn client_frames_round_trip() {
         operation: Box::new(Operation::Teams(TeamOp::GetTeam {
             team_id: "t".into(),
         })),
+        trace: Default::default(),
     };
     assert!(
         matches!(admin.encode(), Err(EncodeError::NotCarried("get_team"))),
@@ -189,6 +197,8 @@ fn a_pushed_message_reads_back_as_the_view_with_its_seq() {
         send_to: None,
         instruct_content: None,
         news: None,
+        traceparent: None,
+        tracestate: None,
     };
     let text = push_frame(4, &view).expect("renders");
     let Ok(ServerFrame::Message { seq, message }) = serde_json::from_str::<ServerFrame>(&text)

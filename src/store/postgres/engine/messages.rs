@@ -138,6 +138,21 @@ impl Messages for PgStore {
         })
     }
 
+    async fn trace_traffic(
+        &self,
+        team: TeamPk,
+        trace_id: String,
+        limit: i64,
+    ) -> Result<Vec<TrafficRow>, StoreError> {
+        let rows = crate::store::filters::trace_query::<sqlx::Postgres>(team, trace_id, limit)
+            .build()
+            .fetch_all(&self.read)
+            .await?;
+        rows.iter()
+            .map(crate::store::columns::traffic_row)
+            .collect()
+    }
+
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
         write!(self, |conn| budgets::expire(conn, before, limit).await)
     }

@@ -10,12 +10,14 @@ use switchboard_types::Operation;
 use super::{End, Identity, Session, Wire, required, unknown_destination};
 use crate::core::Caller;
 use crate::core::queues::QueueName;
+use crate::core::trace::traced;
 use crate::transport::stomp::StompState;
 use crate::transport::stomp::frame::Frame;
 use crate::transport::stomp::queues::{
     self as queues, Destination, plain_content, to_plain_message, to_publish, to_send_message,
 };
 use crate::transport::stomp::wise;
+use switchboard_types::trace::TraceContext;
 
 impl<W: Wire> Session<'_, W> {
     /// `SEND`: to a Wise Agents queue, the body through the gate, then a stored message
@@ -46,11 +48,12 @@ impl<W: Wire> Session<'_, W> {
             message,
             idempotency_key: None,
         });
-        self.state
-            .core
-            .dispatch(&caller, operation)
-            .await
-            .map_err(End::from_core)?;
+        traced(
+            trace_of(frame),
+            self.state.core.dispatch(&caller, operation),
+        )
+        .await
+        .map_err(End::from_core)?;
         Ok(())
     }
 
@@ -79,13 +82,16 @@ impl<W: Wire> Session<'_, W> {
             }),
             (_, None) => return Err(unknown_destination(&to.to_header())),
         };
-        self.state
-            .core
-            .dispatch(caller, operation)
+        traced(trace_of(frame), self.state.core.dispatch(caller, operation))
             .await
             .map_err(End::from_core)?;
         Ok(())
     }
+}
+
+/// The W3C trace context of a `SEND`: its `traceparent` and `tracestate` headers.
+fn trace_of(frame: &Frame) -> TraceContext {
+    TraceContext::from_values(frame.get("traceparent"), frame.get("tracestate"))
 }
 
 /// Who a `SEND` is from: the agent itself, or on a bridge an agent the connection

@@ -1,0 +1,120 @@
+//! Where a message sits in its trace (`docs/tracing.md`).
+//!
+//! A message is a span; its span id and, when it starts a trace, its trace id come from
+//! its own id (an ordered id is 32 hex digits: the trace id, and its last 16 — random —
+//! the span id), so a message that starts a trace stores nothing for it. One that joins
+//! a trace stores the trace id, its parent span and the `tracestate` it came with.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use switchboard_types::trace::{TraceContext, TraceParent};
+
+/// A message's place in a trace it did not start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageTrace {
+    #[serde(rename = "t")]
+    pub trace_id: String,
+    /// The span it is a child of.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The `tracestate` it came with (or its parent's), handed on as it was.
+    #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// The 32 hex digits of an ordered id (`msg_<32 hex>`); for any other id, a digest of it.
+fn id_hex(id: &str) -> String {
+    let tail = id.rsplit('_').next().unwrap_or(id);
+    if tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return tail.to_ascii_lowercase();
+    }
+    let digest = Sha256::digest(id.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The trace id of a trace that `message_id` starts.
+pub fn own_trace_id(message_id: &str) -> String {
+    id_hex(message_id)
+}
+
+/// The span id of `message_id`.
+pub fn span_id(message_id: &str) -> String {
+    let hex = id_hex(message_id);
+    let span = &hex[16..];
+    if span.bytes().all(|b| b == b'0') {
+        // Never all zeros (the W3C rule): the other half then.
+        return hex[..16].to_owned();
+    }
+    span.to_owned()
+}
+
+/// The trace a message joins: the caller's (a valid `traceparent` it came with), else
+/// the one of the message it answers (`answers`: its id and stored trace), else none —
+/// it starts its own.
+pub fn join(
+    context: Option<&TraceContext>,
+    answers: Option<(&str, Option<&MessageTrace>)>,
+) -> Option<MessageTrace> {
+    if let Some(ctx) = context
+        && let Some(parent) = ctx.parent
+    {
+        return Some(MessageTrace {
+            trace_id: parent.trace_id().to_owned(),
+            parent: Some(parent.span_id().to_owned()),
+            state: ctx.state.clone(),
+        });
+    }
+    let (id, trace) = answers?;
+    Some(MessageTrace {
+        trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
+        parent: Some(span_id(id)),
+        state: trace.and_then(|t| t.state.clone()),
+    })
+}
+
+/// The `traceparent` a message is handed out with: its own span, so whoever acts on it
+/// continues the trace as its child.
+pub fn traceparent(message_id: &str, trace: Option<&MessageTrace>) -> String {
+    let trace_id = trace.map_or_else(|| own_trace_id(message_id), |t| t.trace_id.clone());
+    TraceParent::new(&trace_id, &span_id(message_id))
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ordered_id_names_its_trace_and_span() {
+        let id = "msg_019ac5f2b6d07c53a1e0c2b7d9f4e813";
+        assert_eq!(own_trace_id(id), "019ac5f2b6d07c53a1e0c2b7d9f4e813");
+        assert_eq!(span_id(id), "a1e0c2b7d9f4e813");
+        assert_eq!(
+            traceparent(id, None),
+            "00-019ac5f2b6d07c53a1e0c2b7d9f4e813-a1e0c2b7d9f4e813-01"
+        );
+        // Any other id gets a digest of itself, still a valid traceparent.
+        assert!(TraceParent::parse(&traceparent("hello", None)).is_some());
+    }
+
+    #[test]
+    fn the_callers_context_wins_over_what_the_message_answers() {
+        let ctx = TraceContext::from_values(
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+            Some("k=v"),
+        );
+        let original = "msg_019ac5f2b6d07c53a1e0c2b7d9f4e813";
+        let joined = join(Some(&ctx), Some((original, None))).expect("joined");
+        assert_eq!(joined.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(joined.parent.as_deref(), Some("00f067aa0ba902b7"));
+        assert_eq!(joined.state.as_deref(), Some("k=v"));
+        let reply = join(None, Some((original, None))).expect("a reply");
+        assert_eq!(reply.trace_id, "019ac5f2b6d07c53a1e0c2b7d9f4e813");
+        assert_eq!(reply.parent.as_deref(), Some("a1e0c2b7d9f4e813"));
+        let deeper = join(None, Some(("msg_x", Some(&joined)))).expect("deeper");
+        assert_eq!(deeper.trace_id, joined.trace_id);
+        assert_eq!(deeper.state.as_deref(), Some("k=v"));
+        assert_eq!(join(Some(&TraceContext::default()), None), None);
+    }
+}
