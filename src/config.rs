@@ -137,6 +137,12 @@ pub struct ServeArgs {
     #[arg(long = "budget", env = "SWITCHBOARD_BUDGET", value_name = "NAME=LIMIT", value_parser = budget_arg, value_delimiter = ',')]
     pub budgets: Vec<(Budget, u32)>,
 
+    /// Exports a span per message (and per refused send) over OTLP/HTTP in protobuf to
+    /// this collector URL (`/v1/traces` is added unless the path ends with it), with the
+    /// team, agents and message ids as attributes, never content. Off by default.
+    #[arg(long, env = "SWITCHBOARD_OTLP_ENDPOINT", value_name = "URL", value_parser = http_url)]
+    pub otlp_endpoint: Option<String>,
+
     /// Seconds between the server's WebSocket pings; a connection that has not answered
     /// by the next ping is closed (code 4001).
     #[arg(long, env = "SWITCHBOARD_WS_PING_INTERVAL", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
@@ -317,6 +323,16 @@ fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err("a positive number".to_owned()),
+    }
+}
+
+/// An `http://` or `https://` URL.
+fn http_url(text: &str) -> Result<String, String> {
+    match reqwest::Url::parse(text) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+            Ok(text.to_owned())
+        }
+        _ => Err("an http:// or https:// URL, e.g. http://127.0.0.1:4318".to_owned()),
     }
 }
 

@@ -29,6 +29,7 @@ pub mod config;
 pub mod core;
 pub mod hub;
 pub mod model;
+pub mod otlp;
 pub mod server;
 pub mod store;
 pub mod telemetry;

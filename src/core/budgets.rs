@@ -136,6 +136,11 @@ impl Core {
                 .flatten(),
         };
         metrics::counter!(EXHAUSTED, "budget" => budget.as_str()).increment(1);
+        self.refusal_span(
+            &spent.agent_id,
+            "RATE_LIMITED",
+            ("switchboard.budget", budget.as_str().to_owned()),
+        );
         let report_key = format!("budget:{}@{}", charge.key, charge.window_start);
         if self.inner.loop_reports.first_report(
             charge.team,

@@ -17,6 +17,7 @@ use switchboard_types::routing::{Route, Via};
 use switchboard_types::time::Timestamp;
 use switchboard_types::validate::check_idempotency_key;
 
+use super::spans::{self, PendingSpan};
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::{Event, Hub, Push, Reservation};
 use crate::model::{
@@ -268,6 +269,7 @@ impl Core {
             .into_iter()
             .partition(|a| a.communication_enabled);
         let failed: Vec<AgentId> = disabled.iter().map(|a| a.agent_id.clone()).collect();
+        let span = self.message_span(sender, &message, &recipient_ids);
         let post = NewPost {
             message,
             recipient_ids,
@@ -281,7 +283,8 @@ impl Core {
         let sender_id = sender.agent_id.clone();
         let decide = move |message: &NewMessage, context: PostContext| {
             check(context)?;
-            let pushes = reserve_pushes(&hub, &live, message, &sender_id, context.now);
+            let pushes =
+                reserve_pushes(&hub, &live, message, &sender_id, context.now).spanned(span);
             let posted = Posted {
                 message_id: message.message_id.clone(),
                 timestamp: context.now,
@@ -294,13 +297,7 @@ impl Core {
             // The answer is known before the write (ids and time are chosen here), so it
             // is stored with the message.
             let value = answer(&posted);
-            let stored = if store_answer {
-                let text = serde_json::to_string(&value)
-                    .map_err(|e| CoreError::internal(format!("storing the answer: {e}")))?;
-                Some(text)
-            } else {
-                None
-            };
+            let stored = store_answer.then(|| stored(&value)).transpose()?;
             Ok(Decided {
                 value: (value, pushes),
                 answer: stored,
@@ -337,6 +334,8 @@ pub(super) struct Pushes {
     event: Option<Arc<Event>>,
     /// The event of the recipients for whom a publish is not news (its frame says so).
     quiet_event: Option<Arc<Event>>,
+    /// The message's span, ended when the pushes go (spans exported only).
+    span: PendingSpan,
 }
 
 /// Reserves an outbox slot on each live connection of `live` (before the commit, so the
@@ -355,6 +354,7 @@ pub(super) fn reserve_pushes(
         reservations: Vec::new(),
         event: None,
         quiet_event: None,
+        span: None,
     };
     for agent in live {
         let reservation = hub.reserve(agent.pk, message.route);
@@ -380,12 +380,19 @@ pub(super) fn reserve_pushes(
 }
 
 impl Pushes {
+    /// Ends `span` when the pushes go.
+    pub(super) fn spanned(mut self, span: PendingSpan) -> Pushes {
+        self.span = span;
+        self
+    }
+
     /// Sends the frames, each with its recipient's sequence number (after the commit),
     /// and wakes those waiting for the recipients' inboxes.
     pub(super) fn send(self, written: &PostResult) {
         for (agent, _) in &written.entries {
             self.hub.inbox_changed(*agent);
         }
+        spans::finish(self.span, &self.delivered_to);
         for (reservation, news) in self.reservations {
             let event = if news { &self.event } else { &self.quiet_event };
             if let (Some(seq), Some(event)) = (written.seq_of(reservation.agent_pk()), event) {
@@ -456,4 +463,10 @@ pub(super) fn view_of(
         )),
         tracestate: m.trace.as_ref().and_then(|t| t.state.clone()),
     }
+}
+
+/// An answer as stored with its idempotency key.
+fn stored(value: &impl Serialize) -> CoreResult<String> {
+    serde_json::to_string(value)
+        .map_err(|e| CoreError::internal(format!("storing the answer: {e}")))
 }

@@ -169,6 +169,11 @@ impl Core {
                 .collect(),
         };
         metrics::counter!(STOPPED, "rule" => rule.as_str()).increment(1);
+        self.refusal_span(
+            &sender.agent_id,
+            "LOOP_DETECTED",
+            ("switchboard.loop_rule", rule.as_str().to_owned()),
+        );
         let window = Duration::from_secs(guard.cycle_window_seconds);
         if self
             .inner

@@ -36,6 +36,7 @@ pub mod remotes;
 mod responses;
 pub mod retention;
 pub mod sessions;
+pub mod spans;
 pub mod tasks;
 mod teams;
 pub mod trace;
@@ -70,6 +71,8 @@ struct Inner {
     loop_reports: loops::LoopReports,
     /// The operator's budget ceilings (`--budget`).
     budget_ceiling: switchboard_types::budgets::Budgets,
+    /// Where spans go when they are exported (`--otlp-endpoint`).
+    spans: Option<spans::SpanSink>,
     hub: Arc<Hub>,
     tasks: tasks::TaskRuntime,
     retention: retention::RetentionSettings,
@@ -105,6 +108,8 @@ pub struct CoreSettings {
     pub node_id: node::NodeId,
     /// The operator's budget ceilings; a team may set lower ones.
     pub budgets: switchboard_types::budgets::Budgets,
+    /// Where finished spans go (`--otlp-endpoint`); none: no span is built.
+    pub spans: Option<spans::SpanSink>,
 }
 
 /// What the caller needs on a team for an operation.
@@ -161,6 +166,7 @@ impl Core {
                 rate_limiter: ratelimit::RateLimiter::new(settings.rate_limit),
                 loop_reports: loops::LoopReports::new(),
                 budget_ceiling: settings.budgets,
+                spans: settings.spans,
                 hub,
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,

@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub rate_limit: Option<RateLimit>,
     /// Budget ceilings (`--budget`).
     pub budgets: switchboard_types::budgets::Budgets,
+    /// Where spans are exported (`--otlp-endpoint`); none: not at all.
+    pub otlp_endpoint: Option<String>,
     /// Seconds between WebSocket pings (and the time allowed for the pong).
     pub ws_ping_interval: Duration,
     /// Frames a WebSocket connection may have waiting.
@@ -74,6 +76,7 @@ impl ServerConfig {
             wal_max_bytes: StoreOptions::default().wal_max_bytes,
             rate_limit: None,
             budgets: Default::default(),
+            otlp_endpoint: None,
             ws_ping_interval: Duration::from_secs(20),
             ws_outbox: 1024,
             ws_max_per_agent: 16,
@@ -124,6 +127,7 @@ impl TryFrom<&ServeArgs> for ServerConfig {
                 }
                 budgets
             },
+            otlp_endpoint: args.otlp_endpoint.clone(),
             a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),

@@ -269,6 +269,13 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, AdminToken), S
         retention: config.retention,
         node_id: config.node_id.clone(),
         budgets: config.budgets,
+        spans: config.otlp_endpoint.as_deref().map(|endpoint| {
+            let (sink, spans) = crate::core::spans::sink();
+            let url = crate::otlp::traces_url(endpoint);
+            tracing::info!(url = %url, "exporting spans over OTLP");
+            tokio::spawn(crate::otlp::export(spans, url, config.node_id.to_string()));
+            sink
+        }),
     };
     let (core, generated) = Core::open(store.clone(), settings).await?;
     Ok((store, core, generated))

@@ -44,6 +44,7 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
         retention: RetentionSettings::default(),
         node_id: switchboard::core::node::NodeId::generate(),
         budgets: Default::default(),
+        spans: None,
     };
     let (core, _) = Core::open(store, settings).await.expect("core");
     let created = core

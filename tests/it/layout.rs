@@ -29,6 +29,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("transport::a2a", &["transport::common", "core"]),
     ("transport", &[]),
     ("callbacks", &["core"]),
+    // Exports the core's spans (as callbacks deliver the core's notifications).
+    ("otlp", &["core"]),
     ("cli", &[]),
     ("telemetry", &[]),
     ("config", &["cli", "telemetry"]),

@@ -38,6 +38,7 @@ mod mcp;
 mod migrate_db;
 mod node;
 mod nodes;
+mod otlp;
 mod persistence;
 mod publish;
 mod readme;

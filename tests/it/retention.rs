@@ -61,6 +61,7 @@ async fn pass_at(app: &TestApp, now: Timestamp) {
         retention: RetentionSettings::default(),
         node_id: switchboard::core::node::NodeId::generate(),
         budgets: Default::default(),
+        spans: None,
     };
     let (core, _) = Core::open(store.clone(), settings).await.expect("core");
     core.expire(now, &mut HashMap::new()).await.expect("pass");

@@ -1,0 +1,114 @@
+//! Span export over OTLP/HTTP (`--otlp-endpoint`, issue 45): a receiver decoding the
+//! protobuf with the official `opentelemetry-proto` package (`tests/interop/
+//! otlp_receiver.py`) gets a span per message, in the trace the request came with, each
+//! reply the child of what it answers, pushes as events, a refused send as an error span,
+//! the team, agents and ids as attributes — and never a message's content.
+
+use serde_json::{Value, json};
+
+use crate::python;
+use crate::support::TestApp;
+
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const SECRET: &str = "the launch code is 0000";
+
+/// The span of message `id` among `spans`.
+fn span_of<'a>(spans: &'a [Value], id: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["attributes"]["switchboard.message_id"] == id)
+        .unwrap_or_else(|| panic!("no span of {id} in {spans:#?}"))
+}
+
+#[tokio::test]
+async fn every_message_and_refusal_reaches_the_collector_as_a_span() {
+    if !python::available("every_message_and_refusal_reaches_the_collector_as_a_span") {
+        return;
+    }
+    let (receiver, ready) = python::start("otlp_receiver.py", &["3", "20"]).await;
+    let port = ready["port"].as_u64().expect("the receiver's port");
+    let app = TestApp::start_with(|c| {
+        c.otlp_endpoint = Some(format!("http://127.0.0.1:{port}"));
+    })
+    .await;
+    let team = app.team("spans").await;
+    let (a, b) = (
+        app.agent(&team, "a", &[]).await,
+        app.agent(&team, "b", &[]).await,
+    );
+    app.patch(&format!("/v1/teams/{}", team.id))
+        .token(&team.key)
+        .json(json!({"budgets": {"agent_messages_per_day": 1}}))
+        .send()
+        .await
+        .expect_status(200);
+    let (mut b_live, _, _) = app.ws_caught_up(&b, "").await;
+    let ask = app
+        .post("/v1/messages")
+        .token(&a.token)
+        .header("traceparent", &format!("00-{TRACE}-00f067aa0ba902b7-01"))
+        .json(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "request", "content": {"text": SECRET}}))
+        .send()
+        .await
+        .expect_status(201)
+        .str("message_id");
+    b_live.next_of("message").await;
+    let reply = b_live
+        .call(
+            "send_message",
+            json!({"sender_agent_id": "b", "recipient_agent_ids": ["a"], "in_reply_to": ask, "message_type": "response", "content": {"text": SECRET}}),
+        )
+        .await;
+    let reply = reply["result"]["message_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // `a` has spent its budget: the refusal is a span too.
+    app.send_with(&a, json!({"recipient_agent_ids": ["b"]}))
+        .await
+        .expect_error(429, "RATE_LIMITED");
+    let out = python::finish(receiver).await;
+    let spans = out["spans"].as_array().cloned().unwrap_or_default();
+    assert!(
+        out["requests"].as_array().is_some_and(|r| r
+            .iter()
+            .all(|r| r["path"] == "/v1/traces" && r["content_type"] == "application/x-protobuf")),
+        "{out}"
+    );
+    let first = span_of(&spans, &ask);
+    assert_eq!(first["trace_id"], TRACE, "{first}");
+    assert_eq!(first["parent_span_id"], "00f067aa0ba902b7");
+    assert_eq!(first["name"], "switchboard.message");
+    assert_eq!(first["attributes"]["switchboard.team_id"], "spans");
+    assert_eq!(first["attributes"]["switchboard.recipient_agent_ids"], "b");
+    assert_eq!(first["attributes"]["switchboard.via"], "rest");
+    assert_eq!(first["events"][0]["name"], "pushed", "{first}");
+    assert_eq!(
+        first["events"][0]["attributes"]["switchboard.agent_id"],
+        "b"
+    );
+    assert_eq!(first["resource"]["service.name"], "switchboard");
+    let second = span_of(&spans, &reply);
+    assert_eq!(second["trace_id"], TRACE, "{second}");
+    assert_eq!(second["parent_span_id"], first["span_id"]);
+    assert_eq!(second["attributes"]["switchboard.via"], "websocket");
+    assert_refusal(&spans);
+    // What the collector got holds ids and names, never what the agents said.
+    let everything = out.to_string();
+    assert!(!everything.contains(SECRET), "content leaked: {everything}");
+    app.stop().await;
+}
+
+/// The refused send is an error span naming the budget.
+fn assert_refusal(spans: &[Value]) {
+    let refused = spans
+        .iter()
+        .find(|s| s["name"] == "switchboard.refused")
+        .unwrap_or_else(|| panic!("no refusal span in {spans:#?}"));
+    assert_eq!(refused["status"]["code"], 2, "{refused}");
+    assert_eq!(refused["status"]["message"], "RATE_LIMITED");
+    assert_eq!(
+        refused["attributes"]["switchboard.budget"],
+        "agent_messages_per_day"
+    );
+}
