@@ -17,7 +17,6 @@ gave it. The Rust test (tests/it/loops.rs) checks the server side.
 import asyncio
 import json
 import sys
-import threading
 import time
 import uuid
 
@@ -25,6 +24,8 @@ import httpx
 import stomp
 import websockets
 import yaml
+
+from stomp_listener import Listener
 
 ORDER = ["R", "W", "S"]
 
@@ -44,31 +45,18 @@ class WiseAgentMessage(yaml.YAMLObject):
         self._chat_id = chat_id
 
 
-class StompInbox(stomp.ConnectionListener):
-    """What S's connection received: MESSAGE bodies, receipts, ERROR frames (whole)."""
+class StompInbox(Listener):
+    """The shared listener, keeping what this test reads: MESSAGE bodies loaded as Wise
+    Agents load them, and ERROR frames whole (headers and body)."""
 
     def __init__(self):
-        self.messages, self.receipts, self.errors = [], [], []
-        self.cond = threading.Condition()
-
-    def _add(self, attr, value):
-        with self.cond:
-            getattr(self, attr).append(value)
-            self.cond.notify_all()
+        super().__init__("S")
 
     def on_message(self, frame):
         self._add("messages", yaml.load(frame.body, Loader=yaml.Loader))
 
-    def on_receipt(self, frame):
-        self._add("receipts", frame.headers["receipt-id"])
-
     def on_error(self, frame):
         self._add("errors", {"headers": dict(frame.headers), "body": frame.body})
-
-    def wait(self, predicate, what, timeout=10.0):
-        with self.cond:
-            if not self.cond.wait_for(lambda: predicate(self), timeout):
-                raise AssertionError(f"S timed out waiting for {what}")
 
 
 class Circle:
