@@ -33,8 +33,8 @@ class Agent:
 
 
 @contextlib.asynccontextmanager
-async def agent(base, token, message_handler=None):
-    headers = {"Authorization": f"Bearer {token}"}
+async def agent(base, token, message_handler=None, extra_headers=None):
+    headers = {"Authorization": f"Bearer {token}", **(extra_headers or {})}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
         async with streamable_http_client(base + "/mcp", http_client=http) as (read, write):
             async with ClientSession(read, write, message_handler=message_handler) as session:
@@ -402,7 +402,20 @@ async def loop(base, token_a, token_b):
         return {"first": first["error"], "second": second["error"], "third": third}
 
 
-SCENARIOS = {"loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def traced(base, token_a, token_b):
+    """A's MCP host is instrumented: its HTTP client sends a W3C `traceparent` with every
+    request of the session. What A sends joins that trace; B reads it with the
+    `traceparent` naming A's message."""
+    trace = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+             "tracestate": "congo=t61rcWkgMzE"}
+    async with agent(base, token_a, extra_headers=trace) as a, agent(base, token_b) as b:
+        sent = await a.call("send_message", recipient_agent_ids=["b"],
+                            message_type="request", content={"text": "traced"})
+        inbox = await b.call("get_messages")
+        return {"sent": sent["data"]["message_id"], "read": inbox["data"]["messages"][0]}
+
+
+SCENARIOS = {"traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

@@ -552,3 +552,24 @@ async fn the_loop_guard_refuses_as_a_tool_error() {
     assert_eq!(inbox.body["messages"].as_array().map(Vec::len), Some(1));
     app.stop().await;
 }
+
+/// An instrumented MCP host's `traceparent` header reaches the tool call (the session
+/// runs it on a task of its own) and the message joins that trace.
+#[tokio::test]
+async fn a_tool_call_joins_the_trace_its_http_request_came_with() {
+    if !python::available("a_tool_call_joins_the_trace_its_http_request_came_with") {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (_, a, b) = team(&app).await;
+    let out = python::run("mcp_agents.py", &["traced", &app.base, &a.token, &b.token]).await;
+    let read = &out["read"];
+    assert_eq!(read["message_id"], out["sent"], "{out}");
+    let traceparent = read["traceparent"].as_str().unwrap_or_default();
+    assert!(
+        traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{out}"
+    );
+    assert_eq!(read["tracestate"], "congo=t61rcWkgMzE", "{out}");
+    app.stop().await;
+}

@@ -19,7 +19,9 @@ mod schema;
 mod sessions;
 mod tools;
 
+use crate::core::trace::traced;
 use std::sync::Arc;
+use switchboard_types::trace::TraceContext;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -245,6 +247,17 @@ async fn authenticated(
     Ok(response)
 }
 
+/// The W3C trace context of the HTTP request that carried this MCP request.
+fn trace_of(context: &RequestContext<RoleServer>) -> TraceContext {
+    let parts = context.extensions.get::<axum::http::request::Parts>();
+    let header = |name: &str| {
+        parts
+            .and_then(|p| p.headers.get(name))
+            .and_then(|v| v.to_str().ok())
+    };
+    TraceContext::from_values(header("traceparent"), header("tracestate"))
+}
+
 /// The caller the bearer check put on this request.
 fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, McpError> {
     context
@@ -407,8 +420,9 @@ impl ServerHandler for McpState {
                 let _ = peer.notify_progress(update).await;
             });
         };
-        Ok(tools::call(&self.core, &caller, tool, arguments, on_tick)
-            .await
-            .into())
+        // The session runs the call on its own task: the HTTP request's trace context is
+        // read from its headers here (the middleware's scope does not reach this task).
+        let call = tools::call(&self.core, &caller, tool, arguments, on_tick);
+        Ok(traced(trace_of(&context), call).await.into())
     }
 }
