@@ -373,3 +373,55 @@ async fn a_spent_budget_is_told_once_to_the_supervisor_and_the_watchers() {
     assert!(count >= 2.0, "{count}");
     app.stop().await;
 }
+
+/// Each transport's stock client gets a spent budget in its own form (see
+/// `tests/interop/budgets.py`), and nothing refused is stored.
+#[tokio::test]
+async fn every_transport_says_a_budget_is_spent_in_its_own_form() {
+    if !crate::python::available("every_transport_says_a_budget_is_spent_in_its_own_form") {
+        return;
+    }
+    let app = TestApp::start_with(|c| {
+        c.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
+        c.budgets.set(Budget::AgentMessagesPerDay, Some(1));
+    })
+    .await;
+    let team = app.team("forms").await;
+    let mut tokens = Vec::new();
+    for id in ["R", "W", "S", "M", "T"] {
+        tokens.push(app.agent(&team, id, &[]).await.token);
+    }
+    let port = app.server().stomp_addr().expect("STOMP").port().to_string();
+    let base = app.url("");
+    let mut args = vec![base.as_str(), port.as_str()];
+    args.extend(tokens[..4].iter().map(String::as_str));
+    let out = crate::python::run("budgets.py", &args).await;
+    for agent in ["R", "W", "S", "M"] {
+        assert_eq!(out[agent]["first"], true, "{agent}: {out}");
+    }
+    assert_eq!(out["R"]["status"], 429, "{out}");
+    assert!(
+        out["R"]["retry_after"]
+            .as_str()
+            .is_some_and(|s| s.parse::<u64>().is_ok())
+    );
+    assert_eq!(
+        out["R"]["body"]["details"]["budget"],
+        "agent_messages_per_day"
+    );
+    let ws = &out["W"]["refusal"];
+    assert_eq!(ws["ok"], false, "{out}");
+    assert_eq!(ws["error"]["error_code"], "RATE_LIMITED");
+    assert_eq!(ws["error"]["details"]["agent_id"], "W");
+    assert_eq!(out["S"]["receipt"], false, "{out}");
+    let stomp = out["S"]["error"][0].as_str().unwrap_or_default();
+    assert!(stomp.starts_with("RATE_LIMITED:"), "{out}");
+    assert_eq!(out["M"]["error"], true, "{out}");
+    assert!(out["M"].to_string().contains("RATE_LIMITED"), "{out}");
+    assert_eq!(
+        stored(&app, &team).await,
+        4,
+        "one message each, nothing refused"
+    );
+    app.stop().await;
+}
