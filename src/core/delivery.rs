@@ -360,8 +360,6 @@ pub(super) fn reserve_pushes(
         let reservation = hub.reserve(agent.pk, message.route);
         if reservation.delivers() {
             pushes.delivered_to.push(agent.agent_id.clone());
-            let news = message.is_news_for(agent.pk);
-            pushes.reservations.push((reservation, news));
         } else if hub.is_connected_elsewhere(agent.pk, message.route) {
             // Another node holds its connection: that node pushes it once it hears of
             // the commit (`core::other_nodes`).
@@ -369,11 +367,23 @@ pub(super) fn reserve_pushes(
         } else {
             pushes.pending_delivery.push(agent.agent_id.clone());
         }
+        // Kept also when it only holds connections that had no room: they are told
+        // again after the commit (`Reservation::deliver`).
+        if reservation.matters() {
+            let news = message.is_news_for(agent.pk);
+            pushes.reservations.push((reservation, news));
+        }
     }
-    if pushes.reservations.iter().any(|(_, news)| *news) {
+    let delivered = |news: bool| {
+        pushes
+            .reservations
+            .iter()
+            .any(|(r, n)| r.delivers() && *n == news)
+    };
+    if delivered(true) {
         pushes.event = Some(event_for(message, sender_id, timestamp, true));
     }
-    if pushes.reservations.iter().any(|(_, news)| !*news) {
+    if delivered(false) {
         pushes.quiet_event = Some(event_for(message, sender_id, timestamp, false));
     }
     pushes
@@ -395,11 +405,12 @@ impl Pushes {
         spans::finish(self.span, &self.delivered_to);
         for (reservation, news) in self.reservations {
             let event = if news { &self.event } else { &self.quiet_event };
-            if let (Some(seq), Some(event)) = (written.seq_of(reservation.agent_pk()), event) {
-                reservation.deliver(Push {
+            match (written.seq_of(reservation.agent_pk()), event) {
+                (Some(seq), Some(event)) => reservation.deliver(Push {
                     seq,
                     event: event.clone(),
-                });
+                }),
+                _ => reservation.committed(),
             }
         }
     }

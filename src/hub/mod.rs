@@ -180,10 +180,14 @@ impl Drop for Registration {
     }
 }
 
-/// Outbox slots held for one recipient until its entry is committed.
+/// Outbox slots held for one recipient until its entry is committed, and the
+/// connections that had no room for it.
 pub struct Reservation {
     agent_pk: AgentPk,
     permits: Vec<mpsc::OwnedPermit<Push>>,
+    /// Connections whose outbox was full: marked lagging at once, and again when the
+    /// entry is committed (see [`Reservation::deliver`]).
+    missed: Vec<Arc<Lag>>,
 }
 
 impl Reservation {
@@ -196,10 +200,28 @@ impl Reservation {
         !self.permits.is_empty()
     }
 
-    /// Sends the committed entry to every reserved connection.
-    pub fn deliver(self, push: Push) {
-        for permit in self.permits {
+    /// Whether a connection gets the entry or must hear it missed one.
+    pub fn matters(&self) -> bool {
+        !self.permits.is_empty() || !self.missed.is_empty()
+    }
+
+    /// Sends the committed entry to every reserved connection, and marks lagging again
+    /// every connection that had no room for it. Again, because the mark made at the
+    /// reservation came before the commit: a follower that recovered from it in between
+    /// read storage without this entry, cleared the mark, and would wait for a push that
+    /// never comes. Marked after the commit, the next read from storage has it.
+    pub fn deliver(mut self, push: Push) {
+        for permit in std::mem::take(&mut self.permits) {
             permit.send(push.clone());
+        }
+        self.committed();
+    }
+
+    /// The entry is committed but has nothing to push to this recipient (no sequence
+    /// number for it): only the connections that missed it are told.
+    pub fn committed(self) {
+        for lag in self.missed {
+            lag.raise();
         }
     }
 }
@@ -327,7 +349,7 @@ impl Hub {
     /// (its session will close it) and skipped.
     pub fn reserve(&self, agent_pk: AgentPk, route: Option<Route>) -> Reservation {
         let agents = self.read();
-        let mut permits = Vec::new();
+        let (mut permits, mut missed) = (Vec::new(), Vec::new());
         if let Some(state) = agents.get(&agent_pk) {
             let routed = state
                 .conns
@@ -336,12 +358,19 @@ impl Hub {
             for conn in routed {
                 match conn.tx.clone().try_reserve_owned() {
                     Ok(permit) => permits.push(permit),
-                    Err(mpsc::error::TrySendError::Full(_)) => conn.lagging.raise(),
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        conn.lagging.raise();
+                        missed.push(conn.lagging.clone());
+                    }
                     Err(mpsc::error::TrySendError::Closed(_)) => {}
                 }
             }
         }
-        Reservation { agent_pk, permits }
+        Reservation {
+            agent_pk,
+            permits,
+            missed,
+        }
     }
 
     /// Whether the agent has a live connection of transport `route` right now.
@@ -532,6 +561,33 @@ mod tests {
         // Another agent is unaffected.
         let _other = hub.register(AgentPk(2), Route::Websocket);
         assert!(hub.reserve(AgentPk(2), None).delivers());
+    }
+
+    /// The race CI found (the feed property test, stuck one entry short): the outbox is
+    /// full when an entry is reserved, the follower recovers from that mark and reads
+    /// storage before the entry commits, and clears the mark. The commit must mark the
+    /// connection again, or the follower waits for a push that never comes.
+    #[tokio::test]
+    async fn a_connection_that_missed_an_entry_hears_it_again_at_the_commit() {
+        let hub = Hub::new(HubSettings::with_outbox(1), Vec::new());
+        let mut reg = hub.register(AgentPk(1), Route::Websocket).expect("room");
+        let event = event("{}");
+        hub.reserve(AgentPk(1), None).deliver(Push {
+            seq: 1,
+            event: event.clone(),
+        });
+        let missed = hub.reserve(AgentPk(1), None);
+        assert!(!missed.delivers() && missed.matters());
+        assert!(reg.lagging.is_raised());
+        // The follower recovers before the commit: drains, clears, reads storage.
+        assert_eq!(reg.rx.recv().await.map(|p| p.seq), Some(1));
+        reg.lagging.clear();
+        missed.deliver(Push { seq: 2, event });
+        assert!(reg.lagging.is_raised(), "the commit marks it again");
+        assert!(
+            reg.rx.try_recv().is_err(),
+            "and pushes nothing it had no room for"
+        );
     }
 
     #[tokio::test]
