@@ -367,12 +367,10 @@ pub(super) fn reserve_pushes(
         } else {
             pushes.pending_delivery.push(agent.agent_id.clone());
         }
-        // Kept also when it only holds connections that had no room: they are told
-        // again after the commit (`Reservation::deliver`).
-        if reservation.matters() {
-            let news = message.is_news_for(agent.pk);
-            pushes.reservations.push((reservation, news));
-        }
+        // Kept whatever it holds: connections that had no room, and connections
+        // registered before the commit, are told after it (`Pushes::send`).
+        let news = message.is_news_for(agent.pk);
+        pushes.reservations.push((reservation, news));
     }
     let delivered = |news: bool| {
         pushes
@@ -404,6 +402,7 @@ impl Pushes {
         }
         spans::finish(self.span, &self.delivered_to);
         for (reservation, news) in self.reservations {
+            self.hub.recheck_unseen(&reservation);
             let event = if news { &self.event } else { &self.quiet_event };
             match (written.seq_of(reservation.agent_pk()), event) {
                 (Some(seq), Some(event)) => reservation.deliver(Push {

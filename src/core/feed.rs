@@ -233,10 +233,14 @@ impl Feed {
                 if !pending.is_empty() {
                     return Ready::Entries;
                 }
-                let lag = conn.lag().clone();
+                let (lag, recheck) = (conn.lag().clone(), conn.recheck().clone());
                 tokio::select! {
                     biased;
                     () = lag.raised() => Ready::Lagged,
+                    () = recheck.taken() => {
+                        self.behind = true;
+                        Ready::Entries
+                    }
                     push = conn.next_push() => match push {
                         Some(push) => {
                             pending.push_back(push);

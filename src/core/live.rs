@@ -86,6 +86,11 @@ impl Connection {
         &self.registration.lagging
     }
 
+    /// Raised when an entry committed that no push brings (see [`crate::hub::Recheck`]).
+    pub fn recheck(&self) -> &Arc<crate::hub::Recheck> {
+        &self.registration.recheck
+    }
+
     /// Cancelled when the agent was removed: its connections must end.
     pub fn removed(&self) -> tokio_util::sync::CancellationToken {
         self.registration.kicked.clone()

@@ -79,8 +79,37 @@ struct Conn {
     route: Route,
     tx: mpsc::Sender<Push>,
     lagging: Arc<Lag>,
+    recheck: Arc<Recheck>,
     kicked: tokio_util::sync::CancellationToken,
     since: Timestamp,
+}
+
+/// Set when an entry was committed that no push brings to this connection: it was
+/// registered after the entry's outbox slots were reserved. Its follower reads storage
+/// again (a connection registered then may have read storage before the commit).
+#[derive(Default)]
+pub struct Recheck {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl Recheck {
+    fn raise(&self) {
+        if !self.flag.swap(true, Ordering::AcqRel) {
+            self.notify.notify_one();
+        }
+    }
+
+    /// Resolves once raised, and lowers it.
+    pub async fn taken(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.flag.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 /// Set when a push found the outbox full; the session closes the connection.
@@ -169,6 +198,7 @@ pub struct Registration {
     pub agent_pk: AgentPk,
     pub rx: mpsc::Receiver<Push>,
     pub lagging: Arc<Lag>,
+    pub recheck: Arc<Recheck>,
     /// Cancelled when the agent is removed: its connections must end.
     pub kicked: tokio_util::sync::CancellationToken,
     hub: Arc<Hub>,
@@ -188,6 +218,11 @@ pub struct Reservation {
     /// Connections whose outbox was full: marked lagging at once, and again when the
     /// entry is committed (see [`Reservation::deliver`]).
     missed: Vec<Arc<Lag>>,
+    /// The connections it saw, and the next connection id when it looked: a connection
+    /// registered since is told at the commit ([`Hub::recheck_unseen`]).
+    seen: Vec<u64>,
+    ids_at: u64,
+    route: Option<Route>,
 }
 
 impl Reservation {
@@ -282,6 +317,7 @@ impl Hub {
         let (tx, rx) = mpsc::channel(self.settings.outbox.max(1));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let lagging = Arc::new(Lag::default());
+        let recheck = Arc::new(Recheck::default());
         let kicked = tokio_util::sync::CancellationToken::new();
         let now = Timestamp::now();
         let mut agents = self.write();
@@ -298,6 +334,7 @@ impl Hub {
             route,
             tx,
             lagging: lagging.clone(),
+            recheck: recheck.clone(),
             kicked: kicked.clone(),
             since: now,
         });
@@ -310,6 +347,7 @@ impl Hub {
             agent_pk,
             rx,
             lagging,
+            recheck,
             kicked,
             hub: self.clone(),
         })
@@ -349,13 +387,16 @@ impl Hub {
     /// (its session will close it) and skipped.
     pub fn reserve(&self, agent_pk: AgentPk, route: Option<Route>) -> Reservation {
         let agents = self.read();
-        let (mut permits, mut missed) = (Vec::new(), Vec::new());
+        // Read under the lock: a connection with a higher id was not yet in the map.
+        let ids_at = self.next_id.load(Ordering::Acquire);
+        let (mut permits, mut missed, mut seen) = (Vec::new(), Vec::new(), Vec::new());
         if let Some(state) = agents.get(&agent_pk) {
             let routed = state
                 .conns
                 .iter()
                 .filter(|c| route.is_none_or(|r| r == c.route));
             for conn in routed {
+                seen.push(conn.id);
                 match conn.tx.clone().try_reserve_owned() {
                     Ok(permit) => permits.push(permit),
                     Err(mpsc::error::TrySendError::Full(_)) => {
@@ -370,6 +411,26 @@ impl Hub {
             agent_pk,
             permits,
             missed,
+            seen,
+            ids_at,
+            route,
+        }
+    }
+
+    /// After `reservation`'s entry committed: the agent's connections registered since it
+    /// was made (so they got no slot) re-read storage. Nothing to do, without taking the
+    /// lock, when no connection was registered since.
+    pub fn recheck_unseen(&self, reservation: &Reservation) {
+        if self.next_id.load(Ordering::Acquire) == reservation.ids_at {
+            return;
+        }
+        if let Some(state) = self.read().get(&reservation.agent_pk) {
+            state
+                .conns
+                .iter()
+                .filter(|c| reservation.route.is_none_or(|r| r == c.route))
+                .filter(|c| !reservation.seen.contains(&c.id))
+                .for_each(|c| c.recheck.raise());
         }
     }
 
@@ -515,139 +576,4 @@ impl Hub {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use switchboard_types::frames::PushKind;
-
-    fn event(body: &'static str) -> Arc<Event> {
-        Event::new(move || Ok((PushKind::Message, body.to_owned())))
-    }
-
-    #[test]
-    fn an_event_renders_once_and_frames_per_recipient() {
-        let renders = Arc::new(AtomicU64::new(0));
-        let counted = renders.clone();
-        let event = Event::new(move || {
-            counted.fetch_add(1, Ordering::Relaxed);
-            Ok((PushKind::Message, r#"{"message_id":"m1"}"#.to_owned()))
-        });
-        assert_eq!(
-            event.frame(7).ok().as_deref(),
-            Some(r#"{"type":"message","seq":7,"message":{"seq":7,"message_id":"m1"}}"#)
-        );
-        assert!(event.frame(8).is_ok());
-        assert_eq!(renders.load(Ordering::Relaxed), 1);
-        let broken = Event::new(|| Err("no".to_owned()));
-        assert_eq!(broken.frame(1), Err("no".to_owned()));
-    }
-
-    #[tokio::test]
-    async fn a_full_outbox_marks_the_connection_lagging_and_skips_it() {
-        let hub = Hub::new(HubSettings::with_outbox(2), Vec::new());
-        let mut reg = hub.register(AgentPk(1), Route::Websocket).expect("room");
-        let event = event("{}");
-        for seq in 1..=2 {
-            let r = hub.reserve(AgentPk(1), None);
-            assert!(r.delivers());
-            r.deliver(Push {
-                seq,
-                event: event.clone(),
-            });
-        }
-        let r = hub.reserve(AgentPk(1), None);
-        assert!(!r.delivers());
-        assert!(reg.lagging.is_raised());
-        assert_eq!(reg.rx.recv().await.map(|p| p.seq), Some(1));
-        // Another agent is unaffected.
-        let _other = hub.register(AgentPk(2), Route::Websocket);
-        assert!(hub.reserve(AgentPk(2), None).delivers());
-    }
-
-    /// The race CI found (the feed property test, stuck one entry short): the outbox is
-    /// full when an entry is reserved, the follower recovers from that mark and reads
-    /// storage before the entry commits, and clears the mark. The commit must mark the
-    /// connection again, or the follower waits for a push that never comes.
-    #[tokio::test]
-    async fn a_connection_that_missed_an_entry_hears_it_again_at_the_commit() {
-        let hub = Hub::new(HubSettings::with_outbox(1), Vec::new());
-        let mut reg = hub.register(AgentPk(1), Route::Websocket).expect("room");
-        let event = event("{}");
-        hub.reserve(AgentPk(1), None).deliver(Push {
-            seq: 1,
-            event: event.clone(),
-        });
-        let missed = hub.reserve(AgentPk(1), None);
-        assert!(!missed.delivers() && missed.matters());
-        assert!(reg.lagging.is_raised());
-        // The follower recovers before the commit: drains, clears, reads storage.
-        assert_eq!(reg.rx.recv().await.map(|p| p.seq), Some(1));
-        reg.lagging.clear();
-        missed.deliver(Push { seq: 2, event });
-        assert!(reg.lagging.is_raised(), "the commit marks it again");
-        assert!(
-            reg.rx.try_recv().is_err(),
-            "and pushes nothing it had no room for"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_routed_entry_is_reserved_only_on_connections_of_its_transport() {
-        let hub = Hub::new(HubSettings::with_outbox(4), Vec::new());
-        let agent = AgentPk(3);
-        let mut ws = hub.register(agent, Route::Websocket).expect("room");
-        let mut stomp = hub.register(agent, Route::Stomp).expect("room");
-        assert!(hub.is_connected_by(agent, Route::Stomp));
-        hub.reserve(agent, Some(Route::Stomp)).deliver(Push {
-            seq: 1,
-            event: event("{}"),
-        });
-        hub.reserve(agent, None).deliver(Push {
-            seq: 2,
-            event: event("{}"),
-        });
-        assert_eq!(stomp.rx.recv().await.map(|p| p.seq), Some(1));
-        assert_eq!(stomp.rx.recv().await.map(|p| p.seq), Some(2));
-        assert_eq!(
-            ws.rx.recv().await.map(|p| p.seq),
-            Some(2),
-            "1 was not for it"
-        );
-        drop(stomp);
-        assert!(!hub.is_connected_by(agent, Route::Stomp));
-        assert!(
-            !hub.reserve(agent, Some(Route::Stomp)).delivers(),
-            "no live route: it waits in the inbox"
-        );
-    }
-
-    #[test]
-    fn presence_and_acks() {
-        let five = AgentPk(5);
-        let cursor = AgentCursor {
-            agent: five,
-            acked_seq: 10,
-            last_seen_at: None,
-        };
-        let hub = Hub::new(HubSettings::with_outbox(4), vec![cursor]);
-        assert_eq!(hub.acked(five), 10);
-        assert!(!hub.is_connected(five));
-        let reg = hub.register(five, Route::Stomp).expect("room");
-        assert!(hub.presence(five).connected);
-        hub.ack(five, 8);
-        assert_eq!(hub.acked(five), 10, "acks never go back");
-        assert!(hub.take_unsaved().is_empty());
-        hub.ack(five, 12);
-        assert_eq!(
-            hub.take_unsaved(),
-            vec![AgentCursor {
-                agent: five,
-                acked_seq: 12,
-                last_seen_at: hub.presence(five).last_seen_at,
-            }]
-        );
-        drop(reg);
-        assert!(!hub.presence(five).connected);
-        assert!(hub.presence(five).last_seen_at.is_some());
-        assert_eq!(hub.open_connections(), 0);
-    }
-}
+mod tests;
