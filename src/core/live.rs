@@ -86,8 +86,8 @@ impl Connection {
         &self.registration.lagging
     }
 
-    /// Raised when an entry committed that no push brings (see [`crate::hub::Recheck`]).
-    pub fn recheck(&self) -> &Arc<crate::hub::Recheck> {
+    /// Raised when an entry committed that no push brings (see [`crate::hub::Flag`]).
+    pub fn recheck(&self) -> &Arc<crate::hub::Flag> {
         &self.registration.recheck
     }
 

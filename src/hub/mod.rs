@@ -78,53 +78,44 @@ struct Conn {
     /// Its transport: an entry with a route is pushed only to connections of that one.
     route: Route,
     tx: mpsc::Sender<Push>,
-    lagging: Arc<Lag>,
-    recheck: Arc<Recheck>,
+    lagging: Arc<Flag>,
+    recheck: Arc<Flag>,
     kicked: tokio_util::sync::CancellationToken,
     since: Timestamp,
 }
 
-/// Set when an entry was committed that no push brings to this connection: it was
-/// registered after the entry's outbox slots were reserved. Its follower reads storage
-/// again (a connection registered then may have read storage before the commit).
-#[derive(Default)]
-pub struct Recheck {
+/// A flag the hub raises for a connection's follower, once per episode, and the follower
+/// lowers. Two per connection:
+/// * its **lag**: a push found the outbox full (counted in [`OVERFLOWS`], once per
+///   episode: the pushes refused while it is raised are one overflow, not many); the
+///   session closes the connection, or a follower reads storage and clears it;
+/// * its **recheck**: an entry committed that no push brings to it — it was registered
+///   after the entry's outbox slots were reserved, and may have read storage before the
+///   commit — so its follower reads storage again.
+pub struct Flag {
     flag: AtomicBool,
     notify: Notify,
+    /// The counter raising it increments, if any.
+    counter: Option<&'static str>,
 }
 
-impl Recheck {
-    fn raise(&self) {
-        if !self.flag.swap(true, Ordering::AcqRel) {
-            self.notify.notify_one();
+/// The lag flag of a connection.
+pub type Lag = Flag;
+
+impl Flag {
+    fn new(counter: Option<&'static str>) -> Flag {
+        Flag {
+            flag: AtomicBool::new(false),
+            notify: Notify::new(),
+            counter,
         }
     }
 
-    /// Resolves once raised, and lowers it.
-    pub async fn taken(&self) {
-        loop {
-            let notified = self.notify.notified();
-            if self.flag.swap(false, Ordering::AcqRel) {
-                return;
+    fn raise(&self) {
+        if !self.flag.swap(true, Ordering::AcqRel) {
+            if let Some(counter) = self.counter {
+                metrics::counter!(counter).increment(1);
             }
-            notified.await;
-        }
-    }
-}
-
-/// Set when a push found the outbox full; the session closes the connection.
-#[derive(Default)]
-pub struct Lag {
-    flag: AtomicBool,
-    notify: Notify,
-}
-
-impl Lag {
-    /// Raises the flag; counts an overflow only once per connection and episode (the
-    /// pushes refused while it is raised are one overflow, not many).
-    fn raise(&self) {
-        if !self.flag.swap(true, Ordering::AcqRel) {
-            metrics::counter!(OVERFLOWS).increment(1);
             self.notify.notify_one();
         }
     }
@@ -133,7 +124,7 @@ impl Lag {
         self.flag.load(Ordering::Acquire)
     }
 
-    /// Resolves once the flag is raised.
+    /// Resolves once the flag is raised (it stays raised).
     pub async fn raised(&self) {
         loop {
             let notified = self.notify.notified();
@@ -144,7 +135,18 @@ impl Lag {
         }
     }
 
-    /// Clears the flag (after the session caught up from storage).
+    /// Resolves once the flag is raised, and lowers it.
+    pub async fn taken(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if self.flag.swap(false, Ordering::AcqRel) {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Lowers the flag (after the follower caught up from storage).
     pub fn clear(&self) {
         self.flag.store(false, Ordering::Release);
     }
@@ -197,8 +199,8 @@ pub struct Registration {
     pub id: u64,
     pub agent_pk: AgentPk,
     pub rx: mpsc::Receiver<Push>,
-    pub lagging: Arc<Lag>,
-    pub recheck: Arc<Recheck>,
+    pub lagging: Arc<Flag>,
+    pub recheck: Arc<Flag>,
     /// Cancelled when the agent is removed: its connections must end.
     pub kicked: tokio_util::sync::CancellationToken,
     hub: Arc<Hub>,
@@ -217,7 +219,7 @@ pub struct Reservation {
     permits: Vec<mpsc::OwnedPermit<Push>>,
     /// Connections whose outbox was full: marked lagging at once, and again when the
     /// entry is committed (see [`Reservation::deliver`]).
-    missed: Vec<Arc<Lag>>,
+    missed: Vec<Arc<Flag>>,
     /// The connections it saw, and the next connection id when it looked: a connection
     /// registered since is told at the commit ([`Hub::recheck_unseen`]).
     seen: Vec<u64>,
@@ -316,8 +318,8 @@ impl Hub {
     ) -> Result<Registration, ConnectionLimit> {
         let (tx, rx) = mpsc::channel(self.settings.outbox.max(1));
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let lagging = Arc::new(Lag::default());
-        let recheck = Arc::new(Recheck::default());
+        let lagging = Arc::new(Flag::new(Some(OVERFLOWS)));
+        let recheck = Arc::new(Flag::new(None));
         let kicked = tokio_util::sync::CancellationToken::new();
         let now = Timestamp::now();
         let mut agents = self.write();

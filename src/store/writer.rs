@@ -51,6 +51,19 @@ pub enum Isolation {
     SelfContained,
 }
 
+impl Isolation {
+    /// A write that spends from budgets (`charges`) runs statements of its own for it: a
+    /// savepoint undoes them when the write is refused. One that spends nothing is
+    /// self-contained (it only stages).
+    pub fn for_charges(charges: &[crate::model::Charge]) -> Isolation {
+        if charges.is_empty() {
+            Isolation::SelfContained
+        } else {
+            Isolation::Savepoint
+        }
+    }
+}
+
 /// One engine's write transaction, as the writer drives it. Every method runs on the
 /// writer's task, so none of them races another.
 pub(crate) trait Batch: Send + 'static {

@@ -203,11 +203,7 @@ impl Tasks for SqliteStore {
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        let isolation = if write.charges.is_empty() {
-            Isolation::SelfContained
-        } else {
-            Isolation::Savepoint
-        };
+        let isolation = Isolation::for_charges(&write.charges);
         self.writer()
             .write_then(
                 isolation,
