@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::Core;
 use crate::model::trace::{own_trace_id, span_id};
-use crate::model::{AgentRecord, NewMessage};
+use crate::model::{AgentRecord, DueCallback, NewMessage, TaskRecord};
 
 /// A finished span: ids as lowercase hex (trace 32 digits, span 16), times, and
 /// attributes naming the team, agents and ids involved — never content.
@@ -145,6 +145,93 @@ impl Core {
             ],
             events: Vec::new(),
             error: Some(code.to_owned()),
+        });
+    }
+}
+
+impl Core {
+    /// The span of a task about to be submitted (when spans are exported), ended at its
+    /// commit: its notifications are its children.
+    pub(super) fn task_span(&self, task: &TaskRecord) -> PendingSpan {
+        let sink = self.spans()?.clone();
+        let id = task.task_id.as_str();
+        let trace = task.trace.as_ref();
+        let team = self.registry().team(task.team_pk);
+        let mut attributes = vec![
+            (
+                "switchboard.team_id",
+                team.map(|t| t.team_id.to_string()).unwrap_or_default(),
+            ),
+            (
+                "switchboard.originating_agent_id",
+                self.agent_name(task.originator_pk).to_string(),
+            ),
+            ("switchboard.task_id", id.to_owned()),
+            ("switchboard.status", task.status.as_str().to_owned()),
+        ];
+        if let Some(assignee) = task.assignee_pk {
+            attributes.push((
+                "switchboard.assignee_agent_id",
+                self.agent_name(assignee).to_string(),
+            ));
+        }
+        let span = SpanRecord {
+            trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
+            span_id: span_id(id),
+            parent_span_id: trace.and_then(|t| t.parent.clone()),
+            trace_state: trace.and_then(|t| t.state.clone()),
+            name: "switchboard.task",
+            start: task.created_at,
+            end: task.created_at,
+            attributes,
+            events: Vec::new(),
+            error: None,
+        };
+        Some((sink, span))
+    }
+
+    /// The span of one callback or push-notification attempt about a task, a child of
+    /// the task's: from when it was taken up to its outcome (an error when it failed).
+    pub(super) fn callback_span(
+        &self,
+        callback: &DueCallback,
+        outcome: &Result<i64, (Option<i64>, String)>,
+    ) {
+        let Some(sink) = self.spans() else { return };
+        let trace = callback.trace.as_ref();
+        let id = callback.task_id.as_str();
+        let status = match outcome {
+            Ok(status) | Err((Some(status), _)) => status.to_string(),
+            Err((None, _)) => String::new(),
+        };
+        let mut attributes = vec![
+            ("switchboard.task_id", id.to_owned()),
+            ("switchboard.delivery", callback.pk.to_string()),
+            ("switchboard.attempt", (callback.attempts + 1).to_string()),
+            (
+                "switchboard.receiver",
+                if callback.webhook_pk.is_some() {
+                    "webhook"
+                } else {
+                    "callback_url"
+                }
+                .to_owned(),
+            ),
+        ];
+        if !status.is_empty() {
+            attributes.push(("http.response.status_code", status));
+        }
+        sink.emit(SpanRecord {
+            trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
+            span_id: random_id(8),
+            parent_span_id: Some(span_id(id)),
+            trace_state: trace.and_then(|t| t.state.clone()),
+            name: "switchboard.callback",
+            start: callback.taken_at,
+            end: Timestamp::now(),
+            attributes,
+            events: Vec::new(),
+            error: outcome.as_ref().err().map(|(_, why)| why.clone()),
         });
     }
 }

@@ -8,11 +8,12 @@
 use std::future::Future;
 
 use switchboard_types::ErrorCode;
-use switchboard_types::trace::{TraceContext, TraceHop, TraceView, is_trace_id};
+use switchboard_types::trace::{TraceContext, TraceHop, TraceTask, TraceView, is_trace_id};
 
+use super::spans::random_id;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::model::trace::{join, span_id};
-use crate::model::{AgentRecord, MessageRecord, MessageTrace, TrafficRow};
+use crate::model::{AgentRecord, MessageRecord, MessageTrace, TaskRecord, TrafficRow};
 
 tokio::task_local! {
     static CONTEXT: TraceContext;
@@ -33,15 +34,39 @@ impl Core {
             answers.map(|m| (m.message_id.as_str(), m.trace.as_ref())),
         )
     }
+
+    /// The trace a new task joins: the request's context, else its parent task's
+    /// (`parent_task_id`), else none — the ordered id the server `generated` for it names
+    /// its own. A task whose id the client chose gets a random trace id instead: its id
+    /// may be anyone's (the same in every team that chose it, or another trace's digits).
+    pub(super) fn task_trace(
+        &self,
+        generated: bool,
+        parent: Option<&TaskRecord>,
+    ) -> Option<MessageTrace> {
+        let context = CONTEXT.try_with(Clone::clone).ok();
+        join(
+            context.as_ref(),
+            parent.map(|p| (p.task_id.as_str(), p.trace.as_ref())),
+        )
+        .or_else(|| {
+            (!generated).then(|| MessageTrace {
+                trace_id: random_id(16),
+                parent: None,
+                state: None,
+            })
+        })
+    }
 }
 
 /// Most hops one answer shows.
 const MOST_HOPS: usize = 1000;
 
 impl Core {
-    /// `GET /v1/traces/{trace_id}`: the team key sees every message of the trace in its
-    /// team; an agent sees them when it sent or received one of them (otherwise, as for
-    /// a trace that does not exist, `NOT_FOUND`).
+    /// `GET /v1/traces/{trace_id}`: the team key sees every message and task of the
+    /// trace in its team; an agent sees them when it sent or received one of the messages,
+    /// or originated or was assigned one of the tasks (otherwise, as for a trace that does
+    /// not exist, `NOT_FOUND`).
     pub(super) async fn get_trace(&self, caller: &Caller, trace_id: &str) -> CoreResult<TraceView> {
         let (team, me) = self.reader(caller)?;
         if !is_trace_id(trace_id) {
@@ -52,30 +77,54 @@ impl Core {
             .with("value", trace_id));
         }
         let limit = i64::try_from(MOST_HOPS + 1).unwrap_or(i64::MAX);
-        let mut rows = self
-            .store()
-            .trace_traffic(team.pk, trace_id.to_owned(), limit)
-            .await?;
+        let store = self.store();
+        let (rows, tasks) = tokio::try_join!(
+            store.trace_traffic(team.pk, trace_id.to_owned(), limit),
+            store.trace_tasks(team.pk, trace_id.to_owned(), limit),
+        )?;
         let party = |me: &AgentRecord| {
             rows.iter()
                 .any(|r| r.message.sender_pk == me.pk || r.recipients.contains(&me.agent_id))
+                || tasks
+                    .iter()
+                    .any(|t| t.originator_pk == me.pk || t.assignee_pk == Some(me.pk))
         };
-        if rows.is_empty() || me.as_deref().is_some_and(|me| !party(me)) {
+        if (rows.is_empty() && tasks.is_empty()) || me.as_deref().is_some_and(|me| !party(me)) {
             return Err(CoreError::new(
                 ErrorCode::NotFound,
-                format!("no trace {trace_id} that you sent or received a message of"),
+                format!("no trace {trace_id} that you took part in"),
             )
             .with("trace_id", trace_id));
         }
-        let more = rows.len() > MOST_HOPS;
-        rows.truncate(MOST_HOPS);
-        let hops = rows.into_iter().map(|row| self.hop(row)).collect();
+        let more = rows.len() > MOST_HOPS || tasks.len() > MOST_HOPS;
         Ok(TraceView {
             success: true,
             trace_id: trace_id.to_owned(),
-            hops,
+            hops: rows
+                .into_iter()
+                .take(MOST_HOPS)
+                .map(|row| self.hop(row))
+                .collect(),
+            tasks: tasks
+                .iter()
+                .take(MOST_HOPS)
+                .map(|task| self.trace_task(task))
+                .collect(),
             more,
         })
+    }
+
+    fn trace_task(&self, t: &TaskRecord) -> TraceTask {
+        TraceTask {
+            task_id: t.task_id.clone(),
+            originating_agent_id: self.agent_name(t.originator_pk),
+            assignee_agent_id: t.assignee_pk.map(|pk| self.agent_name(pk)),
+            status: t.status,
+            created_at: t.created_at,
+            updated_at: t.updated_at,
+            span_id: span_id(&t.task_id),
+            parent_span_id: t.trace.as_ref().and_then(|trace| trace.parent.clone()),
+        }
     }
 
     fn hop(&self, row: TrafficRow) -> TraceHop {

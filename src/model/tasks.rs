@@ -42,6 +42,8 @@ pub struct TaskRecord {
     pub updated_at: Timestamp,
     /// The causal chain it extends (`parent_task_id`; `None`: it starts one).
     pub chain: Option<super::Chain>,
+    /// Its place in the trace it joined (`None`: its ordered id names its own trace).
+    pub trace: Option<super::MessageTrace>,
 }
 
 impl TaskRecord {
@@ -116,6 +118,11 @@ pub struct DueCallback {
     pub attempts: i64,
     /// The task webhook it is for; `None` for the task's `callback_url`.
     pub webhook_pk: Option<i64>,
+    /// Its task's id and trace: the POST carries the task's `traceparent`.
+    pub task_id: String,
+    pub trace: Option<super::MessageTrace>,
+    /// When it was taken up for this attempt (the start of the attempt's span).
+    pub taken_at: Timestamp,
 }
 
 /// The outcome of one callback attempt; pending ones are tried again at

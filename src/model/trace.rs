@@ -22,10 +22,16 @@ pub struct MessageTrace {
     pub state: Option<String>,
 }
 
-/// The 32 hex digits of an ordered id (`msg_<32 hex>`); for any other id, a digest of it.
-fn id_hex(id: &str) -> String {
+/// Whether `id` looks like an ordered id (`msg_<32 hex>`, `task_<32 hex>`).
+fn is_ordered(id: &str) -> bool {
     let tail = id.rsplit('_').next().unwrap_or(id);
-    if tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit()) {
+    tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The 32 hex digits of an ordered id; for any other id, a digest of it.
+fn id_hex(id: &str) -> String {
+    if is_ordered(id) {
+        let tail = id.rsplit('_').next().unwrap_or(id);
         return tail.to_ascii_lowercase();
     }
     let digest = Sha256::digest(id.as_bytes());
@@ -79,6 +85,17 @@ pub fn traceparent(message_id: &str, trace: Option<&MessageTrace>) -> String {
     TraceParent::new(&trace_id, &span_id(message_id))
         .map(|t| t.to_string())
         .unwrap_or_default()
+}
+
+/// The W3C headers a request made on behalf of `id` (a task: its callbacks, its push
+/// notifications, its delegation to an outside agent) carries: its `traceparent`, and
+/// its `tracestate` when it has one.
+pub fn headers(id: &str, trace: Option<&MessageTrace>) -> Vec<(&'static str, String)> {
+    let mut headers = vec![("traceparent", traceparent(id, trace))];
+    if let Some(state) = trace.and_then(|t| t.state.clone()) {
+        headers.push(("tracestate", state));
+    }
+    headers
 }
 
 #[cfg(test)]

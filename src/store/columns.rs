@@ -321,7 +321,7 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
      question, context, result_data, callback_delivery, version, created_at, updated_at, \
-     originator_inbox, chain";
+     originator_inbox, chain, trace";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
     let clarification_id = row.opt_text("clarification_id")?.map(ClarificationId::from);
@@ -348,6 +348,7 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
         chain: row.opt_json("chain")?,
+        trace: row.opt_json("trace")?,
     })
 }
 

@@ -263,6 +263,13 @@ pub trait Messages: Send + Sync {
         trace_id: String,
         limit: i64,
     ) -> Result<Vec<TrafficRow>, StoreError>;
+    /// The tasks of a trace, in the order they were submitted, at most `limit`.
+    async fn trace_tasks(
+        &self,
+        team: TeamPk,
+        trace_id: String,
+        limit: i64,
+    ) -> Result<Vec<TaskRecord>, StoreError>;
     /// Removes budget counts of windows that started before `before` (epoch seconds).
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError>;
     /// Writes one message to its recipients as one job (see [`super::Store::post`]).

@@ -281,20 +281,49 @@ where
     i64: for<'t> Encode<'t, DB> + Type<DB>,
     String: for<'t> Encode<'t, DB> + Type<DB>,
 {
-    let root = format!("msg_{trace_id}");
-    let mut q = QueryBuilder::new(format!(
-        "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m WHERE m.team_pk = "
-    ));
+    let select = format!("SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m");
+    trace_rows(&select, ("m", "message_id", "msg"), team, trace_id, limit)
+}
+
+/// The tasks of a trace in the order they were submitted: as [`trace_query`], those that
+/// joined it (`tasks_by_trace`) and the one that started it (`task_<trace id>`).
+pub(crate) fn trace_tasks_query<DB: Dialect>(
+    team: TeamPk,
+    trace_id: String,
+    limit: i64,
+) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let select = format!("SELECT {TASK_COLUMNS} FROM tasks t");
+    trace_rows(&select, ("t", "task_id", "task"), team, trace_id, limit)
+}
+
+/// `select`'s rows (aliased `alias`) of a trace, in key order: those that joined it
+/// (their `trace_id`), then the one that started it (its `id_column` is
+/// `<prefix>_<trace id>` and it stores no trace).
+fn trace_rows<DB: Dialect>(
+    select: &str,
+    (alias, id_column, prefix): (&str, &str, &str),
+    team: TeamPk,
+    trace_id: String,
+    limit: i64,
+) -> QueryBuilder<DB>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    String: for<'t> Encode<'t, DB> + Type<DB>,
+{
+    let root = format!("{prefix}_{trace_id}");
+    let mut q = QueryBuilder::new(format!("{select} WHERE {alias}.team_pk = "));
     q.push_bind(team.0)
-        .push(" AND m.trace_id = ")
+        .push(format!(" AND {alias}.trace_id = "))
         .push_bind(trace_id)
-        .push(format!(
-            " UNION ALL SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m WHERE m.team_pk = "
-        ))
+        .push(format!(" UNION ALL {select} WHERE {alias}.team_pk = "))
         .push_bind(team.0)
-        .push(" AND m.message_id = ")
+        .push(format!(" AND {alias}.{id_column} = "))
         .push_bind(root)
-        .push(" AND m.trace IS NULL ORDER BY 1 LIMIT ")
+        .push(format!(" AND {alias}.trace IS NULL ORDER BY 1 LIMIT "))
         .push_bind(limit);
     q
 }

@@ -280,6 +280,27 @@ async def loop(base, team, token, worker_id, worker_token):
     return out
 
 
+async def budget(base, team, token, worker_id, worker_token):
+    """Two sends with the team allowing one task a day: the first names its trace in the
+    message's metadata (the task comes back in it); the second is refused, and the SDK
+    raises whatever A2A error it maps the answer to — kept with its ErrorInfo data."""
+    out = {}
+    async with client(base, team, worker_id, token, streaming=False, polling=True) as a2a:
+        request = text_message("hold: budgeted")
+        request.message.metadata.update(
+            {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+        [answer] = [e async for e in a2a.send_message(request)]
+        out["task"] = {"id": answer.task.id,
+                       "traceparent": answer.task.metadata["traceparent"]}
+        try:
+            [e async for e in a2a.send_message(text_message("hold: one too many"))]
+        except Exception as err:  # the refusal, in whatever class the SDK gives it
+            out["refused"] = {"type": type(err).__name__, "message": str(err),
+                              "data": json.loads(json.dumps(getattr(err, "data", None),
+                                                            default=str))}
+    return out
+
+
 async def legacy(base, team, token, worker_id, worker_token):
     """The SDK's 0.3 compat client (what it uses for agents that advertise 0.3): the
     card's 0.3 interface only, then the same conversation in 0.3's methods and shapes."""
@@ -434,7 +455,8 @@ async def cards(base, team, token, worker_id, worker_token):
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
     run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
-           "legacy": legacy, "push": push, "cards": cards, "loop": loop}[scenario]
+           "legacy": legacy, "push": push, "cards": cards, "loop": loop,
+           "budget": budget}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

@@ -11,6 +11,10 @@ completes with {"translated": <answer>} once answered; "fail: …" fails with th
 the text; "slow: …" works 7 s and completes with {"done_at": <unix time>}; anything
 else reports "working" and completes with {"echo": <text>}. With
 --grows, its card gains a skill ("summarise") after it was first read.
+
+GET /traces: the W3C trace context each call came with — the `traceparent` and
+`tracestate` HTTP headers of every JSON-RPC POST, and the `metadata` of every message it
+executed (tests/it/traces.rs checks that a delegated task continues its trace).
 """
 
 import asyncio
@@ -20,7 +24,9 @@ import sys
 import time
 
 import uvicorn
+from google.protobuf.json_format import MessageToDict
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
@@ -47,10 +53,27 @@ from a2a.types.a2a_pb2 import (
 # How often each text was executed as a new task: GET /executions (the several-nodes test
 # checks that a task given to this agent reaches it once, whatever the number of nodes).
 EXECUTIONS = {}
+# The trace context calls came with: GET /traces.
+HEADERS = []
+METADATA = []
+
+
+class SeenHeaders:
+    """ASGI middleware keeping the trace headers of every POST."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            HEADERS.append({k: headers.get(k) for k in ("traceparent", "tracestate")})
+        await self.app(scope, receive, send)
 
 
 class Translator(AgentExecutor):
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        METADATA.append(MessageToDict(context.message.metadata))
         task = context.current_task
         if task is None:
             text = context.get_user_input()
@@ -124,9 +147,13 @@ def main():
     async def executions(_request):
         return JSONResponse(EXECUTIONS)
 
+    async def traces(_request):
+        return JSONResponse({"headers": HEADERS, "metadata": METADATA})
+
     app = Starlette(routes=create_agent_card_routes(card, card_modifier=grown)
                     + create_jsonrpc_routes(handler, rpc_url="/")
-                    + [Route("/executions", executions)])
+                    + [Route("/executions", executions), Route("/traces", traces)],
+                    middleware=[Middleware(SeenHeaders)])
     print(json.dumps({"port": port}), flush=True)
     config = uvicorn.Config(app, log_level="warning")
     uvicorn.Server(config).run(sockets=[sock])

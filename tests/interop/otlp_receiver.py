@@ -2,9 +2,9 @@
 decodes each body as an `ExportTraceServiceRequest` with the official
 `opentelemetry-proto` package (protobuf), and keeps every span.
 
-Usage: otlp_receiver.py SPANS SECONDS
-Prints {"port": N} when it listens; then, once it holds SPANS spans or SECONDS have
-passed, one JSON object: the spans (ids as hex, attributes as a mapping, events, status)
+Usage: otlp_receiver.py SPANS SECONDS [QUIET]
+Prints {"port": N} when it listens; then, once it holds SPANS spans (and no span came
+for QUIET seconds, 0 by default) or SECONDS have passed, one JSON object: the spans (ids as hex, attributes as a mapping, events, status)
 and each request's path and content type. The Rust test (tests/it/otlp.rs) checks them.
 """
 
@@ -70,6 +70,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     want, seconds = int(sys.argv[1]), float(sys.argv[2])
+    quiet = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(json.dumps({"port": server.server_address[1]}), flush=True)
@@ -77,6 +78,12 @@ def main():
     with LOCK:
         while len(SPANS) < want and time.monotonic() < deadline:
             LOCK.wait(timeout=max(0.0, deadline - time.monotonic()))
+        # Then until the spans stop coming for `quiet` seconds.
+        while quiet > 0 and time.monotonic() < deadline:
+            held = len(SPANS)
+            LOCK.wait(timeout=min(quiet, max(0.0, deadline - time.monotonic())))
+            if len(SPANS) == held:
+                break
         out = {"spans": list(SPANS), "requests": list(REQUESTS)}
     server.shutdown()
     print(json.dumps(out), flush=True)

@@ -226,6 +226,11 @@ impl Normalizer {
     fn new() -> Normalizer {
         let rules = [
             (r"sb_[a-z]+_[0-9a-f]{16}_[0-9a-f]{64}", "<token>"),
+            // Derived from generated ids, or random (a task whose id the client chose).
+            (
+                r"\b00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}\b",
+                "<traceparent>",
+            ),
             (r"\b[a-z]+_[0-9a-f]{32}\b", "<ordered id>"),
             (r"\b[a-z]+-[0-9a-f]{16}\b", "<random id>"),
             (

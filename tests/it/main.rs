@@ -48,6 +48,7 @@ mod send;
 mod stomp;
 mod storage;
 mod store_contract;
+mod task_traces;
 mod tasks;
 mod teams;
 mod traces;

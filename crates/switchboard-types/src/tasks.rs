@@ -381,6 +381,18 @@ pub struct Task {
     pub callback_delivery: Option<CallbackDelivery>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    /// W3C `traceparent` naming the task's span in its trace: its notifications are its
+    /// children, and whoever works on it sends this back to continue the trace
+    /// (`docs/tracing.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = "00-019ac5f2b6d07c53a1e0c2b7d9f4e813-5b2e0f1c9a7d3e44-01")
+    )]
+    pub traceparent: Option<String>,
+    /// W3C `tracestate` the trace came with, handed on unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// One entry of a task's history.

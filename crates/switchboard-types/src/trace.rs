@@ -128,7 +128,8 @@ impl TraceContext {
     }
 }
 
-/// `GET /v1/traces/{trace_id}`: the messages of a trace, from the server's own records.
+/// `GET /v1/traces/{trace_id}`: the messages and tasks of a trace, from the server's own
+/// records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TraceView {
@@ -136,8 +137,33 @@ pub struct TraceView {
     pub trace_id: String,
     /// The hops in the order they were stored (at most 1000).
     pub hops: Vec<TraceHop>,
-    /// Whether the trace has more hops than shown.
+    /// The tasks of the trace in the order they were submitted (at most 1000): a task's
+    /// notifications are hops whose parent is the task's span.
+    #[serde(default)]
+    pub tasks: Vec<TraceTask>,
+    /// Whether the trace has more hops or tasks than shown.
     pub more: bool,
+}
+
+/// One task of a trace: who asked whom, its state, and its place in the trace — never
+/// its description or data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TraceTask {
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub task_id: crate::ids::TaskId,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub originating_agent_id: crate::ids::AgentId,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub assignee_agent_id: Option<crate::ids::AgentId>,
+    pub status: crate::task_state::TaskStatus,
+    pub created_at: crate::time::Timestamp,
+    pub updated_at: crate::time::Timestamp,
+    /// The task's span.
+    pub span_id: String,
+    /// The span it is a child of: the caller's, or its parent task's (`null`: it started
+    /// the trace).
+    pub parent_span_id: Option<String>,
 }
 
 /// One message of a trace: who sent it to whom, by which transport, and its place in

@@ -14,7 +14,7 @@ use switchboard_types::time::Timestamp;
 
 use super::Outgoing;
 use crate::core::{Core, CoreResult};
-use crate::model::{Attempt, DueCallback};
+use crate::model::{Attempt, DueCallback, trace};
 
 /// A callback to POST now: what goes out, signed with its team's key (or why it
 /// cannot go out).
@@ -75,7 +75,14 @@ impl Core {
                     bodies: vec![std::mem::take(&mut callback.body)],
                     headers: Vec::new(),
                 }),
-            };
+            }
+            .map(|mut outgoing| {
+                // Every POST about a task continues the task's trace.
+                outgoing
+                    .headers
+                    .extend(trace::headers(&callback.task_id, callback.trace.as_ref()));
+                outgoing
+            });
             deliveries.push(DueDelivery {
                 request: outgoing.and_then(|o| secret.map(|s| (o, s))),
                 callback,
@@ -104,7 +111,10 @@ impl Core {
         let now = Timestamp::now();
         let attempts = outcomes
             .into_iter()
-            .map(|(callback, outcome)| attempt(callback, outcome, policy, now))
+            .map(|(callback, outcome)| {
+                self.callback_span(&callback, &outcome);
+                attempt(callback, outcome, policy, now)
+            })
             .collect();
         Ok(self.store().record_attempts(attempts).await?)
     }

@@ -15,7 +15,9 @@ use switchboard_types::time::Timestamp;
 use super::{Change, Loaded, Notice};
 use crate::core::delivery::{Pushes, reserve_pushes};
 use crate::core::egress::urls;
+use crate::core::spans::{self, PendingSpan};
 use crate::core::{Core, CoreError, CoreResult, ids};
+use crate::model::trace::{join, traceparent};
 use crate::model::{
     AgentRecord, NewMessage, NewPost, PostResult, TaskEventRecord, TaskRecord, TaskWrite,
 };
@@ -43,6 +45,10 @@ impl From<StoreError> for NotWritten {
     }
 }
 
+/// The messages of a change's notifications, their recipients' live records, and their
+/// spans.
+type NoticePosts = (Vec<NewPost>, Vec<Vec<Arc<AgentRecord>>>, Vec<PendingSpan>);
+
 impl Core {
     /// Writes a change in one transaction: the task, its event, the callback and the
     /// notifications; pushes the notifications once committed.
@@ -57,16 +63,12 @@ impl Core {
             open_delta,
         } = change;
         let callback_post = self.callback_of(&task, &event, callback, &mut notices)?;
-        // A notice for nobody (an originator that follows the task elsewhere, or is gone)
-        // would be a message in no inbox.
-        notices.retain(|n| !n.recipients.is_empty());
         let queued = callback_post.is_some();
-        let (posts, live): (Vec<NewPost>, Vec<Vec<Arc<AgentRecord>>>) = notices
-            .into_iter()
-            .map(|n| self.notice_post(&task, &actor, n))
-            .collect::<CoreResult<Vec<_>>>()?
-            .into_iter()
-            .unzip();
+        let (posts, live, mut spans) = self.notice_posts(&task, &actor, notices)?;
+        let task_span = match expected_version {
+            None => self.task_span(&task),
+            Some(_) => None,
+        };
         // A new task spends from the budgets of its originator; a change spends nothing.
         let spending = match expected_version {
             None => self.spending(&actor, true, None),
@@ -87,7 +89,10 @@ impl Core {
             messages
                 .iter()
                 .zip(&live)
-                .map(|(message, live)| reserve_pushes(&hub, live, message, &actor_id, now))
+                .zip(spans.iter_mut())
+                .map(|((message, live), span)| {
+                    reserve_pushes(&hub, live, message, &actor_id, now).spanned(span.take())
+                })
                 .collect()
         };
         let core = self.clone();
@@ -109,6 +114,7 @@ impl Core {
             if let Some(task_pk) = changed {
                 core.hub().task_changed(task_pk);
             }
+            spans::finish(task_span, &[]);
             Ok::<_, NotWritten>(())
         };
         self.store()
@@ -124,6 +130,30 @@ impl Core {
                 other => other,
             })?;
         Ok(task)
+    }
+
+    /// The notifications' messages, each with its recipients' live records and its span
+    /// (a child of the task's; spans exported only).
+    fn notice_posts(
+        &self,
+        task: &TaskRecord,
+        actor: &AgentRecord,
+        mut notices: Vec<Notice>,
+    ) -> CoreResult<NoticePosts> {
+        // A notice for nobody (an originator that follows the task elsewhere, or is gone)
+        // would be a message in no inbox.
+        notices.retain(|n| !n.recipients.is_empty());
+        let (posts, live): (Vec<NewPost>, Vec<_>) = notices
+            .into_iter()
+            .map(|n| self.notice_post(task, actor, n))
+            .collect::<CoreResult<Vec<_>>>()?
+            .into_iter()
+            .unzip();
+        let spans = posts
+            .iter()
+            .map(|p| self.message_span(actor, &p.message, &p.recipient_ids))
+            .collect();
+        Ok((posts, live, spans))
     }
 
     /// The change's `CallbackNotification`: `(url, body)` to POST, or (for a callback
@@ -244,6 +274,8 @@ impl Core {
         .priority(task.priority)
         .context_reference(Some(thread.clone()))
         .thread(Some(thread), None)
+        // Whoever's action it reports, a notification is a child of its task.
+        .traced(join(None, Some((&task.task_id, task.trace.as_ref()))))
     }
 
     /// The TaskRequest the assignee receives: the request as submitted, plus the context
@@ -319,6 +351,8 @@ impl Core {
             callback_delivery: t.callback_delivery.clone(),
             created_at: t.created_at,
             updated_at: t.updated_at,
+            traceparent: Some(traceparent(&t.task_id, t.trace.as_ref())),
+            tracestate: t.trace.as_ref().and_then(|trace| trace.state.clone()),
         }
     }
 }

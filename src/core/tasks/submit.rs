@@ -39,16 +39,15 @@ impl Core {
         let (team, me) = self.sender(caller, &req.originating_agent_id, "originating_agent_id")?;
         self.check_can_send(&team, &me)?;
         let capabilities = req.validate()?;
-        let parent = match &req.parent_task_id {
-            Some(parent) => Some(
-                self.find_one_task(&team, Some(me.pk), parent)
-                    .await
-                    .map_err(|e| e.with("field", "parent_task_id"))?
-                    .chain(),
-            ),
-            None => None,
-        };
-        let chain = self.guard(&team, &me, parent, Links::Tasks)?;
+        let parent = self
+            .parent_task(&team, &me, req.parent_task_id.as_ref())
+            .await?;
+        let chain = self.guard(
+            &team,
+            &me,
+            parent.as_ref().map(TaskRecord::chain),
+            Links::Tasks,
+        )?;
         let callback = self.callback_target(&team, req.callback_url.clone())?;
         let target = match &req.target_agent_id {
             Some(id) => Some(
@@ -59,12 +58,14 @@ impl Core {
         };
         let chosen = self.choose_assignee(&team, &me, target.as_ref(), &capabilities);
         let now = Timestamp::now();
+        let trace = self.task_trace(req.task_id.is_none(), parent.as_ref());
+        let task_id = req
+            .task_id
+            .unwrap_or_else(|| ids::ordered_id("task").into());
         let task = TaskRecord {
             pk: Default::default(),
             team_pk: team.pk,
-            task_id: req
-                .task_id
-                .unwrap_or_else(|| ids::ordered_id("task").into()),
+            task_id,
             description: req.description,
             data: req.data,
             originator_pk: me.pk,
@@ -83,6 +84,7 @@ impl Core {
             created_at: now,
             updated_at: now,
             chain,
+            trace,
         };
         let (change, task_response, error_message) = match chosen {
             Ok(assignee) => self.assigned(task, &me, &assignee)?,
@@ -99,6 +101,22 @@ impl Core {
             error_message,
             task: Some(self.task_view(&task)),
         })
+    }
+
+    /// The task a new one continues (`parent_task_id`), one the caller can see.
+    async fn parent_task(
+        &self,
+        team: &TeamRecord,
+        me: &AgentRecord,
+        parent: Option<&switchboard_types::ids::TaskRef>,
+    ) -> CoreResult<Option<TaskRecord>> {
+        let Some(parent) = parent else {
+            return Ok(None);
+        };
+        self.find_one_task(team, Some(me.pk), parent)
+            .await
+            .map(Some)
+            .map_err(|e| e.with("field", "parent_task_id"))
     }
 
     /// Where a task reports: an http(s) URL (checked) or a member's agent id.

@@ -53,9 +53,9 @@ pub(super) async fn due<'e>(
              ORDER BY c.next_attempt_at LIMIT $2
              FOR UPDATE OF c SKIP LOCKED)
          UPDATE callbacks c SET next_attempt_at = $1 + $3
-         FROM due WHERE c.pk = due.pk
+         FROM due, tasks t WHERE c.pk = due.pk AND t.pk = c.task_pk
          RETURNING c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts,
-                   c.webhook_pk",
+                   c.webhook_pk, t.task_id, t.trace",
     )
     .bind(now.micros())
     .bind(limit)
@@ -73,6 +73,9 @@ pub(super) async fn due<'e>(
                 body: row.try_get(5)?,
                 attempts: row.try_get(6)?,
                 webhook_pk: row.try_get(7)?,
+                task_id: row.try_get(8)?,
+                trace: crate::store::columns::Columns::opt_json(row, 9)?,
+                taken_at: now,
             })
         })
         .collect()

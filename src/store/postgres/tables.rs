@@ -222,6 +222,8 @@ pub(super) const TABLES: &[Table] = &[
             ("updated_at", Int),
             ("originator_inbox", Flag),
             ("chain", Text),
+            ("trace_id", Text),
+            ("trace", Text),
         ],
     },
     Table {

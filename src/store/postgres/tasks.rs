@@ -21,9 +21,9 @@ const INSERT_TASK: &str = "
                            callback_url, priority, required_capabilities, target_agent_id,
                            status, clarification_id, question, context, result_data,
                            callback_delivery, version, created_at, updated_at,
-                           originator_inbox, chain)
+                           originator_inbox, chain, trace_id, trace)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16,
-                $17, $18, $27, $28)
+                $17, $18, $27, $28, $29, $30)
         RETURNING pk, team_pk, assignee_pk, created_at),
     a AS (INSERT INTO task_assignees (task_pk, agent_pk)
           SELECT pk, assignee_pk FROM t WHERE assignee_pk IS NOT NULL),
@@ -68,6 +68,8 @@ pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<Tas
         .bind(body)
         .bind(t.originator_inbox)
         .bind(t.chain.as_ref().map(to_json).transpose()?)
+        .bind(t.trace.as_ref().map(|trace| trace.trace_id.as_str()))
+        .bind(t.trace.as_ref().map(to_json).transpose()?)
         .fetch_one(conn)
         .await?;
     Ok(TaskPk(pk))

@@ -34,8 +34,9 @@ pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
     limit: i64,
 ) -> Result<Vec<DueCallback>, StoreError> {
     let rows = sqlx::query(
-        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk
-         FROM callbacks c
+        "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk,
+                t.task_id, t.trace
+         FROM callbacks c JOIN tasks t ON t.pk = c.task_pk
          WHERE c.state = 'pending' AND c.next_attempt_at <= ?
            AND NOT EXISTS (SELECT 1 FROM callbacks e
                            WHERE e.task_pk = c.task_pk AND e.webhook_pk IS c.webhook_pk
@@ -57,6 +58,9 @@ pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
                 body: row.try_get(5)?,
                 attempts: row.try_get(6)?,
                 webhook_pk: row.try_get(7)?,
+                task_id: row.try_get(8)?,
+                trace: crate::store::columns::Columns::opt_json(row, 9)?,
+                taken_at: now,
             })
         })
         .collect()

@@ -27,8 +27,8 @@ macro_rules! insert_task_sql {
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
                        callback_delivery, version, created_at, updated_at, originator_inbox,
-                       chain)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?);
+                       chain, trace_id, trace)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?);
     INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT pk, assignee_pk FROM tasks
     WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
@@ -83,7 +83,8 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
 /// `task_id`, `description`, `data`, `originator_pk`, `assignee_pk`, `callback_url`,
 /// `priority`, `required_capabilities`, `target_agent_id`, `status`, `clarification_id`,
 /// `question`, `context`, `result_data`, `version`, `created_at`, `updated_at`,
-/// `originator_inbox`, `chain` ([`NEW_TASK_COLUMNS`]; `callback_delivery` starts NULL).
+/// `originator_inbox`, `chain`, `trace_id`, `trace` ([`NEW_TASK_COLUMNS`];
+/// `callback_delivery` starts NULL).
 pub(super) fn bind_new_task<'q>(
     query: Query<'q>,
     t: &'q TaskRecord,
@@ -94,7 +95,7 @@ pub(super) fn bind_new_task<'q>(
 }
 
 /// How many columns [`bind_new_task`] binds.
-pub(super) const NEW_TASK_COLUMNS: usize = 20;
+pub(super) const NEW_TASK_COLUMNS: usize = 22;
 
 /// A new task's columns in [`bind_new_task`]'s order, for either driver.
 pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; NEW_TASK_COLUMNS], StoreError> {
@@ -124,6 +125,11 @@ pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; NEW_TASK_COLU
         Col::Int(i64::from(t.originator_inbox)),
         match &t.chain {
             Some(chain) => Col::Owned(to_json(chain)?),
+            None => Col::Null,
+        },
+        Col::text(t.trace.as_ref().map(|trace| trace.trace_id.as_str())),
+        match &t.trace {
+            Some(trace) => Col::Owned(to_json(trace)?),
             None => Col::Null,
         },
     ])
@@ -448,6 +454,7 @@ mod tests {
                 created_at: now,
                 updated_at: now,
                 chain: None,
+                trace: None,
             },
             expected_version: (version > 1).then_some(version - 1),
             event: TaskEventRecord {

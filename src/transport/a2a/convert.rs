@@ -240,6 +240,19 @@ fn artifact_of(task: &Task, result: &Value) -> Option<Artifact> {
     })
 }
 
+/// Adds the task's span to A2A `metadata` (`traceparent`, `tracestate`), as the HTTP
+/// headers would carry it: a client that works on the task continues its trace.
+fn with_trace(metadata: &mut HashMap<String, Value>, task: &Task) {
+    for (key, value) in [
+        ("traceparent", &task.traceparent),
+        ("tracestate", &task.tracestate),
+    ] {
+        if let Some(value) = value {
+            metadata.insert(key.to_owned(), json!(value));
+        }
+    }
+}
+
 /// A task as A2A shows it, with the newest `history_length` messages of its history.
 pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
     // Anything since the submission changes the task's `updated_at`.
@@ -255,7 +268,7 @@ pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
         .filter(|m| !m.parts.is_empty()),
         _ => None,
     };
-    let metadata = HashMap::from([(
+    let mut metadata = HashMap::from([(
         "switchboard".to_owned(),
         json!({
             "status": task.status.as_str(),
@@ -264,6 +277,7 @@ pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
             "priority": task.priority,
         }),
     )]);
+    with_trace(&mut metadata, task);
     A2aTask {
         id: task.task_id.to_string(),
         context_id: context_of(task),
@@ -285,10 +299,12 @@ pub fn events(task: &Task, event: &TaskEvent) -> Vec<StreamResponse> {
     let context_id = context_of(task);
     let mut out = Vec::new();
     let seq_meta = || {
-        Some(HashMap::from([(
+        let mut metadata = HashMap::from([(
             "switchboard".to_owned(),
             json!({ "seq": event.seq, "kind": event.kind }),
-        )]))
+        )]);
+        with_trace(&mut metadata, task);
+        Some(metadata)
     };
     let finished = matches!(event.kind, TaskEventKind::Succeeded | TaskEventKind::Failed);
     // The result the entry itself recorded: the task row may have been read before the

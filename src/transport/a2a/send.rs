@@ -13,9 +13,11 @@ use axum::http::HeaderMap;
 use switchboard_types::ErrorCode;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{Answer, Task, TaskDetail};
+use switchboard_types::trace::TraceContext;
 
 use super::rpc::{Interface, to_a2a};
 use super::{convert, push};
+use crate::core::trace::traced;
 
 /// The longest a blocking send waits before answering with the task still working.
 pub const BLOCK_FOR: Duration = Duration::from_secs(60);
@@ -95,7 +97,12 @@ async fn create(
     );
     let core = &interface.state.core;
     // The caller follows the task here, not in its inbox.
-    let task = match core.submit_followed_task(&interface.caller, request).await {
+    let submit = core.submit_followed_task(&interface.caller, request);
+    let submitted = match metadata_trace(message) {
+        Some(context) => traced(context, submit).await,
+        None => submit.await,
+    };
+    let task = match submitted {
         // A targeted TaskRequest always stores a task (assigned or failed at once).
         Ok(submitted) => submitted
             .task
@@ -109,6 +116,18 @@ async fn create(
         after_seq: 0,
         task,
     })
+}
+
+/// The trace context a message names in its `metadata` (`traceparent`, `tracestate`). It
+/// is the message's own, so it wins over the HTTP request's headers; one that is not a
+/// valid `traceparent` starts a new trace, as a malformed header does.
+fn metadata_trace(message: &Message) -> Option<TraceContext> {
+    let metadata = message.metadata.as_ref()?;
+    let parent = metadata.get("traceparent")?;
+    let state = metadata
+        .get("tracestate")
+        .and_then(serde_json::Value::as_str);
+    Some(TraceContext::from_values(parent.as_str(), state))
 }
 
 /// A message on an existing task: the answer to its open question.

@@ -383,3 +383,44 @@ async fn a_chain_of_referenced_tasks_is_refused_by_the_loop_guard() {
     );
     app.stop().await;
 }
+
+/// A spent task budget, as the stock client gets it (A2A has no rate-limit error: the
+/// contract's code is in `ErrorInfo`); the send it let through continued the trace its
+/// message's metadata named, and the task says so in its own metadata.
+#[tokio::test]
+async fn a_spent_budget_and_a_trace_in_metadata_reach_the_stock_client() {
+    if !crate::python::available("a_spent_budget_and_a_trace_in_metadata_reach_the_stock_client") {
+        return;
+    }
+    let app = TestApp::start().await;
+    let (team, client, worker) = team(&app).await;
+    app.patch("/v1/teams/a2a")
+        .token(&team.key)
+        .json(json!({"budgets": {"agent_tasks_per_day": 1}}))
+        .send()
+        .await
+        .expect_status(200);
+    let out = scenario(&app, "budget", &team, &client, &worker).await;
+    let traceparent = out["task"]["traceparent"].as_str().unwrap_or_default();
+    assert!(
+        traceparent.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"),
+        "{out}"
+    );
+    let refused = out["refused"].to_string();
+    assert!(refused.contains("RATE_LIMITED"), "{out}");
+    assert!(refused.contains("agent_tasks_per_day"), "{out}");
+    // The trace as stored: the task, a child of the span the metadata named.
+    let trace = app
+        .get("/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        trace.body["tasks"][0]["task_id"], out["task"]["id"],
+        "{}",
+        trace.body
+    );
+    assert_eq!(trace.body["tasks"][0]["parent_span_id"], "00f067aa0ba902b7");
+    app.stop().await;
+}

@@ -40,8 +40,8 @@ pub fn push_text(kind: PushKind, seq: i64, body: &str) -> String {
 }
 
 /// What an inbox entry is pushed as: a task notification as its protocol type (the
-/// object in `content.data`, with the entry's message id and time), anything else as a
-/// `message` frame carrying the view (without `seq`, which [`push_text`] adds).
+/// object in `content.data`, with the entry's message id, time and trace), anything else
+/// as a `message` frame carrying the view (without `seq`, which [`push_text`] adds).
 pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::Error> {
     if view.kind == MessageKind::Task
         && let Some(frame) = view
@@ -59,6 +59,15 @@ pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::E
         }
         body.insert("message_id".into(), Value::from(&view.message_id));
         body.insert("timestamp".into(), serde_json::to_value(view.timestamp)?);
+        // The notification's span: whoever acts on it continues the task's trace.
+        for (key, value) in [
+            ("traceparent", &view.traceparent),
+            ("tracestate", &view.tracestate),
+        ] {
+            if let Some(value) = value {
+                body.insert(key.into(), Value::from(value.as_str()));
+            }
+        }
         return Ok((PushKind::Task(frame), serde_json::to_string(&body)?));
     }
     let body = if view.seq.is_some() {

@@ -153,6 +153,20 @@ impl Messages for PgStore {
             .collect()
     }
 
+    async fn trace_tasks(
+        &self,
+        team: TeamPk,
+        trace_id: String,
+        limit: i64,
+    ) -> Result<Vec<crate::model::TaskRecord>, StoreError> {
+        let rows =
+            crate::store::filters::trace_tasks_query::<sqlx::Postgres>(team, trace_id, limit)
+                .build()
+                .fetch_all(&self.read)
+                .await?;
+        rows.iter().map(crate::store::columns::task).collect()
+    }
+
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
         write!(self, |conn| budgets::expire(conn, before, limit).await)
     }

@@ -176,6 +176,19 @@ impl Messages for SqliteStore {
             .collect()
     }
 
+    async fn trace_tasks(
+        &self,
+        team: TeamPk,
+        trace_id: String,
+        limit: i64,
+    ) -> Result<Vec<crate::model::TaskRecord>, StoreError> {
+        let rows = crate::store::filters::trace_tasks_query::<sqlx::Sqlite>(team, trace_id, limit)
+            .build()
+            .fetch_all(&self.read)
+            .await?;
+        rows.iter().map(crate::store::columns::task).collect()
+    }
+
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
         self.write_self_contained(
             move |tx| {
@@ -203,13 +216,7 @@ impl Messages for SqliteStore {
         // Rendered here, on the caller's thread (see `RenderedMessage`).
         let rendered = RenderedMessage::new(post.message, post.recipient_ids)?;
         let (deliver_to, response, charges) = (post.deliver_to, post.response, post.charges);
-        // Spending from budgets is statements of its own: a savepoint undoes them when
-        // the post is refused. A post without budgets is self-contained (it only stages).
-        let isolation = if charges.is_empty() {
-            Isolation::SelfContained
-        } else {
-            Isolation::Savepoint
-        };
+        let isolation = Isolation::for_charges(&charges);
         self.writer()
             .write_then(
                 isolation,

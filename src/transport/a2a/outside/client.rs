@@ -5,6 +5,7 @@
 use a2a::{AgentCard, Task as A2aTask};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use switchboard_types::tasks::Task;
 
 use crate::core::egress::describe;
 
@@ -99,9 +100,24 @@ pub struct Remote<'a> {
     pub http: &'a reqwest::Client,
     pub url: &'a str,
     pub authorization: Option<&'a str>,
+    /// W3C trace headers the calls carry.
+    pub trace: Vec<(&'static str, String)>,
 }
 
 impl Remote<'_> {
+    /// Calls made about `task` carry its trace (`traceparent`, `tracestate`): the outside
+    /// agent's work is a child of the task's span.
+    pub fn traced(mut self, task: &Task) -> Self {
+        self.trace = [
+            ("traceparent", &task.traceparent),
+            ("tracestate", &task.tracestate),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.clone().map(|v| (name, v)))
+        .collect();
+        self
+    }
+
     /// Calls `method` and reads its result as `T`.
     pub async fn call<T: DeserializeOwned>(
         &self,
@@ -116,6 +132,9 @@ impl Remote<'_> {
             .json(&body);
         if let Some(value) = self.authorization {
             request = request.header("authorization", value);
+        }
+        for (name, value) in &self.trace {
+            request = request.header(*name, value);
         }
         let response = request
             .send()

@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use switchboard_types::Operation;
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{
-    Clarify, TaskDetail, TaskEventKind, TaskResponseStatus, TaskResult,
+    Clarify, Task, TaskDetail, TaskEventKind, TaskResponseStatus, TaskResult,
 };
 
 use super::Delegate;
@@ -174,7 +174,7 @@ async fn forward_answer(
     else {
         return Ok(false);
     };
-    send_text(d, &detail.task.task_id, remote_id, context_id, seq, &answer).await?;
+    send_text(d, &detail.task, remote_id, context_id, seq, &answer).await?;
     *forwarded = Some(seq);
     Ok(true)
 }
@@ -293,7 +293,8 @@ async fn start(
     if !task.data.is_empty() {
         parts.push(json!({"data": Value::Object(task.data.clone())}));
     }
-    let message = json!({"messageId": task.task_id, "role": "ROLE_USER", "parts": parts});
+    let message = json!({"messageId": task.task_id, "role": "ROLE_USER", "parts": parts,
+                         "metadata": trace_metadata(task)});
     let params = json!({"message": message, "configuration": {"returnImmediately": true}});
     let binding = d.binding();
     let mut last = String::new();
@@ -302,6 +303,7 @@ async fn start(
             tokio::time::sleep(Duration::from_secs(1 << (attempt - 1))).await;
         }
         match remote(d, &binding)
+            .traced(task)
             .call::<Value>("SendMessage", params.clone())
             .await
         {
@@ -368,18 +370,19 @@ fn started(answer: &Value) -> Result<Started, Stop> {
 /// Sends the originator's answer on the remote task.
 async fn send_text(
     d: &Delegate,
-    task_id: &str,
+    task: &Task,
     remote_id: &str,
     context_id: &str,
     seq: i64,
     text: &str,
 ) -> Result<(), Stop> {
-    let message = json!({"messageId": format!("{task_id}-answer-{seq}"), "role": "ROLE_USER",
-                         "taskId": remote_id, "contextId": context_id,
-                         "parts": [{"text": text}]});
+    let message = json!({"messageId": format!("{}-answer-{seq}", task.task_id),
+                         "role": "ROLE_USER", "taskId": remote_id, "contextId": context_id,
+                         "parts": [{"text": text}], "metadata": trace_metadata(task)});
     let params = json!({"message": message, "configuration": {"returnImmediately": true}});
     let binding = d.binding();
     remote(d, &binding)
+        .traced(task)
         .call::<Value>("SendMessage", params)
         .await
         .map(|_| ())
@@ -396,7 +399,21 @@ fn remote<'a>(d: &'a Delegate, binding: &'a super::Binding) -> Remote<'a> {
         http: &d.http,
         url: &binding.interface_url,
         authorization: binding.authorization.as_deref(),
+        trace: Vec::new(),
     }
+}
+
+/// The task's trace as A2A message metadata (`traceparent`, `tracestate`): an agent that
+/// reads its trace from the message rather than the HTTP headers continues it too.
+fn trace_metadata(task: &Task) -> Value {
+    let mut metadata = Map::new();
+    if let Some(parent) = &task.traceparent {
+        metadata.insert("traceparent".into(), json!(parent));
+    }
+    if let Some(state) = &task.tracestate {
+        metadata.insert("tracestate".into(), json!(state));
+    }
+    Value::Object(metadata)
 }
 
 async fn local(caller: &Caller, d: &Delegate, task_id: &str) -> Result<TaskDetail, Stop> {
