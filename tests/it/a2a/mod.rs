@@ -422,5 +422,18 @@ async fn a_spent_budget_and_a_trace_in_metadata_reach_the_stock_client() {
         trace.body
     );
     assert_eq!(trace.body["tasks"][0]["parent_span_id"], "00f067aa0ba902b7");
+    // Its originator, which follows it over A2A, sees the trace; an agent that took no
+    // part does not.
+    app.get("/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736")
+        .token(&client.token)
+        .send()
+        .await
+        .expect_status(200);
+    let outsider = app.agent(&team, "outsider", &[]).await;
+    app.get("/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736")
+        .token(&outsider.token)
+        .send()
+        .await
+        .expect_error(404, "NOT_FOUND");
     app.stop().await;
 }
