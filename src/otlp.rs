@@ -42,10 +42,8 @@ pub fn traces_url(endpoint: &str) -> String {
 /// Exports what `spans` receives to `url` until the sink is dropped; `node` names this
 /// process (`service.instance.id`).
 pub async fn export(mut spans: mpsc::Receiver<SpanRecord>, url: String, node: String) {
-    let client = match reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-    {
+    // The collector is the operator's own, so it may be on a private address.
+    let client = match crate::core::egress::http_client(Duration::from_secs(10), true) {
         Ok(client) => client,
         Err(err) => {
             tracing::error!(error = %err, "the OTLP exporter could not start");

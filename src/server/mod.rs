@@ -95,6 +95,10 @@ impl Server {
     pub async fn start(config: ServerConfig) -> Result<Server, StartError> {
         // Before anything is written, so the first storage batches are counted too.
         let metrics = MetricsHandle::global();
+        // Before any task that may build an HTTP client starts: reqwest panics building
+        // one without a process-wide TLS provider, and the tasks start in no fixed order
+        // (the span exporter, spawned without it, died at start in some runs).
+        switchboard_client::ensure_tls_provider();
         // Every listener before storage: a start that cannot listen (a port in use)
         // creates no database and settles no admin token nobody will ever see.
         let (listener, addr) = bind(config.listen).await?;

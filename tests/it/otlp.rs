@@ -6,6 +6,9 @@
 
 use serde_json::{Value, json};
 
+use reqwest::Method;
+
+use crate::process::{Process, call, team_k};
 use crate::python;
 use crate::support::TestApp;
 
@@ -111,4 +114,44 @@ fn assert_refusal(spans: &[Value]) {
         refused["attributes"]["switchboard.budget"],
         "agent_messages_per_day"
     );
+}
+
+/// The server binary exports from its first message on, whatever order its tasks start
+/// in: the exporter once built its HTTP client before anything had installed the TLS
+/// provider, and died at start in some runs (every span then counted as dropped).
+#[tokio::test]
+async fn a_fresh_server_process_exports_its_first_span() {
+    if !python::available("a_fresh_server_process_exports_its_first_span") {
+        return;
+    }
+    for _ in 0..3 {
+        let (receiver, ready) = python::start("otlp_receiver.py", &["1", "20"]).await;
+        let endpoint = format!("http://127.0.0.1:{}", ready["port"]);
+        let dir = tempfile::tempdir().expect("tmp");
+        let server =
+            Process::start_with(&dir.path().join("otlp.db"), &["--otlp-endpoint", &endpoint]);
+        let http = reqwest::Client::new();
+        let tokens = team_k(&http, &server).await;
+        let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": "hi"}});
+        let (status, sent) = call(
+            &http,
+            &server,
+            Method::POST,
+            "/v1/messages",
+            &tokens[0],
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{sent}");
+        let out = python::finish(receiver).await;
+        let id = sent["message_id"].as_str().unwrap_or_default();
+        let spans = out["spans"].as_array().cloned().unwrap_or_default();
+        span_of(&spans, id);
+        let panicked = server
+            .logged()
+            .iter()
+            .any(|l| l.to_string().contains("panicked"));
+        assert!(!panicked, "{:#?}", server.logged());
+        server.kill();
+    }
 }
