@@ -461,6 +461,14 @@ pub struct MessageView {
     pub tracestate: Option<String>,
 }
 
+impl MessageView {
+    /// Its `traceparent` and `tracestate`, those present, as name and value: what any
+    /// transport writes to hand the trace on.
+    pub fn trace_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        crate::trace::fields(&self.traceparent, &self.tracestate)
+    }
+}
+
 /// Body of MARK_MESSAGE_READ (`POST /v1/messages/read`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

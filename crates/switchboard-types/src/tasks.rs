@@ -395,6 +395,14 @@ pub struct Task {
     pub tracestate: Option<String>,
 }
 
+impl Task {
+    /// Its `traceparent` and `tracestate`, those present, as name and value: what any
+    /// transport writes to hand the trace on.
+    pub fn trace_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        crate::trace::fields(&self.traceparent, &self.tracestate)
+    }
+}
+
 /// One entry of a task's history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -110,6 +110,18 @@ pub fn tracestate(value: &str) -> Option<String> {
         .then(|| value.to_owned())
 }
 
+/// The W3C fields a view carries on (`traceparent`, then `tracestate`), those present:
+/// every way a view leaves — push frame fields, STOMP headers, A2A metadata, the headers
+/// of a call about a task — writes the same names from this one list.
+pub fn fields<'a>(
+    traceparent: &'a Option<String>,
+    tracestate: &'a Option<String>,
+) -> impl Iterator<Item = (&'static str, &'a str)> {
+    [("traceparent", traceparent), ("tracestate", tracestate)]
+        .into_iter()
+        .filter_map(|(name, value)| value.as_deref().map(|v| (name, v)))
+}
+
 /// The trace context a request came with: its parent span, and `tracestate` only when
 /// `traceparent` was valid.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -243,13 +243,8 @@ fn artifact_of(task: &Task, result: &Value) -> Option<Artifact> {
 /// Adds the task's span to A2A `metadata` (`traceparent`, `tracestate`), as the HTTP
 /// headers would carry it: a client that works on the task continues its trace.
 fn with_trace(metadata: &mut HashMap<String, Value>, task: &Task) {
-    for (key, value) in [
-        ("traceparent", &task.traceparent),
-        ("tracestate", &task.tracestate),
-    ] {
-        if let Some(value) = value {
-            metadata.insert(key.to_owned(), json!(value));
-        }
+    for (key, value) in task.trace_fields() {
+        metadata.insert(key.to_owned(), json!(value));
     }
 }
 

@@ -287,14 +287,9 @@ impl Subscription {
             .header("switchboard-seq", seq.to_string())
             .header("switchboard-message-id", view.message_id.clone())
             .header("switchboard-sender", view.sender_agent_id.clone());
-        let frame = match &view.traceparent {
-            Some(parent) => frame.header("traceparent", parent.clone()),
-            None => frame,
-        };
-        let frame = match &view.tracestate {
-            Some(state) => frame.header("tracestate", state.clone()),
-            None => frame,
-        };
+        let frame = view.trace_fields().fold(frame, |frame, (name, value)| {
+            frame.header(name, value.to_owned())
+        });
         let frame = frame
             .header("content-length", body.len().to_string())
             .header("content-type", content_type)

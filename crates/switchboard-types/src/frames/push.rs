@@ -60,13 +60,8 @@ pub fn push_body(view: &MessageView) -> Result<(PushKind, String), serde_json::E
         body.insert("message_id".into(), Value::from(&view.message_id));
         body.insert("timestamp".into(), serde_json::to_value(view.timestamp)?);
         // The notification's span: whoever acts on it continues the task's trace.
-        for (key, value) in [
-            ("traceparent", &view.traceparent),
-            ("tracestate", &view.tracestate),
-        ] {
-            if let Some(value) = value {
-                body.insert(key.into(), Value::from(value.as_str()));
-            }
+        for (key, value) in view.trace_fields() {
+            body.insert(key.into(), Value::from(value));
         }
         return Ok((PushKind::Task(frame), serde_json::to_string(&body)?));
     }

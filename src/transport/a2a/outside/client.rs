@@ -108,13 +108,10 @@ impl Remote<'_> {
     /// Calls made about `task` carry its trace (`traceparent`, `tracestate`): the outside
     /// agent's work is a child of the task's span.
     pub fn traced(mut self, task: &Task) -> Self {
-        self.trace = [
-            ("traceparent", &task.traceparent),
-            ("tracestate", &task.tracestate),
-        ]
-        .into_iter()
-        .filter_map(|(name, value)| value.clone().map(|v| (name, v)))
-        .collect();
+        self.trace = task
+            .trace_fields()
+            .map(|(name, value)| (name, value.to_owned()))
+            .collect();
         self
     }
 

@@ -406,13 +406,10 @@ fn remote<'a>(d: &'a Delegate, binding: &'a super::Binding) -> Remote<'a> {
 /// The task's trace as A2A message metadata (`traceparent`, `tracestate`): an agent that
 /// reads its trace from the message rather than the HTTP headers continues it too.
 fn trace_metadata(task: &Task) -> Value {
-    let mut metadata = Map::new();
-    if let Some(parent) = &task.traceparent {
-        metadata.insert("traceparent".into(), json!(parent));
-    }
-    if let Some(state) = &task.tracestate {
-        metadata.insert("tracestate".into(), json!(state));
-    }
+    let metadata: Map<String, Value> = task
+        .trace_fields()
+        .map(|(key, value)| (key.to_owned(), json!(value)))
+        .collect();
     Value::Object(metadata)
 }
 
