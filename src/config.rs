@@ -137,9 +137,9 @@ pub struct ServeArgs {
     #[arg(long = "budget", env = "SWITCHBOARD_BUDGET", value_name = "NAME=LIMIT", value_parser = budget_arg, value_delimiter = ',')]
     pub budgets: Vec<(Budget, u32)>,
 
-    /// Exports a span per message (and per refused send) over OTLP/HTTP in protobuf to
-    /// this collector URL (`/v1/traces` is added unless the path ends with it), with the
-    /// team, agents and message ids as attributes, never content. Off by default.
+    /// Exports a span per message, task, callback attempt and refused send over OTLP/HTTP
+    /// in protobuf to this collector URL (`/v1/traces` is added unless the path ends with
+    /// it), with the team, agents and ids as attributes, never content. Off by default.
     #[arg(long, env = "SWITCHBOARD_OTLP_ENDPOINT", value_name = "URL", value_parser = http_url)]
     pub otlp_endpoint: Option<String>,
 

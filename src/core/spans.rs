@@ -5,12 +5,15 @@
 //! `--otlp-endpoint` there is no sink and no span is even built. What receives them and
 //! speaks OTLP is `crate::otlp`.
 
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
 use switchboard_types::ids::AgentId;
 use switchboard_types::time::Timestamp;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use super::Core;
-use crate::model::trace::{own_trace_id, span_id};
+use crate::model::trace::{own_span, own_trace_id, span_id};
 use crate::model::{AgentRecord, DueCallback, NewMessage, TaskRecord};
 
 /// A finished span: ids as lowercase hex (trace 32 digits, span 16), times, and
@@ -31,29 +34,102 @@ pub struct SpanRecord {
     pub error: Option<String>,
 }
 
-/// Where the core hands its spans.
+/// Where the core hands its spans: a buffer the exporter empties a batch at a time.
+///
+/// Not a channel: a channel wakes its reader for every span, and at tens of thousands of
+/// messages a second those wake-ups (a worker unparked, a context switch, for one span)
+/// cost the server a tenth of its send rate. The buffer wakes the exporter only when a
+/// batch is full; otherwise the exporter comes by every [`LINGER`].
 #[derive(Debug, Clone)]
-pub struct SpanSink(mpsc::Sender<SpanRecord>);
+pub struct SpanSink(Arc<Buffer>);
+
+#[derive(Debug, Default)]
+struct Buffer {
+    spans: Mutex<Vec<SpanRecord>>,
+    /// Told when the buffer holds a full batch.
+    full: Notify,
+}
 
 /// Spans waiting for the exporter at most; more are dropped.
 pub const SINK_CAPACITY: usize = 8192;
-
-/// A sink and the receiving end its exporter reads.
-pub fn sink() -> (SpanSink, mpsc::Receiver<SpanRecord>) {
-    let (tx, rx) = mpsc::channel(SINK_CAPACITY);
-    metrics::counter!(DROPPED).increment(0);
-    (SpanSink(tx), rx)
-}
+/// Most spans the exporter takes at once (one OTLP request).
+pub const BATCH: usize = 512;
+/// How long a span waits for a batch to fill before it is sent anyway.
+pub const LINGER: Duration = Duration::from_millis(500);
 
 /// Spans dropped because the exporter fell behind or is gone.
 pub const DROPPED: &str = "switchboard_otlp_dropped_spans_total";
 
+/// A sink and the exporter's end of it.
+pub fn sink() -> (SpanSink, SpanSource) {
+    let buffer = Arc::new(Buffer::default());
+    metrics::counter!(DROPPED).increment(0);
+    (SpanSink(buffer.clone()), SpanSource(buffer))
+}
+
 impl SpanSink {
-    /// Hands a span over without waiting.
+    /// Hands a span over without waiting (a full buffer drops it, counted).
     pub fn emit(&self, span: SpanRecord) {
-        if self.0.try_send(span).is_err() {
+        let mut spans = self.0.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        if spans.len() >= SINK_CAPACITY {
+            drop(spans);
             metrics::counter!(DROPPED).increment(1);
+            return;
         }
+        spans.push(span);
+        let filled = spans.len() == BATCH;
+        drop(spans);
+        if filled {
+            self.0.full.notify_waiters();
+        }
+    }
+}
+
+/// The exporter's end of a [`SpanSink`].
+#[derive(Debug)]
+pub struct SpanSource(Arc<Buffer>);
+
+impl SpanSource {
+    /// The next batch (at most [`BATCH`] spans, oldest first): at once when a full one
+    /// is waiting, else what arrived by the time one filled or [`LINGER`] passed. `None`
+    /// once every sink is gone and nothing is left.
+    pub async fn next_batch(&self) -> Option<Vec<SpanRecord>> {
+        loop {
+            // Listening before looking: a batch that fills between the two still wakes
+            // this end (`notify_waiters` keeps no permit for a later listener, so a batch
+            // taken while no one listened leaves no stale wake-up behind).
+            let filled = self.0.full.notified();
+            tokio::pin!(filled);
+            filled.as_mut().enable();
+            if let Some(batch) = self.take(BATCH) {
+                return Some(batch);
+            }
+            // Only this end left: no span can come any more.
+            if Arc::strong_count(&self.0) == 1 {
+                return self.take(1);
+            }
+            tokio::select! {
+                () = filled => {}
+                () = tokio::time::sleep(LINGER) => {}
+            }
+            if let Some(batch) = self.take(1) {
+                return Some(batch);
+            }
+        }
+    }
+
+    /// The oldest spans, at most a batch, when at least `least` are waiting.
+    fn take(&self, least: usize) -> Option<Vec<SpanRecord>> {
+        let mut spans = self.0.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        if spans.is_empty() || spans.len() < least {
+            return None;
+        }
+        let rest = if spans.len() > BATCH {
+            spans.split_off(BATCH)
+        } else {
+            Vec::with_capacity(BATCH)
+        };
+        Some(std::mem::replace(&mut *spans, rest))
     }
 }
 
@@ -106,10 +182,11 @@ impl Core {
         if let Some(via) = message.via {
             attributes.push(("switchboard.via", via.as_str().to_owned()));
         }
+        let (own, span_id) = own_ids(id, trace.is_none());
         let now = Timestamp::now();
         let span = SpanRecord {
-            trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
-            span_id: span_id(id),
+            trace_id: trace.map_or(own, |t| t.trace_id.clone()),
+            span_id,
             parent_span_id: trace.and_then(|t| t.parent.clone()),
             trace_state: trace.and_then(|t| t.state.clone()),
             name: "switchboard.message",
@@ -175,9 +252,10 @@ impl Core {
                 self.agent_name(assignee).to_string(),
             ));
         }
+        let (own, span_id) = own_ids(id, trace.is_none());
         let span = SpanRecord {
-            trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
-            span_id: span_id(id),
+            trace_id: trace.map_or(own, |t| t.trace_id.clone()),
+            span_id,
             parent_span_id: trace.and_then(|t| t.parent.clone()),
             trace_state: trace.and_then(|t| t.state.clone()),
             name: "switchboard.task",
@@ -236,6 +314,13 @@ impl Core {
     }
 }
 
+/// The span id `id` names, and the trace id it names when `starts` a trace (else empty),
+/// from one reading of the id.
+fn own_ids(id: &str, starts: bool) -> (String, String) {
+    let (trace_id, span_id) = own_span(id);
+    (if starts { trace_id } else { String::new() }, span_id)
+}
+
 /// Ends a message's span at its commit, with an event per recipient it was pushed to.
 pub(super) fn finish(span: PendingSpan, pushed_to: &[AgentId]) {
     let Some((sink, mut span)) = span else { return };
@@ -245,4 +330,76 @@ pub(super) fn finish(span: PendingSpan, pushed_to: &[AgentId]) {
         .map(|agent| ("pushed", span.end, agent.to_string()))
         .collect();
     sink.emit(span);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: usize) -> SpanRecord {
+        SpanRecord {
+            trace_id: random_id(16),
+            span_id: format!("{n:016x}"),
+            parent_span_id: None,
+            trace_state: None,
+            name: "switchboard.message",
+            start: Timestamp::now(),
+            end: Timestamp::now(),
+            attributes: Vec::new(),
+            events: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_exporter_gets_full_batches_at_once_and_the_rest_after_the_linger() {
+        let (sink, source) = sink();
+        for n in 0..BATCH + 3 {
+            sink.emit(record(n));
+        }
+        let started = tokio::time::Instant::now();
+        let full = source.next_batch().await.expect("a batch");
+        assert_eq!(full.len(), BATCH);
+        assert_eq!(full[0].span_id, format!("{:016x}", 0), "oldest first");
+        assert_eq!(
+            started.elapsed(),
+            Duration::ZERO,
+            "a full batch goes at once"
+        );
+        let rest = source.next_batch().await.expect("the rest");
+        assert_eq!(rest.len(), 3);
+        assert_eq!(rest[0].span_id, format!("{BATCH:016x}"));
+        assert_eq!(
+            started.elapsed(),
+            LINGER,
+            "a partial one waits for the linger"
+        );
+        // A batch that fills while the exporter waits wakes it at once.
+        let source = Arc::new(source);
+        let waiting = tokio::spawn({
+            let source = source.clone();
+            async move { source.next_batch().await.map(|b| b.len()) }
+        });
+        tokio::task::yield_now().await;
+        let filling = tokio::time::Instant::now();
+        for n in 0..BATCH {
+            sink.emit(record(n));
+        }
+        assert_eq!(waiting.await.ok().flatten(), Some(BATCH));
+        assert!(filling.elapsed() < LINGER, "{:?}", filling.elapsed());
+        sink.emit(record(0));
+        drop(sink);
+        assert_eq!(source.next_batch().await.map(|b| b.len()), Some(1));
+        assert!(source.next_batch().await.is_none(), "no sink: the end");
+    }
+
+    #[test]
+    fn a_full_buffer_drops_what_comes_next() {
+        let (sink, source) = sink();
+        for n in 0..SINK_CAPACITY + 5 {
+            sink.emit(record(n));
+        }
+        let waiting = source.0.spans.lock().map(|s| s.len()).unwrap_or(0);
+        assert_eq!(waiting, SINK_CAPACITY);
+    }
 }

@@ -45,13 +45,21 @@ pub fn own_trace_id(message_id: &str) -> String {
 
 /// The span id of `message_id`.
 pub fn span_id(message_id: &str) -> String {
-    let hex = id_hex(message_id);
-    let span = &hex[16..];
-    if span.bytes().all(|b| b == b'0') {
+    own_span(message_id).1
+}
+
+/// The trace id a trace `message_id` starts would have, and its span id: the one
+/// reading of the id both come from.
+pub fn own_span(message_id: &str) -> (String, String) {
+    let mut hex = id_hex(message_id);
+    let span = if hex[16..].bytes().all(|b| b == b'0') {
         // Never all zeros (the W3C rule): the other half then.
-        return hex[..16].to_owned();
-    }
-    span.to_owned()
+        hex[..16].to_owned()
+    } else {
+        hex[16..].to_owned()
+    };
+    hex.truncate(32);
+    (hex, span)
 }
 
 /// The trace a message joins: the caller's (a valid `traceparent` it came with), else

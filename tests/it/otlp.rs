@@ -155,3 +155,51 @@ async fn a_fresh_server_process_exports_its_first_span() {
         server.kill();
     }
 }
+
+/// A collector that cannot be reached: every span is counted as dropped, the server warns
+/// once (not once per batch), and every send is still answered at once.
+#[tokio::test]
+async fn an_unreachable_collector_drops_counted_spans_and_warns_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", closed.local_addr().expect("addr"));
+    drop(closed);
+    let dir = tempfile::tempdir().expect("tmp");
+    let server = Process::start_with(&dir.path().join("otlp.db"), &["--otlp-endpoint", &endpoint]);
+    let http = reqwest::Client::new();
+    let tokens = team_k(&http, &server).await;
+    let body = json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information", "content": {"text": "hi"}});
+    // Apart by more than a batch's linger: each span is a batch of its own.
+    for _ in 0..4 {
+        let sent = call(
+            &http,
+            &server,
+            Method::POST,
+            "/v1/messages",
+            &tokens[0],
+            Some(body.clone()),
+        );
+        assert_eq!(sent.await.0, 201);
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    }
+    let mut dropped = 0.0;
+    for _ in 0..50 {
+        let metrics = http.get(format!("{}/metrics", server.base)).send().await;
+        let text = metrics.expect("metrics").text().await.expect("text");
+        dropped = text
+            .lines()
+            .find_map(|l| l.strip_prefix("switchboard_otlp_dropped_spans_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if dropped >= 4.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(dropped >= 4.0, "dropped {dropped}");
+    let warnings = server
+        .logged()
+        .iter()
+        .filter(|l| l.to_string().contains("OTLP collector did not take"))
+        .count();
+    assert_eq!(warnings, 1, "{:#?}", server.logged());
+}
