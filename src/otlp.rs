@@ -159,7 +159,7 @@ fn span(s: SpanRecord) -> Span {
         attributes: s
             .attributes
             .into_iter()
-            .map(|(k, v)| attribute(k, v))
+            .map(|(k, v)| attribute(k, v.into_text()))
             .collect(),
         events: s
             .events
@@ -167,7 +167,7 @@ fn span(s: SpanRecord) -> Span {
             .map(|(name, at, agent)| Event {
                 time_unix_nano: nanos(at),
                 name: name.to_owned(),
-                attributes: vec![attribute("switchboard.agent_id", agent)],
+                attributes: vec![attribute("switchboard.agent_id", agent.into_string())],
                 ..Default::default()
             })
             .collect(),

@@ -400,7 +400,7 @@ impl Pushes {
         for (agent, _) in &written.entries {
             self.hub.inbox_changed(*agent);
         }
-        spans::finish(self.span, &self.delivered_to);
+        spans::finish(self.span, self.delivered_to);
         for (reservation, news) in self.reservations {
             self.hub.recheck_unseen(&reservation);
             let event = if news { &self.event } else { &self.quiet_event };

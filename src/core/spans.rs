@@ -8,13 +8,13 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use switchboard_types::ids::AgentId;
+use switchboard_types::ids::{AgentId, TeamPk};
 use switchboard_types::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::Core;
 use crate::model::trace::{own_span, own_trace_id, span_id};
-use crate::model::{AgentRecord, DueCallback, NewMessage, TaskRecord};
+use crate::model::{AgentRecord, DueCallback, NewMessage, TaskRecord, TeamRecord};
 
 /// A finished span: ids as lowercase hex (trace 32 digits, span 16), times, and
 /// attributes naming the team, agents and ids involved — never content.
@@ -27,11 +27,40 @@ pub struct SpanRecord {
     pub name: &'static str,
     pub start: Timestamp,
     pub end: Timestamp,
-    pub attributes: Vec<(&'static str, String)>,
+    pub attributes: Vec<(&'static str, Attr)>,
     /// Events inside the span: a name, when, and one attribute (`agent_id`).
-    pub events: Vec<(&'static str, Timestamp, String)>,
+    pub events: Vec<(&'static str, Timestamp, AgentId)>,
     /// Set when the span records a refusal: its error code.
     pub error: Option<String>,
+}
+
+/// An attribute's value as the core has it at hand: what it can hand over without
+/// copying stays uncopied until the exporter writes it (a span is built on the send path
+/// and dropped on the exporter's thread, so every string made for it is an allocation on
+/// one thread freed on another).
+#[derive(Debug, Clone)]
+pub enum Attr {
+    Text(String),
+    Word(&'static str),
+    /// The team's id.
+    Team(Arc<TeamRecord>),
+}
+
+impl Attr {
+    /// The value as the collector gets it.
+    pub fn into_text(self) -> String {
+        match self {
+            Attr::Text(text) => text,
+            Attr::Word(word) => word.to_owned(),
+            Attr::Team(team) => team.team_id.to_string(),
+        }
+    }
+}
+
+impl From<String> for Attr {
+    fn from(text: String) -> Attr {
+        Attr::Text(text)
+    }
 }
 
 /// Where the core hands its spans: a buffer the exporter empties a batch at a time.
@@ -168,21 +197,24 @@ impl Core {
         let sink = self.spans()?.clone();
         let trace = message.trace.as_ref();
         let id = message.message_id.as_str();
-        let team = self.registry().team(sender.team_pk);
-        let mut attributes = vec![
+        let mut attributes = Vec::with_capacity(6);
+        attributes.extend([
+            ("switchboard.team_id", team_attr(self, sender.team_pk)),
             (
-                "switchboard.team_id",
-                team.map(|t| t.team_id.to_string()).unwrap_or_default(),
+                "switchboard.sender_agent_id",
+                sender.agent_id.to_string().into(),
             ),
-            ("switchboard.sender_agent_id", sender.agent_id.to_string()),
-            ("switchboard.recipient_agent_ids", recipient_ids.join(",")),
-            ("switchboard.message_id", id.to_owned()),
-            ("switchboard.kind", message.kind.as_str().to_owned()),
-        ];
+            (
+                "switchboard.recipient_agent_ids",
+                recipient_ids.join(",").into(),
+            ),
+            ("switchboard.message_id", id.to_owned().into()),
+            ("switchboard.kind", Attr::Word(message.kind.as_str())),
+        ]);
         if let Some(via) = message.via {
-            attributes.push(("switchboard.via", via.as_str().to_owned()));
+            attributes.push(("switchboard.via", Attr::Word(via.as_str())));
         }
-        let (own, span_id) = own_ids(id, trace.is_none());
+        let (own, span_id) = own_span(id);
         let now = Timestamp::now();
         let span = SpanRecord {
             trace_id: trace.map_or(own, |t| t.trace_id.clone()),
@@ -216,9 +248,9 @@ impl Core {
             start: now,
             end: now,
             attributes: vec![
-                ("switchboard.sender_agent_id", agent.to_string()),
-                ("switchboard.error_code", code.to_owned()),
-                why,
+                ("switchboard.sender_agent_id", agent.to_string().into()),
+                ("switchboard.error_code", code.to_owned().into()),
+                (why.0, why.1.into()),
             ],
             events: Vec::new(),
             error: Some(code.to_owned()),
@@ -233,26 +265,22 @@ impl Core {
         let sink = self.spans()?.clone();
         let id = task.task_id.as_str();
         let trace = task.trace.as_ref();
-        let team = self.registry().team(task.team_pk);
         let mut attributes = vec![
-            (
-                "switchboard.team_id",
-                team.map(|t| t.team_id.to_string()).unwrap_or_default(),
-            ),
+            ("switchboard.team_id", team_attr(self, task.team_pk)),
             (
                 "switchboard.originating_agent_id",
-                self.agent_name(task.originator_pk).to_string(),
+                self.agent_name(task.originator_pk).to_string().into(),
             ),
-            ("switchboard.task_id", id.to_owned()),
-            ("switchboard.status", task.status.as_str().to_owned()),
+            ("switchboard.task_id", id.to_owned().into()),
+            ("switchboard.status", Attr::Word(task.status.as_str())),
         ];
         if let Some(assignee) = task.assignee_pk {
             attributes.push((
                 "switchboard.assignee_agent_id",
-                self.agent_name(assignee).to_string(),
+                self.agent_name(assignee).to_string().into(),
             ));
         }
-        let (own, span_id) = own_ids(id, trace.is_none());
+        let (own, span_id) = own_span(id);
         let span = SpanRecord {
             trace_id: trace.map_or(own, |t| t.trace_id.clone()),
             span_id,
@@ -283,21 +311,23 @@ impl Core {
             Err((None, _)) => String::new(),
         };
         let mut attributes = vec![
-            ("switchboard.task_id", id.to_owned()),
-            ("switchboard.delivery", callback.pk.to_string()),
-            ("switchboard.attempt", (callback.attempts + 1).to_string()),
+            ("switchboard.task_id", id.to_owned().into()),
+            ("switchboard.delivery", callback.pk.to_string().into()),
+            (
+                "switchboard.attempt",
+                (callback.attempts + 1).to_string().into(),
+            ),
             (
                 "switchboard.receiver",
-                if callback.webhook_pk.is_some() {
+                Attr::Word(if callback.webhook_pk.is_some() {
                     "webhook"
                 } else {
                     "callback_url"
-                }
-                .to_owned(),
+                }),
             ),
         ];
         if !status.is_empty() {
-            attributes.push(("http.response.status_code", status));
+            attributes.push(("http.response.status_code", status.into()));
         }
         sink.emit(SpanRecord {
             trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
@@ -314,20 +344,21 @@ impl Core {
     }
 }
 
-/// The span id `id` names, and the trace id it names when `starts` a trace (else empty),
-/// from one reading of the id.
-fn own_ids(id: &str, starts: bool) -> (String, String) {
-    let (trace_id, span_id) = own_span(id);
-    (if starts { trace_id } else { String::new() }, span_id)
+/// The team's id as an attribute (empty for a team the registry no longer has).
+fn team_attr(core: &Core, team: TeamPk) -> Attr {
+    core.registry()
+        .team(team)
+        .map_or(Attr::Word(""), Attr::Team)
 }
 
-/// Ends a message's span at its commit, with an event per recipient it was pushed to.
-pub(super) fn finish(span: PendingSpan, pushed_to: &[AgentId]) {
+/// Ends a message's span at its commit, with an event per recipient it was pushed to
+/// (the recipients' ids are moved in, not copied: see [`Attr`]).
+pub(super) fn finish(span: PendingSpan, pushed_to: Vec<AgentId>) {
     let Some((sink, mut span)) = span else { return };
     span.end = Timestamp::now();
     span.events = pushed_to
-        .iter()
-        .map(|agent| ("pushed", span.end, agent.to_string()))
+        .into_iter()
+        .map(|agent| ("pushed", span.end, agent))
         .collect();
     sink.emit(span);
 }

@@ -51,14 +51,13 @@ pub fn span_id(message_id: &str) -> String {
 /// The trace id a trace `message_id` starts would have, and its span id: the one
 /// reading of the id both come from.
 pub fn own_span(message_id: &str) -> (String, String) {
-    let mut hex = id_hex(message_id);
+    let hex = id_hex(message_id);
     let span = if hex[16..].bytes().all(|b| b == b'0') {
         // Never all zeros (the W3C rule): the other half then.
         hex[..16].to_owned()
     } else {
         hex[16..].to_owned()
     };
-    hex.truncate(32);
     (hex, span)
 }
 

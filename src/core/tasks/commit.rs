@@ -114,7 +114,7 @@ impl Core {
             if let Some(task_pk) = changed {
                 core.hub().task_changed(task_pk);
             }
-            spans::finish(task_span, &[]);
+            spans::finish(task_span, Vec::new());
             Ok::<_, NotWritten>(())
         };
         self.store()
