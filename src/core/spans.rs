@@ -13,16 +13,16 @@ use switchboard_types::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::Core;
-use crate::model::trace::{own_span, own_trace_id, span_id};
-use crate::model::{AgentRecord, DueCallback, NewMessage, TaskRecord, TeamRecord};
+use crate::model::trace::{hex_bytes, own_span_bytes};
+use crate::model::{AgentRecord, DueCallback, MessageTrace, NewMessage, TaskRecord, TeamRecord};
 
-/// A finished span: ids as lowercase hex (trace 32 digits, span 16), times, and
-/// attributes naming the team, agents and ids involved — never content.
+/// A finished span: ids as the bytes OTLP sends (a send formats no hex for its span),
+/// times, and attributes naming the team, agents and ids involved — never content.
 #[derive(Debug, Clone)]
 pub struct SpanRecord {
-    pub trace_id: String,
-    pub span_id: String,
-    pub parent_span_id: Option<String>,
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent_span_id: Option<[u8; 8]>,
     pub trace_state: Option<String>,
     pub name: &'static str,
     pub start: Timestamp,
@@ -48,11 +48,11 @@ pub enum Attr {
 
 impl Attr {
     /// The value as the collector gets it.
-    pub fn into_text(self) -> String {
+    pub fn as_text(&self) -> &str {
         match self {
             Attr::Text(text) => text,
-            Attr::Word(word) => word.to_owned(),
-            Attr::Team(team) => team.team_id.to_string(),
+            Attr::Word(word) => word,
+            Attr::Team(team) => team.team_id.as_str(),
         }
     }
 }
@@ -169,16 +169,32 @@ impl Core {
     }
 }
 
-/// A random id of `bytes` bytes as lowercase hex (never all zeros).
-pub(super) fn random_id(bytes: usize) -> String {
+/// A random id of `N` bytes (never all zeros, the W3C rule).
+fn random_bytes<const N: usize>() -> [u8; N] {
     loop {
-        let id: String = (0..bytes)
-            .map(|_| format!("{:02x}", rand::random::<u8>()))
-            .collect();
-        if id.bytes().any(|b| b != b'0') {
+        let id: [u8; N] = rand::random();
+        if id.iter().any(|b| *b != 0) {
             return id;
         }
     }
+}
+
+/// A random trace id as lowercase hex (never all zeros): one the server starts for what
+/// its own id cannot name.
+pub(super) fn random_trace_id() -> String {
+    random_bytes::<16>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Where the span of `id` (a message's, a task's) sits: its trace (`trace`'s, else the
+/// one `id` starts), its own span id and its parent's, as bytes.
+fn place(id: &str, trace: Option<&MessageTrace>) -> ([u8; 16], [u8; 8], Option<[u8; 8]>) {
+    let (own, span) = own_span_bytes(id);
+    let trace_id = trace.and_then(|t| hex_bytes(&t.trace_id)).unwrap_or(own);
+    let parent = trace.and_then(|t| hex_bytes(t.parent.as_deref()?));
+    (trace_id, span, parent)
 }
 
 /// A message's span waiting for its commit: it ends, and is handed over, when the
@@ -214,12 +230,12 @@ impl Core {
         if let Some(via) = message.via {
             attributes.push(("switchboard.via", Attr::Word(via.as_str())));
         }
-        let (own, span_id) = own_span(id);
+        let (trace_id, span_id, parent_span_id) = place(id, trace);
         let now = Timestamp::now();
         let span = SpanRecord {
-            trace_id: trace.map_or(own, |t| t.trace_id.clone()),
+            trace_id,
             span_id,
-            parent_span_id: trace.and_then(|t| t.parent.clone()),
+            parent_span_id,
             trace_state: trace.and_then(|t| t.state.clone()),
             name: "switchboard.message",
             start: now,
@@ -240,9 +256,10 @@ impl Core {
         sink.emit(SpanRecord {
             trace_id: trace
                 .as_ref()
-                .map_or_else(|| random_id(16), |t| t.trace_id.clone()),
-            span_id: random_id(8),
-            parent_span_id: trace.as_ref().and_then(|t| t.parent.clone()),
+                .and_then(|t| hex_bytes(&t.trace_id))
+                .unwrap_or_else(random_bytes),
+            span_id: random_bytes(),
+            parent_span_id: trace.as_ref().and_then(|t| hex_bytes(t.parent.as_deref()?)),
             trace_state: trace.and_then(|t| t.state),
             name: "switchboard.refused",
             start: now,
@@ -280,11 +297,11 @@ impl Core {
                 self.agent_name(assignee).to_string().into(),
             ));
         }
-        let (own, span_id) = own_span(id);
+        let (trace_id, span_id, parent_span_id) = place(id, trace);
         let span = SpanRecord {
-            trace_id: trace.map_or(own, |t| t.trace_id.clone()),
+            trace_id,
             span_id,
-            parent_span_id: trace.and_then(|t| t.parent.clone()),
+            parent_span_id,
             trace_state: trace.and_then(|t| t.state.clone()),
             name: "switchboard.task",
             start: task.created_at,
@@ -329,10 +346,11 @@ impl Core {
         if !status.is_empty() {
             attributes.push(("http.response.status_code", status.into()));
         }
+        let (trace_id, task_span, _) = place(id, trace);
         sink.emit(SpanRecord {
-            trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
-            span_id: random_id(8),
-            parent_span_id: Some(span_id(id)),
+            trace_id,
+            span_id: random_bytes(),
+            parent_span_id: Some(task_span),
             trace_state: trace.and_then(|t| t.state.clone()),
             name: "switchboard.callback",
             start: callback.taken_at,
@@ -369,8 +387,8 @@ mod tests {
 
     fn record(n: usize) -> SpanRecord {
         SpanRecord {
-            trace_id: random_id(16),
-            span_id: format!("{n:016x}"),
+            trace_id: random_bytes(),
+            span_id: (n as u64).to_be_bytes(),
             parent_span_id: None,
             trace_state: None,
             name: "switchboard.message",
@@ -391,7 +409,7 @@ mod tests {
         let started = tokio::time::Instant::now();
         let full = source.next_batch().await.expect("a batch");
         assert_eq!(full.len(), BATCH);
-        assert_eq!(full[0].span_id, format!("{:016x}", 0), "oldest first");
+        assert_eq!(full[0].span_id, [0; 8], "oldest first");
         assert_eq!(
             started.elapsed(),
             Duration::ZERO,
@@ -399,7 +417,7 @@ mod tests {
         );
         let rest = source.next_batch().await.expect("the rest");
         assert_eq!(rest.len(), 3);
-        assert_eq!(rest[0].span_id, format!("{BATCH:016x}"));
+        assert_eq!(rest[0].span_id, (BATCH as u64).to_be_bytes());
         assert_eq!(
             started.elapsed(),
             LINGER,

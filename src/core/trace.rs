@@ -10,7 +10,7 @@ use std::future::Future;
 use switchboard_types::ErrorCode;
 use switchboard_types::trace::{TraceContext, TraceHop, TraceTask, TraceView, is_trace_id};
 
-use super::spans::random_id;
+use super::spans::random_trace_id;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::model::trace::{join, span_id};
 use crate::model::{AgentRecord, MessageRecord, MessageTrace, TaskRecord, TrafficRow};
@@ -51,7 +51,7 @@ impl Core {
         )
         .or_else(|| {
             (!generated).then(|| MessageTrace {
-                trace_id: random_id(16),
+                trace_id: random_trace_id(),
                 parent: None,
                 state: None,
             })

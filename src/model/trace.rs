@@ -28,37 +28,61 @@ fn is_ordered(id: &str) -> bool {
     tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// The 32 hex digits of an ordered id; for any other id, a digest of it.
-fn id_hex(id: &str) -> String {
-    if is_ordered(id) {
-        let tail = id.rsplit('_').next().unwrap_or(id);
-        return tail.to_ascii_lowercase();
+/// The 16 bytes an id names: an ordered id's 32 hex digits, any other id's digest.
+fn id_bytes(id: &str) -> [u8; 16] {
+    if is_ordered(id)
+        && let Some(bytes) = hex_bytes(id.rsplit('_').next().unwrap_or(id))
+    {
+        return bytes;
     }
     let digest = Sha256::digest(id.as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    let mut bytes = [0; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    bytes
+}
+
+/// `N` bytes from exactly `2 * N` hex digits (either case); anything else gives none.
+pub fn hex_bytes<const N: usize>(hex: &str) -> Option<[u8; N]> {
+    if hex.len() != 2 * N {
+        return None;
+    }
+    let mut bytes = [0; N];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(bytes)
+}
+
+/// Bytes as lowercase hex, as trace and span ids are written.
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The trace id of a trace that `message_id` starts.
 pub fn own_trace_id(message_id: &str) -> String {
-    id_hex(message_id)
+    to_hex(&id_bytes(message_id))
 }
 
 /// The span id of `message_id`.
 pub fn span_id(message_id: &str) -> String {
-    own_span(message_id).1
+    to_hex(&own_span_bytes(message_id).1)
 }
 
-/// The trace id a trace `message_id` starts would have, and its span id: the one
-/// reading of the id both come from.
-pub fn own_span(message_id: &str) -> (String, String) {
-    let hex = id_hex(message_id);
-    let span = if hex[16..].bytes().all(|b| b == b'0') {
-        // Never all zeros (the W3C rule): the other half then.
-        hex[..16].to_owned()
+/// The trace id a trace `message_id` starts would have, and its span id, as bytes: the
+/// one reading of the id both come from (what a span for an exporter carries, so a send
+/// formats neither).
+pub fn own_span_bytes(message_id: &str) -> ([u8; 16], [u8; 8]) {
+    let id = id_bytes(message_id);
+    let (high, low) = id.split_at(8);
+    // Never all zeros (the W3C rule): the other half then.
+    let half = if low.iter().all(|b| *b == 0) {
+        high
     } else {
-        hex[16..].to_owned()
+        low
     };
-    (hex, span)
+    let mut span = [0; 8];
+    span.copy_from_slice(half);
+    (id, span)
 }
 
 /// The trace a message joins: the caller's (a valid `traceparent` it came with), else
@@ -120,6 +144,14 @@ mod tests {
         );
         // Any other id gets a digest of itself, still a valid traceparent.
         assert!(TraceParent::parse(&traceparent("hello", None)).is_some());
+        // An id whose random half is zeros is named by its other half.
+        assert_eq!(
+            span_id("msg_019ac5f2b6d07c530000000000000000"),
+            "019ac5f2b6d07c53"
+        );
+        assert_eq!(hex_bytes::<2>("00fF"), Some([0, 255]));
+        assert_eq!(hex_bytes::<2>("00f"), None);
+        assert_eq!(hex_bytes::<2>("00fg"), None);
     }
 
     #[test]

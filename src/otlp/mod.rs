@@ -2,26 +2,17 @@
 //!
 //! One task takes the core's spans a batch at a time (up to `spans::BATCH`, sent when
 //! full or about `spans::LINGER` after its first span at the latest) and POSTs each as an
-//! `ExportTraceServiceRequest` in protobuf (`application/x-protobuf`), the encoding every
-//! collector accepts. A batch the collector refuses or cannot be reached for is dropped
+//! `ExportTraceServiceRequest` in protobuf (`application/x-protobuf`, written by
+//! [`wire`]), the encoding every collector accepts. A batch the collector refuses or cannot be reached for is dropped
 //! and counted (`switchboard_otlp_dropped_spans_total`), logged once per [`WARN_EVERY`]
 //! at most, and the collector is left to rest before the next try: telemetry never holds
 //! up or fails a send, floods the log, or hammers a collector that is down.
 
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{
-    AnyValue, InstrumentationScope, KeyValue, any_value::Value,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::span::{Event, SpanKind};
-use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
-use prost::Message;
-use switchboard_types::time::Timestamp;
+use crate::core::spans::{DROPPED, SpanSource};
 
-use crate::core::spans::{DROPPED, SpanRecord, SpanSource};
+mod wire;
 
 /// Least time between two warnings about refused batches (a collector that is down
 /// refuses every batch, several a second).
@@ -56,7 +47,8 @@ pub async fn export(spans: SpanSource, url: String, node: String) {
             metrics::counter!(DROPPED).increment(count as u64);
             continue;
         }
-        let body = request(batch, &node).encode_to_vec();
+        let body = wire::encode(&batch, &node);
+        drop(batch);
         let sent = client
             .post(&url)
             .header("content-type", "application/x-protobuf")
@@ -119,90 +111,6 @@ impl Refusals {
     }
 }
 
-/// One request with `spans` of this service and node.
-fn request(spans: Vec<SpanRecord>, node: &str) -> ExportTraceServiceRequest {
-    let resource = Resource {
-        attributes: vec![
-            attribute("service.name", "switchboard".to_owned()),
-            attribute("service.instance.id", node.to_owned()),
-        ],
-        ..Default::default()
-    };
-    let scope = InstrumentationScope {
-        name: "switchboard".to_owned(),
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        ..Default::default()
-    };
-    ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(resource),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(scope),
-                spans: spans.into_iter().map(span).collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-}
-
-fn span(s: SpanRecord) -> Span {
-    Span {
-        trace_id: hex(&s.trace_id),
-        span_id: hex(&s.span_id),
-        parent_span_id: s.parent_span_id.as_deref().map(hex).unwrap_or_default(),
-        trace_state: s.trace_state.unwrap_or_default(),
-        name: s.name.to_owned(),
-        kind: SpanKind::Server as i32,
-        start_time_unix_nano: nanos(s.start),
-        end_time_unix_nano: nanos(s.end),
-        attributes: s
-            .attributes
-            .into_iter()
-            .map(|(k, v)| attribute(k, v.into_text()))
-            .collect(),
-        events: s
-            .events
-            .into_iter()
-            .map(|(name, at, agent)| Event {
-                time_unix_nano: nanos(at),
-                name: name.to_owned(),
-                attributes: vec![attribute("switchboard.agent_id", agent.into_string())],
-                ..Default::default()
-            })
-            .collect(),
-        status: Some(match s.error {
-            Some(code) => Status {
-                code: StatusCode::Error as i32,
-                message: code,
-            },
-            None => Status::default(),
-        }),
-        ..Default::default()
-    }
-}
-
-fn attribute(key: &str, value: String) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value)),
-        }),
-        ..Default::default()
-    }
-}
-
-fn nanos(at: Timestamp) -> u64 {
-    u64::try_from(at.micros()).unwrap_or(0).saturating_mul(1000)
-}
-
-/// Hex digits as bytes (ids are lowercase hex; anything else gives no bytes).
-fn hex(text: &str) -> Vec<u8> {
-    (0..text.len() / 2)
-        .map_while(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,7 +125,6 @@ mod tests {
             traces_url("http://127.0.0.1:4318/v1/traces/"),
             "http://127.0.0.1:4318/v1/traces"
         );
-        assert_eq!(hex("00ff10"), vec![0, 255, 16]);
     }
 
     #[test]
