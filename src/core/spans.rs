@@ -13,7 +13,7 @@ use switchboard_types::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::Core;
-use crate::model::trace::{hex_bytes, own_span_bytes};
+use crate::model::trace::{hex_bytes, own_span_bytes, to_hex};
 use crate::model::{AgentRecord, DueCallback, MessageTrace, NewMessage, TaskRecord, TeamRecord};
 
 /// A finished span: ids as the bytes OTLP sends (a send formats no hex for its span),
@@ -182,10 +182,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 /// A random trace id as lowercase hex (never all zeros): one the server starts for what
 /// its own id cannot name.
 pub(super) fn random_trace_id() -> String {
-    random_bytes::<16>()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    to_hex(&random_bytes::<16>())
 }
 
 /// Where the span of `id` (a message's, a task's) sits: its trace (`trace`'s, else the

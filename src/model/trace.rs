@@ -53,9 +53,16 @@ pub fn hex_bytes<const N: usize>(hex: &str) -> Option<[u8; N]> {
     Some(bytes)
 }
 
-/// Bytes as lowercase hex, as trace and span ids are written.
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Bytes as lowercase hex, as trace and span ids are written (every message a read
+/// hands out gets its `traceparent` formatted: a table, not a `format!` per byte).
+pub fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut hex = String::with_capacity(2 * bytes.len());
+    for byte in bytes {
+        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    }
+    hex
 }
 
 /// The trace id of a trace that `message_id` starts.
@@ -150,6 +157,7 @@ mod tests {
             "019ac5f2b6d07c53"
         );
         assert_eq!(hex_bytes::<2>("00fF"), Some([0, 255]));
+        assert_eq!(to_hex(&[0, 0x0f, 0xa0, 255]), "000fa0ff");
         assert_eq!(hex_bytes::<2>("00f"), None);
         assert_eq!(hex_bytes::<2>("00fg"), None);
     }
