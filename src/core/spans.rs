@@ -13,7 +13,7 @@ use switchboard_types::time::Timestamp;
 use tokio::sync::Notify;
 
 use super::Core;
-use crate::model::trace::{hex_bytes, own_span_bytes, to_hex};
+use crate::model::trace::{hex_bytes, own_span_bytes};
 use crate::model::{AgentRecord, DueCallback, MessageTrace, NewMessage, TaskRecord, TeamRecord};
 
 /// A finished span: ids as the bytes OTLP sends (a send formats no hex for its span),
@@ -182,16 +182,24 @@ fn random_bytes<const N: usize>() -> [u8; N] {
 /// A random trace id as lowercase hex (never all zeros): one the server starts for what
 /// its own id cannot name.
 pub(super) fn random_trace_id() -> String {
-    to_hex(&random_bytes::<16>())
+    hex::encode(random_bytes::<16>())
 }
 
 /// Where the span of `id` (a message's, a task's) sits: its trace (`trace`'s, else the
 /// one `id` starts), its own span id and its parent's, as bytes.
 fn place(id: &str, trace: Option<&MessageTrace>) -> ([u8; 16], [u8; 8], Option<[u8; 8]>) {
     let (own, span) = own_span_bytes(id);
-    let trace_id = trace.and_then(|t| hex_bytes(&t.trace_id)).unwrap_or(own);
-    let parent = trace.and_then(|t| hex_bytes(t.parent.as_deref()?));
-    (trace_id, span, parent)
+    let (trace_id, parent) = trace_bytes(trace);
+    (trace_id.unwrap_or(own), span, parent)
+}
+
+/// The trace and the parent span `trace` names, as bytes (none for what it names none of).
+fn trace_bytes(trace: Option<&MessageTrace>) -> (Option<[u8; 16]>, Option<[u8; 8]>) {
+    let Some(trace) = trace else {
+        return (None, None);
+    };
+    let parent = trace.parent.as_deref().and_then(hex_bytes);
+    (hex_bytes(&trace.trace_id), parent)
 }
 
 /// A message's span waiting for its commit: it ends, and is handed over, when the
@@ -249,14 +257,12 @@ impl Core {
     pub(super) fn refusal_span(&self, agent: &AgentId, code: &str, why: (&'static str, String)) {
         let Some(sink) = self.spans() else { return };
         let trace = self.trace_for(None);
+        let (trace_id, parent_span_id) = trace_bytes(trace.as_ref());
         let now = Timestamp::now();
         sink.emit(SpanRecord {
-            trace_id: trace
-                .as_ref()
-                .and_then(|t| hex_bytes(&t.trace_id))
-                .unwrap_or_else(random_bytes),
+            trace_id: trace_id.unwrap_or_else(random_bytes),
             span_id: random_bytes(),
-            parent_span_id: trace.as_ref().and_then(|t| hex_bytes(t.parent.as_deref()?)),
+            parent_span_id,
             trace_state: trace.and_then(|t| t.state),
             name: "switchboard.refused",
             start: now,

@@ -22,17 +22,10 @@ pub struct MessageTrace {
     pub state: Option<String>,
 }
 
-/// Whether `id` looks like an ordered id (`msg_<32 hex>`, `task_<32 hex>`).
-fn is_ordered(id: &str) -> bool {
-    let tail = id.rsplit('_').next().unwrap_or(id);
-    tail.len() == 32 && tail.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// The 16 bytes an id names: an ordered id's 32 hex digits, any other id's digest.
+/// The 16 bytes an id names: an ordered id's (`msg_<32 hex>`, `task_<32 hex>`) 32 hex
+/// digits, any other id's digest.
 fn id_bytes(id: &str) -> [u8; 16] {
-    if is_ordered(id)
-        && let Some(bytes) = hex_bytes(id.rsplit('_').next().unwrap_or(id))
-    {
+    if let Some(bytes) = hex_bytes(id.rsplit('_').next().unwrap_or(id)) {
         return bytes;
     }
     let digest = Sha256::digest(id.as_bytes());
@@ -41,38 +34,22 @@ fn id_bytes(id: &str) -> [u8; 16] {
     bytes
 }
 
-/// `N` bytes from exactly `2 * N` hex digits (either case); anything else gives none.
-pub fn hex_bytes<const N: usize>(hex: &str) -> Option<[u8; N]> {
-    if hex.len() != 2 * N {
-        return None;
-    }
+/// `N` bytes from exactly `2 * N` hex digits (either case, no sign); anything else
+/// gives none: a stored trace id is read as an array, so an exporter copies no string.
+pub fn hex_bytes<const N: usize>(digits: &str) -> Option<[u8; N]> {
     let mut bytes = [0; N];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(digits, &mut bytes).ok()?;
     Some(bytes)
-}
-
-/// Bytes as lowercase hex, as trace and span ids are written (every message a read
-/// hands out gets its `traceparent` formatted: a table, not a `format!` per byte).
-pub fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(2 * bytes.len());
-    for byte in bytes {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
-    }
-    hex
 }
 
 /// The trace id of a trace that `message_id` starts.
 pub fn own_trace_id(message_id: &str) -> String {
-    to_hex(&id_bytes(message_id))
+    hex::encode(id_bytes(message_id))
 }
 
 /// The span id of `message_id`.
 pub fn span_id(message_id: &str) -> String {
-    to_hex(&own_span_bytes(message_id).1)
+    hex::encode(own_span_bytes(message_id).1)
 }
 
 /// The trace id a trace `message_id` starts would have, and its span id, as bytes: the
@@ -157,9 +134,10 @@ mod tests {
             "019ac5f2b6d07c53"
         );
         assert_eq!(hex_bytes::<2>("00fF"), Some([0, 255]));
-        assert_eq!(to_hex(&[0, 0x0f, 0xa0, 255]), "000fa0ff");
         assert_eq!(hex_bytes::<2>("00f"), None);
         assert_eq!(hex_bytes::<2>("00fg"), None);
+        // `u8::from_str_radix` would take a sign; a trace id has none.
+        assert_eq!(hex_bytes::<2>("+0ff"), None);
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! One task takes the core's spans a batch at a time (up to `spans::BATCH`, sent when
 //! full or about `spans::LINGER` after its first span at the latest) and POSTs each as an
 //! `ExportTraceServiceRequest` in protobuf (`application/x-protobuf`, written by
-//! [`wire`]), the encoding every collector accepts. A batch the collector refuses or cannot be reached for is dropped
-//! and counted (`switchboard_otlp_dropped_spans_total`), logged once per [`WARN_EVERY`]
-//! at most, and the collector is left to rest before the next try: telemetry never holds
-//! up or fails a send, floods the log, or hammers a collector that is down.
+//! [`wire`]), the encoding every collector accepts. A batch the collector refuses or
+//! cannot be reached for is dropped and counted (`switchboard_otlp_dropped_spans_total`),
+//! logged once per [`WARN_EVERY`] at most, and the collector is left to rest before the
+//! next try: telemetry never holds up or fails a send, floods the log, or hammers a
+//! collector that is down.
 
 use std::time::{Duration, Instant};
 
