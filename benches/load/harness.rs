@@ -16,6 +16,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
+pub use crate::slices::{Side, interleaved};
+
 pub const ADMIN: &str = "bench-admin-token-0123456789";
 
 /// The release server binary running on a temporary (or kept) database.
@@ -28,19 +30,46 @@ pub struct ServerProcess {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// Which server a [`ServerProcess`] runs: a binary — this build's, or `BENCH_SERVER_BIN`
+/// (another build's: an A/B driven by the same load generator, only the server differs)
+/// — and settings added to the environment it inherits.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    pub binary: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Launch {
+    fn binary(&self) -> PathBuf {
+        self.binary
+            .clone()
+            .or_else(|| std::env::var_os("BENCH_SERVER_BIN").map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_switchboard")))
+    }
+}
+
 impl ServerProcess {
     pub fn start(extra: &[&str]) -> ServerProcess {
+        ServerProcess::start_as(&Launch::default(), extra)
+    }
+
+    /// A server on a fresh database, as `launch` says.
+    pub fn start_as(launch: &Launch, extra: &[&str]) -> ServerProcess {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("bench.db");
-        let mut server = ServerProcess::start_on(&db, extra);
+        let mut server = ServerProcess::launch(launch, &db, extra);
         server._dir = Some(dir);
         server
     }
 
     /// A server on a database that outlives it (see `--data-dir`).
     pub fn start_on(db: &std::path::Path, extra: &[&str]) -> ServerProcess {
+        ServerProcess::launch(&Launch::default(), db, extra)
+    }
+
+    fn launch(launch: &Launch, db: &std::path::Path, extra: &[&str]) -> ServerProcess {
         let db: PathBuf = db.to_path_buf();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let mut child = Command::new(launch.binary())
             .args([
                 "serve",
                 "--listen",
@@ -63,6 +92,7 @@ impl ServerProcess {
                     std::env::var("BENCH_SERVER_LOG").unwrap_or_else(|_| "warn".to_owned())
                 ),
             )
+            .envs(launch.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -272,6 +302,9 @@ impl Setup {
 #[derive(Default)]
 pub struct LoadResult {
     pub ok: u64,
+    /// Every request answered, warm-ups included: what the server did while it was
+    /// driven (its CPU time over a run is divided by this).
+    pub answered: u64,
     pub errors: u64,
     pub elapsed: Duration,
     /// Latencies in microseconds, unsorted.
@@ -286,6 +319,7 @@ impl LoadResult {
     /// Adds another run's figures (for measurements taken in several slices).
     pub fn merge(&mut self, other: LoadResult) {
         self.ok += other.ok;
+        self.answered += other.answered;
         self.errors += other.errors;
         self.elapsed += other.elapsed;
         self.latencies.extend(other.latencies);
@@ -331,6 +365,7 @@ pub async fn http_load(
     for task in tasks {
         let r = task.await.expect("load task");
         total.ok += r.ok;
+        total.answered += r.answered;
         total.errors += r.errors;
         total.latencies.extend(r.latencies);
     }
@@ -387,6 +422,7 @@ impl OneConnection {
                     break;
                 }
             };
+            result.answered += 1;
             if self.flags.measuring.load(Ordering::Relaxed) {
                 if ok {
                     result.ok += 1;
@@ -400,49 +436,6 @@ impl OneConnection {
         }
         result
     }
-}
-
-/// One side of an interleaved comparison: a server, the answer that counts as success,
-/// and the requests.
-pub struct Side {
-    pub addr: SocketAddr,
-    pub expect: StatusCode,
-    pub make: MakeRequest,
-}
-
-/// Measures the sides in `slices` alternating slices (a, b, a, b, …) sharing
-/// `opts.duration()`, and returns each side's total over its slices. This machine's
-/// speed drifts by ±20 % within a minute (shared cores): back-to-back runs compared a
-/// fast moment with a slow one, and a ratio swung between 33 % and 50 % for the same
-/// binary. Interleaving gives every side the same moments. The full warm-up comes before
-/// the first slice; after that a short one lets the new connections settle.
-pub async fn interleaved<const N: usize>(
-    opts: &crate::Opts,
-    slices: u32,
-    sides: &[Side; N],
-) -> [LoadResult; N] {
-    let slice = opts.duration() / slices;
-    let mut totals: [LoadResult; N] = std::array::from_fn(|_| LoadResult::default());
-    for n in 0..slices {
-        let warmup = if n == 0 {
-            opts.warmup()
-        } else {
-            Duration::from_millis(300)
-        };
-        for (side, total) in sides.iter().zip(totals.iter_mut()) {
-            let part = http_load(
-                side.addr,
-                opts.connections,
-                warmup,
-                slice,
-                side.expect,
-                side.make.clone(),
-            )
-            .await;
-            total.merge(part);
-        }
-    }
-    totals
 }
 
 /// Sends exactly `total` requests over `connections` keep-alive connections, as fast as

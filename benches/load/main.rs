@@ -10,6 +10,7 @@
 //! other figure is compared with.
 
 mod a2a;
+mod ab;
 mod checker;
 mod console;
 mod cpu;
@@ -22,6 +23,7 @@ mod mcp;
 mod postgres;
 mod publish;
 mod scenarios;
+mod slices;
 mod slow;
 mod soak;
 mod soak_svg;
@@ -68,8 +70,9 @@ impl Opts {
     }
 
     fn wants(&self, name: &str) -> bool {
-        // The soak, the checker and the console are long: they run only when named.
-        let long = ["soak", "nodes_checker", "console"].contains(&name);
+        // The soak, the checker and the console are long, and `send_ab` compares what
+        // `BENCH_AB` names: they run only when named.
+        let long = ["soak", "nodes_checker", "console", "send_ab"].contains(&name);
         (self.scenarios.is_empty() && !long) || self.scenarios.iter().any(|s| s == name)
     }
 }

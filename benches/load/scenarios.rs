@@ -18,6 +18,7 @@ type Scenario = fn(Opts) -> Pin<Box<dyn Future<Output = Vec<Row>>>>;
 pub const ALL: &[(&str, Scenario)] = &[
     ("healthz", |o| Box::pin(healthz(o))),
     ("send_message", |o| Box::pin(send_message(o))),
+    ("send_ab", |o| Box::pin(crate::ab::send_ab(o))),
     ("get_messages", |o| Box::pin(get_messages(o))),
     ("broadcast", |o| Box::pin(broadcast(o))),
     ("ws_idle", |o| Box::pin(crate::live::idle(o))),
@@ -119,11 +120,16 @@ async fn send_message(opts: Opts) -> Vec<Row> {
             make: sends_to_first(&server, agents),
         },
     ];
+    let cpu_before = crate::cpu::process_micros(server.pid());
     let [ceiling_result, result] = interleaved(&opts, SLICES, &sides).await;
+    // The sending server's CPU per answer: what a send costs it, whatever the other
+    // processes on these two cores (the generator, a collector) take from its rate.
+    let cpu = crate::cpu::process_micros(server.pid()).saturating_sub(cpu_before);
     let ratio = format!(
-        "{:.0}% of /healthz interleaved with it ({:.0} req/s; target ≥ 50%)",
+        "{:.0}% of /healthz interleaved with it ({:.0} req/s; target ≥ 50%); server CPU {:.1} µs per send",
         100.0 * result.per_second() / ceiling_result.per_second(),
-        ceiling_result.per_second()
+        ceiling_result.per_second(),
+        cpu as f64 / result.answered.max(1) as f64
     );
     vec![Row::from_load(
         "send_message",
