@@ -283,8 +283,7 @@ impl Core {
         let sender_id = sender.agent_id.clone();
         let decide = move |message: &NewMessage, context: PostContext| {
             check(context)?;
-            let pushes =
-                reserve_pushes(&hub, &live, message, &sender_id, context.now).spanned(span);
+            let pushes = reserve_pushes(&hub, &live, message, &sender_id, context.now);
             let posted = Posted {
                 message_id: message.message_id.clone(),
                 timestamp: context.now,
@@ -306,13 +305,18 @@ impl Core {
         let outcome = self
             .store()
             .post(post, claim, decide, |(value, pushes), written| {
-                pushes.send(&written?);
-                Ok::<_, CoreError>(value)
+                let pushed_to = pushes.send(&written?);
+                Ok::<_, CoreError>((value, pushed_to))
             })
             .await
             .map_err(|e| self.over_budget(e, &spending))?;
         match (outcome, &idem) {
-            (PostOutcome::Written(value), _) => Ok(value),
+            (PostOutcome::Written((value, pushed_to)), _) => {
+                // Ended here, on the request's thread, not on the writer's after the
+                // commit: the span's buffer is freed where it was made (`spans::wire`).
+                spans::finish(span, &pushed_to);
+                Ok(value)
+            }
             (PostOutcome::Replayed(stored), Some(idem)) => idem.accept(stored),
             (PostOutcome::Replayed(_), None) => Err(CoreError::internal(
                 "storage replayed an answer for a post without an idempotency key",
@@ -395,12 +399,12 @@ impl Pushes {
     }
 
     /// Sends the frames, each with its recipient's sequence number (after the commit),
-    /// and wakes those waiting for the recipients' inboxes.
-    pub(super) fn send(self, written: &PostResult) {
+    /// and wakes those waiting for the recipients' inboxes; who got it pushed.
+    pub(super) fn send(self, written: &PostResult) -> Vec<AgentId> {
         for (agent, _) in &written.entries {
             self.hub.inbox_changed(*agent);
         }
-        spans::finish(self.span, self.delivered_to);
+        spans::finish(self.span, &self.delivered_to);
         for (reservation, news) in self.reservations {
             self.hub.recheck_unseen(&reservation);
             let event = if news { &self.event } else { &self.quiet_event };
@@ -412,6 +416,7 @@ impl Pushes {
                 _ => reservation.committed(),
             }
         }
+        self.delivered_to
     }
 }
 

@@ -2,18 +2,16 @@
 //!
 //! One task takes the core's spans a batch at a time (up to `spans::BATCH`, sent when
 //! full or about `spans::LINGER` after its first span at the latest) and POSTs each as an
-//! `ExportTraceServiceRequest` in protobuf (`application/x-protobuf`, written by
-//! [`wire`]), the encoding every collector accepts. A batch the collector refuses or
-//! cannot be reached for is dropped and counted (`switchboard_otlp_dropped_spans_total`),
-//! logged once per [`WARN_EVERY`] at most, and the collector is left to rest before the
-//! next try: telemetry never holds up or fails a send, floods the log, or hammers a
-//! collector that is down.
+//! `ExportTraceServiceRequest` in protobuf (`application/x-protobuf`, the spans written
+//! by `core::spans::wire` as they were built), the encoding every collector accepts. A
+//! batch the collector refuses or cannot be reached for is dropped and counted
+//! (`switchboard_otlp_dropped_spans_total`), logged once per [`WARN_EVERY`] at most, and
+//! the collector is left to rest before the next try: telemetry never holds up or fails
+//! a send, floods the log, or hammers a collector that is down.
 
 use std::time::{Duration, Instant};
 
-use crate::core::spans::{DROPPED, SpanSource};
-
-mod wire;
+use crate::core::spans::{DROPPED, SpanSource, wire};
 
 /// Least time between two warnings about refused batches (a collector that is down
 /// refuses every batch, several a second).
@@ -43,13 +41,14 @@ pub async fn export(spans: SpanSource, url: String, node: String) {
     };
     let mut refusals = Refusals::default();
     while let Some(batch) = spans.next_batch().await {
-        let count = batch.len();
+        let count = batch.spans;
         if refusals.resting() {
             metrics::counter!(DROPPED).increment(count as u64);
+            spans.recycle(batch.bytes);
             continue;
         }
-        let body = wire::encode(&batch, &node);
-        drop(batch);
+        let body = wire::request(&batch.bytes, &node);
+        spans.recycle(batch.bytes);
         let sent = client
             .post(&url)
             .header("content-type", "application/x-protobuf")
@@ -66,8 +65,8 @@ pub async fn export(spans: SpanSource, url: String, node: String) {
 
 /// Batches the collector did not take: all counted, a warning now and then, and a rest
 /// before the next try ([`REST_FIRST`], doubling up to [`REST_MOST`]) during which
-/// batches are dropped unencoded — a collector that is down is not asked again for every
-/// batch, and costs the server nothing while it is down.
+/// batches are dropped unsent — a collector that is down is not asked again for every
+/// batch, and costs the server no request while it is down.
 #[derive(Default)]
 struct Refusals {
     warned: Option<Instant>,

@@ -101,7 +101,9 @@ impl Core {
         let after = move |pushes: Vec<Pushes>, written: Vec<Result<PostResult, StoreError>>| {
             for (pushes, written) in pushes.into_iter().zip(written) {
                 match written {
-                    Ok(written) => pushes.send(&written),
+                    Ok(written) => {
+                        pushes.send(&written);
+                    }
                     Err(err) => tracing::warn!(error = %err, "a task notification was not written"),
                 }
             }
@@ -114,7 +116,7 @@ impl Core {
             if let Some(task_pk) = changed {
                 core.hub().task_changed(task_pk);
             }
-            spans::finish(task_span, Vec::new());
+            spans::finish(task_span, &[]);
             Ok::<_, NotWritten>(())
         };
         self.store()
