@@ -100,11 +100,8 @@ impl Core {
         let changed = expected_version.map(|_| task.pk);
         let after = move |pushes: Vec<Pushes>, written: Vec<Result<PostResult, StoreError>>| {
             for (pushes, written) in pushes.into_iter().zip(written) {
-                match written {
-                    Ok(written) => {
-                        pushes.send(&written);
-                    }
-                    Err(err) => tracing::warn!(error = %err, "a task notification was not written"),
+                if let Err(err) = written.map(|written| pushes.send(&written)) {
+                    tracing::warn!(error = %err, "a task notification was not written");
                 }
             }
             for (agent, delta) in open_delta {
