@@ -35,7 +35,7 @@ fn id_bytes(id: &str) -> [u8; 16] {
 }
 
 /// `N` bytes from exactly `2 * N` hex digits (either case, no sign); anything else
-/// gives none: a stored trace id is read as an array, so an exporter copies no string.
+/// gives none: a stored trace id read as the bytes a span is written with.
 pub fn hex_bytes<const N: usize>(digits: &str) -> Option<[u8; N]> {
     let mut bytes = [0; N];
     hex::decode_to_slice(digits, &mut bytes).ok()?;
@@ -136,7 +136,7 @@ mod tests {
         assert_eq!(hex_bytes::<2>("00fF"), Some([0, 255]));
         assert_eq!(hex_bytes::<2>("00f"), None);
         assert_eq!(hex_bytes::<2>("00fg"), None);
-        // `u8::from_str_radix` would take a sign; a trace id has none.
+        // A sign is no digit (`u8::from_str_radix` would have taken it).
         assert_eq!(hex_bytes::<2>("+0ff"), None);
     }
 

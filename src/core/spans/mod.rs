@@ -6,7 +6,7 @@
 //! `--otlp-endpoint` there is no sink and no span is even built. What sends them to the
 //! collector is `crate::otlp`.
 
-use switchboard_types::ids::AgentId;
+use switchboard_types::ids::{AgentId, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::Core;
@@ -82,18 +82,14 @@ impl Core {
         let id = message.message_id.as_str();
         let place = place(id, message.trace.as_ref());
         let mut span = OpenSpan::new(place, "switchboard.message", Timestamp::now());
-        let team = self.registry().team(sender.team_pk);
-        span.attribute(
-            "switchboard.team_id",
-            team.as_ref().map_or("", |t| t.team_id.as_str()),
-        )
-        .attribute("switchboard.sender_agent_id", sender.agent_id.as_str())
-        .attribute_list(
-            "switchboard.recipient_agent_ids",
-            recipient_ids.iter().map(AgentId::as_str),
-        )
-        .attribute("switchboard.message_id", id)
-        .attribute("switchboard.kind", message.kind.as_str());
+        self.team_attribute(&mut span, sender.team_pk)
+            .attribute("switchboard.sender_agent_id", sender.agent_id.as_str())
+            .attribute_list(
+                "switchboard.recipient_agent_ids",
+                recipient_ids.iter().map(AgentId::as_str),
+            )
+            .attribute("switchboard.message_id", id)
+            .attribute("switchboard.kind", message.kind.as_str());
         if let Some(via) = message.via {
             span.attribute("switchboard.via", via.as_str());
         }
@@ -129,17 +125,13 @@ impl Core {
         let id = task.task_id.as_str();
         let place = place(id, task.trace.as_ref());
         let mut span = OpenSpan::new(place, "switchboard.task", task.created_at);
-        let team = self.registry().team(task.team_pk);
-        span.attribute(
-            "switchboard.team_id",
-            team.as_ref().map_or("", |t| t.team_id.as_str()),
-        )
-        .attribute(
-            "switchboard.originating_agent_id",
-            self.agent_name(task.originator_pk).as_str(),
-        )
-        .attribute("switchboard.task_id", id)
-        .attribute("switchboard.status", task.status.as_str());
+        self.team_attribute(&mut span, task.team_pk)
+            .attribute(
+                "switchboard.originating_agent_id",
+                self.agent_name(task.originator_pk).as_str(),
+            )
+            .attribute("switchboard.task_id", id)
+            .attribute("switchboard.status", task.status.as_str());
         if let Some(assignee) = task.assignee_pk {
             span.attribute(
                 "switchboard.assignee_agent_id",
@@ -182,6 +174,17 @@ impl Core {
         }
         let error = outcome.as_ref().err().map(|(_, why)| why.as_str());
         sink.emit(span.finish(Timestamp::now(), std::iter::empty(), error));
+    }
+}
+
+impl Core {
+    /// The team's id on `span` (empty for a team the registry no longer has).
+    fn team_attribute<'s>(&self, span: &'s mut OpenSpan, team: TeamPk) -> &'s mut OpenSpan {
+        let team = self.registry().team(team);
+        span.attribute(
+            "switchboard.team_id",
+            team.as_ref().map_or("", |t| t.team_id.as_str()),
+        )
     }
 }
 
