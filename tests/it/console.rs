@@ -107,6 +107,11 @@ async fn a_person_watches_the_team_and_steps_in_from_a_real_browser() {
     )
     .await;
     assert_eq!(result["ok"], true, "{result}");
+    // A figure, not a pass mark (docs/console.md): printed for the run's log.
+    eprintln!(
+        "console: REST send to timeline entry, ms: {}",
+        result["timeline_latency_ms"]
+    );
     for shot in [
         "console-team.png",
         "console-tasks.png",

@@ -164,8 +164,13 @@ impl Venv {
     }
 }
 
-/// Runs `tests/interop/<script>` with `args`; asserts it succeeds within a minute and
-/// returns the JSON object on the last line it printed.
+/// How long a script may run: a guard against a hang, not a figure, so generous. Scripts
+/// run beside hundreds of other tests (twice, the second time on PostgreSQL), where a
+/// browser script that takes 20 s alone can take several times that.
+const SCRIPT_LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs `tests/interop/<script>` with `args`; asserts it succeeds within [`SCRIPT_LIMIT`]
+/// and returns the JSON object on the last line it printed.
 pub async fn run(script: &str, args: &[&str]) -> Value {
     run_in(&STOCK, script, args).await
 }
@@ -173,9 +178,9 @@ pub async fn run(script: &str, args: &[&str]) -> Value {
 /// As [`run`], with the interpreter of `venv`.
 pub async fn run_in(venv: &Venv, script: &str, args: &[&str]) -> Value {
     let child = spawn_in(venv, script, args);
-    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    let out = tokio::time::timeout(SCRIPT_LIMIT, child.wait_with_output())
         .await
-        .expect("the script ends by itself")
+        .unwrap_or_else(|_| panic!("{script} ended by itself within {SCRIPT_LIMIT:?}"))
         .expect("the script runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -216,9 +221,9 @@ pub async fn finish(mut script: Script) -> Value {
             stdout.push('\n');
         }
     };
-    tokio::time::timeout(Duration::from_secs(60), read)
+    tokio::time::timeout(SCRIPT_LIMIT, read)
         .await
-        .expect("the script ends by itself");
+        .unwrap_or_else(|_| panic!("the script ended by itself within {SCRIPT_LIMIT:?}"));
     let out = script
         .child
         .wait_with_output()
