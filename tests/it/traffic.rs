@@ -377,3 +377,90 @@ async fn the_team_key_reads_a_task_among_many_namesakes() {
         .expect_error(404, "TASK_NOT_FOUND");
     app.stop().await;
 }
+
+/// A message's position is taken when it is written, not when it commits: with several
+/// writers (nodes on PostgreSQL) a later position can commit first. A follower of the
+/// timeline must not be shown it before the earlier one can no longer come, or it moves
+/// past the earlier one for good. The test's own transaction plays the slower node: it
+/// writes a message (a copy of one the server wrote, under a new id, from an agent of its
+/// own: writing a message locks its sender's counters) and holds its commit while the
+/// server commits a later one and a follower reads.
+#[tokio::test]
+async fn a_follower_on_postgresql_misses_no_message_committed_out_of_order() {
+    let Some(mut app) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let db = app.keep_database().expect("a database of its own");
+    let team = app.team("order").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    app.agent(&team, "slow", &[]).await;
+    let first = app.send(&a, &[&b], "first").await;
+    let follow = |after: i64| {
+        let request = reqwest::Client::new()
+            .get(app.url(&format!("/v1/teams/order/messages?after={after}")))
+            .bearer_auth(&team.key);
+        async move {
+            let res = request.send().await.expect("answered");
+            assert_eq!(res.status(), 200);
+            res.json::<Value>().await.expect("a page")
+        }
+    };
+    let page = app
+        .get("/v1/teams/order/messages")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(ids(&page), [first.as_str()]);
+    let after = page.body["next_after"].as_i64().expect("next_after");
+
+    let mut slow = db.connect().await;
+    let columns: String = sqlx::query_scalar(
+        "SELECT string_agg(column_name, ', ') FROM information_schema.columns \
+         WHERE table_name = 'messages' \
+         AND column_name NOT IN ('pk', 'message_id', 'sender_pk', 'tx')",
+    )
+    .fetch_one(&mut slow)
+    .await
+    .expect("the columns");
+    sqlx::raw_sql("BEGIN")
+        .execute(&mut slow)
+        .await
+        .expect("begin");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO messages (message_id, sender_pk, {columns}) \
+         SELECT 'msg_held', (SELECT pk FROM agents WHERE agent_id = 'slow'), {columns} \
+         FROM messages WHERE message_id = $1"
+    )))
+    .bind(&first)
+    .execute(&mut slow)
+    .await
+    .expect("the slow node's message, written");
+    let later = app.send(&a, &[&b], "later").await;
+    // Its position is after the held one's, which may still commit: the read waits for
+    // it (briefly: the test holds it for less than the read's 2 s), and so shows both.
+    let reading = tokio::spawn(follow(after));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !reading.is_finished(),
+        "a read answered before the held write ended"
+    );
+    sqlx::raw_sql("COMMIT")
+        .execute(&mut slow)
+        .await
+        .expect("commit");
+    let page = reading.await.expect("the read");
+    let shown: Vec<&str> = page["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["message"]["message_id"].as_str())
+        .collect();
+    assert_eq!(shown, ["msg_held", later.as_str()], "{page}");
+    let rest = follow(page["next_after"].as_i64().expect("next_after")).await;
+    assert_eq!(rest["entries"], json!([]), "{rest}");
+    drop(slow);
+    app.stop().await;
+    db.remove().await;
+}

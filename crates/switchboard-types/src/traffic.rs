@@ -42,7 +42,11 @@ pub struct TrafficPage {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TrafficEntry {
-    /// Its place in the team's traffic (increasing; not a recipient's `seq`).
+    /// Its place in the team's traffic (not a recipient's `seq`); the last entry's is the
+    /// page's `next_after`. Entries come in the order they were committed: on SQLite
+    /// positions increase; on PostgreSQL with several nodes writing, a message whose
+    /// position was taken before another's but committed after it comes after it, with
+    /// the smaller position. Following `next_after` shows every message once, either way.
     pub position: i64,
     /// The message as GET_MESSAGES shows it (`seq` absent and `read_status` false: it is
     /// no one's inbox entry here; `GET /v1/messages/{message_id}` says who read it).

@@ -1,10 +1,11 @@
 //! Messages, their inbox entries, responses and read marks on PostgreSQL.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 use switchboard_types::ids::{AgentId, MessageId};
 
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::{PgConnection, PgExecutor};
+use sqlx::postgres::{PgConnection, PgExecutor, PgPool};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
@@ -16,9 +17,8 @@ use crate::model::{
 use crate::store::StoreError;
 use crate::store::columns::traffic_row;
 use crate::store::columns::{
-    Columns, MESSAGE_CHAIN_COLUMNS, StoredContent, message_with_chain, to_json,
+    Columns, MESSAGE_CHAIN_COLUMNS, MESSAGE_COLUMNS, StoredContent, message_with_chain, to_json,
 };
-use crate::store::filters::traffic_query;
 
 pub(super) async fn find<'e>(
     ex: impl PgExecutor<'e>,
@@ -54,16 +54,80 @@ pub(super) async fn thread_tip<'e>(
     row.as_ref().map(message_with_chain).transpose()
 }
 
-/// One page of the team's messages with their recipients.
-pub(super) async fn traffic<'e>(
-    ex: impl PgExecutor<'e>,
+/// The messages a timeline may show: those of transactions that ended before every
+/// transaction still running began. Keys are taken when a row is written, not when it
+/// commits, so with several writers (nodes) a later key can commit first; a reader that
+/// went by keys alone would move past an earlier one still on its way, for good
+/// (migration 0014).
+const SETTLED: &str = "m.tx < pg_snapshot_xmin(pg_current_snapshot())";
+/// The opposite of [`SETTLED`]: committed (so seen) but not yet shown.
+const UNSETTLED: &str = "m.tx >= pg_snapshot_xmin(pg_current_snapshot())";
+
+/// How long a timeline read waits for messages already committed to settle: they are
+/// held back only by transactions that were running when they committed (a few
+/// milliseconds, unless something holds a transaction open), and a message its sender
+/// was just told is committed should show on the next read.
+const SETTLE_WAIT: Duration = Duration::from_secs(2);
+
+/// One page of the team's messages with their recipients, in the order of (writing
+/// transaction, key) and settled only ([`SETTLED`]): after `spec.after` (a key a page
+/// gave: the walk resumes after its row; after one retention has removed since, or any
+/// other number, from the team's oldest message, which shows messages again rather
+/// than skip one), oldest first; without it the newest, newest first. A walk of
+/// `messages_by_team_tx`. Messages committed but not yet settled are waited for first,
+/// up to [`SETTLE_WAIT`]; those written after this read began are not.
+pub(super) async fn traffic(
+    pool: &PgPool,
     team: TeamPk,
     spec: TrafficSpec,
 ) -> Result<Vec<TrafficRow>, StoreError> {
-    let rows = traffic_query::<sqlx::Postgres>(team, spec)
-        .build()
-        .fetch_all(ex)
-        .await?;
+    let waiting: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT max(m.tx)::text FROM messages m WHERE m.team_pk = $1 AND {UNSETTLED}"
+    )))
+    .bind(team.0)
+    .fetch_one(pool)
+    .await?;
+    if let Some(newest) = waiting {
+        let deadline = Instant::now() + SETTLE_WAIT;
+        while Instant::now() < deadline {
+            let settled: bool =
+                sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8")
+                    .bind(&newest)
+                    .fetch_one(pool)
+                    .await?;
+            if settled {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let select = format!(
+        "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m \
+         WHERE m.team_pk = $1 AND {SETTLED}"
+    );
+    let rows = match spec.after {
+        Some(after) => {
+            sqlx::query(AssertSqlSafe(format!(
+                "{select} AND (m.tx, m.pk) > (COALESCE((SELECT c.tx FROM messages c \
+                 WHERE c.pk = $2 AND c.team_pk = $1), '0'::xid8), $2) \
+                 ORDER BY m.tx, m.pk LIMIT $3"
+            )))
+            .bind(team.0)
+            .bind(after)
+            .bind(spec.limit)
+            .fetch_all(pool)
+            .await?
+        }
+        None => {
+            sqlx::query(AssertSqlSafe(format!(
+                "{select} ORDER BY m.tx DESC, m.pk DESC LIMIT $2"
+            )))
+            .bind(team.0)
+            .bind(spec.limit)
+            .fetch_all(pool)
+            .await?
+        }
+    };
     rows.iter().map(traffic_row).collect()
 }
 
