@@ -166,7 +166,7 @@ impl Venv {
 
 /// How long a script may run: a guard against a hang, not a figure, so generous. Scripts
 /// run beside hundreds of other tests (twice, the second time on PostgreSQL), where a
-/// browser script that takes 20 s alone can take several times that.
+/// browser script that takes 20 s alone may take several times that.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(180);
 
 /// Runs `tests/interop/<script>` with `args`; asserts it succeeds within [`SCRIPT_LIMIT`]

@@ -98,7 +98,7 @@ pub(super) async fn traffic(
             if settled {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
     let select = format!(
