@@ -54,8 +54,9 @@ pub(super) async fn thread_tip<'e>(
     row.as_ref().map(message_with_chain).transpose()
 }
 
-/// The messages a timeline may show: those of transactions that ended before every
-/// transaction still running began. Keys are taken when a row is written, not when it
+/// The messages a timeline may show: those written by transactions older (by
+/// transaction id, taken at a transaction's first write) than every one still running.
+/// Keys are taken when a row is written, not when it
 /// commits, so with several writers (nodes) a later key can commit first; a reader that
 /// went by keys alone would move past an earlier one still on its way, for good
 /// (migration 0014).
