@@ -11,6 +11,7 @@ what it measured; any failed expectation raises and ends the script with an erro
 
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -225,7 +226,9 @@ def main():
         page.fill("#send-to", "planner")
         page.fill("#send-text", "Operator here: ship it")
         page.click("#send-go")
-        expect(page.locator("#stepin-result")).to_contain_text("as operator")
+        # The answer's own words: the line already says "Acting as operator." from
+        # choosing the actor, so "as operator" alone would not wait for the send.
+        expect(page.locator("#stepin-result")).to_have_text(re.compile(r"^Sent msg_[0-9a-f]+ as operator$"))
         status, inbox = rest("GET", "/v1/messages?limit=5", TOKENS["planner"])
         assert any(m["sender_agent_id"] == "operator" and m["content"]["text"] == "Operator here: ship it"
                    for m in inbox["messages"]), inbox
