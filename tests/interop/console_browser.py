@@ -28,9 +28,8 @@ CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM", "/usr/bin/chromium")
 XSS = "<img src=x onerror=alert(1)>"
 # How long anything live may take to show. A hang guard, not a figure: on an idle machine
 # each shows within a second (see "timeline_latency_ms" in the output), but the suite
-# runs this beside hundreds of other tests, on PostgreSQL a timeline read may wait up to
-# 2 s for messages still settling (docs/decisions/021), and a CI run on PostgreSQL once
-# failed in this script with its steps given 1-6 s.
+# runs this beside hundreds of other tests, and on PostgreSQL a timeline read may wait up
+# to 2 s for messages still settling (docs/decisions/021).
 LIVE = 15000
 
 
