@@ -195,22 +195,28 @@ fn attribute_parts<'v>(
     });
 }
 
-/// A nested message as field `field`: `body` writes it, then its length goes before it
-/// (moving the few bytes written; cheaper than measuring every message twice).
+/// A nested message as field `field`: `body` writes it after a one-byte length, set
+/// when it is known; a body of 128 bytes or more (rare: a span's nested messages are
+/// short) moves itself to make room for a longer one. Cheaper than measuring every
+/// message twice, or inserting every length in front of what was written.
 fn message(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
     tag(out, field, LEN);
-    let start = out.len();
+    let at = out.len();
+    out.push(0);
     body(out);
-    let mut len = (out.len() - start) as u64;
-    let mut prefix = [0u8; 10];
-    let mut used = 0;
-    while len >= 0x80 {
-        prefix[used] = (len & 0x7f) as u8 | 0x80;
-        len >>= 7;
-        used += 1;
+    let len = out.len() - at - 1;
+    let need = varint_len(len);
+    if need > 1 {
+        out.resize(out.len() + need - 1, 0);
+        out.copy_within(at + 1..at + 1 + len, at + need);
     }
-    prefix[used] = len as u8;
-    out.splice(start..start, prefix[..=used].iter().copied());
+    let mut rest = len;
+    let slots = out.get_mut(at..at + need).unwrap_or_default();
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let more = if i + 1 < need { 0x80 } else { 0 };
+        *slot = (rest & 0x7f) as u8 | more;
+        rest >>= 7;
+    }
 }
 
 /// A string field; an empty one is not written (proto3's default).
@@ -397,7 +403,11 @@ mod tests {
             name: "switchboard.refused",
             start,
             end: start,
-            attributes: vec![("switchboard.error_code", "LOOP_DETECTED".to_owned())],
+            attributes: vec![
+                ("switchboard.error_code", "LOOP_DETECTED".to_owned()),
+                // Long enough that its lengths take three bytes.
+                ("switchboard.watcher_ids", vec!["w"; 9000].join(",")),
+            ],
             events: Vec::new(),
             error: Some("LOOP_DETECTED"),
         };
