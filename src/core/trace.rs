@@ -54,6 +54,7 @@ impl Core {
                 trace_id: random_trace_id(),
                 parent: None,
                 state: None,
+                unsampled: false,
             })
         })
     }

@@ -20,7 +20,23 @@ pub struct MessageTrace {
     /// The `tracestate` it came with (or its parent's), handed on as it was.
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// The caller did not sample the trace (its `traceparent`'s `sampled` flag was
+    /// unset, here or where the trace came from): no span of it is exported, and it is
+    /// handed on unsampled, so the agents' own tracers leave it out too instead of
+    /// exporting children of spans no collector has.
+    #[serde(rename = "u", default, skip_serializing_if = "std::ops::Not::not")]
+    pub unsampled: bool,
 }
+
+impl MessageTrace {
+    /// Whether spans of `trace` are exported: a trace the server starts is sampled.
+    pub fn sampled(trace: Option<&MessageTrace>) -> bool {
+        trace.is_none_or(|t| !t.unsampled)
+    }
+}
+
+/// The W3C `sampled` trace flag.
+const SAMPLED: u8 = 0x01;
 
 /// The 16 bytes an id names: an ordered id's (`msg_<32 hex>`, `task_<32 hex>`) 32 hex
 /// digits, any other id's digest.
@@ -83,6 +99,7 @@ pub fn join(
             trace_id: parent.trace_id().to_owned(),
             parent: Some(parent.span_id().to_owned()),
             state: ctx.state.clone(),
+            unsampled: parent.flags & SAMPLED == 0,
         });
     }
     let (id, trace) = answers?;
@@ -90,15 +107,21 @@ pub fn join(
         trace_id: trace.map_or_else(|| own_trace_id(id), |t| t.trace_id.clone()),
         parent: Some(span_id(id)),
         state: trace.and_then(|t| t.state.clone()),
+        unsampled: !MessageTrace::sampled(trace),
     })
 }
 
 /// The `traceparent` a message is handed out with: its own span, so whoever acts on it
-/// continues the trace as its child.
+/// continues the trace as its child — sampled unless the trace came unsampled.
 pub fn traceparent(message_id: &str, trace: Option<&MessageTrace>) -> String {
     let trace_id = trace.map_or_else(|| own_trace_id(message_id), |t| t.trace_id.clone());
     TraceParent::new(&trace_id, &span_id(message_id))
-        .map(|t| t.to_string())
+        .map(|mut t| {
+            if !MessageTrace::sampled(trace) {
+                t.flags &= !SAMPLED;
+            }
+            t.to_string()
+        })
         .unwrap_or_default()
 }
 
@@ -158,5 +181,43 @@ mod tests {
         assert_eq!(deeper.trace_id, joined.trace_id);
         assert_eq!(deeper.state.as_deref(), Some("k=v"));
         assert_eq!(join(Some(&TraceContext::default()), None), None);
+    }
+
+    #[test]
+    fn an_unsampled_trace_stays_unsampled_down_the_chain_and_says_so() {
+        let ctx = TraceContext::from_values(
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"),
+            None,
+        );
+        let asked = join(Some(&ctx), None).expect("joined");
+        assert!(asked.unsampled);
+        assert!(!MessageTrace::sampled(Some(&asked)));
+        let id = "msg_019ac5f2b6d07c53a1e0c2b7d9f4e813";
+        assert_eq!(
+            traceparent(id, Some(&asked)),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-a1e0c2b7d9f4e813-00"
+        );
+        // A reply to it is unsampled too, and so is what its headers hand on.
+        let reply = join(None, Some((id, Some(&asked)))).expect("a reply");
+        assert!(reply.unsampled);
+        assert!(headers("x", Some(&reply))[0].1.ends_with("-00"));
+        // Other flags than `sampled` do not decide it; a trace of our own is sampled.
+        let other = TraceContext::from_values(
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"),
+            None,
+        );
+        assert!(!join(Some(&other), None).expect("joined").unsampled);
+        assert!(MessageTrace::sampled(None));
+        // What was stored before the flag existed reads as sampled; sampled stores nothing.
+        let old: MessageTrace =
+            serde_json::from_str(r#"{"t":"4bf92f3577b34da6a3ce929d0e0e4736"}"#).expect("old row");
+        assert!(!old.unsampled);
+        let stored = serde_json::to_string(&join(None, Some((id, None)))).expect("json");
+        assert!(!stored.contains("\"u\""), "{stored}");
+        assert!(
+            serde_json::to_string(&asked)
+                .expect("json")
+                .contains("\"u\":true")
+        );
     }
 }

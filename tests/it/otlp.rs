@@ -10,7 +10,7 @@ use reqwest::Method;
 
 use crate::process::{Process, call, team_k};
 use crate::python;
-use crate::support::TestApp;
+use crate::support::{Agent, TestApp};
 
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const SECRET: &str = "the launch code is 0000";
@@ -202,4 +202,115 @@ async fn an_unreachable_collector_drops_counted_spans_and_warns_once() {
         .filter(|l| l.to_string().contains("OTLP collector did not take"))
         .count();
     assert_eq!(warnings, 1, "{:#?}", server.logged());
+}
+
+/// A `traceparent` whose `sampled` flag is unset: the message, a reply to it and a task
+/// in that trace are kept (the trace view has them) and handed out unsampled (`-00`), and
+/// no span of the trace reaches the collector — while a message of a trace the server
+/// starts does.
+#[tokio::test]
+async fn an_unsampled_trace_is_handed_on_unsampled_and_never_exported() {
+    if !python::available("an_unsampled_trace_is_handed_on_unsampled_and_never_exported") {
+        return;
+    }
+    let (receiver, ready) = python::start("otlp_receiver.py", &["1", "20", "1.5"]).await;
+    let port = ready["port"].as_u64().expect("the receiver's port");
+    let app = TestApp::start_with(|c| {
+        c.otlp_endpoint = Some(format!("http://127.0.0.1:{port}"));
+    })
+    .await;
+    let team = app.team("unsampled").await;
+    let (a, b) = (
+        app.agent(&team, "a", &[]).await,
+        app.agent(&team, "b", &[]).await,
+    );
+    let unsampled = format!("00-{TRACE}-00f067aa0ba902b7-00");
+    let ask = app
+        .post("/v1/messages")
+        .token(&a.token)
+        .header("traceparent", &unsampled)
+        .json(json!({"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "request", "content": {"text": "?"}}))
+        .send()
+        .await
+        .expect_status(201)
+        .str("message_id");
+    let reply = app
+        .send_with(
+            &b,
+            json!({"recipient_agent_ids": ["a"], "in_reply_to": ask}),
+        )
+        .await
+        .expect_status(201)
+        .str("message_id");
+    let task = app
+        .post("/v1/tasks")
+        .token(&a.token)
+        .header("traceparent", &unsampled)
+        .json(json!({"description": "do it", "originating_agent_id": "a", "target_agent_id": "b"}))
+        .send()
+        .await
+        .expect_status(201);
+    let task_parent = task.body["task"]["traceparent"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(task_parent.ends_with("-00"), "{}", task.body);
+    assert_handed_on_unsampled(&app, &a, &[&ask, &reply]).await;
+    let sampled = app
+        .send_with(&a, json!({"recipient_agent_ids": ["b"]}))
+        .await
+        .expect_status(201)
+        .str("message_id");
+    let out = python::finish(receiver).await;
+    let spans = out["spans"].as_array().cloned().unwrap_or_default();
+    let own = span_of(&spans, &sampled);
+    assert!(own["trace_id"] != TRACE, "{own}");
+    assert!(
+        spans.iter().all(|s| s["trace_id"] != TRACE),
+        "an unsampled trace was exported: {spans:#?}"
+    );
+    assert_kept(&app, &team.key).await;
+    app.stop().await;
+}
+
+/// Each of `ids`, read by `reader`, is handed out in [`TRACE`] with its `sampled` flag
+/// unset.
+async fn assert_handed_on_unsampled(app: &TestApp, reader: &Agent, ids: &[&str]) {
+    for id in ids {
+        let read = app
+            .get(&format!("/v1/messages/{id}"))
+            .token(&reader.token)
+            .send()
+            .await
+            .expect_status(200);
+        let handed = read.body["message"]["traceparent"].as_str().unwrap_or("");
+        assert!(handed.starts_with(&format!("00-{TRACE}-")), "{}", read.body);
+        assert!(
+            handed.ends_with("-00"),
+            "handed on unsampled: {}",
+            read.body
+        );
+    }
+}
+
+/// The server's own records still have the trace: the question, the reply and the
+/// task's two notifications (to its assignee, and to its originator), and the task.
+async fn assert_kept(app: &TestApp, key: &str) {
+    let view = app
+        .get(&format!("/v1/traces/{TRACE}"))
+        .token(key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        view.body["hops"].as_array().map(Vec::len),
+        Some(4),
+        "{}",
+        view.body
+    );
+    assert_eq!(
+        view.body["tasks"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        view.body
+    );
 }

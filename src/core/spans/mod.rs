@@ -24,6 +24,14 @@ impl Core {
     pub(super) fn spans(&self) -> Option<&SpanSink> {
         self.inner.spans.as_ref()
     }
+
+    /// The sink for a span of `trace`: none when spans are not exported, or when the
+    /// trace came unsampled (W3C `sampled` flag unset) — the caller's tracer decided
+    /// against recording it, so a span of ours would hang from a parent no collector has
+    /// (the trace is still kept in our own records, `GET /v1/traces/{trace_id}`).
+    fn sampled(&self, trace: Option<&MessageTrace>) -> Option<&SpanSink> {
+        self.spans().filter(|_| MessageTrace::sampled(trace))
+    }
 }
 
 /// A random id of `N` bytes (never all zeros, the W3C rule).
@@ -71,14 +79,15 @@ pub(super) type PendingSpan = Option<(SpanSink, OpenSpan)>;
 
 impl Core {
     /// The span of a message about to be written by `sender` to `recipient_ids` (when
-    /// spans are exported): the message's own span in its trace, with who and what.
+    /// spans are exported and its trace is sampled): the message's own span in its
+    /// trace, with who and what.
     pub(super) fn message_span(
         &self,
         sender: &AgentRecord,
         message: &NewMessage,
         recipient_ids: &[AgentId],
     ) -> PendingSpan {
-        let sink = self.spans()?.clone();
+        let sink = self.sampled(message.trace.as_ref())?.clone();
         let id = message.message_id.as_str();
         let place = place(id, message.trace.as_ref());
         let mut span = OpenSpan::new(place, "switchboard.message", Timestamp::now());
@@ -97,10 +106,15 @@ impl Core {
     }
 
     /// The span of a send refused with `code` (the loop guard's, a budget's), in the
-    /// request's trace or a new one.
+    /// request's trace (unless it came unsampled) or a new one.
     pub(super) fn refusal_span(&self, agent: &AgentId, code: &str, why: (&'static str, String)) {
-        let Some(sink) = self.spans() else { return };
+        if self.spans().is_none() {
+            return;
+        }
         let trace = self.trace_for(None);
+        let Some(sink) = self.sampled(trace.as_ref()) else {
+            return;
+        };
         let (trace_id, parent_span_id) = trace_bytes(trace.as_ref());
         let place = Place {
             trace_id: trace_id.unwrap_or_else(random_bytes),
@@ -118,10 +132,10 @@ impl Core {
 }
 
 impl Core {
-    /// The span of a task about to be submitted (when spans are exported), ended at its
-    /// commit: its notifications are its children.
+    /// The span of a task about to be submitted (when spans are exported and its trace is
+    /// sampled), ended at its commit: its notifications are its children.
     pub(super) fn task_span(&self, task: &TaskRecord) -> PendingSpan {
-        let sink = self.spans()?.clone();
+        let sink = self.sampled(task.trace.as_ref())?.clone();
         let id = task.task_id.as_str();
         let place = place(id, task.trace.as_ref());
         let mut span = OpenSpan::new(place, "switchboard.task", task.created_at);
@@ -148,8 +162,10 @@ impl Core {
         callback: &DueCallback,
         outcome: &Result<i64, (Option<i64>, String)>,
     ) {
-        let Some(sink) = self.spans() else { return };
         let trace = callback.trace.as_ref();
+        let Some(sink) = self.sampled(trace) else {
+            return;
+        };
         let id = callback.task_id.as_str();
         let task = place(id, trace);
         let place = Place {
