@@ -23,17 +23,24 @@ fn span_of<'a>(spans: &'a [Value], id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no span of {id} in {spans:#?}"))
 }
 
-#[tokio::test]
-async fn every_message_and_refusal_reaches_the_collector_as_a_span() {
-    if !python::available("every_message_and_refusal_reaches_the_collector_as_a_span") {
-        return;
-    }
-    let (receiver, ready) = python::start("otlp_receiver.py", &["3", "20"]).await;
+/// The OTLP receiver started with `args` (`tests/interop/otlp_receiver.py`), and a
+/// server exporting its spans to it.
+async fn exporting_app(args: &[&str]) -> (python::Script, TestApp) {
+    let (receiver, ready) = python::start("otlp_receiver.py", args).await;
     let port = ready["port"].as_u64().expect("the receiver's port");
     let app = TestApp::start_with(|c| {
         c.otlp_endpoint = Some(format!("http://127.0.0.1:{port}"));
     })
     .await;
+    (receiver, app)
+}
+
+#[tokio::test]
+async fn every_message_and_refusal_reaches_the_collector_as_a_span() {
+    if !python::available("every_message_and_refusal_reaches_the_collector_as_a_span") {
+        return;
+    }
+    let (receiver, app) = exporting_app(&["3", "20"]).await;
     let team = app.team("spans").await;
     let (a, b) = (
         app.agent(&team, "a", &[]).await,
@@ -213,12 +220,7 @@ async fn an_unsampled_trace_is_handed_on_unsampled_and_never_exported() {
     if !python::available("an_unsampled_trace_is_handed_on_unsampled_and_never_exported") {
         return;
     }
-    let (receiver, ready) = python::start("otlp_receiver.py", &["1", "20", "1.5"]).await;
-    let port = ready["port"].as_u64().expect("the receiver's port");
-    let app = TestApp::start_with(|c| {
-        c.otlp_endpoint = Some(format!("http://127.0.0.1:{port}"));
-    })
-    .await;
+    let (receiver, app) = exporting_app(&["1", "20", "1.5"]).await;
     let team = app.team("unsampled").await;
     let (a, b) = (
         app.agent(&team, "a", &[]).await,
