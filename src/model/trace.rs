@@ -41,7 +41,14 @@ const SAMPLED: u8 = 0x01;
 /// The 16 bytes an id names: an ordered id's (`msg_<32 hex>`, `task_<32 hex>`) 32 hex
 /// digits, any other id's digest.
 fn id_bytes(id: &str) -> [u8; 16] {
-    if let Some(bytes) = hex_bytes(id.rsplit('_').next().unwrap_or(id)) {
+    // The digits after the last `_` (or the whole id): exactly 32 of them, so the last
+    // 32 bytes with an `_` or nothing in front — read without splitting the id.
+    let ordered = id.len().checked_sub(32).and_then(|start| {
+        let tail = id.get(start..)?;
+        let fronted = start == 0 || id.as_bytes().get(start - 1) == Some(&b'_');
+        fronted.then(|| hex_bytes(tail)).flatten()
+    });
+    if let Some(bytes) = ordered {
         return bytes;
     }
     let digest = Sha256::digest(id.as_bytes());
@@ -51,12 +58,43 @@ fn id_bytes(id: &str) -> [u8; 16] {
 }
 
 /// `N` bytes from exactly `2 * N` hex digits (either case, no sign); anything else
-/// gives none: a stored trace id read as the bytes a span is written with.
+/// gives none: a stored trace id read as the bytes a span is written with. By table,
+/// with one validity check at the end: every send reads an id this way.
 pub fn hex_bytes<const N: usize>(digits: &str) -> Option<[u8; N]> {
+    let digits = digits.as_bytes();
+    if digits.len() != 2 * N {
+        return None;
+    }
     let mut bytes = [0; N];
-    hex::decode_to_slice(digits, &mut bytes).ok()?;
-    Some(bytes)
+    let mut invalid = 0;
+    for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+        let (high, low) = (nibble(pair[0]), nibble(pair[1]));
+        invalid |= high | low;
+        *byte = high << 4 | (low & 0x0f);
+    }
+    (invalid & 0xf0 == 0).then_some(bytes)
 }
+
+/// A hex digit's value, or `0xff` for anything else.
+fn nibble(digit: u8) -> u8 {
+    HEX[usize::from(digit)]
+}
+
+const HEX: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut digit = 0;
+    while digit < 10 {
+        table[b'0' as usize + digit] = digit as u8;
+        digit += 1;
+    }
+    let mut letter = 0;
+    while letter < 6 {
+        table[b'a' as usize + letter] = 10 + letter as u8;
+        table[b'A' as usize + letter] = 10 + letter as u8;
+        letter += 1;
+    }
+    table
+};
 
 /// The trace id of a trace that `message_id` starts.
 pub fn own_trace_id(message_id: &str) -> String {
@@ -161,6 +199,47 @@ mod tests {
         assert_eq!(hex_bytes::<2>("00fg"), None);
         // A sign is no digit (`u8::from_str_radix` would have taken it).
         assert_eq!(hex_bytes::<2>("+0ff"), None);
+    }
+
+    /// The table and the tail check read ids exactly as the `hex` crate and a split at
+    /// the last `_` did: every byte value as a digit, every place of the `_`.
+    #[test]
+    fn ids_read_as_the_hex_crate_and_a_split_read_them() {
+        for byte in 0..=255u8 {
+            let digits = [b'0', byte, b'A', b'f'];
+            let Ok(digits) = std::str::from_utf8(&digits) else {
+                continue;
+            };
+            let mut expected = [0; 2];
+            let expected = hex::decode_to_slice(digits, &mut expected)
+                .ok()
+                .map(|()| expected);
+            assert_eq!(hex_bytes::<2>(digits), expected, "{digits:?}");
+        }
+        let split = |id: &str| {
+            let mut bytes = [0; 16];
+            let tail = id.rsplit('_').next().unwrap_or(id);
+            hex::decode_to_slice(tail, &mut bytes).ok().map(|()| bytes)
+        };
+        let digits = "019ac5f2b6d07c53a1e0c2b7d9f4e813";
+        for id in [
+            digits.to_owned(),
+            format!("msg_{digits}"),
+            format!("__{digits}"),
+            format!("ab{digits}"),
+            format!("msg_{}", &digits[1..]),
+            format!("msg_{digits}_"),
+            format!("msg_{digits}0"),
+            format!("é{digits}"),
+            format!("msg_{}g", &digits[1..]),
+            "msg_é".repeat(9),
+        ] {
+            let ours = id_bytes(&id);
+            match split(&id) {
+                Some(bytes) => assert_eq!(ours, bytes, "{id}"),
+                None => assert_eq!(ours[..], Sha256::digest(id.as_bytes())[..16], "{id}"),
+            }
+        }
     }
 
     #[test]

@@ -172,6 +172,10 @@ fn attribute(out: &mut Vec<u8>, field: u32, key: &str, value: &str) {
 
 /// A `KeyValue` with a string value, as field `field`: `parts` joined by commas, `len`
 /// bytes in all.
+///
+/// A span's usual attribute (a short key, a value of an id's length) has every length
+/// in one byte, known before writing: it is written straight through, in four copies,
+/// without [`message`]'s patching — every send writes half a dozen.
 fn attribute_parts<'v>(
     out: &mut Vec<u8>,
     field: u32,
@@ -179,20 +183,42 @@ fn attribute_parts<'v>(
     parts: impl IntoIterator<Item = &'v str>,
     len: usize,
 ) {
+    // AnyValue: its string's tag and length, then the string.
+    let any = 2 + len;
+    // KeyValue: the key's tag, length and bytes, then the value's tag, length and bytes.
+    let kv = 2 + key.len() + 2 + any;
+    if field < 16 && !key.is_empty() && kv < 128 {
+        out.reserve(2 + kv);
+        out.extend_from_slice(&[(field << 3 | LEN) as u8, kv as u8, KEY_TAG, key.len() as u8]);
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(&[VALUE_TAG, any as u8, STRING_TAG, len as u8]);
+        joined(out, parts);
+        return;
+    }
     message(out, field, |kv| {
         string(kv, 1, key);
         // KeyValue.value: an AnyValue whose oneof is set even to an empty string.
         message(kv, 2, |any| {
             tag(any, 1, LEN);
             varint(any, len as u64);
-            for (i, part) in parts.into_iter().enumerate() {
-                if i > 0 {
-                    any.push(b',');
-                }
-                any.extend_from_slice(part.as_bytes());
-            }
+            joined(any, parts);
         });
     });
+}
+
+/// `KeyValue.key`, `KeyValue.value` and `AnyValue.string_value`'s tags.
+const KEY_TAG: u8 = 1 << 3 | LEN as u8;
+const VALUE_TAG: u8 = 2 << 3 | LEN as u8;
+const STRING_TAG: u8 = 1 << 3 | LEN as u8;
+
+/// `parts` joined by commas.
+fn joined<'v>(out: &mut Vec<u8>, parts: impl IntoIterator<Item = &'v str>) {
+    for (i, part) in parts.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(part.as_bytes());
+    }
 }
 
 /// A nested message as field `field`: `body` writes it after a one-byte length, set
@@ -389,6 +415,9 @@ mod tests {
                 ("switchboard.recipient_agent_ids", vec!["r"; 100].join(",")),
                 ("switchboard.sender_ids", "one".to_owned()),
                 ("switchboard.team_id", String::new()),
+                // Either side of where a `KeyValue` stops fitting a one-byte length.
+                ("switchboard.sender_agent_id", "s".repeat(94)),
+                ("switchboard.sender_agent_id", "s".repeat(95)),
             ],
             events: vec![("pushed", "coder"), ("pushed", "tester")],
             error: None,
