@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Datelike, SecondsFormat, Timelike, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -15,8 +16,15 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Timestamp(i64);
 
 impl Timestamp {
+    /// The system clock read as microseconds directly: `Utc::now()` would turn the
+    /// reading into a calendar date and back (a few hundred instructions, taken several
+    /// times by every send).
     pub fn now() -> Self {
-        Timestamp(Utc::now().timestamp_micros())
+        let micros = match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+            Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |m| -m),
+        };
+        Timestamp(micros)
     }
 
     pub fn from_micros(micros: i64) -> Self {
@@ -149,6 +157,14 @@ mod tests {
         assert_eq!(Timestamp::parse("0000-01-01T00:30:00+01:00"), None);
         let last = Timestamp::parse("9999-12-31T23:59:59.999999Z").expect("in range");
         assert_eq!(Timestamp::parse(&last.to_string()), Some(last));
+    }
+
+    #[test]
+    fn now_reads_the_clock_chrono_reads() {
+        let before = Utc::now().timestamp_micros();
+        let now = Timestamp::now().micros();
+        let after = Utc::now().timestamp_micros();
+        assert!(before <= now && now <= after, "{before} {now} {after}");
     }
 
     #[test]
