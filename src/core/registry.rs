@@ -19,24 +19,29 @@ use switchboard_types::ids::{AgentPk, TeamPk};
 use super::auth::{self, Caller, SecretHash, TokenKind, Via};
 use crate::model::{AgentRecord, TeamRecord};
 
+/// A map keyed by the server's own numbers (never by what a client sends): hashed with
+/// foldhash, not SipHash — several lookups on every request, and no attacker can choose
+/// these keys to collide them. Maps keyed by client strings (tokens, ids) keep SipHash.
+type ByPk<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 struct Inner {
     admin_hash: Option<SecretHash>,
-    teams: HashMap<TeamPk, Arc<TeamRecord>>,
+    teams: ByPk<TeamPk, Arc<TeamRecord>>,
     team_by_id: HashMap<TeamId, TeamPk>,
     team_by_key: HashMap<String, TeamPk>,
-    agents: HashMap<AgentPk, Arc<AgentRecord>>,
+    agents: ByPk<AgentPk, Arc<AgentRecord>>,
     /// Current members of each team, by agent id (sorted, for stable listings).
-    members: HashMap<TeamPk, BTreeMap<AgentId, AgentPk>>,
+    members: ByPk<TeamPk, BTreeMap<AgentId, AgentPk>>,
     agent_by_token: HashMap<String, AgentPk>,
     /// Every agent ever registered in each team (removed ones too), by agent id: filters
     /// on senders must find old messages of removed agents.
-    all_by_id: HashMap<TeamPk, HashMap<AgentId, AgentPk>>,
+    all_by_id: ByPk<TeamPk, HashMap<AgentId, AgentPk>>,
     /// Counts the changes this node made itself (`put_team`, `put_agent`), and when each
     /// record was last so changed: a registry read from the database that began before a
     /// local change must not put the older row back (`put_*_loaded`).
     generation: u64,
-    changed_at: HashMap<RecordKey, u64>,
+    changed_at: ByPk<RecordKey, u64>,
 }
 
 /// A registry record, for [`Inner::changed_at`].
