@@ -14,15 +14,16 @@ mod messages;
 mod openapi;
 mod ops;
 mod publish;
+mod requests;
 mod tasks;
 mod teams;
 mod traffic;
 
 use crate::core::trace::traced;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use switchboard_types::trace::TraceContext;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{HeaderName, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -40,7 +41,10 @@ pub use openapi::BEARER;
 
 use crate::core::{Caller, Core, CoreResult};
 use crate::telemetry::MetricsHandle;
-use crate::transport::common::{ApiError, ApiResult, BodyDeadline, BodyLimit, HasCore};
+use crate::transport::common::{
+    ApiError, ApiResult, BodyDeadline, BodyLimit, HasCore, TRACEPARENT, TRACESTATE,
+};
+use requests::X_REQUEST_ID;
 
 /// What REST handlers need, behind one `Arc`: axum clones the state for every extractor
 /// of every request, and one reference count is cheaper than cloning each handle.
@@ -122,7 +126,10 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
         .merge(console::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(track_metrics))
+        .layer(middleware::from_fn_with_state(
+            requests::RequestMetrics::default(),
+            requests::track,
+        ))
         // Inside the deadline layer: the drain is bounded by the same deadline.
         .layer(middleware::from_fn(linger::drain_unread_body))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
@@ -136,7 +143,7 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
             TraceLayer::new_for_http().make_span_with(|req: &Request| {
                 let id = req
                     .headers()
-                    .get("x-request-id")
+                    .get(X_REQUEST_ID)
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
                 // The path only: a query string may carry `access_token`.
@@ -203,12 +210,9 @@ async fn guard_request_head(mut req: Request, next: Next) -> Response {
 /// The W3C trace context of a request that carries a `traceparent` (valid or not: an
 /// invalid one starts a new trace, and its `tracestate` is dropped).
 fn trace_context(req: &Request) -> Option<TraceContext> {
-    let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
-    let parent = header("traceparent")?;
-    Some(TraceContext::from_values(
-        Some(parent),
-        header("tracestate"),
-    ))
+    let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let parent = header(TRACEPARENT)?;
+    Some(TraceContext::from_values(Some(parent), header(TRACESTATE)))
 }
 
 /// Longest `X-Request-Id` a client may choose.
@@ -228,10 +232,10 @@ fn sanitize_request_id(req: &mut Request) {
     };
     if req
         .headers()
-        .get("x-request-id")
+        .get(X_REQUEST_ID)
         .is_some_and(|v| !acceptable(v))
     {
-        req.headers_mut().remove("x-request-id");
+        req.headers_mut().remove(X_REQUEST_ID);
     }
 }
 
@@ -265,49 +269,4 @@ fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
         "a request handler panicked",
     ))
     .into_response()
-}
-
-/// Counts requests and their latency by route template and status.
-async fn track_metrics(req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
-    let method = req.method().as_str().to_owned();
-    // The access log (one line per request at INFO on its own target, so an operator can
-    // turn it off alone): the request id is kept only when the line will be written.
-    let request_id = tracing::enabled!(target: "switchboard::access", tracing::Level::INFO)
-        .then(|| req.headers().get("x-request-id").cloned())
-        .flatten();
-    let response = next.run(req).await;
-    let status = response.status();
-    if let Some(id) = &request_id {
-        tracing::info!(
-            target: "switchboard::access",
-            method = %method,
-            route = %route,
-            status = status.as_u16(),
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            request_id = id.to_str().unwrap_or("-"),
-            "request"
-        );
-    }
-    metrics::counter!(
-        "switchboard_http_requests_total",
-        "method" => method.clone(),
-        "route" => route.clone(),
-        "status" => status.as_u16().to_string(),
-    )
-    .increment(1);
-    metrics::histogram!(
-        "switchboard_http_request_duration_seconds",
-        "method" => method,
-        "route" => route,
-    )
-    .record(started.elapsed().as_secs_f64());
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::error!("request answered 500");
-    }
-    response
 }

@@ -45,7 +45,7 @@ use switchboard_types::routing::Via;
 
 use crate::core::sessions::Credential;
 use crate::core::{Caller, Core, CoreError};
-use crate::transport::common::{ApiError, authenticate};
+use crate::transport::common::{ApiError, TRACEPARENT, TRACESTATE, authenticate};
 
 /// What every MCP session of this server shares: the core and the tool list (built once
 /// from the OpenAPI document).
@@ -250,12 +250,12 @@ async fn authenticated(
 /// The W3C trace context of the HTTP request that carried this MCP request.
 fn trace_of(context: &RequestContext<RoleServer>) -> TraceContext {
     let parts = context.extensions.get::<axum::http::request::Parts>();
-    let header = |name: &str| {
+    let header = |name| {
         parts
             .and_then(|p| p.headers.get(name))
             .and_then(|v| v.to_str().ok())
     };
-    TraceContext::from_values(header("traceparent"), header("tracestate"))
+    TraceContext::from_values(header(TRACEPARENT), header(TRACESTATE))
 }
 
 /// The caller the bearer check put on this request.

@@ -238,3 +238,40 @@ async fn the_decoder_keeps_what_the_document_promises() {
     assert!(tasks.body["tasks"].is_array(), "{}", tasks.body);
     app.stop().await;
 }
+
+/// Any token is a valid HTTP method, so a client could make up one per request. Each
+/// used to become a `method` label of the request metrics, growing the registry and
+/// every scrape of `/metrics` without end; a method outside HTTP's own is now counted
+/// as `other`, while HTTP's own keep their names.
+#[tokio::test]
+async fn made_up_methods_are_counted_as_other_not_one_label_each() {
+    let app = TestApp::start().await;
+    let made_up: Vec<String> = (0..5).map(|i| format!("BREW{i}X7Q")).collect();
+    for method in &made_up {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a token");
+        let answered = app.req(method, "/v1/teams").send().await;
+        assert!(answered.status >= 400, "{}", answered.status);
+    }
+    app.get("/healthz").send().await.expect_status(200);
+    let metrics = reqwest::get(app.url("/metrics"))
+        .await
+        .expect("sent")
+        .text()
+        .await
+        .expect("text");
+    let requests: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("switchboard_http_requests_total{"))
+        .collect();
+    for method in &made_up {
+        assert!(!metrics.contains(method.as_str()), "{method}: {metrics}");
+    }
+    let counted = |method: &str, route: &str| {
+        requests.iter().any(|l| {
+            l.contains(&format!("method=\"{method}\"")) && l.contains(&format!("route=\"{route}\""))
+        })
+    };
+    assert!(counted("other", "/v1/teams"), "{requests:#?}");
+    assert!(counted("GET", "/healthz"), "{requests:#?}");
+    app.stop().await;
+}
