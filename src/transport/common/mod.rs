@@ -15,12 +15,12 @@ pub use extract::{
     read_body, too_large,
 };
 
+use crate::core::Core;
+
 /// W3C Trace Context's headers, named once: every request over HTTP (REST, MCP) is
 /// looked at for them, and a header looked up by a `&str` parses the name anew.
 pub const TRACEPARENT: axum::http::HeaderName = axum::http::HeaderName::from_static("traceparent");
 pub const TRACESTATE: axum::http::HeaderName = axum::http::HeaderName::from_static("tracestate");
-
-use crate::core::Core;
 
 /// A transport's router state that can reach the core: what the shared extractors need.
 pub trait HasCore: Clone + Send + Sync + 'static {

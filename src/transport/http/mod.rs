@@ -24,7 +24,7 @@ use std::time::Duration;
 use switchboard_types::trace::TraceContext;
 
 use axum::extract::{DefaultBodyLimit, Request};
-use axum::http::{HeaderName, Method, StatusCode};
+use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
@@ -116,7 +116,6 @@ async fn created(
 /// The complete application: the routes given (REST and whatever is composed beside
 /// it), the docs for `openapi`, the team console, fallbacks and middleware.
 pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSettings) -> Router {
-    let request_id = HeaderName::from_static("x-request-id");
     router
         .merge(
             SwaggerUi::new("/docs")
@@ -150,8 +149,8 @@ pub fn app(router: Router, openapi: utoipa::openapi::OpenApi, settings: &HttpSet
                 tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
             }),
         )
-        .layer(PropagateRequestIdLayer::new(request_id.clone()))
-        .layer(SetRequestIdLayer::new(request_id, MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(X_REQUEST_ID))
+        .layer(SetRequestIdLayer::new(X_REQUEST_ID, MakeRequestUuid))
         .layer(middleware::from_fn(guard_request_head))
         // Bearer tokens, not cookies, carry identity, so any origin may call the API;
         // browsers never attach credentials on their own.
