@@ -74,7 +74,13 @@ impl Core {
         )
         .priority(input.priority)
         .requires_response(input.requires_response, input.response_deadline)
-        .context_reference(input.context_reference)
+        // A reply stays in its original's context unless it names another (as
+        // RESPOND_TO_MESSAGE's does): a Wise Agents receiver needs one to take it.
+        .context_reference(
+            input
+                .context_reference
+                .or_else(|| original.as_ref()?.context_reference.clone()),
+        )
         .thread(thread_id, input.in_reply_to)
         .chain(chain)
         .traced(self.trace_for(original.as_ref()))

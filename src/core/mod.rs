@@ -157,6 +157,7 @@ impl Core {
             })
             .collect();
         let hub = Hub::new(settings.hub, cursors);
+        let deaf_queues = store.deaf_queues().await?;
         budgets::export_metrics();
         let open_tasks = store.open_task_counts().await?;
         let core = Core {
@@ -171,7 +172,7 @@ impl Core {
                 tasks: tasks::TaskRuntime::new(settings.tasks, open_tasks),
                 retention: settings.retention,
                 activity: activity::ActivityWatch::default(),
-                queue_cursors: queues::QueueCursors::default(),
+                queue_cursors: queues::QueueCursors::loaded(deaf_queues),
                 node_id: settings.node_id,
                 health: health::StorageHealth::default(),
                 sessions: Arc::default(),

@@ -15,6 +15,10 @@ use switchboard_types::routing::Via;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::QueueCursorRow;
 
+/// How many agents a team's bridges may have registered by sending to them, still
+/// waiting for their first subscription (see [`Core::queue_to_wait_in`]).
+pub const MAX_WAITING_QUEUES: usize = 64;
+
 /// One of an agent's named queues over its inbox (STOMP's destinations): each takes its
 /// own subset of the inbox and keeps its own cursor, stored under [`QueueName::stored`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -48,6 +52,15 @@ impl QueueName {
             QueueName::Plain | QueueName::Topic(_) => None,
         }
     }
+
+    /// The queue a presence name (as [`Self::presence`] writes it) stands for.
+    fn from_presence(name: &str) -> Option<(QueueName, &'static str)> {
+        match name {
+            "request" => Some((QueueName::Request, "request")),
+            "response" => Some((QueueName::Response, "response")),
+            _ => None,
+        }
+    }
 }
 
 /// Queue cursors kept in memory and written once a second (with the WebSocket cursors):
@@ -74,16 +87,23 @@ impl Drop for QueueSubscription {
     fn drop(&mut self) {
         let cursors = self.core.queue_cursors();
         let mut live = lock(&cursors.live);
+        let mut deaf = None;
         if let Some(queues) = live.get_mut(&self.agent) {
             if let Some(count) = queues.get_mut(self.queue) {
                 *count = count.saturating_sub(1);
-                if *count == 0 && self.clean {
-                    queues.remove(self.queue);
+                if *count == 0 {
+                    deaf = Some(!self.clean);
+                    if self.clean {
+                        queues.remove(self.queue);
+                    }
                 }
             }
             if queues.is_empty() {
                 live.remove(&self.agent);
             }
+        }
+        if let (Some(deaf), Some((queue, _))) = (deaf, QueueName::from_presence(self.queue)) {
+            cursors.mark_deaf(self.agent, queue, deaf);
         }
         metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
     }
@@ -111,11 +131,55 @@ struct QueueCursor {
     /// Entries past `seq` acknowledged one by one (`client-individual`), which a new
     /// subscription skips. Kept in memory only: after a restart they come again.
     beyond: BTreeSet<i64>,
+    /// The agent lost this queue's subscription without unsubscribing (saved, so a
+    /// restart still knows: the process stays deaf until it is restarted itself).
+    deaf: bool,
 }
 
 impl QueueCursors {
+    /// The cursors, with the queues that were deaf when the server last saved them: a
+    /// Wise Agents process that went deaf stays deaf across our restart, and its
+    /// presence says so.
+    pub fn loaded(deaf: Vec<QueueCursorRow>) -> QueueCursors {
+        let cursors = QueueCursors::default();
+        {
+            let mut live = lock(&cursors.live);
+            let mut map = lock(&cursors.map);
+            for row in deaf {
+                let Some((queue, name)) = QueueName::from_presence(&row.queue) else {
+                    continue;
+                };
+                live.entry(row.agent).or_default().insert(name, 0);
+                map.insert(
+                    (row.agent, queue),
+                    QueueCursor {
+                        seq: row.acked_seq,
+                        deaf: true,
+                        ..QueueCursor::default()
+                    },
+                );
+            }
+            metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
+        }
+        cursors
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(AgentPk, QueueName), QueueCursor>> {
         lock(&self.map)
+    }
+
+    /// Records whether a queue is deaf, to be saved with the cursors. (Taken after
+    /// `live`, never before: one order for the two locks.)
+    /// A subscription reads its cursor before it counts, so the entry is there; were it
+    /// not, a made-up one would hide the stored cursor.
+    fn mark_deaf(&self, agent: AgentPk, queue: QueueName, deaf: bool) {
+        let mut map = self.lock();
+        if let Some(cursor) = map.get_mut(&(agent, queue))
+            && cursor.deaf != deaf
+        {
+            cursor.deaf = deaf;
+            cursor.dirty = true;
+        }
     }
 }
 
@@ -200,6 +264,59 @@ impl Core {
         }
     }
 
+    /// Makes sure a team bridge's `SEND` to `agent_id` has a queue to wait in, as a
+    /// broker's queue would: a name the team does not know yet (its Wise Agents process
+    /// has not started, or not subscribed yet) is registered with `role`, when the team
+    /// lets bridges register agents, and the message waits in its inbox until the agent
+    /// subscribes (kept as long as the team's retention keeps unread messages). At most
+    /// [`MAX_WAITING_QUEUES`] such agents of a team may be waiting for a first
+    /// subscription on this server at once, so a typo in a loop cannot register agents
+    /// without end; past that the `SEND` is refused, naming the bound.
+    pub async fn queue_to_wait_in(
+        &self,
+        caller: &Caller,
+        team_id: &TeamId,
+        agent_id: &AgentId,
+        role: &str,
+    ) -> CoreResult<()> {
+        let record = self.team_for(caller, team_id, Need::Manage)?;
+        if self.registry().member(record.pk, agent_id).is_some() {
+            return Ok(());
+        }
+        let waiting = {
+            let live = lock(&self.queue_cursors().live);
+            self.registry()
+                .members(record.pk)
+                .iter()
+                .filter(|a| a.role == role && !live.contains_key(&a.pk))
+                .count()
+        };
+        if waiting >= MAX_WAITING_QUEUES && record.stomp_auto_register {
+            return Err(CoreError::new(
+                switchboard_types::ErrorCode::RateLimited,
+                format!(
+                    "{waiting} agents of team '{team_id}' are waiting for their first \
+                 subscription; at most {MAX_WAITING_QUEUES} may (send to agents that have \
+                 started, or register them first)"
+                ),
+            )
+            .with("agent_id", agent_id));
+        }
+        self.act_as(caller, Some(team_id), agent_id, Some(role))
+            .await
+            .map(|_| ())
+    }
+
+    /// The Wise Agents context the team of `agent` hands messages that name none in
+    /// (`stomp_default_context`); `None` when it set none.
+    pub fn default_context(&self, agent: AgentPk) -> Option<String> {
+        let agent = self.registry().agent(agent)?;
+        self.registry()
+            .team(agent.team_pk)?
+            .stomp_default_context
+            .clone()
+    }
+
     /// The team's key holder, without the key: for the operator's explicit
     /// `--stomp-anonymous-team`, which lets clients without credentials act as a team
     /// bridge (a laptop's convenience; anyone who reaches the port is the team).
@@ -260,20 +377,23 @@ impl Core {
     /// Counts a live subscription to `queue` of the agent until the guard is dropped,
     /// for the queues whose loss makes an agent deaf (`None` for the others).
     pub fn queue_subscribed(&self, agent: AgentPk, queue: &QueueName) -> Option<QueueSubscription> {
-        let queue = queue.presence()?;
-        let mut live = lock(&self.queue_cursors().live);
-        *live.entry(agent).or_default().entry(queue).or_default() += 1;
+        let name = queue.presence()?;
+        let cursors = self.queue_cursors();
+        let mut live = lock(&cursors.live);
+        *live.entry(agent).or_default().entry(name).or_default() += 1;
+        cursors.mark_deaf(agent, queue.clone(), false);
         metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
         Some(QueueSubscription {
             core: self.clone(),
             agent,
-            queue,
+            queue: name,
             clean: false,
         })
     }
 
     /// The agent's queues with a live subscription, and whether it is deaf (it lost the
-    /// subscription of a queue it had subscribed to since this server started).
+    /// subscription of a queue without unsubscribing, before or since this server
+    /// started, and has not subscribed to it again).
     pub(super) fn queue_presence(&self, agent: AgentPk) -> (Vec<String>, bool) {
         let live = lock(&self.queue_cursors().live);
         let Some(queues) = live.get(&agent) else {
@@ -300,6 +420,7 @@ impl Core {
                         agent: *agent,
                         queue: queue.stored(),
                         acked_seq: cursor.seq,
+                        deaf: cursor.deaf,
                     };
                     ((*agent, queue.clone()), row)
                 })

@@ -37,6 +37,7 @@ impl Core {
             key_hash: key.hash,
             communication_enabled: true,
             stomp_auto_register: true,
+            stomp_default_context: None,
             retention: Default::default(),
             loop_guard: Default::default(),
             budgets: Default::default(),
@@ -110,6 +111,9 @@ impl Core {
                     if let Some(register) = patch.stomp_auto_register {
                         team.stomp_auto_register = register;
                     }
+                    if let Some(context) = patch.stomp_default_context {
+                        team.stomp_default_context = Some(context).filter(|c| !c.is_empty());
+                    }
                     if let Some(retention) = patch.retention {
                         team.retention = retention;
                     }
@@ -138,6 +142,7 @@ impl Core {
             name: team.name.clone(),
             communication_enabled: team.communication_enabled,
             stomp_auto_register: team.stomp_auto_register,
+            stomp_default_context: team.stomp_default_context.clone(),
             agent_count: self.registry().member_count(team.pk),
             retention: team.retention,
             effective_retention: self.retention_of(team),

@@ -40,6 +40,8 @@ pub struct TeamRecord {
     pub communication_enabled: bool,
     /// A STOMP team bridge registers unknown agents on their first subscription.
     pub stomp_auto_register: bool,
+    /// The Wise Agents context a message without one is handed to Wise agents in.
+    pub stomp_default_context: Option<String>,
     /// The team's own retention (each `None`: the server's).
     pub retention: switchboard_types::teams::Retention,
     pub loop_guard: switchboard_types::loops::LoopGuard,
@@ -131,6 +133,8 @@ pub struct QueueCursorRow {
     /// The queue's name inside the agent (`request`, `response`).
     pub queue: String,
     pub acked_seq: i64,
+    /// The agent lost its subscription to this queue without unsubscribing.
+    pub deaf: bool,
 }
 
 /// A message about to be written (before its key and time are known).

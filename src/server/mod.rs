@@ -229,6 +229,7 @@ fn stomp_state(config: &ServerConfig, core: &Core, ws: &WsState, gate: &Gate) ->
         shutdown: ws.shutdown.clone(),
         tracker: ws.tracker.clone(),
         gate: gate.clone(),
+        replies: Default::default(),
     }
 }
 

@@ -242,7 +242,7 @@ pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
 /// The columns [`team`] reads.
 pub(crate) const TEAM_COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
     retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at,
-    loop_guard, budgets";
+    loop_guard, budgets, stomp_default_context";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &impl Columns, column: &str) -> Result<Option<u64>, StoreError> {
@@ -263,6 +263,7 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
         key_hash: hash_from(key_hash)?,
         communication_enabled: row.flag("communication_enabled")?,
         stomp_auto_register: row.flag("stomp_auto_register")?,
+        stomp_default_context: row.opt_text("stomp_default_context")?,
         retention: Retention {
             read_messages_seconds: seconds(row, "retain_read_s")?,
             unread_messages_seconds: seconds(row, "retain_unread_s")?,

@@ -139,8 +139,11 @@ pub trait Registry: Send + Sync {
     async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError>;
     /// Where one of an agent's STOMP queues stands (0 when it never consumed).
     async fn queue_cursor(&self, agent: AgentPk, queue: String) -> Result<i64, StoreError>;
-    /// Moves STOMP queue cursors forward (never back).
+    /// Moves STOMP queue cursors forward (never back) and records which queues went
+    /// deaf or heard again.
     async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError>;
+    /// The queues of current agents that are deaf, for presence at start-up.
+    async fn deaf_queues(&self) -> Result<Vec<QueueCursorRow>, StoreError>;
     /// Inserts a team ([`StoreError::Conflict`] when the id is taken).
     async fn insert_team_boxed(
         &self,

@@ -167,10 +167,20 @@ def refused(cfg, conn, l, what):
     return l.errors[0]
 
 
+def refused_open(cfg, conn, l, what):
+    """A refused SEND: an ERROR, and the connection goes on (a receipt still comes)."""
+    l.wait(lambda l: l.errors, f"the ERROR ({what})")
+    receipt = f"still-open-{len(l.errors)}"
+    conn.disconnect(receipt=receipt)
+    assert receipt in l.receipts, (what, l.receipts, l.errors)
+    return l.errors[0]
+
+
 def rules(cfg):
     """Who may do what: an agent token subscribes only to its own queues; a team key
-    works only with its own team's id as login; a bridge sends only as an agent it
-    subscribed for; limits on frames and headers."""
+    works only with its own team's id as login; an agent token sends only as itself;
+    limits on frames and headers. A refused SEND leaves the connection open; a refused
+    SUBSCRIBE or CONNECT, or a broken limit of the connection, closes it."""
     (a_id, a_token), (b_id, _) = cfg["a"], cfg["b"]
     out = {}
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
@@ -186,19 +196,18 @@ def rules(cfg):
         pass
     out["other_teams_key"] = refused(cfg, conn, l, "another team's key")
 
-    conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
-    conn.subscribe(f"/queue/request/{a_id}", id="1")
+    conn, l = connect(cfg, stomp.Connection11, None, a_token)
     conn.send(destination=f"/queue/request/{a_id}", body=body("spoofed", b_id))
-    out["bridge_spoofing"] = refused(cfg, conn, l, "a sender it did not subscribe for")
+    out["agent_spoofing"] = refused_open(cfg, conn, l, "an agent sending as another")
 
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
     conn.send(destination="/exchange/anything", body="x")
-    out["unknown_destination"] = refused(cfg, conn, l, "an unknown destination")
+    out["unknown_destination"] = refused_open(cfg, conn, l, "an unknown destination")
 
     conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
     conn.subscribe(f"/queue/request/{a_id}", id="1")
     conn.send(destination=f"/queue/{b_id}", body="plain")
-    out["bridge_plain"] = refused(cfg, conn, l, "a bridge sending a plain message")
+    out["bridge_plain"] = refused_open(cfg, conn, l, "a bridge sending a plain message")
 
     conn, l = connect(cfg, stomp.Connection12, None, a_token)
     conn.begin("big")

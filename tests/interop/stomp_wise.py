@@ -147,8 +147,9 @@ MALICIOUS = '!!python/object/apply:os.system ["touch /tmp/switchboard-pwned"]\n'
 
 
 def malicious(host, port, team, key):
-    """A body that would run code in the receiver is refused with an ERROR to the sender;
-    the receiver stays connected and never sees it."""
+    """A body that would run code in the receiver is refused with an ERROR to the sender,
+    whose connection stays open (as on ActiveMQ Artemis); the receiver stays connected
+    and never sees it."""
     evil = WiseAgent("WiseEvil", host, port, team, key)
     b = WiseAgent("WiseB", host, port, team, key)
     evil.start()
@@ -156,11 +157,12 @@ def malicious(host, port, team, key):
     time.sleep(0.2)
     evil.request_conn.send(body=MALICIOUS, destination="/queue/request/WiseB")
     evil.request.wait(lambda i: i.errors, "the ERROR frame")
-    evil.request.wait(lambda i: i.disconnected, "the refused sender's disconnect")
-    # The receiver is untouched: a good message still arrives, and only that one.
-    evil.response_conn.send(
+    # The sender's connection goes on: the next SEND on it is taken, with its receipt.
+    evil.request_conn.send(
         body=yaml.dump(WiseAgentMessage("harmless", sender="WiseEvil")),
-        destination="/queue/request/WiseB")
+        destination="/queue/request/WiseB", headers={"receipt": "after-error"})
+    evil.request.wait(lambda i: "after-error" in i.receipts, "the receipt after the ERROR")
+    assert not evil.request.disconnected and evil.request_conn.is_connected()
     b.request.wait(lambda i: len(i.messages) >= 1, "the harmless message")
     time.sleep(0.3)
     assert [m._message for m, _ in b.request.messages] == ["harmless"], b.request.messages

@@ -11,6 +11,9 @@ use tempfile::TempDir;
 
 pub const ADMIN: &str = "test-admin-token-0123456789";
 
+/// The Wise Agents context [`TestApp::wise_team`] names as its default.
+pub const WISE_TEST_CONTEXT: &str = "wise-tests";
+
 /// A running server and a client for it.
 pub struct TestApp {
     pub base: String,
@@ -212,6 +215,20 @@ impl TestApp {
             id: team_id.to_owned(),
             key: res.str("team_key"),
         }
+    }
+
+    /// A team whose Wise Agents deployment creates the context `wise-tests` at start,
+    /// and says so (`stomp_default_context`): messages that name no context reach its
+    /// Wise agents in that one.
+    pub async fn wise_team(&self, team_id: &str) -> Team {
+        let team = self.team(team_id).await;
+        self.patch(&format!("/v1/teams/{team_id}"))
+            .token(&team.key)
+            .json(json!({"stomp_default_context": WISE_TEST_CONTEXT}))
+            .send()
+            .await
+            .expect_status(200);
+        team
     }
 
     /// Registers an agent with the team key.

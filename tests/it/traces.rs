@@ -47,7 +47,7 @@ async fn one_request_through_rest_a_websocket_and_stomp_is_one_trace() {
         config.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
     })
     .await;
-    let team = app.team("traced").await;
+    let team = app.wise_team("traced").await;
     let a = app.agent(&team, "A", &[]).await;
     let w = app.agent(&team, "W", &[]).await;
     let s = app.agent(&team, "S", &[]).await;

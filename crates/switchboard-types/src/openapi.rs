@@ -22,7 +22,7 @@ use crate::messages::{
 use crate::publish::{MAX_ADDRESSES, MAX_SEND_TO, MAX_TAG, MAX_WATCH};
 use crate::task_state::TaskStatus;
 use crate::tasks::{MAX_CALLBACK_URL, MAX_REASON, MAX_TASK_TEXT, REQUIRED_CAPABILITY_LIMITS};
-use crate::teams::MAX_TEAM_NAME;
+use crate::teams::{MAX_CONTEXT_NAME, MAX_TEAM_NAME};
 use crate::validate::{CapabilityLimits, MAX_IDEMPOTENCY_KEY};
 
 /// The id rule of [`crate::ids::TeamId::parse`] (and of every id a client chooses) as a
@@ -102,6 +102,11 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
     ("CreateTeam", "team_id", Rule::Id),
     ("CreateTeam", "name", Rule::Text(MAX_TEAM_NAME)),
     ("UpdateTeam", "name", Rule::Text(MAX_TEAM_NAME)),
+    (
+        "UpdateTeam",
+        "stomp_default_context",
+        Rule::UpTo(MAX_CONTEXT_NAME),
+    ),
     ("RegisterAgent", "agent_id", Rule::Id),
     ("RegisterAgent", "role", Rule::Text(MAX_ROLE)),
     (

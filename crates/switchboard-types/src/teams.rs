@@ -64,6 +64,10 @@ pub struct TeamView {
     /// A STOMP team bridge registers an agent it does not know on its first
     /// subscription (role `wise-agent`); when false, such a subscription is refused.
     pub stomp_auto_register: bool,
+    /// The Wise Agents context (`_context_name`) a message that names none is handed to
+    /// the team's Wise agents in; `null`: such a message is not handed to them at all
+    /// (they would crash on it), only kept in their inbox. See `docs/stomp.md`.
+    pub stomp_default_context: Option<String>,
     /// Current members.
     pub agent_count: usize,
     /// The team's own retention (`null`: the server's).
@@ -97,6 +101,11 @@ pub struct UpdateTeam {
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub stomp_auto_register: Option<bool>,
+    /// The Wise Agents context a message without `context_reference` is handed to the
+    /// team's Wise agents in: one the deployment creates at start. `""` clears it.
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
+    pub stomp_default_context: Option<String>,
     /// Replaces the team's retention (every field: absent or `null` follows the server).
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
@@ -111,6 +120,9 @@ pub struct UpdateTeam {
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub budgets: Option<Budgets>,
 }
+
+/// Longest Wise Agents context name a team may set as its default.
+pub const MAX_CONTEXT_NAME: usize = 255;
 
 /// Longest retention a team may set: 100 years, in seconds.
 pub const MAX_RETENTION_SECONDS: u64 = 100 * 365 * 24 * 3600;
@@ -196,13 +208,22 @@ impl UpdateTeam {
         if self.name.is_none()
             && self.communication_enabled.is_none()
             && self.stomp_auto_register.is_none()
+            && self.stomp_default_context.is_none()
             && self.retention.is_none()
             && self.loop_guard.is_none()
             && self.budgets.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, stomp_auto_register, retention, loop_guard, budgets",
+                "give at least one of: name, communication_enabled, stomp_auto_register, stomp_default_context, retention, loop_guard, budgets",
+            ));
+        }
+        if let Some(context) = &self.stomp_default_context
+            && context.chars().count() > MAX_CONTEXT_NAME
+        {
+            return Err(ErrorBody::validation(
+                "stomp_default_context",
+                format!("stomp_default_context is at most {MAX_CONTEXT_NAME} characters"),
             ));
         }
         if let Some(guard) = &self.loop_guard {

@@ -147,29 +147,55 @@ pub(super) async fn queue_cursor(
     Ok(seq.unwrap_or(0))
 }
 
+/// The deaf queues of agents that are still members.
+pub(super) async fn deaf_queues(pool: &PgPool) -> Result<Vec<QueueCursorRow>, StoreError> {
+    let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+        "SELECT q.agent_pk, q.queue, q.acked_seq FROM queue_cursors q
+           JOIN agents a ON a.pk = q.agent_pk
+         WHERE q.deaf AND a.removed_at IS NULL",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(agent, queue, acked_seq)| QueueCursorRow {
+            agent: AgentPk(agent),
+            queue,
+            acked_seq,
+            deaf: true,
+        })
+        .collect())
+}
+
 /// Writes queue cursors in one statement; never backwards. One row per queue (an
 /// upsert may not touch a row twice), the furthest cursor kept.
 pub(super) async fn save_queue_cursors(
     conn: &mut PgConnection,
     cursors: &[QueueCursorRow],
 ) -> Result<(), StoreError> {
-    let mut furthest: std::collections::BTreeMap<(i64, &str), i64> = Default::default();
+    // The last row of a queue says whether it is deaf.
+    let mut furthest: std::collections::BTreeMap<(i64, &str), (i64, bool)> = Default::default();
     for c in cursors {
-        let seq = furthest.entry((c.agent.0, c.queue.as_str())).or_insert(0);
-        *seq = (*seq).max(c.acked_seq);
+        let at = furthest
+            .entry((c.agent.0, c.queue.as_str()))
+            .or_insert((0, false));
+        *at = (at.0.max(c.acked_seq), c.deaf);
     }
     let agents: Vec<i64> = furthest.keys().map(|(a, _)| *a).collect();
     let queues: Vec<&str> = furthest.keys().map(|(_, q)| *q).collect();
-    let seqs: Vec<i64> = furthest.values().copied().collect();
+    let seqs: Vec<i64> = furthest.values().map(|(s, _)| *s).collect();
+    let deaf: Vec<bool> = furthest.values().map(|(_, d)| *d).collect();
     sqlx::query(
-        "INSERT INTO queue_cursors (agent_pk, queue, acked_seq)
-         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])
+        "INSERT INTO queue_cursors (agent_pk, queue, acked_seq, deaf)
+         SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::boolean[])
          ON CONFLICT (agent_pk, queue) DO UPDATE
-             SET acked_seq = GREATEST(queue_cursors.acked_seq, excluded.acked_seq)",
+             SET acked_seq = GREATEST(queue_cursors.acked_seq, excluded.acked_seq),
+                 deaf = excluded.deaf",
     )
     .bind(agents)
     .bind(queues)
     .bind(seqs)
+    .bind(deaf)
     .execute(conn)
     .await?;
     Ok(())

@@ -51,6 +51,7 @@ pub(super) const TABLES: &[Table] = &[
             ("stomp_auto_register", Flag),
             ("loop_guard", Text),
             ("budgets", Text),
+            ("stomp_default_context", Text),
         ],
     },
     Table {
@@ -102,7 +103,12 @@ pub(super) const TABLES: &[Table] = &[
         name: "queue_cursors",
         order: "agent_pk, queue",
         identity: false,
-        columns: &[("agent_pk", Int), ("queue", Text), ("acked_seq", Int)],
+        columns: &[
+            ("agent_pk", Int),
+            ("queue", Text),
+            ("acked_seq", Int),
+            ("deaf", Flag),
+        ],
     },
     Table {
         name: "a2a_remotes",

@@ -59,7 +59,7 @@ pub(super) async fn update(conn: &mut PgConnection, t: &TeamRecord) -> Result<()
     sqlx::query(
         "UPDATE teams SET name = $1, communication_enabled = $2, stomp_auto_register = $3,
            retain_read_s = $4, retain_unread_s = $5, retain_tasks_s = $6, updated_at = $7,
-           loop_guard = $9, budgets = $10
+           loop_guard = $9, budgets = $10, stomp_default_context = $11
          WHERE pk = $8",
     )
     .bind(&t.name)
@@ -72,6 +72,7 @@ pub(super) async fn update(conn: &mut PgConnection, t: &TeamRecord) -> Result<()
     .bind(t.pk.0)
     .bind(loop_guard(t)?)
     .bind(budgets(t)?)
+    .bind(&t.stomp_default_context)
     .execute(conn)
     .await?;
     Ok(())

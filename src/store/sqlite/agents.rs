@@ -170,20 +170,40 @@ pub(super) async fn queue_cursor(
     Ok(seq.unwrap_or(0))
 }
 
+/// The deaf queues of agents that are still members.
+pub(super) async fn deaf_queues(pool: &SqlitePool) -> Result<Vec<QueueCursorRow>, StoreError> {
+    let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+        "SELECT q.agent_pk, q.queue, q.acked_seq FROM queue_cursors q
+           JOIN agents a ON a.pk = q.agent_pk
+         WHERE q.deaf <> 0 AND a.removed_at IS NULL",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(agent, queue, acked_seq)| QueueCursorRow {
+            agent: AgentPk(agent),
+            queue,
+            acked_seq,
+            deaf: true,
+        })
+        .collect())
+}
+
 /// Writes queue cursors in one statement; like the agents' cursors, never backwards.
 pub(super) async fn save_queue_cursors(
     conn: &mut SqliteConnection,
     cursors: &[QueueCursorRow],
 ) -> Result<(), StoreError> {
-    let rows: Vec<(i64, &str, i64)> = cursors
+    let rows: Vec<(i64, &str, i64, bool)> = cursors
         .iter()
-        .map(|c| (c.agent.0, c.queue.as_str(), c.acked_seq))
+        .map(|c| (c.agent.0, c.queue.as_str(), c.acked_seq, c.deaf))
         .collect();
     sqlx::query(
-        "INSERT INTO queue_cursors (agent_pk, queue, acked_seq)
-         SELECT j.value->>0, j.value->>1, j.value->>2 FROM json_each(?) j WHERE true
+        "INSERT INTO queue_cursors (agent_pk, queue, acked_seq, deaf)
+         SELECT j.value->>0, j.value->>1, j.value->>2, j.value->>3 FROM json_each(?) j WHERE true
          ON CONFLICT (agent_pk, queue) DO UPDATE
-             SET acked_seq = MAX(acked_seq, excluded.acked_seq)",
+             SET acked_seq = MAX(acked_seq, excluded.acked_seq), deaf = excluded.deaf",
     )
     .bind(to_json(&rows)?)
     .execute(conn)

@@ -51,7 +51,7 @@ pub(super) async fn update(
     sqlx::query(
         "UPDATE teams SET name = ?, communication_enabled = ?, stomp_auto_register = ?,
            retain_read_s = ?, retain_unread_s = ?, retain_tasks_s = ?, updated_at = ?,
-           loop_guard = ?, budgets = ?
+           loop_guard = ?, budgets = ?, stomp_default_context = ?
          WHERE pk = ?",
     )
     .bind(&team.name)
@@ -63,6 +63,7 @@ pub(super) async fn update(
     .bind(team.updated_at.micros())
     .bind(crate::store::columns::loop_guard(team)?)
     .bind(crate::store::columns::budgets(team)?)
+    .bind(&team.stomp_default_context)
     .bind(team.pk.0)
     .execute(conn)
     .await?;

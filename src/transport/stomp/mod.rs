@@ -9,6 +9,7 @@
 
 pub mod frame;
 pub mod queues;
+pub mod replies;
 pub mod session;
 pub mod subscription;
 pub mod websocket;
@@ -55,6 +56,8 @@ pub struct StompState {
     pub tracker: TaskTracker,
     /// The server's connection budget (STOMP over TCP takes its places from it too).
     pub gate: crate::transport::common::gate::Gate,
+    /// Which request a Wise Agents reply answers.
+    pub replies: std::sync::Arc<replies::Replies>,
 }
 
 impl session::Wire for Framed<TcpStream, StompCodec> {

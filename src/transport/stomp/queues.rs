@@ -35,6 +35,58 @@ pub const DESTINATION_KEY: &str = "stomp_destination";
 const BASE64_KEY: &str = "stomp_body_base64";
 /// Key of the sender's `content-type`, in `content.data`.
 const CONTENT_TYPE_KEY: &str = "stomp_content_type";
+/// Key of the sender's own headers (an object, name → value), in `content.data`.
+const HEADERS_KEY: &str = "stomp_headers";
+
+/// Headers a `SEND` carries that are the protocol's or the server's, never relayed as a
+/// sender's own: STOMP's frame headers, and the ones the server writes on `MESSAGE`.
+fn reserved(name: &str) -> bool {
+    matches!(
+        name,
+        "destination"
+            | "content-type"
+            | "content-length"
+            | "receipt"
+            | "transaction"
+            | "id"
+            | "ack"
+            | "subscription"
+            | "message-id"
+            | "receipt-id"
+            | "message"
+            | "traceparent"
+            | "tracestate"
+    ) || name.starts_with("switchboard-")
+}
+
+/// A sender's own headers of a `SEND`, as a broker keeps them: each name once (the
+/// first, as STOMP reads repeats), none of the reserved ones, none with a control
+/// character (a line end in a value would forge a header on a 1.0 connection).
+pub fn own_headers(headers: &[(String, String)]) -> Map<String, Value> {
+    let mut own = Map::new();
+    for (name, value) in headers {
+        let clean = |s: &str| !s.chars().any(char::is_control);
+        if !reserved(name) && clean(name) && clean(value) && !own.contains_key(name) {
+            own.insert(name.clone(), Value::String(value.clone()));
+        }
+    }
+    own
+}
+
+/// The sender's own headers of a plain or topic entry, to go out after the server's.
+pub fn plain_headers(view: &MessageView) -> impl Iterator<Item = (&str, &str)> {
+    view.content
+        .data
+        .get(HEADERS_KEY)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(name, _)| !reserved(name) && !name.chars().any(char::is_control))
+        .filter_map(|(name, value)| {
+            let value = value.as_str()?;
+            (!value.chars().any(char::is_control)).then_some((name.as_str(), value))
+        })
+}
 
 /// Whether a Wise body is required (and written) on this queue: Wise Agents' own.
 pub fn is_wise(queue: &QueueName) -> bool {
@@ -109,8 +161,16 @@ impl Destination {
 /// is UTF-8 without a NUL (cut at the contract's length for `text`, whole in `data`),
 /// else base64 (a NUL is stored by neither engine as text; kept this way the body still
 /// comes back byte for byte).
-pub fn plain_content(destination: &str, body: &[u8], content_type: Option<&str>) -> Content {
+pub fn plain_content(
+    destination: &str,
+    body: &[u8],
+    content_type: Option<&str>,
+    headers: Map<String, Value>,
+) -> Content {
     let mut data = Map::new();
+    if !headers.is_empty() {
+        data.insert(HEADERS_KEY.into(), Value::Object(headers));
+    }
     data.insert(
         DESTINATION_KEY.into(),
         Value::String(destination.to_owned()),
@@ -259,6 +319,12 @@ fn nested_from(fields: &Map<String, Value>, depth: usize) -> Option<Box<WiseMess
     }))
 }
 
+/// Whether a message came from Wise Agents (a Wise body sent to an agent's queue).
+pub fn from_wise(view: &MessageView) -> bool {
+    let data = &view.content.data;
+    data.contains_key(RAW_BODY_KEY) && !data.contains_key(DESTINATION_KEY)
+}
+
 /// The `WiseAgentMessage` a Wise Agents receiver gets for an inbox entry. `_sender` is
 /// always the stored sender (never what a client claimed); the other fields come from
 /// the Wise mapping when the message came from Wise Agents, from Switchboard's fields
@@ -267,7 +333,7 @@ pub fn to_wise(view: &MessageView) -> WiseMessage {
     let data = &view.content.data;
     let text_field = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
     // A message that came from Wise Agents keeps its own type, null included.
-    let from_wise = data.contains_key(RAW_BODY_KEY) && !data.contains_key(DESTINATION_KEY);
+    let from_wise = from_wise(view);
     let message_type = text_field("_message_type")
         .filter(|t| MESSAGE_TYPES.contains(&t.as_str()))
         .or_else(|| {

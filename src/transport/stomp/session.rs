@@ -4,8 +4,9 @@
 //! The session is one loop over the client's frames, what its subscriptions hand it to
 //! write, the heart-beat clock and server shutdown. It decodes, checks who may do what
 //! with the core's help, and calls the core; a subscription is a task of its own
-//! ([`super::subscription`]). Every error is an `ERROR` frame followed by the end of the
-//! connection, as the specification has it.
+//! ([`super::subscription`]). An error of the conversation is an `ERROR` frame followed
+//! by the end of the connection, as the specification has it; a refused `SEND` is an
+//! `ERROR` that leaves the connection open (see [`Session::send_or_refuse`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 mod end;
 mod handshake;
 mod send;
+mod transactions;
 
 use end::{describe, finish};
 
@@ -29,7 +31,6 @@ use super::frame::{Command, Frame, FrameError, Incoming, Version};
 use super::queues::{Destination, WISE_ROLE};
 use super::subscription::{AckMode, AckOp, Ledger, Out, OutMessage, Subscription};
 use crate::core::feed::Form;
-use crate::core::sessions::MAX_BUFFERED_BYTES;
 use crate::core::{Caller, CoreError};
 
 /// Open transactions per connection and frames per transaction (a transaction is
@@ -154,7 +155,7 @@ struct Session<'a, W: Wire> {
     identity: Identity,
     session_id: String,
     subscriptions: HashMap<String, Handle>,
-    /// Agents this connection subscribed for: on a bridge, who it may send as.
+    /// Agents this connection subscribed for (named in the log when it ends).
     agents: HashSet<String>,
     transactions: HashMap<String, Vec<Frame>>,
     /// The connection's place in its credential's count, and the bytes its transactions
@@ -350,7 +351,9 @@ impl<W: Wire> Session<'_, W> {
             Command::Send | Command::Ack | Command::Nack if frame.get("transaction").is_some() => {
                 self.buffer(&frame)
             }
-            Command::Send => self.send(&frame).await,
+            // A refused SEND was answered by its ERROR: no RECEIPT.
+            Command::Send if !self.send_or_refuse(&frame).await? => return Ok(()),
+            Command::Send => Ok(()),
             Command::Subscribe => self.subscribe(&frame).await,
             Command::Unsubscribe => self.unsubscribe(&frame),
             Command::Ack => self.ack(&frame, true),
@@ -443,6 +446,7 @@ impl<W: Wire> Session<'_, W> {
             ledger: ledger.clone(),
             cancel: cancel.clone(),
             clean: clean.clone(),
+            replies: self.state.replies.clone(),
         };
         if let Some(agent) = to.agent_id {
             self.agents.insert(agent);
@@ -465,13 +469,16 @@ impl<W: Wire> Session<'_, W> {
             (None, Version::V1_0) => required(frame, "destination")?,
             (None, _) => return Err(End::error("UNSUBSCRIBE needs an id header")),
         };
+        // An id this connection does not hold is already not subscribed: a Wise Agents
+        // process that reconnected without subscribing again unsubscribes on stop with
+        // the id of its first connection, and a broker answers that with nothing.
         match self.subscriptions.remove(id) {
-            Some(handle) => {
-                handle.end(true);
-                Ok(())
+            Some(handle) => handle.end(true),
+            None => {
+                tracing::debug!(session = %self.session_id, subscription = id, "UNSUBSCRIBE of no subscription")
             }
-            None => Err(End::error(format!("no subscription '{id}'"))),
         }
+        Ok(())
     }
 
     /// `ACK` / `NACK`: routed to the subscription by the ack id (`<subscription>:<seq>`).
@@ -499,75 +506,6 @@ impl<W: Wire> Session<'_, W> {
         // Applied now, before the next frame is read: frames take effect in order.
         handle.ledger.acknowledge(op);
         Ok(())
-    }
-
-    fn begin(&mut self, frame: &Frame) -> Result<(), End> {
-        let name = required(frame, "transaction")?;
-        if self.transactions.contains_key(name) {
-            return Err(End::error(format!("transaction '{name}' is already open")));
-        }
-        if self.transactions.len() >= MAX_TRANSACTIONS {
-            return Err(End::error(format!(
-                "too many open transactions: at most {MAX_TRANSACTIONS} per connection"
-            )));
-        }
-        self.transactions.insert(name.to_owned(), Vec::new());
-        Ok(())
-    }
-
-    fn buffer(&mut self, frame: &Frame) -> Result<(), End> {
-        let name = required(frame, "transaction")?;
-        match self.transactions.get_mut(name) {
-            Some(frames) if frames.len() >= MAX_TRANSACTION_FRAMES => Err(End::error(format!(
-                "transaction too large: at most {MAX_TRANSACTION_FRAMES} frames"
-            ))),
-            // Held against the credential: more connections do not buy more memory.
-            Some(_) if !self.hold.buffer(frame.body.len()) => Err(End::error(format!(
-                "transactions too large: at most {MAX_BUFFERED_BYTES} bytes of bodies held \
-                 by one credential's connections"
-            ))),
-            Some(frames) => {
-                frames.push(frame.clone());
-                Ok(())
-            }
-            None => Err(End::error(format!("no transaction '{name}'"))),
-        }
-    }
-
-    /// Gives a finished transaction's bytes back to the credential's buffer.
-    fn ended(&mut self, frames: &[Frame]) {
-        let bytes = frames.iter().map(|f| f.body.len()).sum();
-        self.hold.release(bytes);
-    }
-
-    /// `COMMIT`: the transaction's frames, in order. Each `SEND` commits on its own: a
-    /// refused body ends the connection after the ones before it went out.
-    async fn commit(&mut self, frame: &Frame) -> Result<(), End> {
-        let name = required(frame, "transaction")?;
-        let Some(frames) = self.transactions.remove(name) else {
-            return Err(End::error(format!("no transaction '{name}'")));
-        };
-        self.ended(&frames);
-        for frame in frames {
-            match frame.command {
-                Command::Send => self.send(&frame).await?,
-                Command::Ack => self.ack(&frame, true)?,
-                Command::Nack => self.ack(&frame, false)?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn abort(&mut self, frame: &Frame) -> Result<(), End> {
-        let name = required(frame, "transaction")?;
-        match self.transactions.remove(name) {
-            Some(frames) => {
-                self.ended(&frames);
-                Ok(())
-            }
-            None => Err(End::error(format!("no transaction '{name}'"))),
-        }
     }
 }
 

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frame::{Command, Frame, Version};
 use super::queues::{self, plain_body, to_wise};
+use super::replies::{Asked, Replies};
 use crate::core::Core;
 use crate::core::feed::{Feed, FeedItem, Ready};
 use crate::core::queues::QueueName;
@@ -191,6 +192,8 @@ pub struct Subscription {
     /// Set before `cancel` when the client ended the subscription (UNSUBSCRIBE,
     /// DISCONNECT), not the connection breaking.
     pub clean: Arc<AtomicBool>,
+    /// Where a request handed out on a request queue is remembered, for the reply.
+    pub replies: Arc<Replies>,
 }
 
 /// Why the task stops.
@@ -262,17 +265,56 @@ impl Subscription {
         Ok(())
     }
 
+    /// The `WiseAgentMessage` for an entry of a Wise Agents queue — or `None` when the
+    /// real classes could not take it. Wise Agents look the message's `_context_name`
+    /// up in their registry and their listener thread dies when it is missing (no
+    /// name: an AttributeError, or Redis refusing `None`), which leaves the process
+    /// deaf for good. A message that names no context (`context_reference`, inherited
+    /// by replies) takes the team's `stomp_default_context`; with neither it is not
+    /// handed to Wise agents at all: it stays in the inbox, readable through REST, the
+    /// WebSocket and MCP, and is counted and logged.
+    fn wise_body(&self, view: &MessageView) -> Option<Vec<u8>> {
+        let mut wise = to_wise(view);
+        if wise.context_name.is_none() {
+            wise.context_name = self.core.default_context(self.feed.agent());
+        }
+        if wise.context_name.is_none() {
+            metrics::counter!("switchboard_stomp_withheld_total").increment(1);
+            tracing::warn!(
+                message_id = %view.message_id,
+                destination = %self.destination,
+                "not handed to a Wise Agents queue: the message names no context and the \
+                 team has no stomp_default_context (Wise Agents crash on a message without \
+                 one); it stays in the inbox"
+            );
+            return None;
+        }
+        Some(wise.to_yaml().into_bytes())
+    }
+
     /// Delivers entry `seq` of the inbox, if it is this queue's.
     async fn deliver_at(&mut self, seq: i64, view: &MessageView) -> Result<(), Stop> {
-        if !self.ledger.examine(seq, queues::carries(&self.queue, view)) {
+        let carried = queues::carries(&self.queue, view);
+        let wise = match carried && queues::is_wise(&self.queue) {
+            true => self.wise_body(view),
+            false => None,
+        };
+        let carried = carried && (wise.is_some() || !queues::is_wise(&self.queue));
+        if !self.ledger.examine(seq, carried) {
             return Ok(());
         }
-        let (body, content_type) = if queues::is_wise(&self.queue) {
-            let yaml = to_wise(view).to_yaml().into_bytes();
-            (yaml, "text/plain;charset=utf-8".to_owned())
-        } else {
-            plain_body(view)
+        let (body, content_type) = match wise {
+            Some(wise) => (wise, "text/plain;charset=utf-8".to_owned()),
+            None => plain_body(view),
         };
+        if self.queue == QueueName::Request && !queues::from_wise(view) {
+            let asked = Asked {
+                message_id: view.message_id.clone(),
+                requires_response: view.requires_response,
+            };
+            self.replies
+                .handed(self.feed.agent(), &view.sender_agent_id, asked);
+        }
         let ack_id = Subscription::ack_id(&self.id, seq);
         let mut frame = Frame::new(Command::Message)
             .header("destination", self.destination.clone())
@@ -292,8 +334,15 @@ impl Subscription {
         });
         let frame = frame
             .header("content-length", body.len().to_string())
-            .header("content-type", content_type)
-            .body(body);
+            .header("content-type", content_type);
+        // A plain queue's or topic's message keeps its sender's own headers, as a
+        // broker's does: after ours, so none of them can stand for one of ours.
+        let frame = match queues::is_wise(&self.queue) {
+            true => frame,
+            false => queues::plain_headers(view)
+                .fold(frame, |frame, (name, value)| frame.header(name, value)),
+        };
+        let frame = frame.body(body);
         let consumed = match self.ack {
             AckMode::Auto => Some((self.queue.clone(), seq)),
             AckMode::Client | AckMode::ClientIndividual => None,

@@ -2,6 +2,7 @@
 //! (`tests/interop/stomp_wise.py`); what they exchanged is then read back through REST
 //! and seen live on a WebSocket.
 
+mod never_deaf;
 mod protocol;
 mod routes;
 mod wire;
@@ -17,7 +18,7 @@ async fn start() -> (TestApp, Team) {
         config.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
     })
     .await;
-    let team = app.team("wise").await;
+    let team = app.wise_team("wise").await;
     (app, team)
 }
 

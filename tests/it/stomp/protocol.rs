@@ -16,7 +16,7 @@ async fn scenario(
         adjust(config);
     })
     .await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let other = app.team("other").await;
     let a = app.agent(&team, "alice", &[]).await;
     let b = app.agent(&team, "bob", &[]).await;
@@ -95,10 +95,7 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
     };
     says("other_agents_queue", "cannot act as 'bob'");
     says("other_teams_key", "does not belong to team 't'");
-    says(
-        "bridge_spoofing",
-        "not an agent this connection subscribed for",
-    );
+    says("agent_spoofing", "cannot act as 'bob'");
     says(
         "unknown_destination",
         "unknown destination '/exchange/anything'",

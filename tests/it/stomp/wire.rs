@@ -27,7 +27,7 @@ async fn read_to_close(stream: &mut TcpStream) -> String {
 #[tokio::test]
 async fn a_client_that_agreed_to_heart_beats_and_falls_silent_is_disconnected() {
     let app = app(Duration::from_millis(200)).await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let agent = app.agent(&team, "quiet", &[]).await;
     let addr = app.server().stomp_addr().expect("STOMP listener");
     let mut stream = TcpStream::connect(addr).await.expect("connects");
@@ -141,7 +141,7 @@ pub(super) async fn presence(
 #[tokio::test]
 async fn an_agent_that_lost_a_subscription_shows_as_deaf_until_it_subscribes_again() {
     let app = app(Duration::ZERO).await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let agent = app.agent(&team, "wise", &[]).await;
     let addr = app.server().stomp_addr().expect("STOMP listener");
     let requests = subscribed(addr, &agent.token, "/queue/request/wise").await;
@@ -185,6 +185,67 @@ async fn an_agent_that_lost_a_subscription_shows_as_deaf_until_it_subscribes_aga
     );
 }
 
+/// Item 4 of issue 62: a Wise Agents process never subscribes again, so one that lost
+/// its subscription — dropped, or cut by a server restart — stays deaf until it is
+/// restarted itself. The server showed `deaf: false` after its own restart; it keeps
+/// what it knew, and learns it of the connections its restart cut.
+#[tokio::test]
+async fn deafness_is_remembered_across_a_server_restart() {
+    let mut app = app(Duration::ZERO).await;
+    let team = app.wise_team("t").await;
+    let dropped = app.agent(&team, "dropped", &[]).await;
+    let cut = app.agent(&team, "cut", &[]).await;
+    let quiet = app.agent(&team, "quiet", &[]).await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let requests = subscribed(addr, &dropped.token, "/queue/request/dropped").await;
+    let _cut = subscribed(addr, &cut.token, "/queue/response/cut").await;
+    let mut unsubscribed = subscribed(addr, &quiet.token, "/queue/request/quiet").await;
+    unsubscribed
+        .write_all(b"DISCONNECT\nreceipt:bye\n\n\0")
+        .await
+        .expect("writes");
+    let _ = read_to_close(&mut unsubscribed).await;
+    drop(requests);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while presence(&app, &team, "dropped").await.1 != json!(true) {
+        assert!(Instant::now() < deadline, "never deaf");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    app.restart().await;
+    assert_eq!(
+        presence(&app, &team, "dropped").await,
+        (json!([]), json!(true))
+    );
+    assert_eq!(
+        presence(&app, &team, "cut").await,
+        (json!([]), json!(true)),
+        "its connection was cut by the restart"
+    );
+    assert_eq!(
+        presence(&app, &team, "quiet").await,
+        (json!([]), json!(false)),
+        "it left on purpose"
+    );
+    // Restarted, the process subscribes again and hears: no longer deaf, and that is
+    // kept too.
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let mut again = subscribed(addr, &dropped.token, "/queue/request/dropped").await;
+    assert_eq!(
+        presence(&app, &team, "dropped").await,
+        (json!(["request"]), json!(false))
+    );
+    again
+        .write_all(b"DISCONNECT\nreceipt:bye\n\n\0")
+        .await
+        .expect("writes");
+    let _ = read_to_close(&mut again).await;
+    app.restart().await;
+    assert_eq!(
+        presence(&app, &team, "dropped").await,
+        (json!([]), json!(false))
+    );
+}
+
 /// Sends `frames` on a new connection and returns all the server sent until it closed
 /// (or the frames' DISCONNECT was answered).
 async fn exchange(addr: std::net::SocketAddr, frames: &str) -> String {
@@ -196,7 +257,7 @@ async fn exchange(addr: std::net::SocketAddr, frames: &str) -> String {
 #[tokio::test]
 async fn a_team_can_stop_its_bridge_from_registering_agents() {
     let app = app(Duration::ZERO).await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let res = app.get("/v1/teams/t").token(&team.key).send().await;
     assert_eq!(res.expect_status(200).body["stomp_auto_register"], true);
     let res = app
@@ -275,7 +336,7 @@ async fn message_seqs(stream: &mut TcpStream, already: &str, count: usize) -> Ve
 #[tokio::test]
 async fn a_queue_cursor_survives_a_restart() {
     let mut app = app(Duration::ZERO).await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let sender = app.agent(&team, "sender", &[]).await;
     let wise = app.agent(&team, "wise", &[]).await;
     for text in ["one", "two"] {
@@ -334,7 +395,7 @@ async fn accepted_sockets_have_tcp_keep_alive() {
 #[tokio::test]
 async fn an_ack_just_before_the_end_is_never_lost() {
     let app = app(Duration::ZERO).await;
-    let team = app.team("t").await;
+    let team = app.wise_team("t").await;
     let sender = app.agent(&team, "sender", &[]).await;
     let addr = app.server().stomp_addr().expect("STOMP listener");
     let mut round = 0;

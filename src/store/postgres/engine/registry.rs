@@ -57,6 +57,10 @@ impl Registry for PgStore {
         agents::queue_cursor(&self.read, agent, &queue).await
     }
 
+    async fn deaf_queues(&self) -> Result<Vec<QueueCursorRow>, StoreError> {
+        agents::deaf_queues(&self.read).await
+    }
+
     async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
         write!(self, |conn| agents::save_queue_cursors(conn, &rows).await)
     }

@@ -66,6 +66,10 @@ impl Registry for SqliteStore {
         agents::queue_cursor(&self.read, agent, &queue).await
     }
 
+    async fn deaf_queues(&self) -> Result<Vec<QueueCursorRow>, StoreError> {
+        agents::deaf_queues(&self.read).await
+    }
+
     async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
         self.write_self_contained(
             move |tx| {

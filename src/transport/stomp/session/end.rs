@@ -19,6 +19,19 @@ pub(super) fn describe(state: &StompState, identity: &Identity) -> (String, Stri
     }
 }
 
+/// An `ERROR` frame: the short reason as `message`, the code and what to do in the body,
+/// and `receipt-id` when the frame it answers asked for a receipt.
+pub(super) fn error_frame(message: String, detail: String, receipt: Option<String>) -> Frame {
+    let mut frame = Frame::new(Command::Error).header("message", message);
+    if let Some(receipt) = receipt {
+        frame = frame.header("receipt-id", receipt);
+    }
+    frame
+        .header("content-type", "text/plain")
+        .header("content-length", detail.len().to_string())
+        .body(detail)
+}
+
 /// Sends the closing frame the end calls for, and closes.
 pub(super) async fn finish<W: Wire>(mut wire: W, end: End) {
     let frame = match end {
@@ -26,17 +39,7 @@ pub(super) async fn finish<W: Wire>(mut wire: W, end: End) {
             message,
             detail,
             receipt,
-        } => {
-            let mut frame = Frame::new(Command::Error).header("message", message);
-            if let Some(receipt) = receipt {
-                frame = frame.header("receipt-id", receipt);
-            }
-            let frame = frame
-                .header("content-type", "text/plain")
-                .header("content-length", detail.len().to_string())
-                .body(detail);
-            Some(frame)
-        }
+        } => Some(error_frame(message, detail, receipt)),
         End::Disconnect | End::Gone => None,
     };
     let error = frame.is_some();
