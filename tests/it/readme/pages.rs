@@ -18,15 +18,16 @@ async fn the_routes_walkthrough_works_as_written() {
     );
     let out = run(&app, &script).await;
     let answers = page_answers(&out, "docs/stomp.md");
-    assert_eq!(answers.len(), 2, "{out}");
+    assert_eq!(answers.len(), 3, "{out}");
+    assert_eq!(answers[0]["stomp_default_context"], "CLI.ctx", "{out}");
     assert_eq!(
-        answers[0]["delivery_status"]["pending_delivery"],
+        answers[1]["delivery_status"]["pending_delivery"],
         json!(["coder"]),
         "{out}"
     );
-    assert_eq!(answers[1]["messages"][0]["route"], "stomp", "{out}");
+    assert_eq!(answers[2]["messages"][0]["route"], "stomp", "{out}");
     assert_eq!(
-        answers[1]["messages"][0]["content"]["text"],
+        answers[2]["messages"][0]["content"]["text"],
         "for your STOMP queue"
     );
     app.stop().await;
