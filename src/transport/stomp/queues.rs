@@ -175,7 +175,9 @@ pub fn plain_content(
         DESTINATION_KEY.into(),
         Value::String(destination.to_owned()),
     );
-    if let Some(content_type) = content_type {
+    // Stored only as a header can carry it (no control character, NUL included: no
+    // engine stores a NUL alike); `plain_body` checks again on the way out.
+    if let Some(content_type) = content_type.filter(|t| !t.chars().any(char::is_control)) {
         data.insert(
             CONTENT_TYPE_KEY.into(),
             Value::String(content_type.to_owned()),

@@ -194,14 +194,22 @@ pub enum BodyRefused {
         "_message_type '{0}' is not one of ACK, ALERT, CANNOT_ANSWER, QUERY, RESPONSE, ACTION_REQUEST, HUMAN"
     )]
     MessageType(String),
+    /// The rule every transport's decoding keeps (`switchboard_types::strict`): no
+    /// engine stores a NUL the same way (PostgreSQL refuses it), so it is refused where
+    /// it comes in. A YAML double-quoted `"\0"` is one.
+    #[error("a string may not contain U+0000 (NUL)")]
+    Nul,
 }
 
 /// A scalar as the gate reads it: `None` for YAML's null spellings in plain style.
-fn scalar_value(text: Cow<'_, str>, plain: bool) -> Option<String> {
+fn scalar_value(text: Cow<'_, str>, plain: bool) -> Result<Option<String>, BodyRefused> {
+    if text.contains('\0') {
+        return Err(BodyRefused::Nul);
+    }
     if plain && matches!(text.as_ref(), "" | "~" | "null" | "Null" | "NULL") {
-        None
+        Ok(None)
     } else {
-        Some(text.into_owned())
+        Ok(Some(text.into_owned()))
     }
 }
 
@@ -257,6 +265,7 @@ fn fields<'a>(
     loop {
         let key = match next()? {
             Event::MappingEnd => break,
+            Event::Scalar(key, _, 0, None) if key.contains('\0') => return Err(BodyRefused::Nul),
             Event::Scalar(key, _, 0, None) => key.into_owned(),
             other => return Err(refusal(other, "a key")),
         };
@@ -265,7 +274,7 @@ fn fields<'a>(
         }
         match next()? {
             Event::Scalar(value, style, 0, None) => {
-                let value = scalar_value(value, style == granit_parser::ScalarStyle::Plain);
+                let value = scalar_value(value, style == granit_parser::ScalarStyle::Plain)?;
                 let slot = message
                     .field(&key)
                     .ok_or_else(|| BodyRefused::UnknownField(key.chars().take(64).collect()))?;

@@ -124,3 +124,48 @@ async fn the_whole_team_is_no_agent_in_any_casing() {
     assert_eq!(members.body["agents"], json!([]));
     app.stop().await;
 }
+
+/// Issue 61, item 6: a NUL in a Wise body (`_chat_id: "c\0"`, a YAML escape) reached
+/// PostgreSQL: "could not reach its storage" to the sender, an ERROR in the log, and the
+/// batch retried one by one. It is refused at the gate like a NUL anywhere else, the
+/// sender's connection goes on, and nothing is stored.
+#[tokio::test]
+async fn a_nul_in_a_wise_body_is_refused_where_it_comes_in() {
+    let app =
+        TestApp::start_with(|c| c.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"))).await;
+    let team = app.team("nul").await;
+    let addr = app.server().stomp_addr().expect("STOMP listener");
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let body = |chat: &str| {
+        format!(
+            "!wiseagents.WiseAgentMessage\n_chat_id: \"{chat}\"\n_context_name: ctx\n\
+             _message: hello\n_message_type: QUERY\n_sender: w1\n"
+        )
+    };
+    let frames = format!(
+        "CONNECT\naccept-version:1.2\nlogin:nul\npasscode:{}\n\n\0\
+         SUBSCRIBE\nid:1\ndestination:/queue/request/w1\n\n\0\
+         SEND\ndestination:/queue/request/w2\nreceipt:nul\n\n{}\0\
+         SEND\ndestination:/queue/request/w2\nreceipt:clean\n\n{}\0",
+        team.key,
+        body("c\\0"),
+        body("c1"),
+    );
+    stream.write_all(frames.as_bytes()).await.expect("writes");
+    let got = read_until(&mut stream, "receipt-id:clean").await;
+    assert!(got.contains("a string may not contain U+0000 (NUL)"), "{got}");
+    assert!(got.contains("receipt-id:nul"), "{got}");
+    assert!(got.contains("RECEIPT\nreceipt-id:clean"), "{got}");
+    let traffic = app
+        .get("/v1/teams/nul/messages")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    let entries = traffic.body["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entries.len(), 1, "{}", traffic.body);
+    assert_eq!(entries[0]["message"]["thread_id"], "c1");
+}

@@ -188,3 +188,16 @@ fn nesting_is_bounded_and_only_the_message_tag_nests() {
         BodyRefused::Tag(_)
     ));
 }
+
+#[test]
+fn a_nul_anywhere_is_refused_as_every_transport_refuses_it() {
+    let nul_value = CURRENT.replace("_tool_id: null", "_tool_id: \"c\\0\"");
+    assert_eq!(check(nul_value.as_bytes(), MAX), Err(BodyRefused::Nul));
+    let nul_key = CURRENT.replace("_tool_id: null", "\"_tool\\0\": x");
+    assert_eq!(check(nul_key.as_bytes(), MAX), Err(BodyRefused::Nul));
+    let nested = CURRENT.replace(
+        "_message: What is the weather?",
+        "_message: !wiseagents.WiseAgentMessage {_message: \"a\\x00b\", _sender: A}",
+    );
+    assert_eq!(check(nested.as_bytes(), MAX), Err(BodyRefused::Nul));
+}
