@@ -20,6 +20,29 @@ use super::loops::Links;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, MessageRecord, NewMessage, TeamRecord};
 
+/// A reply's thread and context: the ones it names, else its original's (its thread, or
+/// the original itself as the thread's start; its context — as RESPOND_TO_MESSAGE's
+/// response has — which a Wise Agents receiver needs to take it).
+fn in_reply(
+    original: Option<&MessageRecord>,
+    thread_id: Option<String>,
+    context_reference: Option<String>,
+) -> (Option<String>, Option<String>) {
+    let Some(original) = original else {
+        return (thread_id, context_reference);
+    };
+    let thread = thread_id.or_else(|| {
+        Some(
+            original
+                .thread_id
+                .clone()
+                .unwrap_or_else(|| original.message_id.to_string()),
+        )
+    });
+    let context = context_reference.or_else(|| original.context_reference.clone());
+    (thread, context)
+}
+
 impl Core {
     /// SEND_MESSAGE.
     pub(super) async fn send_message(
@@ -45,21 +68,12 @@ impl Core {
             )?
         };
         input.validate_fields(Timestamp::now())?;
-        let mut thread_id = input.thread_id;
         let original = match &input.in_reply_to {
             Some(reply_to) => Some(self.visible_message(&team, &sender, reply_to).await?),
             None => None,
         };
-        if let Some(original) = &original
-            && thread_id.is_none()
-        {
-            thread_id = Some(
-                original
-                    .thread_id
-                    .clone()
-                    .unwrap_or_else(|| original.message_id.to_string()),
-            );
-        }
+        let (thread_id, context_reference) =
+            in_reply(original.as_ref(), input.thread_id, input.context_reference);
         let parent = self
             .message_parent(&sender, original.as_ref(), thread_id.as_deref())
             .await?;
@@ -74,13 +88,7 @@ impl Core {
         )
         .priority(input.priority)
         .requires_response(input.requires_response, input.response_deadline)
-        // A reply stays in its original's context unless it names another (as
-        // RESPOND_TO_MESSAGE's does): a Wise Agents receiver needs one to take it.
-        .context_reference(
-            input
-                .context_reference
-                .or_else(|| original.as_ref()?.context_reference.clone()),
-        )
+        .context_reference(context_reference)
         .thread(thread_id, input.in_reply_to)
         .chain(chain)
         .traced(self.trace_for(original.as_ref()))

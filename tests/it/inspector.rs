@@ -25,31 +25,37 @@ pub fn inspector() -> PathBuf {
 /// The Inspector, installed (once per test run) if needed, or why it cannot be.
 fn ready() -> &'static Result<PathBuf, String> {
     static READY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    READY.get_or_init(|| {
-        let dir = root().join("target").join("inspector");
-        let bin = dir.join("node_modules/.bin/mcp-inspector");
-        if bin.exists() {
-            return Ok(bin);
-        }
-        std::fs::create_dir_all(&dir).map_err(|e| format!("target/inspector: {e}"))?;
-        for file in ["package.json", "package-lock.json"] {
-            std::fs::copy(
-                root().join("tests/interop/inspector").join(file),
-                dir.join(file),
-            )
-            .map_err(|e| format!("copying the pinned {file}: {e}"))?;
-        }
-        let installed = std::process::Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-            .current_dir(&dir)
-            .stdout(Stdio::null())
-            .status()
-            .map_err(|e| format!("npm does not run: {e}"))?;
-        if !installed.success() || !bin.exists() {
-            return Err("`npm ci` in target/inspector failed (no npm registry?)".into());
-        }
-        Ok(bin)
-    })
+    READY.get_or_init(|| npm_package("inspector", "node_modules/.bin/mcp-inspector"))
+}
+
+/// A pinned npm package folder of `tests/interop/<name>`, installed into
+/// `target/<name>` with every file of the folder beside it (scripts import from its
+/// `node_modules`); `probe` is a file the install leaves, returned when there.
+pub fn npm_package(name: &str, probe: &str) -> Result<PathBuf, String> {
+    let dir = root().join("target").join(name);
+    let source = root().join("tests/interop").join(name);
+    let probe = dir.join(probe);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("target/{name}: {e}"))?;
+    let files = std::fs::read_dir(&source).map_err(|e| format!("tests/interop/{name}: {e}"))?;
+    for file in files.flatten().filter(|f| f.path().is_file()) {
+        std::fs::copy(file.path(), dir.join(file.file_name()))
+            .map_err(|e| format!("copying {}: {e}", file.path().display()))?;
+    }
+    if probe.exists() {
+        return Ok(probe);
+    }
+    let installed = std::process::Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("npm does not run: {e}"))?;
+    if !installed.success() || !probe.exists() {
+        return Err(format!(
+            "`npm ci` in target/{name} failed (no npm registry?)"
+        ));
+    }
+    Ok(probe)
 }
 
 /// Runs the Inspector's CLI mode against `url` with a bearer token and `args`; returns

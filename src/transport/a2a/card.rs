@@ -57,6 +57,25 @@ pub async fn card(
     ))
 }
 
+/// `GET /a2a/{team_id}/.well-known/agent-card.json`: where a client that resolves the
+/// card relative to a member URL without its trailing slash (the JS SDK's
+/// `createFromUrl`) looks. No agent is named here, so no card is guessed: the 404 says
+/// which URL to give it.
+pub async fn no_team_card(Path(team_id): Path<String>) -> ApiError {
+    ApiError(
+        switchboard_types::ErrorBody::new(
+            switchboard_types::ErrorCode::NotFound,
+            format!(
+                "no agent is named by /a2a/{team_id}/: each member's card is at \
+                 /a2a/{team_id}/{{agent_id}}/.well-known/agent-card.json; give a client that \
+                 resolves the card relative to its URL the member URL with its trailing slash \
+                 (/a2a/{team_id}/{{agent_id}}/)"
+            ),
+        )
+        .into(),
+    )
+}
+
 /// `GET /a2a/{team_id}/agents`: every member's card.
 pub async fn directory(
     State(state): State<A2aState>,

@@ -60,6 +60,10 @@ pub fn router(core: Core) -> Router {
     Router::new()
         .route("/a2a/{team_id}/agents", get(card::directory))
         .route(
+            "/a2a/{team_id}/.well-known/agent-card.json",
+            get(card::no_team_card),
+        )
+        .route(
             "/a2a/{team_id}/{agent_id}/.well-known/agent-card.json",
             get(card::card),
         )

@@ -4,6 +4,7 @@
 //! (`rpc.rs`).
 
 mod exact;
+mod js;
 mod outbound;
 mod push;
 mod race;

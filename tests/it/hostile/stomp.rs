@@ -153,7 +153,10 @@ async fn a_nul_in_a_wise_body_is_refused_where_it_comes_in() {
     );
     stream.write_all(frames.as_bytes()).await.expect("writes");
     let got = read_until(&mut stream, "receipt-id:clean").await;
-    assert!(got.contains("a string may not contain U+0000 (NUL)"), "{got}");
+    assert!(
+        got.contains("a string may not contain U+0000 (NUL)"),
+        "{got}"
+    );
     assert!(got.contains("receipt-id:nul"), "{got}");
     assert!(got.contains("RECEIPT\nreceipt-id:clean"), "{got}");
     let traffic = app

@@ -14,6 +14,8 @@
 //! when none answers and `SWITCHBOARD_TEST_POSTGRES` is unset, as the other PostgreSQL
 //! tests do).
 
+mod stomp;
+
 use std::collections::HashMap;
 
 use switchboard::model::{
@@ -554,83 +556,6 @@ async fn a_budget_lets_its_limit_through_and_a_refusal_spends_nothing() {
             ..charge("agent:1", 1)
         }];
         assert!(write(&store, post).await.is_ok(), "{name}: a new window");
-        engine.close().await;
-    }
-}
-
-/// What a STOMP queue keeps across a restart: its cursor (never moved back) and whether
-/// its agent went deaf on it, listed for current members only; and the team's default
-/// Wise Agents context.
-#[tokio::test]
-async fn a_deaf_queue_and_the_default_context_are_kept_for_the_next_start() {
-    use switchboard::model::QueueCursorRow;
-    for engine in engines("contract_stomp_state").await {
-        let store = &engine.store;
-        let name = engine.name;
-        let (team_pk, agents) = members(store, "wise", 2).await;
-        let row = |agent: &AgentRecord, queue: &str, seq: i64, deaf: bool| QueueCursorRow {
-            agent: agent.pk,
-            queue: queue.to_owned(),
-            acked_seq: seq,
-            deaf,
-        };
-        store
-            .save_queue_cursors(vec![
-                row(&agents[0], "request", 7, true),
-                row(&agents[0], "response", 3, false),
-                row(&agents[1], "request", 2, true),
-            ])
-            .await
-            .expect("saved");
-        // Heard again (deaf: false) with an older cursor: the cursor stays at 7.
-        store
-            .save_queue_cursors(vec![row(&agents[1], "request", 1, false)])
-            .await
-            .expect("saved");
-        let deaf = store.deaf_queues().await.expect("deaf queues");
-        assert_eq!(deaf, vec![row(&agents[0], "request", 7, true)], "{name}");
-        assert_eq!(
-            store
-                .queue_cursor(agents[1].pk, "request".into())
-                .await
-                .expect("cursor"),
-            2,
-            "{name}: never back"
-        );
-        store
-            .update_agent(
-                agents[0].pk,
-                |a| {
-                    a.removed_at = Some(Timestamp::now());
-                    Ok::<_, StoreError>(())
-                },
-                |a| a,
-            )
-            .await
-            .expect("removed");
-        assert!(
-            store.deaf_queues().await.expect("deaf queues").is_empty(),
-            "{name}: a removed agent is no one's deaf process"
-        );
-
-        store
-            .update_team(
-                team_pk,
-                |t| {
-                    t.stomp_default_context = Some("CLI.default".into());
-                    Ok::<_, StoreError>(())
-                },
-                |t| t,
-            )
-            .await
-            .expect("updated");
-        let teams = store.load_teams().await.expect("teams");
-        let team = teams.iter().find(|t| t.pk == team_pk).expect("the team");
-        assert_eq!(
-            team.stomp_default_context.as_deref(),
-            Some("CLI.default"),
-            "{name}"
-        );
         engine.close().await;
     }
 }
