@@ -101,16 +101,6 @@ impl Core {
         }
         Ok(())
     }
-
-    /// Counts a session that was opened after [`Core::session_room`] said there was room
-    /// (never refused: the session exists already).
-    pub fn count_session(&self, caller: &Caller, kind: SessionKind) -> SessionHold {
-        let holder = Credential::from(caller);
-        let sessions = &self.inner.sessions;
-        let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
-        *held.entry((holder, kind)).or_default() += 1;
-        SessionHold::counted(sessions, holder, kind)
-    }
 }
 
 fn session_cap_reached(max: usize, kind: SessionKind) -> CoreError {

@@ -242,7 +242,7 @@ async fn authenticated(
         && let Some(id) = response.headers().get("mcp-session-id")
         && let Ok(id) = id.to_str()
     {
-        limit.opened(id, &caller);
+        limit.opened(id, &caller).await?;
     }
     Ok(response)
 }

@@ -15,6 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::core::sessions::{Credential, SessionHold, SessionKind};
@@ -50,6 +51,8 @@ impl SessionLimit {
 
     /// `RATE_LIMITED` when the caller's credential holds its maximum of sessions (ended
     /// sessions are let go of first); a stateless call that opens none takes no place.
+    /// Only an early answer: the count itself is taken when a session opens
+    /// ([`Self::opened`]), so many `initialize`s at once cannot all pass this look.
     pub async fn admit(&self, caller: &Caller) -> Result<(), CoreError> {
         self.sweep().await;
         self.core.session_room(caller, SessionKind::Mcp)
@@ -82,11 +85,22 @@ impl SessionLimit {
         owners.swept = Instant::now();
     }
 
-    /// Records that `caller` opened session `id`; it counts until it ends.
-    pub fn opened(&self, id: &str, caller: &Caller) {
-        let place = self.core.count_session(caller, SessionKind::Mcp);
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        owners.by_id.insert(id.to_owned(), place);
+    /// Counts session `id`, which `caller` just opened, until it ends — checked and
+    /// counted in one step, so the cap holds however many `initialize`s race (200 at
+    /// once opened 60 sessions against a cap of 16 when [`Self::admit`]'s look was the
+    /// check). Past the cap the session is closed again and the caller refused.
+    pub async fn opened(&self, id: &str, caller: &Caller) -> Result<(), CoreError> {
+        match self.core.hold_session(caller, SessionKind::Mcp) {
+            Ok(place) => {
+                let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+                owners.by_id.insert(id.to_owned(), place);
+                Ok(())
+            }
+            Err(refused) => {
+                let _ = self.manager.close_session(&id.into()).await;
+                Err(refused)
+            }
+        }
     }
 
     /// Whether session `id` may be used by `caller`: it is the caller's, or unknown here

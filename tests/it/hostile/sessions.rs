@@ -192,6 +192,29 @@ async fn mcp_sessions_are_capped_per_credential_and_bound_to_their_opener() {
     app.stop().await;
 }
 
+/// Issue 61, item 7: the cap was looked at before a session opened and counted after,
+/// so 200 `initialize`s at once opened 60 sessions for one agent (cap 16). Now opening
+/// and counting are one step: exactly the cap opens, the rest are `429`.
+#[tokio::test]
+async fn racing_initializes_open_no_more_sessions_than_the_cap() {
+    let app = TestApp::start().await;
+    let team = app.team("mcp-race").await;
+    let agent = app.agent(&team, "a", &[]).await;
+    let opened =
+        futures_util::future::join_all((0..200).map(|_| mcp_session(&app, &agent.token))).await;
+    let ok = opened.iter().filter(|r| r.is_ok()).count();
+    let refused = opened.iter().filter(|r| **r == Err(429)).count();
+    assert_eq!((ok, refused), (16, 184), "{opened:?}");
+    let view = app
+        .get("/v1/teams/mcp-race/agents/a")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(view.body["agent"]["mcp_sessions"], 16, "{}", view.body);
+    app.stop().await;
+}
+
 /// An agent's view counts what it holds beside its WebSocket and STOMP presence: its MCP
 /// sessions (until each ends) and its A2A streams, so a person sees which transports it
 /// is on (the console's team view).
