@@ -13,7 +13,7 @@ use switchboard_types::trace::{TraceContext, TraceHop, TraceTask, TraceView, is_
 use super::spans::random_trace_id;
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::model::trace::{join, span_id};
-use crate::model::{AgentRecord, MessageRecord, MessageTrace, TaskRecord, TrafficRow};
+use crate::model::{MessageRecord, MessageTrace, TaskRecord, TrafficRow};
 
 tokio::task_local! {
     static CONTEXT: TraceContext;
@@ -65,9 +65,11 @@ const MOST_HOPS: usize = 1000;
 
 impl Core {
     /// `GET /v1/traces/{trace_id}`: the team key sees every message and task of the
-    /// trace in its team; an agent sees them when it sent or received one of the messages,
-    /// or originated or was assigned one of the tasks (otherwise, as for a trace that does
-    /// not exist, `NOT_FOUND`).
+    /// trace in its team; an agent sees the ones it took part in — messages it sent or
+    /// received, tasks it originated or was assigned (none: as for a trace that does not
+    /// exist, `NOT_FOUND`). A trace id is anyone's to write in a `traceparent`: had an
+    /// agent that took part in one hop seen them all, one message carrying another
+    /// pair's trace id would have shown it who talked to whom there.
     pub(super) async fn get_trace(&self, caller: &Caller, trace_id: &str) -> CoreResult<TraceView> {
         let (team, me) = self.reader(caller)?;
         if !is_trace_id(trace_id) {
@@ -83,14 +85,12 @@ impl Core {
             store.trace_traffic(team.pk, trace_id.to_owned(), limit),
             store.trace_tasks(team.pk, trace_id.to_owned(), limit),
         )?;
-        let party = |me: &AgentRecord| {
-            rows.iter()
-                .any(|r| r.message.sender_pk == me.pk || r.recipients.contains(&me.agent_id))
-                || tasks
-                    .iter()
-                    .any(|t| t.originator_pk == me.pk || t.assignee_pk == Some(me.pk))
-        };
-        if (rows.is_empty() && tasks.is_empty()) || me.as_deref().is_some_and(|me| !party(me)) {
+        let (mut rows, mut tasks) = (rows, tasks);
+        if let Some(me) = me.as_deref() {
+            rows.retain(|r| r.message.sender_pk == me.pk || r.recipients.contains(&me.agent_id));
+            tasks.retain(|t| t.originator_pk == me.pk || t.assignee_pk == Some(me.pk));
+        }
+        if rows.is_empty() && tasks.is_empty() {
             return Err(CoreError::new(
                 ErrorCode::NotFound,
                 format!("no trace {trace_id} that you took part in"),

@@ -7,6 +7,7 @@ mod inputs;
 mod logs;
 mod sessions;
 mod stomp;
+mod traces;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
