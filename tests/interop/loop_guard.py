@@ -170,7 +170,7 @@ class Circle:
             self.ws = ws
             reader = asyncio.create_task(self.w_loop(ws))
             out = {}
-            # S's refusal ends its connection (STOMP's ERROR closes it): it goes last.
+            # S's refusal is an ERROR (its connection stays open); it goes last all the same.
             for starter in ["R", "W", "S"]:
                 out[starter] = await self.circle(starter)
             # A new thread goes round again at once: the guard stops chains, not agents.

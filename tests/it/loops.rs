@@ -266,7 +266,7 @@ async fn three_agents_on_three_transports_going_round_are_stopped_on_each() {
         config.stomp_listen = Some("127.0.0.1:0".parse().expect("addr"));
     })
     .await;
-    let team = app.team("circle").await;
+    let team = app.wise_team("circle").await;
     let r = app.agent(&team, "R", &[]).await;
     let w = app.agent(&team, "W", &[]).await;
     let boss = app.agent(&team, "boss", &[]).await;
