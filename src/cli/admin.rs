@@ -44,6 +44,7 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 status: None,
                 addresses: None,
                 watch: None,
+                stomp_bridge: None,
             };
             let http = http()?;
             let operation = Operation::Agents(AgentOp::RegisterAgent {

@@ -51,6 +51,7 @@ impl Core {
             removed_at: None,
             addresses: None,
             watch: Vec::new(),
+            stomp_bridge: input.stomp_bridge.unwrap_or(false),
         };
         record.subscribe(subscription);
         let core = self.clone();
@@ -245,6 +246,7 @@ impl Core {
         AgentView {
             stomp_queues,
             deaf,
+            stomp_bridge: agent.stomp_bridge,
             mcp_sessions: self.sessions_held(Credential::Agent(agent.pk), SessionKind::Mcp),
             a2a_streams: self.sessions_held(Credential::Agent(agent.pk), SessionKind::A2aStream),
             connected: presence.connected,

@@ -15,6 +15,19 @@ use switchboard_types::routing::Via;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::QueueCursorRow;
 
+/// The team key met an agent with a token of its own.
+fn not_bridged(agent_id: &AgentId) -> CoreError {
+    CoreError::forbidden(format!(
+        "agent '{agent_id}' has a token of its own: a team bridge acts only for agents it \
+         registered or that were registered with stomp_bridge: true"
+    ))
+    .with("agent_id", agent_id)
+    .suggest(
+        "Connect that agent with its own token, or register the Wise Agents process's name \
+         with stomp_bridge: true (or let the bridge register it).",
+    )
+}
+
 /// How many agents a team's bridges may have registered by sending to them, still
 /// waiting for their first subscription (see [`Core::queue_to_wait_in`]).
 pub const MAX_WAITING_QUEUES: usize = 64;
@@ -186,9 +199,12 @@ impl QueueCursors {
 impl Core {
     /// Who a queue client acts as when it consumes `agent_id`'s queues or sends as
     /// `agent_id`. An agent token acts only as its own agent (`team_id` is not asked
-    /// for). A team key (`team_id` must be given and be its team) acts as any member, and with `register_as` a missing agent is
-    /// registered on first use with that role (Wise Agents agents are named by their
-    /// queues, not registered beforehand).
+    /// for). A team key (`team_id` must be given and be its team) acts as a member the
+    /// team's bridge serves (`stomp_bridge`: registered by a bridge, or with the flag) —
+    /// never as an agent with a token of its own, whose queues it would consume and whose
+    /// name it would send under — and with `register_as` a missing agent is registered
+    /// on first use with that role (Wise Agents agents are named by their queues, not
+    /// registered beforehand).
     pub async fn act_as(
         &self,
         caller: &Caller,
@@ -222,6 +238,9 @@ impl Core {
                     self.registry_current_since(std::time::Instant::now()).await;
                 }
                 if let Some(agent) = self.registry().member(team, agent_id) {
+                    if !agent.stomp_bridge {
+                        return Err(not_bridged(agent_id));
+                    }
                     return Ok(Caller::Agent {
                         team,
                         agent: agent.pk,
@@ -243,6 +262,7 @@ impl Core {
                     status: None,
                     addresses: None,
                     watch: None,
+                    stomp_bridge: Some(true),
                 };
                 // Two connections of one agent may race to register it: the loser finds
                 // the winner's record.

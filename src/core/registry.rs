@@ -271,6 +271,7 @@ mod tests {
             removed_at: removed.then(|| Timestamp::from_micros(2)),
             addresses: None,
             watch: Vec::new(),
+            stomp_bridge: false,
         }
     }
 

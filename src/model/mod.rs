@@ -73,6 +73,8 @@ pub struct AgentRecord {
     pub addresses: Option<Vec<String>>,
     /// `cause_by` tags it takes up as news (`prefix*` for a prefix).
     pub watch: Vec<String>,
+    /// Served by the team's STOMP bridge: the team key may act for it there.
+    pub stomp_bridge: bool,
 }
 
 impl AgentRecord {

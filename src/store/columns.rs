@@ -296,7 +296,7 @@ pub(crate) fn budgets(team: &TeamRecord) -> Result<Option<String>, StoreError> {
 /// The columns [`agent`] reads.
 pub(crate) const AGENT_COLUMNS: &str = "pk, team_pk, agent_id, role, capabilities, address, status, \
      communication_enabled, token_id, token_hash, registered_at, updated_at, removed_at, \
-     addresses, watch";
+     addresses, watch, stomp_bridge";
 
 pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
     Ok(AgentRecord {
@@ -315,6 +315,7 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
         removed_at: row.opt_time("removed_at")?,
         addresses: row.opt_json("addresses")?,
         watch: row.json("watch")?,
+        stomp_bridge: row.flag("stomp_bridge")?,
     })
 }
 

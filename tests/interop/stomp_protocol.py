@@ -204,6 +204,15 @@ def rules(cfg):
     conn.send(destination="/exchange/anything", body="x")
     out["unknown_destination"] = refused_open(cfg, conn, l, "an unknown destination")
 
+    # The team key acts for the agents its bridge serves, never as one with a token of
+    # its own (bob): it cannot consume bob's queue, nor send as bob.
+    conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
+    conn.send(destination=f"/queue/request/{a_id}", body=body("as bob", b_id))
+    out["bridge_as_own_token_agent"] = refused_open(cfg, conn, l, "a bridge sending as bob")
+    conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
+    conn.subscribe(f"/queue/request/{b_id}", id="1")
+    out["bridge_reads_own_token_agent"] = refused(cfg, conn, l, "a bridge reading bob's queue")
+
     conn, l = connect(cfg, stomp.Connection11, cfg["team"], cfg["key"])
     conn.subscribe(f"/queue/request/{a_id}", id="1")
     conn.send(destination=f"/queue/{b_id}", body="plain")

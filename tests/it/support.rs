@@ -231,6 +231,25 @@ impl TestApp {
         team
     }
 
+    /// Registers an agent the team's STOMP bridge serves (`stomp_bridge: true`): a Wise
+    /// Agents process connecting with the team key may act for it.
+    pub async fn wise_agent(&self, team: &Team, agent_id: &str) -> Agent {
+        let res = self
+            .post(&format!("/v1/teams/{}/agents", team.id))
+            .token(&team.key)
+            .json(
+                json!({"agent_id": agent_id, "role": "wise-agent", "capabilities": [],
+                         "stomp_bridge": true}),
+            )
+            .send()
+            .await
+            .expect_status(201);
+        Agent {
+            id: agent_id.to_owned(),
+            token: res.body["token"].as_str().expect("token").to_owned(),
+        }
+    }
+
     /// Registers an agent with the team key.
     pub async fn agent(&self, team: &Team, agent_id: &str, capabilities: &[&str]) -> Agent {
         let res = self

@@ -73,6 +73,12 @@ pub struct RegisterAgent {
     /// `cause_by` tags the agent takes up as news (at most 64; `prefix*` for a prefix).
     #[serde(default)]
     pub watch: Option<Vec<String>>,
+    /// Served by the team's STOMP bridge (a Wise Agents process that connects with the
+    /// team id and key): the team key may subscribe and send for it there. Default
+    /// `false`: an agent with a token of its own is its own, and the team key cannot act
+    /// as it. Agents a bridge registers itself have it set.
+    #[serde(default)]
+    pub stomp_bridge: Option<bool>,
 }
 
 impl RegisterAgent {
@@ -129,6 +135,9 @@ pub struct AgentView {
     /// until it restarts. Messages wait in its inbox meanwhile.
     #[serde(default)]
     pub deaf: bool,
+    /// Served by the team's STOMP bridge: the team key may act for it there.
+    #[serde(default)]
+    pub stomp_bridge: bool,
     /// MCP sessions it holds open on the node that answered (its WebSocket and STOMP
     /// presence are above): which transports a person sees it on.
     #[serde(default)]

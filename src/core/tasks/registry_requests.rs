@@ -180,6 +180,7 @@ impl Core {
             status,
             addresses: None,
             watch: None,
+            stomp_bridge: None,
         };
         match self
             .register_agent(caller, &answers.team.team_id, input)

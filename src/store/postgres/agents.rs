@@ -18,15 +18,16 @@ pub(super) async fn insert(
     let pk: Option<i64> = sqlx::query_scalar(
         "INSERT INTO agents (team_pk, agent_id, role, capabilities, address, status,
                              communication_enabled, token_id, token_hash, registered_at,
-                             updated_at, removed_at, addresses, watch)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12, $13)
+                             updated_at, removed_at, addresses, watch, stomp_bridge)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, NULL, $12, $13, $14)
          ON CONFLICT (team_pk, agent_id) DO UPDATE SET
              role = excluded.role, capabilities = excluded.capabilities,
              address = excluded.address, status = excluded.status,
              communication_enabled = excluded.communication_enabled,
              token_id = excluded.token_id, token_hash = excluded.token_hash,
              registered_at = excluded.registered_at, updated_at = excluded.updated_at,
-             removed_at = NULL, addresses = excluded.addresses, watch = excluded.watch
+             removed_at = NULL, addresses = excluded.addresses, watch = excluded.watch,
+             stomp_bridge = excluded.stomp_bridge
          WHERE agents.removed_at IS NOT NULL
          RETURNING pk",
     )
@@ -43,6 +44,7 @@ pub(super) async fn insert(
     .bind(a.updated_at.micros())
     .bind(a.addresses.as_ref().map(to_json).transpose()?)
     .bind(to_json(&a.watch)?)
+    .bind(a.stomp_bridge)
     .fetch_optional(conn)
     .await?;
     pk.map(AgentPk).ok_or(StoreError::Conflict)

@@ -82,6 +82,7 @@ pub(super) const TABLES: &[Table] = &[
             ("last_seen_at", Int),
             ("addresses", Text),
             ("watch", Text),
+            ("stomp_bridge", Flag),
         ],
     },
     Table {

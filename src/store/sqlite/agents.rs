@@ -27,15 +27,16 @@ pub(super) async fn insert(
     let pk: Option<i64> = sqlx::query_scalar(
         "INSERT INTO agents (team_pk, agent_id, role, capabilities, address, status,
                              communication_enabled, token_id, token_hash, registered_at,
-                             updated_at, removed_at, addresses, watch)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?)
+                             updated_at, removed_at, addresses, watch, stomp_bridge)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)
          ON CONFLICT (team_pk, agent_id) DO UPDATE SET
              role = excluded.role, capabilities = excluded.capabilities,
              address = excluded.address, status = excluded.status,
              communication_enabled = excluded.communication_enabled,
              token_id = excluded.token_id, token_hash = excluded.token_hash,
              registered_at = excluded.registered_at, updated_at = excluded.updated_at,
-             removed_at = NULL, addresses = excluded.addresses, watch = excluded.watch
+             removed_at = NULL, addresses = excluded.addresses, watch = excluded.watch,
+             stomp_bridge = excluded.stomp_bridge
          WHERE agents.removed_at IS NOT NULL
          RETURNING pk",
     )
@@ -52,6 +53,7 @@ pub(super) async fn insert(
     .bind(agent.updated_at.micros())
     .bind(addresses_json(agent)?)
     .bind(to_json(&agent.watch)?)
+    .bind(agent.stomp_bridge)
     .fetch_optional(conn)
     .await?;
     pk.map(AgentPk).ok_or(StoreError::Conflict)

@@ -44,7 +44,7 @@ async fn two_wise_agents_converse_and_the_conversation_is_ordinary_switchboard_m
     let (app, team) = start().await;
     // WiseA exists beforehand (so REST and a WebSocket can watch as it); WiseB is
     // registered by its first subscription on the bridge.
-    let a = app.agent(&team, "WiseA", &[]).await;
+    let a = app.wise_agent(&team, "WiseA").await;
     let (mut ws, _, _) = app.ws_caught_up(&a, "").await;
 
     let out = scenario(&app, &team, "conversation").await;
@@ -109,7 +109,7 @@ async fn a_message_waits_for_an_agent_that_subscribes_later() {
         return;
     }
     let (app, team) = start().await;
-    app.agent(&team, "WiseLate", &[]).await;
+    app.wise_agent(&team, "WiseLate").await;
     let out = scenario(&app, &team, "late").await;
     assert_eq!(out["late"]["_message"], "are you there?");
 }
@@ -122,7 +122,7 @@ async fn a_body_that_would_run_code_is_refused_and_never_reaches_the_receiver() 
         return;
     }
     let (app, team) = start().await;
-    let b = app.agent(&team, "WiseB", &[]).await;
+    let b = app.wise_agent(&team, "WiseB").await;
     let out = scenario(&app, &team, "malicious").await;
     let error = out["error"].as_str().unwrap_or_default();
     assert!(error.contains("python/object/apply"), "{error}");
@@ -150,7 +150,7 @@ async fn a_rest_message_reaches_a_stomp_agent_as_a_body_pyyaml_loads() {
     }
     let (app, team) = start().await;
     let sender = app.agent(&team, "planner", &[]).await;
-    app.agent(&team, "WiseR", &[]).await;
+    app.wise_agent(&team, "WiseR").await;
     let stomp = app.server().stomp_addr().expect("STOMP listener");
     let port = stomp.port().to_string();
     let (script, ready) = python::start(

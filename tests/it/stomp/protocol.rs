@@ -18,7 +18,7 @@ async fn scenario(
     .await;
     let team = app.wise_team("t").await;
     let other = app.team("other").await;
-    let a = app.agent(&team, "alice", &[]).await;
+    let a = app.wise_agent(&team, "alice").await;
     let b = app.agent(&team, "bob", &[]).await;
     let port = app.server().stomp_addr().expect("STOMP listener").port();
     let http_port = app.server().local_addr().port();
@@ -96,6 +96,16 @@ async fn identities_stay_in_their_lane_and_limits_are_named() {
     says("other_agents_queue", "cannot act as 'bob'");
     says("other_teams_key", "does not belong to team 't'");
     says("agent_spoofing", "cannot act as 'bob'");
+    // Issue 61, item 10: the team key consumed the queue of, and sent as, an agent with
+    // a token of its own.
+    says(
+        "bridge_as_own_token_agent",
+        "agent 'bob' has a token of its own",
+    );
+    says(
+        "bridge_reads_own_token_agent",
+        "agent 'bob' has a token of its own",
+    );
     says(
         "unknown_destination",
         "unknown destination '/exchange/anything'",

@@ -59,7 +59,7 @@ async fn explicit_routes_win_and_a_reply_goes_back_the_way_its_request_came() {
     }
     let (app, team) = start().await;
     let planner = app.agent(&team, "planner", &[]).await;
-    let wise = app.agent(&team, "WiseRt", &[]).await;
+    let wise = app.wise_agent(&team, "WiseRt").await;
     let (mut ws, _, _) = app.ws_caught_up(&wise, "").await;
     let port = app
         .server()
@@ -258,7 +258,7 @@ async fn a_stomp_replay_skips_what_was_routed_to_the_websocket() {
     }
     let (app, team) = start().await;
     let planner = app.agent(&team, "planner", &[]).await;
-    app.agent(&team, "WiseR", &[]).await;
+    app.wise_agent(&team, "WiseR").await;
     for (text, route) in [
         ("for the dashboard", json!("websocket")),
         ("for anyone", Value::Null),

@@ -107,6 +107,7 @@ fn agent(team: TeamPk, id: &str) -> AgentRecord {
         removed_at: None,
         addresses: None,
         watch: Vec::new(),
+        stomp_bridge: false,
     }
 }
 

@@ -394,6 +394,7 @@ async fn register_remote_agent(
         status: None,
         addresses: None,
         watch: None,
+        stomp_bridge: None,
     };
     let binding = RemoteBinding {
         card_url: card_url.clone(),
