@@ -150,6 +150,9 @@ async fn json_rpc_only(
     {
         return direct::answer(&core, caller, call).await;
     }
+    if let Some(refusal) = bad_tool_call(&bytes) {
+        return refusal;
+    }
     let response = next
         .run(Request::from_parts(
             parts,
@@ -166,6 +169,79 @@ async fn json_rpc_only(
         "error": {"code": code, "message": why},
     });
     (axum::http::StatusCode::BAD_REQUEST, axum::Json(answer)).into_response()
+}
+
+/// A `tools/call` whose params are not what the method takes — not an object, no
+/// `name` or one that is not a string, `arguments` that are not an object — answered
+/// `-32602` (invalid params), as JSON-RPC has it: the SDK, failing to read them as a
+/// `tools/call`, answered `-32601` (no such method), which sends a client looking for a
+/// method that exists. Only bodies that name the method are parsed again.
+fn bad_tool_call(bytes: &[u8]) -> Option<Response> {
+    const METHOD: &[u8] = b"tools/call";
+    if !bytes.windows(METHOD.len()).any(|w| w == METHOD) {
+        return None;
+    }
+    let request: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    if request.get("method")?.as_str()? != "tools/call" {
+        return None;
+    }
+    let id = request.get("id")?.clone();
+    let params = request.get("params");
+    let why = match params {
+        Some(serde_json::Value::Object(params)) => {
+            match (params.get("name"), params.get("arguments")) {
+                (None, _) => "params.name is required: the tool to call",
+                (Some(name), _) if !name.is_string() => "params.name must be a string",
+                (_, Some(arguments)) if !arguments.is_object() && !arguments.is_null() => {
+                    "params.arguments must be an object (the tool's arguments by name)"
+                }
+                _ => return None,
+            }
+        }
+        _ => "params must be an object with the tool's name and arguments",
+    };
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32602, "message": why},
+    });
+    Some(axum::Json(answer).into_response())
+}
+
+/// An error the SDK answers in plain text (a `Content-Type` that is not JSON, an
+/// `Accept` without JSON and SSE, an unknown session) as a JSON-RPC error in a JSON body,
+/// with the same status — what the reference TypeScript SDK answers (`-32001` for an
+/// unknown session, `-32000` otherwise), and what A2A answers here for the same case: a
+/// client reads every refusal the same way.
+async fn json_rpc_error_body(response: Response) -> Response {
+    let status = response.status();
+    let typed = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json") || t.starts_with("text/event-stream"));
+    if !status.is_client_error() || typed {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let code = if status == axum::http::StatusCode::NOT_FOUND {
+        -32001
+    } else {
+        -32000
+    };
+    let message = match text.as_str() {
+        "" => status.canonical_reason().unwrap_or("refused").to_owned(),
+        text => text.to_owned(),
+    };
+    let answer = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": message},
+    });
+    (status, axum::Json(answer)).into_response()
 }
 
 /// Why a body the SDK could not decode is no JSON-RPC message: the JSON-RPC error code
@@ -227,7 +303,7 @@ async fn authenticated(
         limit.sweep_if_due().await;
     }
     let ends = request.method() == axum::http::Method::DELETE;
-    let mut response = next.run(request).await;
+    let mut response = json_rpc_error_body(next.run(request).await).await;
     // The SDK answers a session's end 202; the official clients expect 200 or 204 and
     // log "Session termination failed: 202" on every close. Ending is idempotent: a
     // session already ended (or never known to this credential) ends again quietly.

@@ -5,6 +5,7 @@
 mod connections;
 mod inputs;
 mod logs;
+mod mcp;
 mod sessions;
 mod stomp;
 mod traces;
