@@ -27,8 +27,11 @@ impl Core {
             after: query.after,
             limit: limit + 1,
         };
-        let mut rows = self.store().team_traffic(team.pk, spec).await?;
-        let more = rows.len() as i64 > limit;
+        // A page keeps the byte bound as the inbox's does: cut short, it says there is
+        // more.
+        let page = self.store().team_traffic(team.pk, spec).await?;
+        let mut rows = page.rows;
+        let more = rows.len() as i64 > limit || page.cut;
         rows.truncate(limit as usize);
         if query.after.is_none() {
             // The newest page was read newest first; it is shown oldest first.

@@ -128,6 +128,14 @@ pub struct PresenceRow {
     pub last_seen_at: Option<Timestamp>,
 }
 
+/// One page of a list, read within the page byte bound: `cut` when rows were left for
+/// their weight (the page says there is more even when it is short).
+#[derive(Debug, Clone)]
+pub struct Bounded<T> {
+    pub rows: Vec<T>,
+    pub cut: bool,
+}
+
 /// Where one of an agent's STOMP queues stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueCursorRow {

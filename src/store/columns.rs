@@ -54,6 +54,9 @@ pub(crate) trait Columns {
     fn opt_text<'a>(&self, c: impl Into<Col<'a>>) -> Result<Option<String>, StoreError>;
     fn flag<'a>(&self, c: impl Into<Col<'a>>) -> Result<bool, StoreError>;
     fn opt_bytes<'a>(&self, c: impl Into<Col<'a>>) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The length in bytes of a text column (0 for NULL), read without a copy: what a
+    /// row weighs for a page's byte bound.
+    fn text_len<'a>(&self, c: impl Into<Col<'a>>) -> Result<usize, StoreError>;
 
     /// A text column parsed into one of the types' enums.
     fn parse<'a, T: std::str::FromStr>(&self, c: impl Into<Col<'a>>) -> Result<T, StoreError> {
@@ -130,6 +133,10 @@ macro_rules! columns_for {
             fn opt_bytes<'a>(&self, c: impl Into<Col<'a>>) -> Result<Option<Vec<u8>>, StoreError> {
                 get(self, c.into())
             }
+            fn text_len<'a>(&self, c: impl Into<Col<'a>>) -> Result<usize, StoreError> {
+                let text: Option<&str> = get(self, c.into())?;
+                Ok(text.map_or(0, str::len))
+            }
         }
     };
 }
@@ -152,6 +159,21 @@ where
 columns_for!(SqliteRow, |row: &SqliteRow, c| get::<_, i64>(row, c)
     .map(|v| v != 0));
 columns_for!(PgRow, |row: &PgRow, c| get::<_, bool>(row, c));
+
+/// What a traffic row weighs toward a page's byte bound: its content and instructions
+/// (the columns a client fills), its recipients.
+pub(crate) fn traffic_weight(row: &impl Columns) -> Result<usize, StoreError> {
+    Ok(row.text_len(8)? + row.text_len(18)? + row.text_len(TRAFFIC_RECIPIENTS)?)
+}
+
+/// What a task row weighs toward a page's byte bound: every column a client fills.
+pub(crate) fn task_weight(row: &impl Columns) -> Result<usize, StoreError> {
+    let mut weight = 0;
+    for column in ["description", "data", "question", "context", "result_data"] {
+        weight += row.text_len(column)?;
+    }
+    Ok(weight)
+}
 
 /// The columns of [`MESSAGE_COLUMNS`], as a literal for `concat!`.
 macro_rules! message_columns {

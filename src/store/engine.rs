@@ -24,12 +24,13 @@ use switchboard_types::time::Timestamp;
 
 use super::StoreError;
 use crate::model::{
-    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Change, Counts, Decided, DueCallback,
-    IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome,
-    MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost, NodeConnections, OpenTasks,
-    PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow, RemoteAgentRecord,
-    ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot,
-    TaskWrite, TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
+    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Bounded, Change, Counts, Decided,
+    DueCallback, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice,
+    MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost,
+    NodeConnections, OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow,
+    RemoteAgentRecord, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec,
+    TaskRecord, TaskSnapshot, TaskWrite, TeamRecord, TeamSecret, TrafficRow, TrafficSpec,
+    WebhookRecord,
 };
 
 /// A caller's change to a registry row, run inside the transaction on the row as the
@@ -219,7 +220,7 @@ pub trait Messages: Send + Sync {
         &self,
         team: TeamPk,
         spec: TrafficSpec,
-    ) -> Result<Vec<TrafficRow>, StoreError>;
+    ) -> Result<Bounded<TrafficRow>, StoreError>;
     /// How many entries match (ignoring paging), how many of those are unread, and one
     /// page of them: a GET_MESSAGES.
     async fn read_inbox(
@@ -307,13 +308,13 @@ pub trait Tasks: Send + Sync {
         &self,
         agent: AgentPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError>;
+    ) -> Result<Bounded<TaskRecord>, StoreError>;
     /// One page of the team's tasks, newest first (`spec.role` and `spec.target` aside).
     async fn team_tasks(
         &self,
         team: TeamPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError>;
+    ) -> Result<Bounded<TaskRecord>, StoreError>;
     async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError>;
     async fn set_callback_secret(
         &self,

@@ -147,6 +147,32 @@ impl PageBytes {
     }
 }
 
+/// Reads a list's rows one at a time into a page within [`MAX_PAGE_BYTES`] (at least one
+/// row): every list a client pages through (the team's traffic, task lists) keeps the
+/// inbox's bound, on every transport, without holding a page's rows in memory first.
+pub(crate) async fn bounded<R, T, S>(
+    mut rows: S,
+    weigh: impl Fn(&R) -> Result<usize, StoreError>,
+    map: impl Fn(&R) -> Result<T, StoreError>,
+) -> Result<crate::model::Bounded<T>, StoreError>
+where
+    S: futures_util::Stream<Item = Result<R, sqlx::Error>> + Unpin,
+{
+    use futures_util::TryStreamExt;
+    let mut out = Vec::new();
+    let mut bytes = PageBytes::default();
+    while let Some(row) = rows.try_next().await? {
+        if !bytes.admit(weigh(&row)?, out.len()) {
+            break;
+        }
+        out.push(map(&row)?);
+    }
+    Ok(crate::model::Bounded {
+        rows: out,
+        cut: bytes.cut,
+    })
+}
+
 /// The four reads an engine answers an inbox query with, in its own SQL. Which filter is
 /// counted how and which window is paged ([`read_inbox`], [`list_inbox`]) is the same on
 /// every engine, and written once here.

@@ -81,8 +81,8 @@ impl Core {
             target: query.target_agent_id,
             limit: limit + 1,
         };
-        let tasks = self.store().list_tasks(me.pk, &spec).await?;
-        Ok(self.task_page(tasks, limit))
+        let page = self.store().list_tasks(me.pk, &spec).await?;
+        Ok(self.task_page(page, limit))
     }
 
     /// The team's tasks, newest first (team key or admin): the operator's board.
@@ -101,14 +101,15 @@ impl Core {
             target: None,
             limit: limit + 1,
         };
-        let tasks = self.store().team_tasks(team.pk, &spec).await?;
-        Ok(self.task_page(tasks, limit))
+        let page = self.store().team_tasks(team.pk, &spec).await?;
+        Ok(self.task_page(page, limit))
     }
 
     /// A page of tasks read one past `limit`: the first `limit`, and a cursor when there
-    /// were more.
-    fn task_page(&self, mut tasks: Vec<TaskRecord>, limit: i64) -> TaskList {
-        let more = tasks.len() as i64 > limit;
+    /// were more — or when the page was cut short by the byte bound.
+    fn task_page(&self, page: crate::model::Bounded<TaskRecord>, limit: i64) -> TaskList {
+        let mut tasks = page.rows;
+        let more = tasks.len() as i64 > limit || page.cut;
         tasks.truncate(limit as usize);
         let next_cursor = more
             .then(|| tasks.last().map(|t| cursor::encode_task(t.pk)))

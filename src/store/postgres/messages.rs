@@ -15,10 +15,10 @@ use crate::model::{
     ResponseRow, TrafficRow, TrafficSpec,
 };
 use crate::store::StoreError;
-use crate::store::columns::traffic_row;
 use crate::store::columns::{
     Columns, MESSAGE_CHAIN_COLUMNS, MESSAGE_COLUMNS, StoredContent, message_with_chain, to_json,
 };
+use crate::store::columns::{traffic_row, traffic_weight};
 
 pub(super) async fn find<'e>(
     ex: impl PgExecutor<'e>,
@@ -81,7 +81,7 @@ pub(super) async fn traffic(
     pool: &PgPool,
     team: TeamPk,
     spec: TrafficSpec,
-) -> Result<Vec<TrafficRow>, StoreError> {
+) -> Result<crate::model::Bounded<TrafficRow>, StoreError> {
     let waiting: Option<String> = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT max(m.tx)::text FROM messages m WHERE m.team_pk = $1 AND {UNSETTLED}"
     )))
@@ -106,30 +106,28 @@ pub(super) async fn traffic(
         "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages m \
          WHERE m.team_pk = $1 AND {SETTLED}"
     );
-    let rows = match spec.after {
+    let bounded = crate::store::paging::bounded;
+    match spec.after {
         Some(after) => {
-            sqlx::query(AssertSqlSafe(format!(
+            let sql = format!(
                 "{select} AND (m.tx, m.pk) > (COALESCE((SELECT c.tx FROM messages c \
                  WHERE c.pk = $2 AND c.team_pk = $1), '0'::xid8), $2) \
                  ORDER BY m.tx, m.pk LIMIT $3"
-            )))
-            .bind(team.0)
-            .bind(after)
-            .bind(spec.limit)
-            .fetch_all(pool)
-            .await?
+            );
+            let query = sqlx::query(AssertSqlSafe(sql))
+                .bind(team.0)
+                .bind(after)
+                .bind(spec.limit);
+            bounded(query.fetch(pool), traffic_weight, traffic_row).await
         }
         None => {
-            sqlx::query(AssertSqlSafe(format!(
-                "{select} ORDER BY m.tx DESC, m.pk DESC LIMIT $2"
-            )))
-            .bind(team.0)
-            .bind(spec.limit)
-            .fetch_all(pool)
-            .await?
+            let sql = format!("{select} ORDER BY m.tx DESC, m.pk DESC LIMIT $2");
+            let query = sqlx::query(AssertSqlSafe(sql))
+                .bind(team.0)
+                .bind(spec.limit);
+            bounded(query.fetch(pool), traffic_weight, traffic_row).await
         }
-    };
-    rows.iter().map(traffic_row).collect()
+    }
 }
 
 pub(super) async fn inbox_entry<'e>(

@@ -161,12 +161,10 @@ pub(super) async fn team_page<'e>(
     ex: impl PgExecutor<'e>,
     team: TeamPk,
     spec: &TaskListSpec,
-) -> Result<Vec<TaskRecord>, StoreError> {
-    let rows = team_tasks_query::<Postgres>(team, spec)
-        .build()
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(task).collect()
+) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
+    let mut query = team_tasks_query::<Postgres>(team, spec);
+    let rows = query.build().fetch(ex);
+    crate::store::paging::bounded(rows, crate::store::columns::task_weight, task).await
 }
 
 pub(super) async fn by_pk<'e>(
@@ -200,7 +198,7 @@ pub(super) async fn list<'e>(
     ex: impl PgExecutor<'e>,
     agent: AgentPk,
     spec: &TaskListSpec,
-) -> Result<Vec<TaskRecord>, StoreError> {
+) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
     let mut q =
         QueryBuilder::<Postgres>::new(format!("SELECT {TASK_COLUMNS} FROM tasks WHERE pk IN ("));
     let originated = |q: &mut QueryBuilder<Postgres>| {
@@ -230,8 +228,8 @@ pub(super) async fn list<'e>(
         }
     }
     q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
-    let rows = q.build().fetch_all(ex).await?;
-    rows.iter().map(task).collect()
+    let rows = q.build().fetch(ex);
+    crate::store::paging::bounded(rows, crate::store::columns::task_weight, task).await
 }
 
 /// Open tasks per assignee, at start-up: the predicate is `tasks_open`'s, so the planner

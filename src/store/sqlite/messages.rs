@@ -11,8 +11,8 @@ use switchboard_types::time::Timestamp;
 use super::rows::to_json;
 use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
-use crate::store::columns::traffic_row;
 use crate::store::columns::{Columns, MESSAGE_CHAIN_COLUMNS, message_with_chain};
+use crate::store::columns::{traffic_row, traffic_weight};
 use crate::store::filters::traffic_query;
 
 /// A message of a team by id, with its chain.
@@ -60,12 +60,10 @@ pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     spec: TrafficSpec,
-) -> Result<Vec<TrafficRow>, StoreError> {
-    let rows = traffic_query::<sqlx::Sqlite>(team, spec)
-        .build()
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(traffic_row).collect()
+) -> Result<crate::model::Bounded<TrafficRow>, StoreError> {
+    let mut query = traffic_query::<sqlx::Sqlite>(team, spec);
+    let rows = query.build().fetch(ex);
+    crate::store::paging::bounded(rows, traffic_weight, traffic_row).await
 }
 
 /// The agent's inbox entry for a message.

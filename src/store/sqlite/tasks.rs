@@ -293,12 +293,10 @@ pub(super) async fn team_page<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     spec: &TaskListSpec,
-) -> Result<Vec<TaskRecord>, StoreError> {
-    let rows = team_tasks_query::<Sqlite>(team, spec)
-        .build()
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(from_row).collect()
+) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
+    let mut query = team_tasks_query::<Sqlite>(team, spec);
+    let rows = query.build().fetch(ex);
+    crate::store::paging::bounded(rows, crate::store::columns::task_weight, from_row).await
 }
 
 /// The lookup of [`find_visible`], after `prefix` (`EXPLAIN QUERY PLAN ` in a test). The
@@ -359,9 +357,10 @@ pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
     ex: E,
     agent: AgentPk,
     spec: &TaskListSpec,
-) -> Result<Vec<TaskRecord>, StoreError> {
-    let rows = list_query("", agent, spec).build().fetch_all(ex).await?;
-    rows.iter().map(from_row).collect()
+) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
+    let mut query = list_query("", agent, spec);
+    let rows = query.build().fetch(ex);
+    crate::store::paging::bounded(rows, crate::store::columns::task_weight, from_row).await
 }
 
 /// The query of [`list`], after `prefix` (`EXPLAIN QUERY PLAN ` in a test).

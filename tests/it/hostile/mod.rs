@@ -4,6 +4,7 @@
 
 mod connections;
 mod inputs;
+mod lists;
 mod logs;
 mod mcp;
 mod sessions;

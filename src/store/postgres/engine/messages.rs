@@ -74,7 +74,7 @@ impl Messages for PgStore {
         &self,
         team: TeamPk,
         spec: TrafficSpec,
-    ) -> Result<Vec<TrafficRow>, StoreError> {
+    ) -> Result<crate::model::Bounded<TrafficRow>, StoreError> {
         messages::traffic(&self.read, team, spec).await
     }
 

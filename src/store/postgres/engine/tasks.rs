@@ -55,7 +55,7 @@ impl Tasks for PgStore {
         &self,
         agent: AgentPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
+    ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
         tasks::list(&self.read, agent, spec).await
     }
 
@@ -63,7 +63,7 @@ impl Tasks for PgStore {
         &self,
         team: TeamPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
+    ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
         tasks::team_page(&self.read, team, spec).await
     }
 

@@ -75,7 +75,7 @@ impl Messages for SqliteStore {
         &self,
         team: TeamPk,
         spec: TrafficSpec,
-    ) -> Result<Vec<TrafficRow>, StoreError> {
+    ) -> Result<crate::model::Bounded<TrafficRow>, StoreError> {
         messages::traffic(&self.read, team, spec).await
     }
 

@@ -53,7 +53,7 @@ impl Tasks for SqliteStore {
         &self,
         agent: AgentPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
+    ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
         tasks::list(&self.read, agent, spec).await
     }
 
@@ -61,7 +61,7 @@ impl Tasks for SqliteStore {
         &self,
         team: TeamPk,
         spec: &TaskListSpec,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
+    ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
         tasks::team_page(&self.read, team, spec).await
     }
 
