@@ -299,3 +299,33 @@ async fn responses_after_the_deadline_are_refused() {
     assert_eq!(res.body["details"]["message_id"], original.as_str());
     app.stop().await;
 }
+
+/// A reply by SEND_MESSAGE (`in_reply_to`) stays in its original's context unless it
+/// names its own, as RESPOND_TO_MESSAGE's response does: a Wise Agents receiver needs a
+/// context to take a message at all (docs/stomp.md).
+#[tokio::test]
+async fn a_reply_keeps_its_originals_context_unless_it_names_one() {
+    let app = TestApp::start().await;
+    let team = app.team("ctx").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let b = app.agent(&team, "b", &[]).await;
+    let framed = app
+        .send_with(
+            &a,
+            json!({"recipient_agent_ids": ["b"], "context_reference": "CLI.ctx"}),
+        )
+        .await
+        .expect_status(201)
+        .str("message_id");
+    for (own, expected) in [(None, "CLI.ctx"), (Some("other"), "other")] {
+        let mut body = json!({"recipient_agent_ids": ["a"], "in_reply_to": framed});
+        if let Some(own) = own {
+            body["context_reference"] = json!(own);
+        }
+        app.send_with(&b, body).await.expect_status(201);
+        let reply = &app.inbox(&a, "").await.body["messages"][0];
+        assert_eq!(reply["context_reference"], expected);
+    }
+
+    app.stop().await;
+}

@@ -420,25 +420,6 @@ async fn references_and_threads_follow_a_conversation() {
     let threaded = app.inbox(&a, &format!("?thread_id={first}")).await;
     assert_eq!(threaded.body["total_count"], 1);
 
-    // A reply stays in its original's context unless it names its own.
-    let framed = app
-        .send_with(
-            &a,
-            json!({"recipient_agent_ids": ["b"], "context_reference": "CLI.ctx"}),
-        )
-        .await
-        .expect_status(201)
-        .str("message_id");
-    for (own, expected) in [(None, "CLI.ctx"), (Some("other"), "other")] {
-        let mut body = json!({"recipient_agent_ids": ["a"], "in_reply_to": framed});
-        if let Some(own) = own {
-            body["context_reference"] = json!(own);
-        }
-        app.send_with(&b, body).await.expect_status(201);
-        let reply = &app.inbox(&a, "").await.body["messages"][0];
-        assert_eq!(reply["context_reference"], expected);
-    }
-
     // C never saw the first message and cannot refer to it.
     app.send_with(
         &c,

@@ -7,28 +7,13 @@ use switchboard_types::time::Timestamp;
 use super::{engines, members};
 
 /// What a STOMP queue keeps across a restart: its cursor (never moved back) and whether
-/// its agent went deaf on it, listed for current members only; the team's default Wise
-/// Agents context; and which agents the team's bridge serves.
+/// its agent went deaf on it, listed for current members only.
 #[tokio::test]
-async fn a_deaf_queue_and_the_default_context_are_kept_for_the_next_start() {
+async fn a_deaf_queue_is_kept_for_the_next_start() {
     for engine in engines("contract_stomp_state").await {
         let store = &engine.store;
         let name = engine.name;
-        let (team_pk, agents) = members(store, "wise", 2).await;
-        let bridged = store
-            .insert_agent(
-                AgentRecord {
-                    stomp_bridge: true,
-                    ..super::agent(team_pk, "bridged")
-                },
-                |a| a,
-            )
-            .await
-            .expect("inserted");
-        let loaded = store.load_agents().await.expect("agents");
-        let flag = |pk| loaded.iter().find(|a| a.pk == pk).map(|a| a.stomp_bridge);
-        assert_eq!(flag(bridged.pk), Some(true), "{name}");
-        assert_eq!(flag(agents[0].pk), Some(false), "{name}");
+        let (_, agents) = members(store, "wise", 2).await;
         let row = |agent: &AgentRecord, queue: &str, seq: i64, deaf: bool| QueueCursorRow {
             agent: agent.pk,
             queue: queue.to_owned(),
@@ -74,6 +59,31 @@ async fn a_deaf_queue_and_the_default_context_are_kept_for_the_next_start() {
             "{name}: a removed agent is no one's deaf process"
         );
 
+        engine.close().await;
+    }
+}
+
+/// The team's default Wise Agents context, and which agents the team's bridge serves.
+#[tokio::test]
+async fn the_default_context_and_the_bridged_agents_are_kept() {
+    for engine in engines("contract_stomp_team").await {
+        let store = &engine.store;
+        let name = engine.name;
+        let (team_pk, agents) = members(store, "wise", 1).await;
+        let bridged = store
+            .insert_agent(
+                AgentRecord {
+                    stomp_bridge: true,
+                    ..super::agent(team_pk, "bridged")
+                },
+                |a| a,
+            )
+            .await
+            .expect("inserted");
+        let loaded = store.load_agents().await.expect("agents");
+        let flag = |pk| loaded.iter().find(|a| a.pk == pk).map(|a| a.stomp_bridge);
+        assert_eq!(flag(bridged.pk), Some(true), "{name}");
+        assert_eq!(flag(agents[0].pk), Some(false), "{name}");
         store
             .update_team(
                 team_pk,
