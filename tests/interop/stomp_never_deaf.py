@@ -21,7 +21,6 @@ Prints one JSON object with what happened; exits non-zero when a check fails.
 import json
 import socket
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +28,7 @@ import urllib.request
 import stomp
 import yaml
 
+from stomp_listener import Listener
 from stomp_wise import WiseAgentMessage, fields
 
 # The contexts the deployment created at start (WiseAgentRegistry.create_context, in
@@ -36,51 +36,23 @@ from stomp_wise import WiseAgentMessage, fields
 CONTEXTS = {"CLI.ctx"}
 
 
-class WiseListener(stomp.ConnectionListener):
+class WiseListener(Listener):
     """WiseAgentRequestQueueListener / WiseAgentResponseQueueListener, with
-    handle_request's first two lines: a body it cannot take kills the receiver thread."""
+    handle_request's first two lines: a body it cannot take kills the receiver thread.
+    Messages are kept as Wise Agents load them; `crashes` counts the would-be deaths."""
 
     def __init__(self, name):
-        self.name = name
-        self.messages = []
-        self.errors = []
-        self.receipts = []
+        super().__init__(name)
         self.crashes = 0
-        self.disconnected = False
-        self.cond = threading.Condition()
 
     def on_message(self, frame):
         message = yaml.load(frame.body, Loader=yaml.Loader)
-        with self.cond:
-            self.messages.append(message)
-            self.cond.notify_all()
+        self._add("messages", message)
         if message._context_name not in CONTEXTS:
             with self.cond:
                 self.crashes += 1
                 self.cond.notify_all()
             raise AttributeError("'NoneType' object has no attribute 'collaboration_type'")
-
-    def on_error(self, frame):
-        # WiseAgent.process_error: logged, nothing else.
-        with self.cond:
-            self.errors.append(frame.headers.get("message", ""))
-            self.cond.notify_all()
-
-    def on_receipt(self, frame):
-        with self.cond:
-            self.receipts.append(frame.headers["receipt-id"])
-            self.cond.notify_all()
-
-    def on_disconnected(self):
-        with self.cond:
-            self.disconnected = True
-            self.cond.notify_all()
-
-    def wait(self, predicate, what, timeout=10.0):
-        with self.cond:
-            if not self.cond.wait_for(lambda: predicate(self), timeout):
-                raise AssertionError(f"{self.name}: timed out waiting for {what}: "
-                                     f"{[fields(m) for m in self.messages]} {self.errors}")
 
 
 class Agent:

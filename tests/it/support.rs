@@ -234,35 +234,40 @@ impl TestApp {
     /// Registers an agent the team's STOMP bridge serves (`stomp_bridge: true`): a Wise
     /// Agents process connecting with the team key may act for it.
     pub async fn wise_agent(&self, team: &Team, agent_id: &str) -> Agent {
+        self.register(
+            team,
+            json!({"agent_id": agent_id, "role": "wise-agent", "capabilities": [],
+                   "stomp_bridge": true}),
+        )
+        .await
+    }
+
+    /// Registers an agent with the team key, as `body` says.
+    async fn register(&self, team: &Team, body: Value) -> Agent {
         let res = self
             .post(&format!("/v1/teams/{}/agents", team.id))
             .token(&team.key)
-            .json(
-                json!({"agent_id": agent_id, "role": "wise-agent", "capabilities": [],
-                         "stomp_bridge": true}),
-            )
+            .json(body)
             .send()
             .await
             .expect_status(201);
         Agent {
-            id: agent_id.to_owned(),
+            id: res.body["agent"]["agent_id"]
+                .as_str()
+                .expect("id")
+                .to_owned(),
             token: res.body["token"].as_str().expect("token").to_owned(),
         }
     }
 
     /// Registers an agent with the team key.
     pub async fn agent(&self, team: &Team, agent_id: &str, capabilities: &[&str]) -> Agent {
-        let res = self
-            .post(&format!("/v1/teams/{}/agents", team.id))
-            .token(&team.key)
-            .json(json!({"agent_id": agent_id, "role": format!("role of {agent_id}"), "capabilities": capabilities}))
-            .send()
-            .await
-            .expect_status(201);
-        Agent {
-            id: agent_id.to_owned(),
-            token: res.body["token"].as_str().expect("token").to_owned(),
-        }
+        self.register(
+            team,
+            json!({"agent_id": agent_id, "role": format!("role of {agent_id}"),
+                   "capabilities": capabilities}),
+        )
+        .await
     }
 }
 
