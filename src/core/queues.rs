@@ -303,12 +303,21 @@ impl Core {
         if self.registry().member(record.pk, agent_id).is_some() {
             return Ok(());
         }
+        // Never subscribed (on this server): no live or deaf queue, and no cursor read —
+        // an agent that subscribed once and left cleanly is not waiting for anyone.
         let waiting = {
-            let live = lock(&self.queue_cursors().live);
+            let cursors = self.queue_cursors();
+            let live = lock(&cursors.live);
+            let map = cursors.lock();
+            let subscribed = |pk: AgentPk| {
+                live.contains_key(&pk)
+                    || map.contains_key(&(pk, QueueName::Request))
+                    || map.contains_key(&(pk, QueueName::Response))
+            };
             self.registry()
                 .members(record.pk)
                 .iter()
-                .filter(|a| a.role == role && !live.contains_key(&a.pk))
+                .filter(|a| a.role == role && !subscribed(a.pk))
                 .count()
         };
         if waiting >= MAX_WAITING_QUEUES && record.stomp_auto_register {

@@ -18,6 +18,7 @@ use super::commit::NotWritten;
 use super::{
     ATTEMPTS, Change, Loaded, Notice, accepts_tasks, map, no_suitable, refused, task_not_found,
 };
+use crate::core::loops::Links;
 use crate::core::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
@@ -66,6 +67,7 @@ impl Core {
             .with("assignee_agent_id", old_id.as_str()));
         }
         let mut task = l.next(next);
+        self.moved(l, &mut task)?;
         task.assignee_pk = Some(new.pk);
         let notification = HandoffNotification {
             task_id: task_id.into(),
@@ -97,6 +99,16 @@ impl Core {
         })
     }
 
+    /// Work moved between agents on the task — a handoff, a question, its answer, the
+    /// result — is a hop of the task's chain under the team's loop guard, as a reply
+    /// is a hop of a message's: 80 handoffs back and forth, or 80 rounds of questions,
+    /// were accepted and counted against nothing. (Progress reports are not: a long task
+    /// may report as often as it likes.)
+    fn moved(&self, l: &Loaded, task: &mut TaskRecord) -> CoreResult<()> {
+        task.chain = self.guard(&l.team, &l.me, Some(l.task.chain()), Links::Tasks)?;
+        Ok(())
+    }
+
     /// The assignee asks the originator a question; the task waits for the answer.
     pub(in crate::core) async fn request_clarification(
         &self,
@@ -114,6 +126,7 @@ impl Core {
                 .apply(l.party, &Action::Clarify, Some(&clarification_id))
                 .map_err(|r| refused(r, &l.task))?;
             let mut task = l.next(next);
+            core.moved(l, &mut task)?;
             task.clarification = Some((clarification_id.clone(), input.question.clone()));
             let request = ClarificationRequest {
                 task_id: task.task_id.clone(),
@@ -173,6 +186,7 @@ impl Core {
             .unwrap_or_default();
         let assignee = l.task.assignee_pk.and_then(|pk| self.registry().agent(pk));
         let mut task = l.next(next);
+        self.moved(l, &mut task)?;
         task.context.push(ClarificationRound {
             clarification_id: clarification_id.clone(),
             question,
@@ -226,6 +240,9 @@ impl Core {
                 .apply(l.party, &action, None)
                 .map_err(|r| refused(r, &l.task))?;
             let mut task = l.next(next);
+            if task.status.is_final() {
+                core.moved(l, &mut task)?;
+            }
             task.result_data = input.result_data.clone();
             let response = TaskResponse {
                 task_id: task.task_id.clone(),

@@ -69,10 +69,19 @@ impl Core {
             None => self.task_span(&task),
             Some(_) => None,
         };
-        // A new task spends from the budgets of its originator; a change spends nothing.
-        let spending = match expected_version {
-            None => self.spending(&actor, true, None),
-            Some(_) => Default::default(),
+        // A new task spends from the budgets of its originator. Work moving between
+        // agents on it (a handoff, a question, its answer) tells someone, as a message
+        // does, and spends from the actor's message budgets and the task thread's; a
+        // progress report or a result spends nothing.
+        let spending = match (expected_version, event.kind) {
+            (None, _) => self.spending(&actor, true, None),
+            (
+                Some(_),
+                TaskEventKind::HandedOff
+                | TaskEventKind::ClarificationRequested
+                | TaskEventKind::ClarificationAnswered,
+            ) => self.spending(&actor, false, Some(&format!("task:{}", task.task_id))),
+            (Some(_), _) => Default::default(),
         };
         let write = TaskWrite {
             task,

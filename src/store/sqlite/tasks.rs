@@ -178,7 +178,8 @@ macro_rules! update_task_sql {
     () => {
         "
     UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
-                     context = ?, result_data = ?, version = ?, updated_at = ?
+                     context = ?, result_data = ?, version = ?, updated_at = ?,
+                     chain = COALESCE(?, chain)
     WHERE pk = ? AND version = ?;
     INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
     VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);"
@@ -234,6 +235,7 @@ pub(super) async fn update(
         .bind(to_json(&t.result_data)?)
         .bind(t.version)
         .bind(t.updated_at.micros())
+        .bind(t.chain.as_ref().map(to_json).transpose()?)
         .bind(t.pk.0)
         .bind(expected_version)
         .bind(t.pk.0);
