@@ -13,6 +13,7 @@ use switchboard_types::tasks::{
 use switchboard_types::time::Timestamp;
 
 use super::{Change, Loaded, Notice};
+use crate::core::budgets::Spending;
 use crate::core::delivery::{Pushes, reserve_pushes};
 use crate::core::egress::urls;
 use crate::core::spans::{self, PendingSpan};
@@ -52,6 +53,28 @@ type NoticePosts = (Vec<NewPost>, Vec<Vec<Arc<AgentRecord>>>, Vec<PendingSpan>);
 impl Core {
     /// Writes a change in one transaction: the task, its event, the callback and the
     /// notifications; pushes the notifications once committed.
+    /// What a change spends. A new task spends from the budgets of its originator. Work
+    /// moving between agents on it (a handoff, a question, its answer) tells someone, as
+    /// a message does, and spends from the actor's message budgets and the task
+    /// thread's; a progress report or a result spends nothing.
+    fn change_spending(
+        &self,
+        task: &TaskRecord,
+        new: bool,
+        kind: TaskEventKind,
+        actor: &AgentRecord,
+    ) -> Spending {
+        match kind {
+            _ if new => self.spending(actor, true, None),
+            TaskEventKind::HandedOff
+            | TaskEventKind::ClarificationRequested
+            | TaskEventKind::ClarificationAnswered => {
+                self.spending(actor, false, Some(&format!("task:{}", task.task_id)))
+            }
+            _ => Spending::default(),
+        }
+    }
+
     pub(super) async fn commit(&self, change: Change) -> Result<TaskRecord, NotWritten> {
         let Change {
             task,
@@ -69,20 +92,7 @@ impl Core {
             None => self.task_span(&task),
             Some(_) => None,
         };
-        // A new task spends from the budgets of its originator. Work moving between
-        // agents on it (a handoff, a question, its answer) tells someone, as a message
-        // does, and spends from the actor's message budgets and the task thread's; a
-        // progress report or a result spends nothing.
-        let spending = match (expected_version, event.kind) {
-            (None, _) => self.spending(&actor, true, None),
-            (
-                Some(_),
-                TaskEventKind::HandedOff
-                | TaskEventKind::ClarificationRequested
-                | TaskEventKind::ClarificationAnswered,
-            ) => self.spending(&actor, false, Some(&format!("task:{}", task.task_id))),
-            (Some(_), _) => Default::default(),
-        };
+        let spending = self.change_spending(&task, expected_version.is_none(), event.kind, &actor);
         let write = TaskWrite {
             task,
             expected_version,
