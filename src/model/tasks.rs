@@ -44,6 +44,8 @@ pub struct TaskRecord {
     pub chain: Option<super::Chain>,
     /// Its place in the trace it joined (`None`: its ordered id names its own trace).
     pub trace: Option<super::MessageTrace>,
+    /// Bytes of data its history's entries hold (what the history bound counts).
+    pub history_bytes: i64,
 }
 
 impl TaskRecord {

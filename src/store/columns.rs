@@ -345,7 +345,7 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
      question, context, result_data, callback_delivery, version, created_at, updated_at, \
-     originator_inbox, chain, trace";
+     originator_inbox, chain, trace, history_bytes";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
     let clarification_id = row.opt_text("clarification_id")?.map(ClarificationId::from);
@@ -373,6 +373,7 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         updated_at: row.time("updated_at")?,
         chain: row.opt_json("chain")?,
         trace: row.opt_json("trace")?,
+        history_bytes: row.int("history_bytes")?,
     })
 }
 

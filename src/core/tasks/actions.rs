@@ -226,6 +226,9 @@ impl Core {
     ) -> CoreResult<TaskUpdated> {
         self.check_claimed(caller, agent_id, "agent_id")?;
         self.act(caller, task_id, |core, l| {
+            if input.status == TaskResponseStatus::InProgress {
+                history_room(&l.task, &input.result_data)?;
+            }
             let (action, kind) = match input.status {
                 TaskResponseStatus::InProgress => (Action::Progress, TaskEventKind::Progress),
                 TaskResponseStatus::Success => {
@@ -432,6 +435,43 @@ impl Core {
         .with("task_id", task_id)
         .suggest("Read the task and try the action again."))
     }
+}
+
+/// Most entries a task's history holds before progress reports are refused.
+pub const MAX_HISTORY_ENTRIES: i64 = 1_000;
+
+/// Most bytes of data a task's history holds before progress reports are refused (the
+/// page byte bound: a task's read answers within it, whatever its assignee reported).
+pub const MAX_HISTORY_BYTES: i64 = 4 * 1024 * 1024;
+
+/// Whether a progress report with `result_data` still fits in the task's history. A
+/// task's history is read whole (`GET /v1/tasks/{id}`, MCP `get_task`, the console every
+/// second): 300 progress reports of 0.9 MB made one read 272 MB and the server 1.2 GB.
+/// Past the bound a progress report is refused; a final result is always taken (a task
+/// can always finish), and handoffs and questions are bounded by the loop guard.
+fn history_room(task: &TaskRecord, result_data: &serde_json::Value) -> CoreResult<()> {
+    let adds = super::commit::weight(&map(json!({"result_data": result_data})));
+    if task.version < MAX_HISTORY_ENTRIES
+        && task.history_bytes.saturating_add(adds) <= MAX_HISTORY_BYTES
+    {
+        return Ok(());
+    }
+    Err(CoreError::new(
+        ErrorCode::PayloadTooLarge,
+        format!(
+            "task '{}' has a full history ({} entries, {} bytes of data; at most \
+             {MAX_HISTORY_ENTRIES} entries and {MAX_HISTORY_BYTES} bytes): no more progress \
+             reports fit",
+            task.task_id, task.version, task.history_bytes
+        ),
+    )
+    .with("task_id", task.task_id.as_str())
+    .with("max_entries", MAX_HISTORY_ENTRIES)
+    .with("max_bytes", MAX_HISTORY_BYTES)
+    .suggest(
+        "Finish the task (success or failed is always taken), or report progress less often \
+         and with less result_data.",
+    ))
 }
 
 impl Core {

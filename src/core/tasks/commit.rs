@@ -396,6 +396,8 @@ impl Loaded {
         kind: TaskEventKind,
         data: Map<String, Value>,
     ) -> Change {
+        let mut task = task;
+        task.history_bytes = task.history_bytes.saturating_add(weight(&data));
         Change {
             event: TaskEventRecord {
                 seq: task.version,
@@ -413,6 +415,11 @@ impl Loaded {
             task,
         }
     }
+}
+
+/// What a history entry's data weighs toward the task's history bound: its JSON's bytes.
+pub(super) fn weight(data: &Map<String, Value>) -> i64 {
+    serde_json::to_vec(data).map_or(0, |bytes| i64::try_from(bytes.len()).unwrap_or(i64::MAX))
 }
 
 /// The line a notice's inbox entry shows as its text.

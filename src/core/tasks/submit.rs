@@ -85,6 +85,7 @@ impl Core {
             updated_at: now,
             chain,
             trace,
+            history_bytes: 0,
         };
         let (change, task_response, error_message) = match chosen {
             Ok(assignee) => self.assigned(task, &me, &assignee)?,

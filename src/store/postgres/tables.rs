@@ -231,6 +231,7 @@ pub(super) const TABLES: &[Table] = &[
             ("chain", Text),
             ("trace_id", Text),
             ("trace", Text),
+            ("history_bytes", Int),
         ],
     },
     Table {

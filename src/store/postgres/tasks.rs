@@ -81,7 +81,7 @@ const UPDATE_TASK: &str = "
     WITH u AS (
         UPDATE tasks SET assignee_pk = $1, status = $2, clarification_id = $3, question = $4,
                          context = $5, result_data = $6, version = $7, updated_at = $8,
-                         chain = COALESCE($19, chain)
+                         chain = COALESCE($19, chain), history_bytes = $20
         WHERE pk = $9 AND version = $10
         RETURNING pk, team_pk),
     e AS (INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
@@ -125,6 +125,7 @@ pub(super) async fn update(
         .bind(url)
         .bind(body)
         .bind(t.chain.as_ref().map(to_json).transpose()?)
+        .bind(t.history_bytes)
         .fetch_one(conn)
         .await?;
     Ok(applied == 1)

@@ -179,7 +179,7 @@ macro_rules! update_task_sql {
         "
     UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
                      context = ?, result_data = ?, version = ?, updated_at = ?,
-                     chain = COALESCE(?, chain)
+                     chain = COALESCE(?, chain), history_bytes = ?
     WHERE pk = ? AND version = ?;
     INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
     VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);"
@@ -236,6 +236,7 @@ pub(super) async fn update(
         .bind(t.version)
         .bind(t.updated_at.micros())
         .bind(t.chain.as_ref().map(to_json).transpose()?)
+        .bind(t.history_bytes)
         .bind(t.pk.0)
         .bind(expected_version)
         .bind(t.pk.0);
@@ -456,6 +457,7 @@ mod tests {
                 updated_at: now,
                 chain: None,
                 trace: None,
+                history_bytes: 0,
             },
             expected_version: (version > 1).then_some(version - 1),
             event: TaskEventRecord {

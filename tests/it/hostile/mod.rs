@@ -9,6 +9,7 @@ mod logs;
 mod mcp;
 mod sessions;
 mod stomp;
+mod task_history;
 mod task_moves;
 mod traces;
 
