@@ -136,8 +136,12 @@ impl Core {
             return Ok(None);
         };
         let now = Timestamp::now();
-        let chain = parent.extended(sender.pk, now);
         let guard = &team.loop_guard;
+        // `max_hops` counts within the window: a chain quiet for longer counts afresh,
+        // so a thread that was stopped opens again.
+        let chain = parent
+            .rested(now, guard.cycle_window_seconds)
+            .extended(sender.pk, now);
         let (rule, cycle) = if guard.max_hops > 0 && chain.hops > guard.max_hops {
             (LoopRule::MaxHops, Vec::new())
         } else {
@@ -166,6 +170,11 @@ impl Core {
             cycle_agent_ids: cycle
                 .into_iter()
                 .map(|a| self.agent_name(AgentPk(a)))
+                .collect(),
+            chain_agent_ids: chain
+                .builders()
+                .into_iter()
+                .map(|a| self.agent_name(a))
                 .collect(),
         };
         metrics::counter!(STOPPED, "rule" => rule.as_str()).increment(1);
@@ -297,8 +306,15 @@ fn notice_text(stopped: &LoopStopped, first: &str) -> String {
                 .join(" → ")
         ),
     };
+    let built_by = stopped
+        .chain_agent_ids
+        .iter()
+        .map(|a| a.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
-        "Loop guard: a send by {} was refused — the chain from {first} would be {} hops, {why}.",
+        "Loop guard: a send by {} was refused — the chain from {first}, built by {built_by}, \
+         would be {} hops, {why}.",
         stopped.agent_id, stopped.chain_length
     )
 }

@@ -40,17 +40,48 @@ impl Chain {
         }
     }
 
-    /// The chain one more send by `sender` at `at` makes of this one.
+    /// The chain one more send by `sender` at `at` makes of this one. A hop is work
+    /// moving between agents: a send by the agent that made the last one (replying to
+    /// itself) adds none, so no member can lengthen a chain alone — 64 messages to the
+    /// whole team, each replying to its own last, had made every other member's next
+    /// send in that thread `LOOP_DETECTED`.
     pub fn extended(&self, sender: AgentPk, at: Timestamp) -> Chain {
+        let moved = self.tail.last().is_none_or(|(last, _)| *last != sender.0);
         let skip = (self.tail.len() + 1).saturating_sub(TAIL);
         let mut tail = Vec::with_capacity(self.tail.len() + 1 - skip);
         tail.extend_from_slice(&self.tail[skip..]);
         tail.push((sender.0, seconds(at)));
         Chain {
-            hops: self.hops.saturating_add(1),
+            hops: self.hops.saturating_add(u32::from(moved)),
             first: self.first.clone(),
             tail,
         }
+    }
+
+    /// The same chain counted afresh: quiet for longer than the guard's window, it
+    /// starts its hops again (its first id and its tail stay for the cycle rule).
+    pub fn rested(&self, now: Timestamp, window_seconds: u64) -> Chain {
+        let quiet = self.tail.last().is_some_and(|(_, at)| {
+            seconds(now).saturating_sub(*at) > i64::try_from(window_seconds).unwrap_or(i64::MAX)
+        });
+        Chain {
+            hops: if quiet { 1 } else { self.hops },
+            first: self.first.clone(),
+            tail: self.tail.clone(),
+        }
+    }
+
+    /// The agents that sent the chain's last sends, most sends first: who built it.
+    pub fn builders(&self) -> Vec<AgentPk> {
+        let mut counts: Vec<(i64, usize)> = Vec::new();
+        for (agent, _) in &self.tail {
+            match counts.iter_mut().find(|(a, _)| a == agent) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((*agent, 1)),
+            }
+        }
+        counts.sort_by(|x, y| y.1.cmp(&x.1));
+        counts.into_iter().map(|(a, _)| AgentPk(a)).collect()
     }
 
     /// Whether it is the chain of its own row alone (stored as nothing).

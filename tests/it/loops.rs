@@ -63,7 +63,9 @@ async fn max_hops_refuses_the_65th_hop_and_not_the_64th() {
             .expect_status(201)
             .str("message_id");
     }
-    let refused = reply(&app, &b, &a, &last)
+    // b sent hop 64; b again adds no hop (replying to itself moves no work), a does.
+    reply(&app, &b, &a, &last).await.expect_status(201);
+    let refused = reply(&app, &a, &b, &last)
         .await
         .expect_error(409, "LOOP_DETECTED");
     let details = &refused.body["details"];
@@ -71,12 +73,13 @@ async fn max_hops_refuses_the_65th_hop_and_not_the_64th() {
     assert_eq!(details["chain_length"], 65);
     assert_eq!(details["max_hops"], 64);
     assert_eq!(details["first_message_id"], first.as_str());
-    assert_eq!(details["agent_id"], "b");
+    assert_eq!(details["agent_id"], "a");
+    assert_eq!(details["chain_agent_ids"], json!(["b", "a"]), "{details}");
     // Nothing of the refused send was stored.
-    assert_eq!(traffic(&app, &team).await.len(), 64);
+    assert_eq!(traffic(&app, &team).await.len(), 65);
     // Off, the chain goes on.
     guard(&app, &team, json!({"max_hops": 0, "cycle_messages": 0})).await;
-    reply(&app, &b, &a, &last).await.expect_status(201);
+    reply(&app, &a, &b, &last).await.expect_status(201);
     app.stop().await;
 }
 

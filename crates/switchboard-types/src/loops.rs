@@ -161,4 +161,9 @@ pub struct LoopStopped {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub cycle_agent_ids: Vec<AgentId>,
+    /// Who built the chain: the agents of its last sends, most sends first. The refused
+    /// agent is the one that met the limit, not necessarily the one to blame.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub chain_agent_ids: Vec<AgentId>,
 }

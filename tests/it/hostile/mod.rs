@@ -6,6 +6,7 @@ mod connections;
 mod inputs;
 mod lists;
 mod logs;
+mod loop_guard;
 mod mcp;
 mod sessions;
 mod stomp;
