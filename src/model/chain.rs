@@ -80,7 +80,7 @@ impl Chain {
                 None => counts.push((*agent, 1)),
             }
         }
-        counts.sort_by(|x, y| y.1.cmp(&x.1));
+        counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
         counts.into_iter().map(|(a, _)| AgentPk(a)).collect()
     }
 
