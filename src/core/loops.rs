@@ -139,9 +139,11 @@ impl Core {
         let guard = &team.loop_guard;
         // `max_hops` counts within the window: a chain quiet for longer counts afresh,
         // so a thread that was stopped opens again.
-        let chain = parent
-            .rested(now, guard.cycle_window_seconds)
-            .extended(sender.pk, now);
+        let chain = parent.rested(now, guard.cycle_window_seconds).extended(
+            sender.pk,
+            now,
+            matches!(links, Links::Tasks),
+        );
         let (rule, cycle) = if guard.max_hops > 0 && chain.hops > guard.max_hops {
             (LoopRule::MaxHops, Vec::new())
         } else {
@@ -379,7 +381,7 @@ mod tests {
         let at = Timestamp::now();
         let mut chain = Chain::first("m1", AgentPk(1), at);
         for i in 0..100 {
-            chain = chain.extended(AgentPk(2 + i % 2), at);
+            chain = chain.extended(AgentPk(2 + i % 2), at, false);
         }
         assert_eq!(chain.hops, 101);
         assert_eq!(chain.tail.len(), crate::model::CHAIN_TAIL);

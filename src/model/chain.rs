@@ -40,13 +40,14 @@ impl Chain {
         }
     }
 
-    /// The chain one more send by `sender` at `at` makes of this one. A hop is work
-    /// moving between agents: a send by the agent that made the last one (replying to
-    /// itself) adds none, so no member can lengthen a chain alone — 64 messages to the
-    /// whole team, each replying to its own last, had made every other member's next
-    /// send in that thread `LOOP_DETECTED`.
-    pub fn extended(&self, sender: AgentPk, at: Timestamp) -> Chain {
-        let moved = self.tail.last().is_none_or(|(last, _)| *last != sender.0);
+    /// The chain one more send by `sender` at `at` makes of this one. With
+    /// `repeats_count` false (a chain of messages), a send by the agent that made the
+    /// last one — replying to itself — adds no hop, so no member can lengthen a chain
+    /// alone: 64 messages to the whole team, each replying to its own last, had made
+    /// every other member's next send in that thread `LOOP_DETECTED`. In a chain of
+    /// tasks every link hands work to someone, whoever made the last one.
+    pub fn extended(&self, sender: AgentPk, at: Timestamp, repeats_count: bool) -> Chain {
+        let moved = repeats_count || self.tail.last().is_none_or(|(last, _)| *last != sender.0);
         let skip = (self.tail.len() + 1).saturating_sub(TAIL);
         let mut tail = Vec::with_capacity(self.tail.len() + 1 - skip);
         tail.extend_from_slice(&self.tail[skip..]);
