@@ -226,9 +226,6 @@ impl Core {
     ) -> CoreResult<TaskUpdated> {
         self.check_claimed(caller, agent_id, "agent_id")?;
         self.act(caller, task_id, |core, l| {
-            if input.status == TaskResponseStatus::InProgress {
-                history_room(&l.task, &input.result_data)?;
-            }
             let (action, kind) = match input.status {
                 TaskResponseStatus::InProgress => (Action::Progress, TaskEventKind::Progress),
                 TaskResponseStatus::Success => {
@@ -259,15 +256,19 @@ impl Core {
                 Vec::new()
             };
             let data = map(json!({"result_data": input.result_data}));
+            let change = l.change(task, kind, data);
+            if input.status == TaskResponseStatus::InProgress {
+                history_room(&change.task)?;
+            }
             Ok(Change {
                 notices: vec![Notice::new(
                     TaskFrame::TaskResponse,
                     &response,
-                    core.originator_told(&task),
+                    core.originator_told(&change.task),
                 )?],
-                callback: (task.status.into(), input.result_data.clone()),
+                callback: (change.task.status.into(), input.result_data.clone()),
                 open_delta,
-                ..l.change(task, kind, data)
+                ..change
             })
         })
         .await
@@ -444,16 +445,14 @@ pub const MAX_HISTORY_ENTRIES: i64 = 1_000;
 /// page byte bound: a task's read answers within it, whatever its assignee reported).
 pub const MAX_HISTORY_BYTES: i64 = 4 * 1024 * 1024;
 
-/// Whether a progress report with `result_data` still fits in the task's history. A
+/// Whether the task's history, a progress report added (counted by `Loaded::change`),
+/// is still within its bound. A
 /// task's history is read whole (`GET /v1/tasks/{id}`, MCP `get_task`, the console every
 /// second): 300 progress reports of 0.9 MB made one read 272 MB and the server 1.2 GB.
 /// Past the bound a progress report is refused; a final result is always taken (a task
 /// can always finish), and handoffs and questions are bounded by the loop guard.
-fn history_room(task: &TaskRecord, result_data: &serde_json::Value) -> CoreResult<()> {
-    let adds = super::commit::weight(&map(json!({"result_data": result_data})));
-    if task.version < MAX_HISTORY_ENTRIES
-        && task.history_bytes.saturating_add(adds) <= MAX_HISTORY_BYTES
-    {
+fn history_room(task: &TaskRecord) -> CoreResult<()> {
+    if task.version <= MAX_HISTORY_ENTRIES && task.history_bytes <= MAX_HISTORY_BYTES {
         return Ok(());
     }
     Err(CoreError::new(
