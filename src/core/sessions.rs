@@ -1,5 +1,13 @@
 //! What one credential may hold at once, whoever it is: sessions of each long-lived kind
-//! (STOMP connections, MCP sessions, A2A streams), and the bytes its sessions buffer.
+//! (STOMP connections, MCP sessions, A2A streams), calls the server answers later (an
+//! MCP `wait_for_messages`, an A2A blocking `SendMessage`, an MCP `subscriptions/listen`
+//! stream), and the bytes its sessions buffer.
+//!
+//! A held call takes a connection place for as long as it waits, and the connection gate
+//! never lets a working connection go: before held calls were counted, one agent token
+//! holding 300 `wait_for_messages` calls filled the server's places and `/healthz`
+//! answered 503 for 30 s. Every kind is counted here, in one map, whichever transport
+//! holds it (`docs/security.md`, "What one caller may cost").
 //!
 //! A credential is the admin token, a team key or an agent token. Each is held to the
 //! same cap per kind (`--ws-max-per-agent`, the WebSocket cap), so no credential — not
@@ -29,6 +37,10 @@ pub enum SessionKind {
     Mcp,
     /// An A2A stream (`SendStreamingMessage`, `SubscribeToTask`).
     A2aStream,
+    /// A call answered when something happens or its time is up: MCP
+    /// `wait_for_messages` (in a session or not), an MCP `subscriptions/listen` stream,
+    /// an A2A blocking `SendMessage`, a task follow.
+    Wait,
 }
 
 impl SessionKind {
@@ -37,6 +49,7 @@ impl SessionKind {
             SessionKind::Stomp => "STOMP connections",
             SessionKind::Mcp => "MCP sessions",
             SessionKind::A2aStream => "A2A streams",
+            SessionKind::Wait => "waiting calls",
         }
     }
 }
@@ -89,6 +102,12 @@ impl Core {
         }
         *count += 1;
         Ok(SessionHold::counted(sessions, holder, kind))
+    }
+
+    /// Takes a place for a call that waits (see [`SessionKind::Wait`]) before it waits,
+    /// or refuses (`RATE_LIMITED`) at once: a refused call has done nothing yet.
+    pub fn hold_wait(&self, caller: &Caller) -> CoreResult<SessionHold> {
+        self.hold_session(caller, SessionKind::Wait)
     }
 
     /// Refuses (`RATE_LIMITED`) when `caller`'s credential holds the cap of `kind`, and

@@ -471,6 +471,10 @@ pub fn response(id: JsonRpcId, result: Result<Value, A2AError>) -> Value {
     }
 }
 
+/// The JSON-RPC code of a refusal the caller may retry later (a bound of its credential,
+/// a busy server).
+pub const SERVER_BUSY: i32 = -32000;
+
 /// A refusal of the core in A2A's codes; the contract's code and details travel in the
 /// `ErrorInfo` metadata (`error_code`, …), so nothing the REST body says is lost.
 pub fn to_a2a(err: CoreError) -> A2AError {
@@ -484,6 +488,10 @@ pub fn to_a2a(err: CoreError) -> A2AError {
         | ErrorCode::MessageTooLong
         | ErrorCode::AgentNotFound
         | ErrorCode::InvalidRecipient => error_code::INVALID_PARAMS,
+        // A2A names no code for "not now": JSON-RPC's server-error range, with the
+        // contract's code and `retry_after_ms` in the details, so a client tells a bound
+        // it may retry from a failure.
+        ErrorCode::RateLimited | ErrorCode::Unavailable => SERVER_BUSY,
         _ => error_code::INTERNAL_ERROR,
     };
     let mut metadata: HashMap<String, String> = body

@@ -193,11 +193,19 @@ pub async fn blocking(
     let config = request.configuration.as_ref();
     // Checked before anything is sent: a refused request leaves no task behind.
     let history = super::rpc::history_length(config.and_then(|c| c.history_length))?;
+    let core = &interface.state.core;
+    let waits = config.and_then(|c| c.return_immediately) != Some(true);
+    // A blocking send holds its connection until the task settles: it takes a place among
+    // the credential's waiting calls first, so a refused send leaves no task behind.
+    let _place = if waits {
+        Some(core.hold_wait(&interface.caller).map_err(to_a2a)?)
+    } else {
+        None
+    };
     let sent = submit(interface, &request, headers).await?;
-    if config.and_then(|c| c.return_immediately) == Some(true) {
+    if !waits {
         return Ok(convert::task(&sent.task, history));
     }
-    let core = &interface.state.core;
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
     let reference = interface.reference(&sent.task_id);
     let mut feed = core

@@ -15,7 +15,9 @@ use switchboard_types::inbox::{InboxQuery, MAX_PAGE};
 use switchboard_types::{MessageOp, Operation, Reply, TaskOp};
 use tokio::task::AbortHandle;
 
-use crate::core::{Caller, Core};
+use switchboard_types::ErrorCode;
+
+use crate::core::{Caller, Core, CoreError};
 
 pub const INBOX: &str = "switchboard://inbox";
 const TASKS: &str = "switchboard://tasks/";
@@ -70,16 +72,28 @@ async fn current(core: &Core, caller: &Caller, named: &Named) -> Result<Value, M
             task_id: task_id.clone().into(),
         }),
     };
-    let reply: Reply = core.dispatch(caller, operation).await.map_err(|err| {
-        let body = err.into_body();
-        let data = serde_json::to_value(&body).ok();
-        McpError::invalid_params(
-            format!("{}: {}", body.error_code.as_str(), body.error_message),
-            data,
-        )
-    })?;
+    let reply: Reply = core.dispatch(caller, operation).await.map_err(refused)?;
     serde_json::to_value(reply).map_err(|e| McpError::internal_error(e.to_string(), None))
 }
+
+/// A core refusal as an MCP error, the contract's body in `data`: `-32000` (JSON-RPC's
+/// server-error range) for a bound the caller may retry after (`RATE_LIMITED`), `-32602`
+/// for anything about what the request named.
+pub(super) fn refused(err: CoreError) -> McpError {
+    let body = err.into_body();
+    let data = serde_json::to_value(&body).ok();
+    let message = format!("{}: {}", body.error_code.as_str(), body.error_message);
+    match body.error_code {
+        ErrorCode::RateLimited | ErrorCode::Unavailable => {
+            McpError::new(rmcp::model::ErrorCode(-32000), message, data)
+        }
+        _ => McpError::invalid_params(message, data),
+    }
+}
+
+/// Most resources one session subscribes to at once: each is a task and a feed of the
+/// server's, so a session cannot make them without end.
+pub const MAX_SUBSCRIPTIONS: usize = 64;
 
 pub async fn read(core: &Core, caller: &Caller, uri: &str) -> Result<ReadResourceResult, McpError> {
     let value = current(core, caller, &parse(uri)?).await?;
@@ -117,6 +131,18 @@ impl Subscriptions {
             let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
             if map.contains_key(&uri) {
                 return Ok(());
+            }
+            if map.len() >= MAX_SUBSCRIPTIONS {
+                return Err(refused(
+                    CoreError::new(
+                        ErrorCode::RateLimited,
+                        format!(
+                            "this session already follows {MAX_SUBSCRIPTIONS} resources; \
+                             unsubscribe from one first"
+                        ),
+                    )
+                    .with("max", MAX_SUBSCRIPTIONS),
+                ));
             }
             let (armed, ready) = tokio::sync::oneshot::channel();
             let key = uri.clone();

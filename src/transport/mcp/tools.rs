@@ -465,6 +465,8 @@ async fn wait(
 ) -> Result<Value, CoreError> {
     let args: WaitForMessages = decode_value(Value::Object(arguments))?;
     let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS));
+    // A place among the credential's waiting calls, held until the answer.
+    let _place = core.hold_wait(caller)?;
     let waited = core
         .wait_for_inbox(caller, args.after_seq, args.limit, timeout, on_tick)
         .await?;

@@ -3,6 +3,7 @@
 //! timeouts, the same code paths as the defaults.
 
 mod connections;
+mod held_calls;
 mod inputs;
 mod lists;
 mod logs;
