@@ -154,6 +154,15 @@ impl Slot {
         Busy(self.clone())
     }
 
+    /// Counts the request in progress as not at work until the guard is dropped: its
+    /// answer is decided and only its peer keeps it (a refused request whose unread body
+    /// is drained), so a full gate may let the connection go for a newer one. Called
+    /// only within a request that [`Slot::begin`] counted.
+    pub fn rest(self: &Arc<Self>) -> Resting {
+        self.busy.fetch_sub(1, Ordering::AcqRel);
+        Resting(self.clone())
+    }
+
     fn is_idle(&self) -> bool {
         !self.pinned.load(Ordering::Acquire) && self.busy.load(Ordering::Acquire) == 0
     }
@@ -178,8 +187,28 @@ impl Slot {
     }
 }
 
+/// The connection a request came on, in the request's extensions: for the code that
+/// changes how the gate sees it (a refused request draining its body rests; a STOMP
+/// WebSocket is pinned only once it connected).
+#[derive(Clone)]
+pub struct Place(pub Arc<Slot>);
+
+/// A response extension: the upgrade this answers is not pinned by the listener; the
+/// session it starts pins it once authenticated (STOMP over WebSocket: at `CONNECT`).
+#[derive(Clone, Copy)]
+pub struct PinLater;
+
 /// A request in progress on a connection (see [`Slot::begin`]).
 pub struct Busy(Arc<Slot>);
+
+/// A request whose answer is decided but that waits on its peer (see [`Slot::rest`]).
+pub struct Resting(Arc<Slot>);
+
+impl Drop for Resting {
+    fn drop(&mut self) {
+        self.0.busy.fetch_add(1, Ordering::AcqRel);
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {

@@ -8,9 +8,9 @@
 //! reset" where the server sent a clear 413. The official MCP client did, under load, in
 //! 2 of 3 runs. So the unread rest is read and dropped before the answer goes out — a
 //! "lingering close", as Apache and nginx do it — up to [`LINGER_BYTES`] and within the
-//! body deadline (`--http-body-timeout`), which the outer layer already puts on the body.
-//! Past either bound the connection closes as before: the client sent far more than it
-//! was told it may.
+//! body deadline (`--http-body-timeout`), which the outer layer already puts on the body,
+//! and within [`LINGER_TIME`]. Past any bound the connection closes as before: the client
+//! sent far more, or far slower, than it was told it may.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,8 +23,15 @@ use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use crate::transport::common::gate::Place;
+
 /// Most bytes of an unread request body read and dropped after the handler answered.
 pub const LINGER_BYTES: usize = 64 * 1024 * 1024;
+
+/// Longest a refused request's unread body is drained (within the body deadline too):
+/// enough for a client sending at any real speed to finish and read the answer, short
+/// for one that trickles.
+pub const LINGER_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The request body, shared between the handler and this layer, so what the handler
 /// left unread can be drained after it answered.
@@ -66,10 +73,17 @@ impl http_body::Body for Shared {
 
 /// Runs the request; if its body was not read to the end, reads and drops the rest
 /// (bounded) before the answer is sent. A request without a body costs nothing.
+///
+/// While it drains, the connection rests in the gate: its answer is decided, and a peer
+/// that trickles the rest of a body it was refused (a byte a second after a 401) must
+/// not keep a place a newer connection needs (found: 300 such sockets made `/healthz`
+/// 503). A full gate lets a resting connection go; otherwise the drain ends within
+/// [`LINGER_TIME`].
 pub async fn drain_unread_body(request: Request, next: Next) -> Response {
     if http_body::Body::is_end_stream(request.body()) {
         return next.run(request).await;
     }
+    let place = request.extensions().get::<Place>().cloned();
     let (parts, body) = request.into_parts();
     let shared = Shared(Arc::new(Mutex::new(Some(body))));
     let response = next
@@ -78,7 +92,8 @@ pub async fn drain_unread_body(request: Request, next: Next) -> Response {
     if let Some(rest) = shared.take()
         && !http_body::Body::is_end_stream(&rest)
     {
-        drain(rest).await;
+        let _resting = place.map(|Place(slot)| slot.rest());
+        let _ = tokio::time::timeout(LINGER_TIME, drain(rest)).await;
     }
     response
 }

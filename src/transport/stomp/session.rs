@@ -176,11 +176,10 @@ struct Session<'a, W: Wire> {
     shrunk: bool,
 }
 
-/// Serves one connection, from its first frame to its end.
-/// Serves one connection. `place` is its place in the connection gate (STOMP over TCP):
-/// let go while it has not connected, pinned once it has (an authenticated session is
-/// bounded by its credential's caps instead). STOMP over WebSocket passes none: the
-/// upgrade pinned it.
+/// Serves one connection, from its first frame to its end. `place` is its place in the
+/// connection gate (over TCP and over WebSocket alike): let go while it has not
+/// connected, pinned once it has (an authenticated session is bounded by its
+/// credential's caps instead). `None` where nothing gates it.
 pub async fn serve<W: Wire>(
     state: StompState,
     mut wire: W,

@@ -6,9 +6,9 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures_util::{Sink, Stream};
@@ -20,6 +20,7 @@ use super::StompState;
 use super::frame::{Frame, FrameError, Incoming, StompCodec, Version};
 use super::session::{self, Wire};
 use crate::transport::common::ApiError;
+use crate::transport::common::gate::{PinLater, Place};
 
 /// The subprotocols STOMP over WebSocket uses, the server's preference first.
 const SUBPROTOCOLS: [&str; 3] = ["v12.stomp", "v11.stomp", "v10.stomp"];
@@ -42,6 +43,7 @@ pub fn routes() -> OpenApiRouter<StompState> {
     ))]
 async fn stomp_over_websocket(
     State(state): State<StompState>,
+    place: Option<Extension<Place>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
@@ -56,7 +58,10 @@ async fn stomp_over_websocket(
     };
     let max = state.settings.limits.max_frame_bytes;
     let tracker = state.tracker.clone();
-    upgrade
+    // Unpinned until CONNECT, as on TCP: a socket that upgraded and never connected is
+    // an idle one the gate may let go (300 of them made `/healthz` 503 for 10 s each).
+    let place = place.map(|Extension(Place(slot))| slot);
+    let mut response = upgrade
         .protocols(SUBPROTOCOLS)
         .read_buffer_size(4 * 1024)
         .write_buffer_size(8 * 1024)
@@ -65,8 +70,20 @@ async fn stomp_over_websocket(
         .max_frame_size(max)
         .on_upgrade(move |socket| {
             let wire = WsWire::new(socket, StompCodec::new(state.settings.limits));
-            tracker.track_future(session::serve(state, wire, "websocket".into(), None))
-        })
+            tracker.track_future(async move {
+                let Some(slot) = place else {
+                    return session::serve(state, wire, "websocket".into(), None).await;
+                };
+                let shed = slot.clone();
+                tokio::select! {
+                    () = session::serve(state, wire, "websocket".into(), Some(slot)) => {}
+                    // Let go by the gate before it connected, for a newer socket.
+                    () = shed.shed() => {}
+                }
+            })
+        });
+    response.extensions_mut().insert(PinLater);
+    response
 }
 
 /// A WebSocket carrying STOMP frames.

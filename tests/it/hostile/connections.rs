@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
 
 use super::{addr, healthz, socket, until_closed};
 use crate::support::TestApp;
@@ -291,4 +292,78 @@ async fn read_one_response(stream: &mut tokio::net::TcpStream) -> String {
             other => return format!("{text}<ended: {other:?}>"),
         }
     }
+}
+
+/// Sockets that hold a place without being anyone's (issue 61, item 8): a POST refused
+/// `401` whose body then stalls, and `/v1/stomp` upgraded to a WebSocket that never sends
+/// `CONNECT`. Sixteen of either against sixteen places: `/healthz` still answers from a
+/// fresh connection (the gate lets one go), the refused POSTs end within the linger
+/// time (5 s, not the 30 s body deadline), and a STOMP WebSocket that did connect is
+/// never the one let go. (Before: `/healthz` 503 in both cases.)
+#[tokio::test]
+async fn refused_bodies_and_unconnected_stomp_sockets_give_their_places_up() {
+    let app = TestApp::start_with(|c| c.max_connections = Some(16)).await;
+    let team = app.team("places").await;
+    let a = app.agent(&team, "a", &[]).await;
+    let at = addr(&app);
+    let mut refused = Vec::new();
+    for _ in 0..16 {
+        let mut stream = socket(at).await;
+        stream
+            .write_all(
+                b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                  Content-Length: 100000\r\n\r\n{\"sender_agent_id\"",
+            )
+            .await
+            .expect("a head and a little body");
+        refused.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(healthz(at).await.as_deref(), Some("HTTP/1.1 200 OK"));
+    let mut answered = 0;
+    for stream in &mut refused {
+        let (got, closed) = until_closed(stream, Duration::from_secs(8)).await;
+        assert!(closed.is_some(), "a refused, stalled POST kept its place");
+        if String::from_utf8_lossy(&got).starts_with("HTTP/1.1 401") {
+            answered += 1;
+        }
+    }
+    assert!(
+        answered >= 14,
+        "only {answered} stalled POSTs got their 401"
+    );
+    drop(refused);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let mut connected = app
+        .ws_connect("/v1/stomp", None)
+        .await
+        .expect("STOMP over WebSocket");
+    let connect = format!("CONNECT\naccept-version:1.2\npasscode:{}\n\n\0", a.token);
+    connected.send_raw(Message::Text(connect.into())).await;
+    let answer = connected
+        .next_raw()
+        .await
+        .into_text()
+        .expect("a text frame");
+    assert!(answer.starts_with("CONNECTED"), "{answer}");
+    let mut silent = Vec::new();
+    while silent.len() < 15 {
+        match app.ws_connect("/v1/stomp", None).await {
+            Ok(ws) => silent.push(ws),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(healthz(at).await.as_deref(), Some("HTTP/1.1 200 OK"));
+    // The connected session was not the one let go: it still answers a receipt.
+    connected
+        .send_raw(Message::Text("DISCONNECT\nreceipt:bye\n\n\0".into()))
+        .await;
+    let receipt = connected
+        .next_raw()
+        .await
+        .into_text()
+        .expect("a text frame");
+    assert!(receipt.starts_with("RECEIPT"), "{receipt}");
+    app.stop().await;
 }
