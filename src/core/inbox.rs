@@ -31,7 +31,12 @@ impl Core {
         if let Some(tag) = &query.cause_by {
             check_text("cause_by", tag, MAX_TAG)?;
         }
-        let order = query.sort_order.unwrap_or_default();
+        // `after_seq` reads forward: without a sort order it means oldest first.
+        let order = query.sort_order.unwrap_or(if query.after_seq.is_some() {
+            SortOrder::OldestFirst
+        } else {
+            SortOrder::default()
+        });
         let after = start_of_page(&query, order)?;
         let sender_pks = query.senders.map(|CommaList(ids)| {
             ids.iter()
@@ -146,7 +151,7 @@ fn start_of_page(query: &InboxQuery, order: SortOrder) -> CoreResult<Option<i64>
             if order != SortOrder::OldestFirst {
                 return Err(CoreError::validation(
                     "after_seq",
-                    "after_seq needs sort_order=oldest_first",
+                    "after_seq reads oldest first; leave sort_order out or make it oldest_first",
                 ));
             }
             Ok(Some(seq))

@@ -90,8 +90,15 @@ impl Core {
             .as_ref()
             .and_then(|g| g.supervisor_agent_id.as_ref())
         {
-            self.member_of(&team, supervisor)
-                .map_err(|e| e.with("field", "loop_guard.supervisor_agent_id"))?;
+            // A 400 naming the field, not the lookup's 404: the request's resource is the
+            // team, which exists (a 404 read as "no such team" to generated clients).
+            self.member_of(&team, supervisor).map_err(|_| {
+                CoreError::validation(
+                    "loop_guard.supervisor_agent_id",
+                    format!("'{supervisor}' is not a member of this team"),
+                )
+                .with("agent_id", supervisor.as_str())
+            })?;
         }
         if let Some(budgets) = &patch.budgets {
             budgets.validate(self.budget_ceiling())?;

@@ -209,9 +209,10 @@ async fn the_team_sets_its_guard_within_bounds() {
     patch(json!({"hops": 3}), &team.key)
         .await
         .expect_error(400, "VALIDATION_ERROR");
+    // A 400 naming the field: the team the request is about exists.
     patch(json!({"supervisor_agent_id": "nobody"}), &team.key)
         .await
-        .expect_error(404, "AGENT_NOT_FOUND");
+        .expect_invalid("loop_guard.supervisor_agent_id");
     patch(json!({"max_hops": 5}), &a.token)
         .await
         .expect_error(403, "FORBIDDEN");

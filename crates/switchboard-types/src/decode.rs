@@ -139,20 +139,45 @@ pub fn field_error(path: &str, message: &str) -> ErrorBody {
 }
 
 /// A field path a person can read: a key that is the empty string (legal JSON, and
-/// an unknown field like any other) is written `""`, so the error still names it.
+/// an unknown field like any other) is written `""`, so the error still names it; a
+/// control character in a key is written escaped (`\u{0}`), so an error never carries
+/// a NUL — which no answer may hold — or a line break into a log.
 pub fn visible_field(path: &str) -> String {
+    let path: std::borrow::Cow<'_, str> = if path.chars().any(char::is_control) {
+        path.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        path.into()
+    };
     if path.is_empty() {
         return "\"\"".to_owned();
     }
     match path.strip_suffix('.') {
         Some(parent) => format!("{parent}.\"\""),
-        None => path.to_owned(),
+        None => path.into_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by schemathesis: a query parameter named with a NUL was echoed, NUL and
+    /// all, into the error message, which the error's own schema refuses.
+    #[test]
+    fn a_control_character_in_a_key_is_escaped() {
+        assert_eq!(visible_field("a\0b"), "a\\u{0}b");
+        assert_eq!(visible_field("x\ny."), "x\\u{a}y.\"\"");
+        assert_eq!(visible_field("plain"), "plain");
+    }
 
     /// Found by the fuzzer: an unknown field named "" was reported with an empty
     /// field name, so the error named nothing.

@@ -54,7 +54,8 @@ pub struct InboxQuery {
     pub thread_id: Option<String>,
     /// Only entries after this sequence number (the `seq` of the last entry already
     /// handled), oldest first: how a polling client continues where it stopped, also
-    /// past the last page. Needs `sort_order=oldest_first`; not with `cursor`.
+    /// past the last page. Oldest first when `sort_order` is left out; refused with
+    /// `sort_order=newest_first` and with `cursor`.
     pub after_seq: Option<i64>,
     /// Only news: publishes the caller watches or that name it, and every entry of
     /// another kind (those were addressed to it by name).

@@ -35,6 +35,8 @@ pub mod messages;
 pub mod metrics;
 #[cfg(feature = "openapi")]
 pub mod openapi;
+#[cfg(feature = "openapi")]
+mod openapi_rules;
 pub mod operation;
 pub mod publish;
 pub mod routing;

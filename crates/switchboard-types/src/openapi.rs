@@ -44,6 +44,25 @@ pub const BASE64_PATTERN: &str =
 /// sent `"\u0085"` as a question, which the document allowed and the server refused).
 pub const NOT_BLANK: &str = r"[^\s\u0085]|\ufeff";
 
+/// No U+0000 anywhere: the rule of every string on every way in
+/// (`switchboard_types::strict`), since no engine stores it alike. Written into every
+/// string the document describes, so a generated client never sends one.
+pub const NO_NUL: &str = r"^[^\u0000]*$";
+
+/// [`NOT_BLANK`] and [`NO_NUL`] in one anchored pattern (JSON Schema's `pattern`
+/// searches; one pattern per schema).
+pub const TEXT_PATTERN: &str = r"^[^\u0000]*(?:[^\s\u0085\u0000]|\ufeff)[^\u0000]*$";
+
+/// One part of a task reference: an id with each branch's length bound in the pattern.
+const ID_PART: &str = r"(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.\.[A-Za-z0-9._-]{1,62})";
+
+/// A W3C trace id: 32 lowercase hex digits, not all zero.
+pub const TRACE_ID_PATTERN: &str = "^0*[1-9a-f][0-9a-f]*$";
+
+/// The name of the schema every free-form JSON value (`data`, `result_data`, …) refers
+/// to: any JSON, with no NUL in a string or a key, at any depth.
+pub const JSON_VALUE: &str = "JsonValue";
+
 /// What the server enforces on one field or parameter.
 #[derive(Debug, Clone, Copy)]
 pub enum Rule {
@@ -81,6 +100,10 @@ pub enum Rule {
     CommaList(fn() -> Vec<&'static str>),
     /// A comma-separated list of free-text entries.
     CommaText,
+    /// A task reference: an id, or `id@originator`.
+    TaskRef,
+    /// A W3C trace id.
+    TraceId,
 }
 
 const ID: &Rule = &Rule::Id;
@@ -204,6 +227,8 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
         Rule::Capabilities(REQUIRED_CAPABILITY_LIMITS),
     ),
     ("TaskRequest", "callback_url", Rule::UpTo(MAX_CALLBACK_URL)),
+    ("TaskRequest", "parent_task_id", Rule::TaskRef),
+    ("LoopGuard", "supervisor_agent_id", Rule::Id),
     ("Handoff", "current_agent_id", Rule::Id),
     ("Handoff", "new_agent_id", Rule::Id),
     ("Handoff", "reason", Rule::Text(MAX_REASON)),
@@ -241,6 +266,8 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("task_id", Rule::Id),
     ("limit", Rule::PageSize),
     ("after_seq", Rule::NonNegative),
+    ("after", Rule::NonNegative),
+    ("trace_id", Rule::TraceId),
     ("since", Rule::NonNegative),
     ("since_timestamp", Rule::DateTime),
     ("cause_by", Rule::Text(MAX_TAG)),
@@ -297,6 +324,7 @@ pub fn constrain(doc: &mut OpenApi) -> Vec<String> {
             problems.push(format!("parameter {name}: in no operation"));
         }
     }
+    crate::openapi_rules::state_the_rest(doc, &mut problems);
     problems
 }
 
@@ -356,11 +384,28 @@ fn list(array: &mut Array, min: usize, max: usize, each: Option<&Rule>) -> bool 
 fn apply_scalar(object: &mut Object, rule: &Rule) -> bool {
     match *rule {
         Rule::Id => text(object, 1, MAX_ID_LEN, Some(ID_PATTERN.into())),
-        Rule::Text(max) => text(object, 1, max, Some(NOT_BLANK.into())),
-        Rule::MaybeText(max) => text(object, 0, max, Some(format!("^$|{NOT_BLANK}"))),
-        Rule::UpTo(max) => text(object, 0, max, None),
-        Rule::HttpUrl(max) => text(object, 0, max, Some("^[Hh][Tt][Tt][Pp][Ss]?://".into())),
-        Rule::MediaType => text(object, 3, MAX_MEDIA_TYPE, Some(r"^[^\s/]+/\S+$".into())),
+        Rule::Text(max) => text(object, 1, max, Some(TEXT_PATTERN.into())),
+        Rule::MaybeText(max) => text(object, 0, max, Some(format!("^$|{TEXT_PATTERN}"))),
+        Rule::UpTo(max) => text(object, 0, max, Some(NO_NUL.into())),
+        Rule::HttpUrl(max) => text(
+            object,
+            0,
+            max,
+            Some(r"^[Hh][Tt][Tt][Pp][Ss]?://[^\u0000]*$".into()),
+        ),
+        Rule::MediaType => text(
+            object,
+            3,
+            MAX_MEDIA_TYPE,
+            Some(r"^[^\s/\u0000]+/[^\s\u0000]+$".into()),
+        ),
+        Rule::TaskRef => text(
+            object,
+            1,
+            2 * MAX_ID_LEN + 1,
+            Some(format!("^{ID_PART}(?:@{ID_PART})?$")),
+        ),
+        Rule::TraceId => text(object, 32, 32, Some(TRACE_ID_PATTERN.into())),
         Rule::Base64(bytes) => text(
             object,
             0,
@@ -373,7 +418,7 @@ fn apply_scalar(object: &mut Object, rule: &Rule) -> bool {
             let pattern = format!(r"^\s*{one}?\s*(?:,\s*{one}?\s*)*$");
             text(object, 0, usize::MAX, Some(pattern))
         }
-        Rule::CommaText => text(object, 0, usize::MAX, None),
+        Rule::CommaText => text(object, 0, usize::MAX, Some(NO_NUL.into())),
         Rule::DateTime => {
             object.format = Some(SchemaFormat::KnownFormat(KnownFormat::DateTime));
             true

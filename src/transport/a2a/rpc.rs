@@ -505,7 +505,15 @@ pub fn to_a2a(err: CoreError) -> A2AError {
         })
         .collect();
     metadata.insert("error_code".into(), body.error_code.as_str().to_owned());
-    A2AError::new(code, body.error_message).with_details(vec![TypedDetail::error_info(
+    // A code of the server-error range reaches a stock client as a bare message (the
+    // Python SDK drops the details of a code it does not know): the message names the
+    // contract's code itself.
+    let message = if code == SERVER_BUSY {
+        format!("{}: {}", body.error_code.as_str(), body.error_message)
+    } else {
+        body.error_message
+    };
+    A2AError::new(code, message).with_details(vec![TypedDetail::error_info(
         body.error_code.as_str(),
         "switchboard",
         Some(metadata),

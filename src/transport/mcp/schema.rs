@@ -103,14 +103,52 @@ fn object_schema(
     }
     let mut defs = Map::new();
     collect_defs(doc, &schema, &mut defs, &mut BTreeSet::new());
+    defs.remove(switchboard_types::openapi::JSON_VALUE);
     if !defs.is_empty() {
         schema["$defs"] = Value::Object(defs);
     }
+    any_json_plainly(&mut schema);
     rewrite_refs(&mut schema);
     portable_nullables(&mut schema);
     match schema {
         Value::Object(object) => object,
         _ => JsonObject::new(),
+    }
+}
+
+/// The document's recursive "any JSON without NUL" (`JsonValue`) → `{}`: tool hosts turn
+/// schemas into types, and a recursive one sent CrewAI's into endless recursion. The
+/// NUL rule stays the server's (a tool error names it); the value is any JSON.
+fn any_json_plainly(schema: &mut Value) {
+    let json_value = format!("{COMPONENTS}{}", switchboard_types::openapi::JSON_VALUE);
+    let is_json_value = |v: &Value| v["$ref"].as_str() == Some(json_value.as_str());
+    match schema {
+        Value::Object(fields) => {
+            if fields
+                .get("allOf")
+                .and_then(Value::as_array)
+                .is_some_and(|all| all.len() == 1 && is_json_value(&all[0]))
+            {
+                fields.remove("allOf");
+            }
+            for value in fields.values_mut() {
+                if is_json_value(value) {
+                    *value = json!({});
+                } else {
+                    any_json_plainly(value);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                if is_json_value(item) {
+                    *item = json!({});
+                } else {
+                    any_json_plainly(item);
+                }
+            }
+        }
+        _ => {}
     }
 }
 
