@@ -79,6 +79,7 @@ pub async fn hostile(opts: Opts) -> Vec<Row> {
     .await;
     row.setting = "partial head conns at 4000/s, --max-connections 2000".to_owned();
     rows.push(row);
+    rows.extend(crate::hostile_caller::rows(&opts).await);
     rows
 }
 
@@ -172,7 +173,7 @@ async fn open(addr: SocketAddr, kind: Kind) -> Option<TcpStream> {
 }
 
 /// `/healthz` on a fresh connection, connect included; microseconds, `None` on failure.
-async fn healthz(addr: SocketAddr) -> Option<u32> {
+pub(crate) async fn healthz(addr: SocketAddr) -> Option<u32> {
     let started = Instant::now();
     let answer = tokio::time::timeout(Duration::from_secs(2), async {
         let mut socket = TcpStream::connect(addr).await.ok()?;

@@ -17,6 +17,7 @@ mod cpu;
 mod fanout;
 mod harness;
 mod hostile;
+mod hostile_caller;
 mod hot;
 mod live;
 mod mcp;

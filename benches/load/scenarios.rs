@@ -48,6 +48,9 @@ pub const ALL: &[(&str, Scenario)] = &[
         Box::pin(crate::slow::slow_readers(o))
     }),
     ("hostile", |o| Box::pin(crate::hostile::hostile(o))),
+    ("hostile_caller", |o| {
+        Box::pin(async move { crate::hostile_caller::rows(&o).await })
+    }),
     ("console", |o| Box::pin(crate::console::console(o))),
     ("nodes_checker", |o| {
         Box::pin(crate::checker::nodes_checker(o))
