@@ -328,7 +328,9 @@ pub fn constrain(doc: &mut OpenApi) -> Vec<String> {
     problems
 }
 
-fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut Operation> {
+pub(crate) fn operations(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut Operation> {
     [
         &mut item.get,
         &mut item.put,

@@ -84,16 +84,7 @@ pub(crate) fn state_the_rest(doc: &mut OpenApi, problems: &mut Vec<String>) {
         .schemas
         .insert(JSON_VALUE.to_owned(), RefOr::T(json_value()));
     for item in doc.paths.paths.values_mut() {
-        for operation in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for operation in crate::openapi::operations(item) {
             for parameter in operation.parameters.iter_mut().flatten() {
                 if let RefOr::T(parameter) = parameter
                     && let Some(schema) = parameter.schema.as_mut()

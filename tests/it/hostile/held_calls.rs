@@ -165,7 +165,7 @@ async fn a_session_follows_a_bounded_number_of_resources() {
 }
 
 /// An initialized MCP session of `token`'s agent (the 2025-06-18 handshake).
-async fn open_session(app: &TestApp, token: &str) -> String {
+pub(super) async fn open_session(app: &TestApp, token: &str) -> String {
     let opened = app
         .post("/mcp")
         .token(token)

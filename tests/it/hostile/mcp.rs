@@ -75,31 +75,7 @@ async fn a_tool_call_with_malformed_params_is_invalid_params() {
     let app = TestApp::start().await;
     let team = app.team("mcp-params").await;
     let agent = app.agent(&team, "a", &[]).await;
-    let opened = app
-        .post("/mcp")
-        .token(&agent.token)
-        .header("accept", ACCEPT)
-        .json(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "params", "version": "1"}}}),
-        )
-        .send()
-        .await
-        .expect_status(200);
-    let session = opened
-        .headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session")
-        .to_owned();
-    app.post("/mcp")
-        .token(&agent.token)
-        .header("accept", ACCEPT)
-        .header("mcp-session-id", &session)
-        .json(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await;
+    let session = super::held_calls::open_session(&app, &agent.token).await;
     for (n, params) in [
         json!({"name": "get_messages", "arguments": [1]}),
         json!({"arguments": {}}),
