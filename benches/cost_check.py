@@ -1,0 +1,324 @@
+"""The cost of an operation, counted by callgrind, against a committed baseline.
+
+Rates drift by several percent from one run to the next on this kind of machine, more
+than many changes cost; creep of that size adds up unseen (issue 63). Callgrind counts
+what the server executes — the same for the same binary and inputs whatever else the
+machine does — so CI can see a change's cost at the commit that makes it.
+
+One server runs under callgrind twice (SMALL and LARGE operations of each kind, in the
+same order, two servers at once); after each phase `callgrind_control --dump` cuts the
+counts, so each phase is counted apart. Counting starts once the server is idle (its
+start-up done); an idle phase measures what its timers cost per second, which is taken
+off each phase for its length. Per operation: the difference between the two runs'
+phase, over LARGE - SMALL (connection set-up cancels out). Counted:
+
+* instructions (user space; not the kernel's share, not cache misses);
+* allocations: calls into Rust's allocation entry points (`__rust_alloc`, its zeroed and
+  `realloc` kin) and C's `malloc` family (SQLite's) — exact where instructions are not
+  sensitive enough (one allocation is about 0.01 % of a send's instructions here).
+
+The kinds: a REST SEND_MESSAGE; a STOMP SEND with a receipt (the frames Wise Agents
+sends); a REST send to a recipient connected by WebSocket, the push included; an MCP
+`send_message` tool call (stateless); a task round trip (a `TaskRequest` submitted, its
+success result reported).
+
+Usage:
+
+    python3 benches/cost_check.py BINARY                 # compare with the baseline
+    python3 benches/cost_check.py BINARY --write REASON  # measure and write the baseline
+
+The baseline (`benches/cost_baseline.json`) is of the build CI tests (the debug build
+`cargo test` makes: no second build in CI), and says why it last changed. The check fails
+when a kind's instructions grow by more than INSTRUCTIONS_SLACK or its allocations by more
+than ALLOCATIONS_SLACK per operation: a change that costs more updates the baseline in the
+same commit, with its reason. A cheaper result passes, and says so. Needs `valgrind`.
+"""
+
+import glob
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from websockets.sync.client import connect as ws_connect
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BASELINE = os.path.join(ROOT, "benches", "cost_baseline.json")
+ADMIN = "cost-check-admin-token-0123456789"
+SMALL, LARGE = 100, 300
+# Seconds of an idle phase: what the server's timers cost per second is subtracted from
+# each phase for its length, so a slower (or busier) machine does not count more.
+IDLE = 10
+KINDS = ["rest_send", "stomp_send", "ws_push", "mcp_call", "task_round_trip"]
+# Growth that fails the check: instructions as a fraction, allocations per operation.
+INSTRUCTIONS_SLACK = 0.03
+ALLOCATIONS_SLACK = 0.5
+# Rust's allocation entry points (whatever the global allocator: mimalloc here) and the C
+# allocator SQLite uses.
+ALLOCATORS = {"__rustc::__rust_alloc", "__rustc::__rust_alloc_zeroed", "__rustc::__rust_realloc",
+              "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(conn, method, path, token, body=None, headers=None):
+    sent = {"Authorization": "Bearer " + token, "Content-Type": "application/json"}
+    sent.update(headers or {})
+    conn.request(method, path, body=None if body is None else json.dumps(body), headers=sent)
+    answer = conn.getresponse()
+    data = answer.read()
+    if answer.status >= 300:
+        raise RuntimeError(f"{method} {path} answered {answer.status}: {data[:300]!r}")
+    try:
+        return json.loads(data) if data else None
+    except ValueError:
+        return data.decode(errors="replace")
+
+
+def connected(port):
+    for _ in range(2400):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn.connect()
+            return conn
+        except OSError:
+            time.sleep(0.25)
+    raise RuntimeError("the server did not start")
+
+
+def stomp_frames(sock, count):
+    """Reads `count` frames (NUL-terminated) off `sock`; their commands."""
+    buffered, commands = b"", []
+    while len(commands) < count:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("the STOMP connection closed")
+        buffered += chunk
+        while b"\0" in buffered:
+            frame, buffered = buffered.split(b"\0", 1)
+            frame = frame.lstrip(b"\r\n")
+            if frame:
+                commands.append(frame.split(b"\n", 1)[0].decode())
+    return commands
+
+
+def wise_body(text):
+    return ("!wiseagents.WiseAgentMessage\n"
+            f"_context_name: null\n_message: {json.dumps(text)}\n_message_type: QUERY\n"
+            "_route_response_to: null\n_sender: a\n_tool_id: null\n")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settle(pid):
+    """Waits until the server is idle (start-up work done: under callgrind building its
+    outgoing HTTP clients alone takes seconds), so none of it is counted in a phase."""
+    last = cpu_seconds(pid)
+    for _ in range(300):
+        time.sleep(1)
+        now = cpu_seconds(pid)
+        if now - last < 0.05:
+            return
+        last = now
+    raise RuntimeError("the server never went idle")
+
+
+def phases(http_port, stomp_port, n, dump, pid):
+    """The operations, `n` of each kind, with `dump()` after each phase; an idle phase of
+    IDLE seconds first, to subtract what the server does on its timers."""
+    conn = connected(http_port)
+    team = call(conn, "POST", "/v1/teams", ADMIN, {"name": "cost", "team_id": "cost"})
+    tokens = {}
+    for agent in ["a", "b"]:
+        made = call(conn, "POST", "/v1/teams/cost/agents", team["team_key"],
+                    {"agent_id": agent, "role": "worker", "capabilities": ["work"]})
+        tokens[agent] = made["token"]
+    send = {"sender_agent_id": "a", "recipient_agent_ids": ["b"], "message_type": "information",
+            "content": {"text": "hello there, a message of ordinary size"}}
+    stomp = socket.create_connection(("127.0.0.1", stomp_port), timeout=300)
+    stomp.sendall(f"CONNECT\naccept-version:1.2\npasscode:{tokens['a']}\n\n\0".encode())
+    if stomp_frames(stomp, 1) != ["CONNECTED"]:
+        raise RuntimeError("STOMP CONNECT refused")
+    settle(pid)
+    dump()
+    time.sleep(IDLE)
+    dump()
+
+    for _ in range(n):
+        call(conn, "POST", "/v1/messages", tokens["a"], send)
+    dump()
+
+    body = wise_body("hello there, a message of ordinary size").encode()
+    for i in range(n):
+        stomp.sendall(b"SEND\ndestination:/queue/request/b\ncontent-type:text/plain\n"
+                      + f"receipt:r{i}\ncontent-length:{len(body)}\n\n".encode() + body + b"\0")
+        if stomp_frames(stomp, 1) != ["RECEIPT"]:
+            raise RuntimeError("a SEND got no RECEIPT")
+    dump()
+
+    with ws_connect(f"ws://127.0.0.1:{http_port}/v1/ws?access_token={tokens['b']}",
+                    max_size=None) as ws:
+        # Caught up first: what the earlier phases left in b's inbox is replayed now.
+        while json.loads(ws.recv(timeout=300)).get("type") != "caught_up":
+            pass
+        dump()
+        for _ in range(n):
+            call(conn, "POST", "/v1/messages", tokens["a"], send)
+            while json.loads(ws.recv(timeout=300)).get("type") != "message":
+                pass
+        dump()
+
+    mcp = {"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2026-07-28",
+           "Mcp-Method": "tools/call", "Mcp-Name": "send_message"}
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "cost", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    for i in range(n):
+        call(conn, "POST", "/mcp", tokens["a"], {
+            "jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "send_message", "_meta": meta, "arguments": {
+                "recipient_agent_ids": ["b"], "content": {"text": "hello over MCP"}}}}, mcp)
+    dump()
+
+    for i in range(n):
+        call(conn, "POST", "/v1/tasks", tokens["a"],
+             {"task_id": f"t{i}", "description": "Do it", "originating_agent_id": "a",
+              "target_agent_id": "b"})
+        call(conn, "POST", f"/v1/tasks/t{i}/result", tokens["b"],
+             {"status": "success", "result_data": {"ok": True}})
+    dump()
+    stomp.close()
+
+
+def measure(binary, n):
+    """Per phase (setup, then KINDS with one extra cut before the pushes): (instructions,
+    allocations) of a server run doing `n` operations of each kind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        http_port, stomp_port = free_port(), free_port()
+        out = os.path.join(tmp, "cg.out")
+        server = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             f"--log-file={os.path.join(tmp, 'valgrind.log')}", binary, "serve",
+             "--listen", f"127.0.0.1:{http_port}", "--stomp-listen", f"127.0.0.1:{stomp_port}",
+             "--admin-token", ADMIN, "--database", os.path.join(tmp, "cost.db")],
+            env={**os.environ, "RUST_LOG": "warn"},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dumps = 0
+
+        cuts = []
+
+        def dump():
+            nonlocal dumps
+            subprocess.run(["callgrind_control", "--dump", str(server.pid)],
+                           check=True, capture_output=True)
+            cuts.append(time.monotonic())
+            dumps += 1
+            # The dump is written when valgrind next looks for commands.
+            for _ in range(600):
+                if len(glob.glob(out + ".*")) >= dumps:
+                    return
+                time.sleep(0.1)
+            raise RuntimeError("callgrind wrote no dump")
+
+        try:
+            phases(http_port, stomp_port, n, dump, server.pid)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait()
+        files = sorted(glob.glob(out + ".*"), key=lambda f: int(f.rsplit(".", 1)[1]))
+        counted = [count(f) for f in files]
+    lengths = [b - a for a, b in zip(cuts, cuts[1:])]
+    # Cuts: setup | idle | rest | stomp | (catch-up) | ws | mcp | tasks.
+    idle = counted[1]
+    rate = (idle[0] / lengths[0], idle[1] / lengths[0])
+
+    def less_idle(i):
+        seconds = lengths[i - 1]
+        return (counted[i][0] - rate[0] * seconds, counted[i][1] - rate[1] * seconds)
+
+    return dict(zip(KINDS, [less_idle(i) for i in (2, 3, 5, 6, 7)])) | {"idle per second": rate}
+
+
+def count(path):
+    """(instructions, allocator calls) of one callgrind dump."""
+    names, callee, instructions, allocations = {}, None, 0, 0
+    with open(path, errors="replace") as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                instructions = int(line.split()[1])
+            elif line.startswith(("cfn=", "fn=")):
+                m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.strip())
+                if m:
+                    if m.group(2):
+                        names[m.group(1)] = m.group(2)
+                    name = names.get(m.group(1), "")
+                    callee = name if line.startswith("cfn=") else None
+            elif line.startswith("calls=") and callee in ALLOCATORS:
+                allocations += int(line.split("=", 1)[1].split()[0])
+    return instructions, allocations
+
+
+def per_operation(binary):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        small, large = pool.map(lambda n: measure(binary, n), [SMALL, LARGE])
+    return {kind: {"instructions": round((large[kind][0] - small[kind][0]) / (LARGE - SMALL)),
+                   "allocations": round((large[kind][1] - small[kind][1]) / (LARGE - SMALL), 2)}
+            for kind in KINDS}
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        sys.exit(__doc__)
+    binary = args[0]
+    measured = per_operation(binary)
+    if args[1:2] == ["--write"]:
+        reason = " ".join(args[2:]) or sys.exit("--write needs a reason")
+        with open(BASELINE, "w") as f:
+            json.dump({"reason": reason, "build": "debug (cargo test's)",
+                       "operations": measured}, f, indent=2)
+            f.write("\n")
+        print(json.dumps(measured, indent=2))
+        return 0
+    with open(BASELINE) as f:
+        baseline = json.load(f)
+    failed = []
+    print("| operation | instructions | baseline | change | allocations | baseline | change |")
+    print("|---|---|---|---|---|---|---|")
+    for kind in KINDS:
+        now, then = measured[kind], baseline["operations"][kind]
+        grew = now["instructions"] / then["instructions"] - 1
+        more = now["allocations"] - then["allocations"]
+        print(f"| {kind} | {now['instructions']:,} | {then['instructions']:,} | {100 * grew:+.2f} % "
+              f"| {now['allocations']:.2f} | {then['allocations']:.2f} | {more:+.2f} |")
+        if grew > INSTRUCTIONS_SLACK:
+            failed.append(f"{kind}: {100 * grew:+.1f} % instructions")
+        if more > ALLOCATIONS_SLACK:
+            failed.append(f"{kind}: {more:+.2f} allocations per operation")
+    print(f"\nbaseline: {baseline['reason']}")
+    if failed:
+        print("\ncost check FAILED: " + "; ".join(failed))
+        print("If the cost is meant, write the baseline in the same commit, with why:\n"
+              f"  python3 benches/cost_check.py {binary} --write '<reason>'")
+        return 1
+    print("\ncost check: no operation costs more than its baseline allows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
