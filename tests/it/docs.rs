@@ -282,3 +282,72 @@ fn the_text_and_base64_patterns_agree_with_the_validation() {
         );
     }
 }
+
+/// The rules a schema can state are stated (issue 61, item 11: generated clients sent 23
+/// kinds of request the server refused): no string the document describes admits NUL —
+/// each has a pattern that refuses it, an enum or a format — free-form JSON takes only
+/// `JsonValue`, and the rules between fields are there.
+#[test]
+fn every_string_refuses_nul_and_the_rules_between_fields_are_stated() {
+    let doc = serde_json::to_value(switchboard::server::openapi_document()).expect("doc");
+    let mut open = Vec::new();
+    strings_admitting_nul(&doc["components"]["schemas"], "schemas", &mut open);
+    strings_admitting_nul(&doc["paths"], "paths", &mut open);
+    assert!(open.is_empty(), "strings that admit NUL: {open:#?}");
+    let schemas = &doc["components"]["schemas"];
+    assert!(schemas["Attachment"]["oneOf"].is_array());
+    assert!(schemas["SetWatch"]["anyOf"].is_array());
+    assert!(schemas["SendMessage"]["anyOf"].is_array());
+    assert_eq!(
+        schemas["Content"]["properties"]["data"]["additionalProperties"]["$ref"],
+        "#/components/schemas/JsonValue"
+    );
+    let text = regex::Regex::new(switchboard_types::openapi::TEXT_PATTERN).expect("pattern");
+    for (candidate, ok) in [
+        ("a", true),
+        (" a ", true),
+        ("a\0", false),
+        ("\0", false),
+        (" ", false),
+    ] {
+        assert_eq!(text.is_match(candidate), ok, "{candidate:?}");
+    }
+    let no_nul = regex::Regex::new(switchboard_types::openapi::NO_NUL).expect("pattern");
+    assert!(no_nul.is_match("") && no_nul.is_match("x y") && !no_nul.is_match("x\0"));
+}
+
+/// Where a string schema with neither a pattern that refuses NUL, an enum nor a format
+/// is (in `path`).
+fn strings_admitting_nul(value: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            let typed_string = match &fields.get("type") {
+                Some(serde_json::Value::String(t)) => t == "string",
+                Some(serde_json::Value::Array(types)) => types.iter().any(|t| t == "string"),
+                _ => false,
+            };
+            let guarded = fields.contains_key("enum")
+                || fields.contains_key("format")
+                || fields.contains_key("const")
+                || fields
+                    .get("pattern")
+                    .and_then(|p| p.as_str())
+                    .and_then(|p| regex::Regex::new(p).ok())
+                    .is_some_and(|p| !p.is_match("a\0") && !p.is_match("\0"));
+            // Response-only strings are not what a client sends; the stated inputs are
+            // what matters, but every schema is walked (shared ones are both).
+            if typed_string && !guarded && !path.contains("/responses/") {
+                out.push(path.to_owned());
+            }
+            for (key, inner) in fields {
+                strings_admitting_nul(inner, &format!("{path}/{key}"), out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, inner) in items.iter().enumerate() {
+                strings_admitting_nul(inner, &format!("{path}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}

@@ -233,6 +233,9 @@ const OTHER_TOOLS: &[&str] = &[
     // The A2A test kit's runner (docs/a2a.md).
     "--sut-host",
     "--transport",
+    // callgrind_control, and the cost check's own (benches/cost_check.py).
+    "--dump",
+    "--write",
 ];
 
 /// Every `--flag` a page names is one of ours (any command's), the load benchmark's (a

@@ -28,8 +28,8 @@ fn between_fields() -> Vec<(&'static str, &'static str, serde_json::Value)> {
             "Attachment",
             "oneOf",
             json!([
-                {"required": ["url"], "properties": {"url": {"type": "string"}}},
-                {"required": ["data"], "properties": {"data": {"type": "string"}}},
+                {"required": ["url"], "properties": {"url": {"type": "string", "pattern": NO_NUL}}},
+                {"required": ["data"], "properties": {"data": {"type": "string", "pattern": NO_NUL}}},
             ]),
         ),
         (
