@@ -113,48 +113,9 @@ async fn long_history(opts: &Opts) -> Row {
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
     );
-    let mut work = Vec::new();
-    {
-        let (base, token, stop) = (base.clone(), worker.token.clone(), stop.clone());
-        let (taken, refused) = (taken.clone(), refused.clone());
-        work.push(tokio::spawn(async move {
-            let client = reqwest::Client::new();
-            let blob = "x".repeat(900 * 1024);
-            while !stop.load(Ordering::Relaxed) {
-                let status = client
-                    .post(format!("{base}/v1/tasks/big/result"))
-                    .bearer_auth(&token)
-                    .json(&json!({"status": "in-progress", "result_data": {"blob": blob}}))
-                    .send()
-                    .await
-                    .map(|r| r.status().as_u16())
-                    .unwrap_or(0);
-                let counter = if status == 200 { &taken } else { &refused };
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
+    let mut work = vec![reporter(&base, &worker.token, &stop, (&taken, &refused))];
     for _ in 0..4 {
-        let (base, token, stop, reads) = (
-            base.clone(),
-            origin.token.clone(),
-            stop.clone(),
-            reads.clone(),
-        );
-        work.push(tokio::spawn(async move {
-            let client = reqwest::Client::new();
-            while !stop.load(Ordering::Relaxed) {
-                if let Ok(r) = client
-                    .get(format!("{base}/v1/tasks/big"))
-                    .bearer_auth(&token)
-                    .send()
-                    .await
-                {
-                    let _ = r.bytes().await;
-                    reads.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
+        work.push(reader(&base, &origin.token, &stop, &reads));
     }
     let (latencies, failures, peak) = probe(&server, deadline).await;
     stop.store(true, Ordering::Relaxed);
@@ -173,6 +134,62 @@ async fn long_history(opts: &Opts) -> Row {
             reads.load(Ordering::Relaxed)
         ),
     )
+}
+
+/// The assignee: 0.9 MB progress reports until `stop`, counting those taken and refused.
+fn reporter(
+    base: &str,
+    token: &str,
+    stop: &Arc<AtomicBool>,
+    (taken, refused): (&Arc<AtomicU64>, &Arc<AtomicU64>),
+) -> tokio::task::JoinHandle<()> {
+    let (base, token, stop) = (base.to_owned(), token.to_owned(), stop.clone());
+    let (taken, refused) = (taken.clone(), refused.clone());
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let blob = "x".repeat(900 * 1024);
+        while !stop.load(Ordering::Relaxed) {
+            let status = client
+                .post(format!("{base}/v1/tasks/big/result"))
+                .bearer_auth(&token)
+                .json(&json!({"status": "in-progress", "result_data": {"blob": blob}}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .unwrap_or(0);
+            let counter = if status == 200 { &taken } else { &refused };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    })
+}
+
+/// A reader of the task, whole answers, until `stop`.
+fn reader(
+    base: &str,
+    token: &str,
+    stop: &Arc<AtomicBool>,
+    reads: &Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<()> {
+    let (base, token, stop, reads) = (
+        base.to_owned(),
+        token.to_owned(),
+        stop.clone(),
+        reads.clone(),
+    );
+    tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(r) = client
+                .get(format!("{base}/v1/tasks/big"))
+                .bearer_auth(&token)
+                .send()
+                .await
+            {
+                let _ = r.bytes().await;
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
 }
 
 /// `/healthz` on a fresh connection every 10 ms until `deadline`: latencies, failures

@@ -31,12 +31,7 @@ impl Core {
         if let Some(tag) = &query.cause_by {
             check_text("cause_by", tag, MAX_TAG)?;
         }
-        // `after_seq` reads forward: without a sort order it means oldest first.
-        let order = query.sort_order.unwrap_or(if query.after_seq.is_some() {
-            SortOrder::OldestFirst
-        } else {
-            SortOrder::default()
-        });
+        let order = order_of(&query);
         let after = start_of_page(&query, order)?;
         let sender_pks = query.senders.map(|CommaList(ids)| {
             ids.iter()
@@ -128,6 +123,16 @@ impl Core {
         items.truncate(usize::try_from(limit).unwrap_or(0));
         Ok(ReplayPage { items, more })
     }
+}
+
+/// The page's order: as asked; without one, oldest first for `after_seq` (it reads
+/// forward), otherwise the default.
+fn order_of(query: &InboxQuery) -> SortOrder {
+    query.sort_order.unwrap_or(if query.after_seq.is_some() {
+        SortOrder::OldestFirst
+    } else {
+        SortOrder::default()
+    })
 }
 
 /// Where a page starts: after `after_seq` (oldest first only) or a cursor, not both.

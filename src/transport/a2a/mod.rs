@@ -18,6 +18,7 @@
 
 mod card;
 mod convert;
+mod errors;
 mod outside;
 mod push;
 mod rpc;
