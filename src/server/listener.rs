@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use crate::transport::common::gate::{Busy, Gate, PinLater, Place, Slot, Ticket};
+use crate::transport::common::gate::{Busy, Gate, PinLater, Slot, Ticket, on_place};
 use crate::transport::common::socket::Backoff;
 
 /// hyper's outer bound on a request head's bytes (see the module documentation).
@@ -153,8 +153,9 @@ async fn accept(listener: &TcpListener, backoff: &mut Backoff) -> CountedStream 
 /// The application behind one connection's place in the gate: a request keeps the
 /// connection busy until its answer has been written to the end (a streamed answer for
 /// as long as it streams), and an answer that upgrades the connection (101) pins it
-/// unless it says the session pins it later ([`PinLater`]). The request carries its
-/// [`Place`] for the layers that change how the gate sees it.
+/// unless it says the session pins it later ([`PinLater`]). The request is served with
+/// its connection's place at hand (`gate::place`) for the layers that change how the
+/// gate sees it.
 #[derive(Clone)]
 struct Tracked {
     app: Router,
@@ -170,11 +171,10 @@ impl Service<Request<Incoming>> for Tracked {
         Service::<Request<Incoming>>::poll_ready(&mut self.app, cx)
     }
 
-    fn call(&mut self, mut request: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         let busy = self.slot.begin();
         let slot = self.slot.clone();
-        request.extensions_mut().insert(Place(slot.clone()));
-        let answer = self.app.call(request);
+        let answer = on_place(slot.clone(), self.app.call(request));
         Box::pin(async move {
             let response = answer.await?;
             if response.status() == axum::http::StatusCode::SWITCHING_PROTOCOLS

@@ -187,11 +187,24 @@ impl Slot {
     }
 }
 
-/// The connection a request came on, in the request's extensions: for the code that
-/// changes how the gate sees it (a refused request draining its body rests; a STOMP
-/// WebSocket is pinned only once it connected).
-#[derive(Clone)]
-pub struct Place(pub Arc<Slot>);
+tokio::task_local! {
+    /// The connection the request being served came on, for the code that changes how
+    /// the gate sees it (a refused request draining its body rests; a STOMP WebSocket is
+    /// pinned only once it connected). A task-local rather than a request extension: an
+    /// extension costs an allocation on every request for the few that need it.
+    static PLACE: Arc<Slot>;
+}
+
+/// Serves `request` (a future) with `slot` as its connection's place ([`place`]).
+pub fn on_place<F: Future>(slot: Arc<Slot>, request: F) -> impl Future<Output = F::Output> {
+    PLACE.scope(slot, request)
+}
+
+/// The place of the connection the current request came on; `None` outside a request
+/// the listener serves.
+pub fn place() -> Option<Arc<Slot>> {
+    PLACE.try_with(Arc::clone).ok()
+}
 
 /// A response extension: the upgrade this answers is not pinned by the listener; the
 /// session it starts pins it once authenticated (STOMP over WebSocket: at `CONNECT`).

@@ -23,8 +23,6 @@ use axum::response::Response;
 use http_body::{Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::transport::common::gate::Place;
-
 /// Most bytes of an unread request body read and dropped after the handler answered.
 pub const LINGER_BYTES: usize = 64 * 1024 * 1024;
 
@@ -83,7 +81,7 @@ pub async fn drain_unread_body(request: Request, next: Next) -> Response {
     if http_body::Body::is_end_stream(request.body()) {
         return next.run(request).await;
     }
-    let place = request.extensions().get::<Place>().cloned();
+    let place = crate::transport::common::gate::place();
     let (parts, body) = request.into_parts();
     let shared = Shared(Arc::new(Mutex::new(Some(body))));
     let response = next
@@ -92,7 +90,7 @@ pub async fn drain_unread_body(request: Request, next: Next) -> Response {
     if let Some(rest) = shared.take()
         && !http_body::Body::is_end_stream(&rest)
     {
-        let _resting = place.map(|Place(slot)| slot.rest());
+        let _resting = place.map(|slot| slot.rest());
         let _ = tokio::time::timeout(LINGER_TIME, drain(rest)).await;
     }
     response

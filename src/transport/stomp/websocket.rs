@@ -6,9 +6,9 @@
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
+use axum::extract::State;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Extension, State};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
 use futures_util::{Sink, Stream};
@@ -20,7 +20,7 @@ use super::StompState;
 use super::frame::{Frame, FrameError, Incoming, StompCodec, Version};
 use super::session::{self, Wire};
 use crate::transport::common::ApiError;
-use crate::transport::common::gate::{PinLater, Place};
+use crate::transport::common::gate::PinLater;
 
 /// The subprotocols STOMP over WebSocket uses, the server's preference first.
 const SUBPROTOCOLS: [&str; 3] = ["v12.stomp", "v11.stomp", "v10.stomp"];
@@ -43,7 +43,6 @@ pub fn routes() -> OpenApiRouter<StompState> {
     ))]
 async fn stomp_over_websocket(
     State(state): State<StompState>,
-    place: Option<Extension<Place>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
@@ -60,7 +59,7 @@ async fn stomp_over_websocket(
     let tracker = state.tracker.clone();
     // Unpinned until CONNECT, as on TCP: a socket that upgraded and never connected is
     // an idle one the gate may let go (300 of them made `/healthz` 503 for 10 s each).
-    let place = place.map(|Extension(Place(slot))| slot);
+    let place = crate::transport::common::gate::place();
     let mut response = upgrade
         .protocols(SUBPROTOCOLS)
         .read_buffer_size(4 * 1024)
