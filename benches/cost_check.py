@@ -5,12 +5,12 @@ than many changes cost; creep of that size adds up unseen (issue 63). Callgrind 
 what the server executes — the same for the same binary and inputs whatever else the
 machine does — so CI can see a change's cost at the commit that makes it.
 
-One server runs under callgrind twice (SMALL and LARGE operations of each kind, in the
-same order, two servers at once); after each phase `callgrind_control --dump` cuts the
-counts, so each phase is counted apart. Counting starts once the server is idle (its
-start-up done); an idle phase measures what its timers cost per second, which is taken
-off each phase for its length. Per operation: the difference between the two runs'
-phase, over LARGE - SMALL (connection set-up cancels out). Counted:
+A server runs under callgrind doing N operations of each kind, one kind after another;
+after each phase `callgrind_control --dump` cuts the counts, so each phase is counted
+apart. Counting starts once the server is idle (its start-up done); an idle phase
+measures what its timers cost per second, which is taken off each phase for its length.
+Per operation: a phase over N (connections are set up outside the phases), the median of
+RUNS such servers. Counted:
 
 * instructions (user space; not the kernel's share, not cache misses);
 * allocations: calls into Rust's allocation entry points (`__rust_alloc`, its zeroed and
@@ -52,7 +52,8 @@ from websockets.sync.client import connect as ws_connect
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "benches", "cost_baseline.json")
 ADMIN = "cost-check-admin-token-0123456789"
-SMALL, LARGE = 100, 300
+N = 300
+RUNS = 3
 # Seconds of an idle phase: what the server's timers cost per second is subtracted from
 # each phase for its length, so a slower (or busier) machine does not count more.
 IDLE = 10
@@ -274,10 +275,20 @@ def count(path):
 
 
 def per_operation(binary):
+    """Each kind's phase over its N operations, the median of RUNS runs (two at a time).
+
+    Not the difference of a small and a large run: that doubles the runs' noise and
+    divides it by the difference (two runs of one binary differed by up to 7 % so). A
+    phase's total at a fixed N varied by 0.01-1.3 % in instructions and 0.3-1.7 % in
+    allocations; what varies is the server's timer work during the phase."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        small, large = pool.map(lambda n: measure(binary, n), [SMALL, LARGE])
-    return {kind: {"instructions": round((large[kind][0] - small[kind][0]) / (LARGE - SMALL)),
-                   "allocations": round((large[kind][1] - small[kind][1]) / (LARGE - SMALL), 2)}
+        runs = list(pool.map(lambda _: measure(binary, N), range(RUNS)))
+
+    def median(values):
+        return sorted(values)[len(values) // 2]
+
+    return {kind: {"instructions": round(median([r[kind][0] for r in runs]) / N),
+                   "allocations": round(median([r[kind][1] for r in runs]) / N, 2)}
             for kind in KINDS}
 
 
