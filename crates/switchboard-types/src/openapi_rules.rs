@@ -12,7 +12,7 @@
 use serde_json::json;
 use utoipa::openapi::extensions::Extensions;
 use utoipa::openapi::schema::{
-    AdditionalProperties, AllOf, AnyOf, Array, ArrayItems, Object, Schema, SchemaType, Type,
+    AdditionalProperties, AnyOf, Array, ArrayItems, Object, Schema, SchemaType, Type,
 };
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
@@ -105,11 +105,13 @@ fn no_nul(schema: &mut RefOr<Schema>) {
         && object.properties.is_empty()
         && object.enum_values.is_none()
     {
-        // Any JSON value (`result_data`): the same, with the NUL rule.
-        let mut any = AllOf::new();
-        any.items = vec![RefOr::Ref(Ref::from_schema_name(JSON_VALUE))];
-        any.description = object.description.take();
-        *schema = RefOr::T(Schema::AllOf(any));
+        // Any JSON value (`result_data`): the same, with the NUL rule. A `$ref` with its
+        // description beside it (OpenAPI 3.1), not an `allOf` of one: the validator CI
+        // runs collects an `allOf`'s properties through `items` without end on a
+        // recursive schema.
+        let mut any = Ref::from_schema_name(JSON_VALUE);
+        any.description = object.description.take().unwrap_or_default();
+        *schema = RefOr::Ref(any);
         return;
     }
     let RefOr::T(schema) = schema else { return };
