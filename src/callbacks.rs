@@ -122,9 +122,9 @@ async fn next_wait(core: &Core) -> Duration {
     match core.next_callback_due().await {
         Ok(Some(at)) => {
             let micros = (at.micros() - Timestamp::now().micros()).max(0);
-            Duration::from_micros(micros as u64).min(IDLE_POLL)
+            Duration::from_micros(micros as u64).min(crate::ticks::every(IDLE_POLL))
         }
-        _ => IDLE_POLL,
+        _ => crate::ticks::every(IDLE_POLL),
     }
 }
 

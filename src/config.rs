@@ -143,6 +143,13 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_OTLP_ENDPOINT", value_name = "URL", value_parser = http_url)]
     pub otlp_endpoint: Option<String>,
 
+    /// Multiplies every interval of the server's background work (checkpoints, storage
+    /// checks, saving cursors, sweeps) by this factor. For the cost check only
+    /// (`benches/cost_check.py`), so that no timer's work falls into what it counts; a
+    /// stretched server checkpoints and checks its storage that much less often.
+    #[arg(long, env = "SWITCHBOARD_TICK_SCALE", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub tick_scale: u32,
+
     /// Seconds between the server's WebSocket pings; a connection that has not answered
     /// by the next ping is closed (code 4001).
     #[arg(long, env = "SWITCHBOARD_WS_PING_INTERVAL", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]

@@ -20,6 +20,7 @@
 //! * [`cli`] — `switchboard agent` and `switchboard admin`, built on the client crate.
 //! * [`server`] — wiring and graceful shutdown; what `serve` and the tests start.
 //! * [`telemetry`] — logging and metrics.
+//! * [`ticks`] — how often background work runs (stretched only for the cost check).
 
 #![forbid(unsafe_code)]
 
@@ -33,4 +34,5 @@ pub mod otlp;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod ticks;
 pub mod transport;

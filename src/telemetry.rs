@@ -85,7 +85,7 @@ impl MetricsHandle {
                 .name("metrics-upkeep".into())
                 .spawn(move || {
                     loop {
-                        std::thread::sleep(UPKEEP_INTERVAL);
+                        std::thread::sleep(crate::ticks::every(UPKEEP_INTERVAL));
                         upkeep.run_upkeep();
                     }
                 });

@@ -45,7 +45,7 @@ impl Core {
 
 async fn check(inner: Weak<Inner>) {
     loop {
-        tokio::time::sleep(EVERY).await;
+        tokio::time::sleep(crate::ticks::every(EVERY)).await;
         let Some(inner) = inner.upgrade() else { return };
         let answered = matches!(
             tokio::time::timeout(EVERY, inner.store.ping()).await,

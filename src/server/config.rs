@@ -34,6 +34,9 @@ pub struct ServerConfig {
     pub otlp_endpoint: Option<String>,
     /// Seconds between WebSocket pings (and the time allowed for the pong).
     pub ws_ping_interval: Duration,
+    /// What every background interval is multiplied by (`--tick-scale`; 1 but in the
+    /// cost check).
+    pub tick_scale: u32,
     /// Frames a WebSocket connection may have waiting.
     pub ws_outbox: usize,
     /// Live connections one agent may hold at once (more are closed with 4029).
@@ -78,6 +81,7 @@ impl ServerConfig {
             budgets: Default::default(),
             otlp_endpoint: None,
             ws_ping_interval: Duration::from_secs(20),
+            tick_scale: 1,
             ws_outbox: 1024,
             ws_max_per_agent: 16,
             ws_max_connections: 10_000,
@@ -130,6 +134,7 @@ impl TryFrom<&ServeArgs> for ServerConfig {
             otlp_endpoint: args.otlp_endpoint.clone(),
             a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
+            tick_scale: args.tick_scale,
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),
             ws_max_per_agent: usize::try_from(args.ws_max_per_agent).unwrap_or(usize::MAX),
             ws_max_connections: usize::try_from(args.ws_max_connections).unwrap_or(usize::MAX),

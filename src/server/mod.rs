@@ -93,6 +93,7 @@ pub struct Server {
 impl Server {
     /// Opens storage, loads the registry, binds the listener and starts serving.
     pub async fn start(config: ServerConfig) -> Result<Server, StartError> {
+        crate::ticks::stretch(config.tick_scale);
         // Before anything is written, so the first storage batches are counted too.
         let metrics = MetricsHandle::global();
         // Before any task that may build an HTTP client starts: reqwest panics building
@@ -421,7 +422,7 @@ async fn serve(
 
 /// Acks and last activity are kept in memory by the hub and written once a second.
 async fn save_presence_every_second(core: Core, stop: CancellationToken) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut tick = tokio::time::interval(crate::ticks::every(Duration::from_secs(1)));
     loop {
         tokio::select! {
             () = stop.cancelled() => break,

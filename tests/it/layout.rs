@@ -3,7 +3,8 @@
 //! model → types; store → model, types; hub → model, types; core → model, store, hub,
 //! types; each transport → core, types (and the shared `transport::common`); nothing
 //! imports a transport but the server's wiring; no two transports import each other; the
-//! client crate → types only.
+//! client crate → types only; `ticks` (how often background work runs) → nothing,
+//! read by every component with a timer.
 //!
 //! The test reads every source file, resolves each `crate::…` and `super::…` path to the
 //! component it names, and fails on an arrow the table does not allow. A new transport
@@ -15,9 +16,9 @@ use std::path::{Path, PathBuf};
 /// Which components each component may use (itself always).
 const ALLOWED: &[(&str, &[&str])] = &[
     ("model", &[]),
-    ("store", &["model"]),
+    ("store", &["model", "ticks"]),
     ("hub", &["model"]),
-    ("core", &["model", "store", "hub"]),
+    ("core", &["model", "store", "hub", "ticks"]),
     ("transport::common", &["core"]),
     (
         "transport::http",
@@ -25,14 +26,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("transport::ws", &["transport::common", "core"]),
     ("transport::stomp", &["transport::common", "core"]),
-    ("transport::mcp", &["transport::common", "core"]),
-    ("transport::a2a", &["transport::common", "core"]),
+    ("transport::mcp", &["transport::common", "core", "ticks"]),
+    ("transport::a2a", &["transport::common", "core", "ticks"]),
     ("transport", &[]),
-    ("callbacks", &["core"]),
+    ("callbacks", &["core", "ticks"]),
     // Exports the core's spans (as callbacks deliver the core's notifications).
     ("otlp", &["core"]),
     ("cli", &[]),
-    ("telemetry", &[]),
+    ("telemetry", &["ticks"]),
+    // How often background work runs: every component with a timer reads it.
+    ("ticks", &[]),
     ("config", &["cli", "telemetry"]),
     // The wiring composes everything.
     ("server", &["*"]),

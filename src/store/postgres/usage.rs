@@ -22,7 +22,7 @@ pub(super) async fn run(read: PgPool, stop: CancellationToken) {
         }
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(INTERVAL) => {}
+            () = tokio::time::sleep(crate::ticks::every(INTERVAL)) => {}
         }
     }
 }

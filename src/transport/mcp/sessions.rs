@@ -68,7 +68,7 @@ impl SessionLimit {
             .unwrap_or_else(|p| p.into_inner())
             .swept
             .elapsed()
-            >= SWEEP_EVERY;
+            >= crate::ticks::every(SWEEP_EVERY);
         if due {
             self.sweep().await;
         }

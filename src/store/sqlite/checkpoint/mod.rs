@@ -146,7 +146,7 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
     let mut usage_read: Option<Instant> = None;
     let mut easing = Easing::new();
     loop {
-        if usage_read.is_none_or(|at| at.elapsed() >= USAGE_INTERVAL) {
+        if usage_read.is_none_or(|at| at.elapsed() >= crate::ticks::every(USAGE_INTERVAL)) {
             super::usage::publish(&mut conn, &bound.database).await;
             usage_read = Some(Instant::now());
         }
@@ -156,7 +156,7 @@ pub async fn run(mut conn: SqliteConnection, bound: WalBound, stop: Cancellation
         let pause = if busy {
             Duration::from_millis(5)
         } else {
-            INTERVAL
+            crate::ticks::every(INTERVAL)
         };
         tokio::select! {
             () = stop.cancelled() => break,

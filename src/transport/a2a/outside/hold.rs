@@ -22,7 +22,7 @@ impl Delegation {
     /// Acts for the outside agents this node holds, until the server stops: at once,
     /// then every [`HOLD_EVERY`].
     pub async fn resume(self) {
-        let mut every = tokio::time::interval(HOLD_EVERY);
+        let mut every = tokio::time::interval(crate::ticks::every(HOLD_EVERY));
         loop {
             tokio::select! {
                 _ = every.tick() => {}
