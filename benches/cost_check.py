@@ -48,6 +48,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -73,10 +74,22 @@ ALLOCATORS = {"__rustc::__rust_alloc", "__rustc::__rust_alloc_zeroed", "__rustc:
               "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"}
 
 
+# Ports handed out in this process: two servers start at once, and the kernel may give
+# a just-closed port to both (the second then fails to bind, and its client talks to the
+# first server: a run of instructions.py was lost so).
+GIVEN: set = set()
+GIVING = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    with GIVING:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in GIVEN:
+                GIVEN.add(port)
+                return port
 
 
 def call(conn, method, path, token, body=None, headers=None):

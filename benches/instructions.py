@@ -20,7 +20,9 @@ Usage (release builds; `valgrind` from Debian's packages):
 
 Each side is `label=binary` followed by `,NAME=VALUE` settings for its environment, as
 `send_ab`'s `BENCH_AB`. `--sends SMALL,LARGE` (default 1000,3000); `--top N` (default
-12): the functions whose cost per send differs most from the first side's. Runs two
+12): the functions whose cost per send differs most from the first side's; `--stomp`:
+STOMP SENDs with a receipt (the frames Wise Agents sends, to `/queue/request/b`) instead
+of REST sends. Runs two
 servers at a time; about three minutes a side.
 
 Work the server does on a timer (checkpoints, sweeps, flushes) is counted per send too,
@@ -38,16 +40,29 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ADMIN = "instructions-admin-token-0123456789"
 WAL = re.compile(r"\b(wal[A-Z]\w*|sqlite3WalCheckpoint\w*|\w*[Cc]heckpoint\w*)\b")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Ports handed out in this process: two servers start at once, and the kernel may give
+# a just-closed port to both (the second then fails to bind, and its client talks to the
+# first server: a run of instructions.py was lost so).
+GIVEN: set = set()
+GIVING = threading.Lock()
+
+
+def free_port() -> int:
+    with GIVING:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in GIVEN:
+                GIVEN.add(port)
+                return port
 
 
 def call(conn, path, token, body):
@@ -76,27 +91,65 @@ def setup(port):
     return conn, tokens[0]
 
 
-def count(binary, env, sends):
+def rest_sends(conn, token, _stomp_port, sends):
+    body = {"sender_agent_id": "a", "recipient_agent_ids": ["b"],
+            "message_type": "information",
+            "content": {"text": "hello there, a message of ordinary size"}}
+    for _ in range(sends):
+        status, answer = call(conn, "/v1/messages", token, body)
+        if status != 201:
+            raise RuntimeError(f"send answered {status}: {answer}")
+
+
+def stomp_sends(_conn, token, stomp_port, sends):
+    body = ("!wiseagents.WiseAgentMessage\n_context_name: null\n"
+            "_message: hello there, a message of ordinary size\n_message_type: QUERY\n"
+            "_route_response_to: null\n_sender: a\n_tool_id: null\n").encode()
+    with socket.create_connection(("127.0.0.1", stomp_port), timeout=120) as stomp:
+        stomp.sendall(f"CONNECT\naccept-version:1.2\npasscode:{token}\n\n\0".encode())
+        frames = Frames(stomp)
+        if frames.next() != "CONNECTED":
+            raise RuntimeError("STOMP CONNECT refused")
+        for i in range(sends):
+            stomp.sendall(b"SEND\ndestination:/queue/request/b\ncontent-type:text/plain\n"
+                          + f"receipt:r{i}\ncontent-length:{len(body)}\n\n".encode()
+                          + body + b"\0")
+            if frames.next() != "RECEIPT":
+                raise RuntimeError("a SEND got no RECEIPT")
+
+
+class Frames:
+    """STOMP frames read off a socket, one command at a time."""
+
+    def __init__(self, sock):
+        self.sock, self.buffered = sock, b""
+
+    def next(self):
+        while b"\0" not in self.buffered.lstrip(b"\r\n"):
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the STOMP connection closed")
+            self.buffered += chunk
+        frame, self.buffered = self.buffered.lstrip(b"\r\n").split(b"\0", 1)
+        return frame.split(b"\n", 1)[0].decode()
+
+
+def count(binary, env, sends, sending):
     """The instructions each function executed itself in a run, by name."""
     with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
+        port, stomp_port = free_port(), free_port()
         out = os.path.join(tmp, "callgrind.out")
         server = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              f"--log-file={os.path.join(tmp, 'valgrind.log')}",
              binary, "serve", "--listen", f"127.0.0.1:{port}", "--admin-token", ADMIN,
+             "--stomp-listen", f"127.0.0.1:{stomp_port}",
              "--database", os.path.join(tmp, "bench.db")],
             env={**os.environ, "RUST_LOG": "warn,switchboard::server=info", **env},
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             conn, token = setup(port)
-            body = {"sender_agent_id": "a", "recipient_agent_ids": ["b"],
-                    "message_type": "information",
-                    "content": {"text": "hello there, a message of ordinary size"}}
-            for _ in range(sends):
-                status, answer = call(conn, "/v1/messages", token, body)
-                if status != 201:
-                    raise RuntimeError(f"send answered {status}: {answer}")
+            sending(conn, token, stomp_port, sends)
             # What the server does after the answers (a span batch's linger) counts too.
             time.sleep(2)
         finally:
@@ -129,8 +182,11 @@ def side(spec):
 
 def main():
     args = sys.argv[1:]
-    small, large, top = 1000, 3000, 12
+    small, large, top, sending = 1000, 3000, 12, rest_sends
     while args and args[0].startswith("--"):
+        if args[0] == "--stomp":
+            sending, args = stomp_sends, args[1:]
+            continue
         if args[0] == "--sends":
             small, large = (int(n) for n in args[1].split(","))
         elif args[0] == "--top":
@@ -139,7 +195,7 @@ def main():
     sides = [side(s) for s in args]
     if not sides:
         sys.exit(__doc__)
-    runs = [(binary, env, n) for _, binary, env in sides for n in (small, large)]
+    runs = [(binary, env, n, sending) for _, binary, env in sides for n in (small, large)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         counted = list(pool.map(lambda r: count(*r), runs))
     costs = [per_send(counted[2 * i], counted[2 * i + 1], large - small) for i in range(len(sides))]

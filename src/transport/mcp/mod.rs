@@ -104,14 +104,19 @@ pub fn router(state: McpState, max_body_bytes: usize) -> Router {
     let service = StreamableHttpService::new(move || Ok(handler.for_session()), manager, config);
     Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(
-            (state.core.clone(), max_body_bytes),
-            json_rpc_only,
-        ))
-        .layer(middleware::from_fn_with_state(
-            (state.core, limit),
-            authenticated,
-        ))
+        // One `layer` call for both: each call boxes the route once more, and a boxed
+        // route clones what it wraps on every request (see `http::app`). Outermost first.
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(middleware::from_fn_with_state(
+                    (state.core.clone(), limit),
+                    authenticated,
+                ))
+                .layer(middleware::from_fn_with_state(
+                    (state.core, max_body_bytes),
+                    json_rpc_only,
+                )),
+        )
 }
 
 /// What the SDK refuses as undecodable (HTTP 415 with a text body, "fail to deserialize
