@@ -256,46 +256,50 @@ pub const RAW_BODY_KEY: &str = "stomp_body";
 pub fn to_send_message(
     sender: &str,
     to: &Destination,
-    wise: &WiseMessage,
+    wise: WiseMessage,
     raw: &str,
 ) -> SendMessage {
-    let mut data = wise_fields(wise);
-    data.insert(RAW_BODY_KEY.into(), Value::String(raw.to_owned()));
     let text = match wise.text() {
         None | Some("") => EMPTY_TEXT.to_owned(),
         Some(text) => text.chars().take(MAX_TEXT).collect(),
     };
+    let context_reference = wise.context_name.clone();
+    let thread_id = wise.chat_id.clone();
+    let mut data = wise_fields(wise);
+    data.insert(RAW_BODY_KEY.into(), Value::String(raw.to_owned()));
     let message_type = match to.queue {
         QueueName::Response => MessageType::Response,
         _ => MessageType::Request,
     };
     let agent = to.agent_id.as_deref().unwrap_or_default();
-    let mut message = SendMessage::new(sender, &[agent], message_type, &text);
+    // The text goes in with the data below, not copied here first.
+    let mut message = SendMessage::new(sender, &[agent], message_type, "");
     message.content = Content {
         text,
         data,
         attachments: Vec::new(),
     };
-    message.context_reference = wise.context_name.clone();
-    message.thread_id = wise.chat_id.clone();
+    message.context_reference = context_reference;
+    message.thread_id = thread_id;
     message
 }
 
-/// A Wise message's fields as JSON; a nested `_message` as an object of its own.
-fn wise_fields(wise: &WiseMessage) -> Map<String, Value> {
-    let field = |v: &Option<String>| v.clone().map_or(Value::Null, Value::String);
+/// A Wise message's fields as JSON; a nested `_message` as an object of its own. Takes
+/// the message: its strings move into the JSON, not copied.
+fn wise_fields(wise: WiseMessage) -> Map<String, Value> {
+    let field = |v: Option<String>| v.map_or(Value::Null, Value::String);
     let mut data = Map::new();
-    data.insert("_chat_id".into(), field(&wise.chat_id));
-    data.insert("_context_name".into(), field(&wise.context_name));
-    let message = match &wise.nested {
-        Some(nested) => Value::Object(wise_fields(nested)),
-        None => field(&wise.message),
+    data.insert("_chat_id".into(), field(wise.chat_id));
+    data.insert("_context_name".into(), field(wise.context_name));
+    let message = match wise.nested {
+        Some(nested) => Value::Object(wise_fields(*nested)),
+        None => field(wise.message),
     };
     data.insert("_message".into(), message);
-    data.insert("_message_type".into(), field(&wise.message_type));
-    data.insert("_route_response_to".into(), field(&wise.route_response_to));
-    data.insert("_sender".into(), field(&wise.sender));
-    data.insert("_tool_id".into(), field(&wise.tool_id));
+    data.insert("_message_type".into(), field(wise.message_type));
+    data.insert("_route_response_to".into(), field(wise.route_response_to));
+    data.insert("_sender".into(), field(wise.sender));
+    data.insert("_tool_id".into(), field(wise.tool_id));
     data
 }
 
@@ -421,7 +425,7 @@ mod tests {
             tool_id: None,
         };
         let to = Destination::parse("/queue/response/B").unwrap_or_else(|| unreachable!());
-        let message = to_send_message("A", &to, &wise, "raw body");
+        let message = to_send_message("A", &to, wise.clone(), "raw body");
         assert_eq!(message.message_type, MessageType::Response);
         assert_eq!(message.content.text.chars().count(), MAX_TEXT);
         assert_eq!(

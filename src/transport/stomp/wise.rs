@@ -261,16 +261,19 @@ fn fields<'a>(
     depth: usize,
 ) -> Result<WiseMessage, BodyRefused> {
     let mut message = WiseMessage::default();
-    let mut seen: Vec<String> = Vec::new();
+    // A bit per field of FIELDS: the keys stay borrowed from the body, nothing is
+    // allocated to remember them.
+    let mut seen = 0_u8;
     loop {
         let key = match next()? {
             Event::MappingEnd => break,
             Event::Scalar(key, _, 0, None) if key.contains('\0') => return Err(BodyRefused::Nul),
-            Event::Scalar(key, _, 0, None) => key.into_owned(),
+            Event::Scalar(key, _, 0, None) => key,
             other => return Err(refusal(other, "a key")),
         };
-        if seen.contains(&key) {
-            return Err(BodyRefused::Duplicate(key));
+        let bit = field_bit(&key);
+        if seen & bit != 0 {
+            return Err(BodyRefused::Duplicate(key.into_owned()));
         }
         match next()? {
             Event::Scalar(value, style, 0, None) => {
@@ -290,10 +293,10 @@ fn fields<'a>(
             }
             other => return Err(refusal(other, &key)),
         }
-        seen.push(key);
+        seen |= bit;
     }
     for name in REQUIRED {
-        if !seen.iter().any(|s| s == name) {
+        if seen & field_bit(name) == 0 {
             return Err(BodyRefused::Missing(name));
         }
     }
@@ -303,6 +306,14 @@ fn fields<'a>(
         return Err(BodyRefused::MessageType(kind.chars().take(64).collect()));
     }
     Ok(message)
+}
+
+/// The bit of a field of [`FIELDS`] (none for another name).
+fn field_bit(name: &str) -> u8 {
+    FIELDS
+        .iter()
+        .position(|f| *f == name)
+        .map_or(0, |at| 1 << at)
 }
 
 /// Why an event where a plain key or value (of field `at`) belongs is refused.

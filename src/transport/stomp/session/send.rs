@@ -82,8 +82,8 @@ impl<W: Wire> Session<'_, W> {
                 .map_err(End::from_core)?;
         }
         let raw = String::from_utf8_lossy(&frame.body);
-        let mut message = to_send_message(&sender, &to, &wise, &raw);
-        let asked = match (&caller, &to.queue, &to.agent_id, &wise.chat_id) {
+        let mut message = to_send_message(&sender, &to, wise, &raw);
+        let asked = match (&caller, &to.queue, &to.agent_id, &message.thread_id) {
             (Caller::Agent { agent, .. }, QueueName::Response, Some(requester), None) => self
                 .state
                 .replies
