@@ -285,10 +285,11 @@ fn unescape(text: &str, version: Version, command: Command) -> Result<String, Fr
 /// (1.1 and 1.2, outside CONNECT/CONNECTED), and a carriage return only in 1.2.
 fn writable(text: &str, version: Version, command: Command) -> bool {
     let escaped = version != Version::V1_0 && command.escapes();
-    text.chars().all(|c| match c {
-        '\0' => false,
-        '\n' => escaped,
-        '\r' => escaped && version == Version::V1_2,
+    // Bytes, not chars: the three that matter are ASCII, never inside a multi-byte one.
+    text.bytes().all(|b| match b {
+        b'\0' => false,
+        b'\n' => escaped,
+        b'\r' => escaped && version == Version::V1_2,
         _ => true,
     })
 }
