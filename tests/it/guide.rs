@@ -211,6 +211,8 @@ fn switchboard_flags() -> BTreeSet<String> {
 
 /// Flags of other programs the pages show (cargo, docker, the MCP Inspector).
 const OTHER_TOOLS: &[&str] = &[
+    // benches/instructions.py
+    "--stomp",
     "--bench",
     "--release",
     "--locked",
