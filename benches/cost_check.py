@@ -48,11 +48,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from websockets.sync.client import connect as ws_connect
+
+from ports import free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASELINE = os.path.join(ROOT, "benches", "cost_baseline.json")
@@ -72,24 +73,6 @@ REQUESTS = {"rest_send": 1, "stomp_send": 1, "ws_push": 1, "mcp_call": 1, "task_
 # allocator SQLite uses.
 ALLOCATORS = {"__rustc::__rust_alloc", "__rustc::__rust_alloc_zeroed", "__rustc::__rust_realloc",
               "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc"}
-
-
-# Ports handed out in this process: two servers start at once, and the kernel may give
-# a just-closed port to both (the second then fails to bind, and its client talks to the
-# first server: a run of instructions.py was lost so).
-GIVEN: set = set()
-GIVING = threading.Lock()
-
-
-def free_port() -> int:
-    with GIVING:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in GIVEN:
-                GIVEN.add(port)
-                return port
 
 
 def call(conn, method, path, token, body=None, headers=None):

@@ -40,29 +40,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+from ports import free_port
 
 ADMIN = "instructions-admin-token-0123456789"
 WAL = re.compile(r"\b(wal[A-Z]\w*|sqlite3WalCheckpoint\w*|\w*[Cc]heckpoint\w*)\b")
-
-
-# Ports handed out in this process: two servers start at once, and the kernel may give
-# a just-closed port to both (the second then fails to bind, and its client talks to the
-# first server: a run of instructions.py was lost so).
-GIVEN: set = set()
-GIVING = threading.Lock()
-
-
-def free_port() -> int:
-    with GIVING:
-        while True:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                port = s.getsockname()[1]
-            if port not in GIVEN:
-                GIVEN.add(port)
-                return port
 
 
 def call(conn, path, token, body):
