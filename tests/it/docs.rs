@@ -298,6 +298,7 @@ fn every_string_refuses_nul_and_the_rules_between_fields_are_stated() {
     assert!(schemas["Attachment"]["oneOf"].is_array());
     assert!(schemas["SetWatch"]["anyOf"].is_array());
     assert!(schemas["SendMessage"]["anyOf"].is_array());
+    assert!(schemas["LoopGuard"]["anyOf"].is_array());
     assert_eq!(
         schemas["Content"]["properties"]["data"]["additionalProperties"]["$ref"],
         "#/components/schemas/JsonValue"

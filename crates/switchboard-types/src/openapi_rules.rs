@@ -17,6 +17,7 @@ use utoipa::openapi::schema::{
 use utoipa::openapi::{OpenApi, Ref, RefOr};
 
 use crate::budgets::MAX_BUDGET;
+use crate::loops::MIN_CYCLE_MESSAGES;
 use crate::openapi::{JSON_VALUE, NO_NUL};
 
 /// Rules between fields, as JSON Schema keywords added to the named object schema:
@@ -45,6 +46,16 @@ fn between_fields() -> Vec<(&'static str, &'static str, serde_json::Value)> {
             "SetWatch",
             "anyOf",
             json!([{"required": ["addresses"]}, {"required": ["watch"]}]),
+        ),
+        // `0` (off) or MIN_CYCLE_MESSAGES and up: a range with a hole, which a field's
+        // own minimum cannot say (the spec fuzzer sent 1).
+        (
+            "LoopGuard",
+            "anyOf",
+            json!([
+                {"properties": {"cycle_messages": {"const": 0}}},
+                {"properties": {"cycle_messages": {"minimum": MIN_CYCLE_MESSAGES}}},
+            ]),
         ),
     ]
 }
