@@ -253,23 +253,32 @@ pub async fn serve<W: Wire>(
 
 impl<W: Wire> Session<'_, W> {
     async fn run(&mut self) -> End {
-        let shutdown = self.state.shutdown.clone();
+        // Waited on once for the whole session, not once per frame: each fresh wait
+        // registers with (and leaves) the token's waiter list under its lock.
+        let mut shutdown = std::pin::pin!(self.state.shutdown.clone().cancelled_owned());
+        let mut removed = std::pin::pin!(self.removed.clone().cancelled_owned());
+        // One timer for the heart-beat, the idle shrink and the read deadline, moved to
+        // the earliest of them only when that changes: a fresh timer per frame is a
+        // registration and a removal in the runtime's timer wheel, twice per SEND.
+        let mut timer = std::pin::pin!(tokio::time::sleep_until(Instant::now()));
+        let mut armed: Option<Instant> = None;
         loop {
-            let heart_beat = self.next_heart_beat();
-            let deadline = self.read_deadline();
-            let idle = (!self.shrunk).then(|| self.last_read.max(self.last_write) + IDLE);
+            let due = self.next_timer();
+            if due != armed {
+                if let Some(at) = due {
+                    timer.as_mut().reset(at);
+                }
+                armed = due;
+            }
             let step = tokio::select! {
                 biased;
-                () = shutdown.cancelled() => Err(End::error("server shutting down")),
-                () = self.removed.cancelled() => Err(End::error("the agent was removed")),
+                () = &mut shutdown => Err(End::error("server shutting down")),
+                () = &mut removed => Err(End::error("the agent was removed")),
                 Some(out) = self.out_rx.recv() => self.write_out(out).await,
-                () = sleep_until(heart_beat) => self.write(None).await,
-                () = sleep_until(idle) => {
-                    self.wire.shrink();
-                    self.shrunk = true;
-                    Ok(())
+                () = &mut timer, if armed.is_some() => {
+                    armed = None;
+                    self.on_timer().await
                 }
-                () = sleep_until(deadline) => Err(End::error("heart-beat timeout: nothing received in time")),
                 incoming = self.wire.next() => match incoming {
                     Some(Ok(Incoming::HeartBeat)) => {
                         self.last_read = Instant::now();
@@ -294,6 +303,32 @@ impl<W: Wire> Session<'_, W> {
         }
     }
 
+    /// When the session's timer must next fire: the earliest of the heart-beat it owes,
+    /// the idle shrink, and the client's read deadline.
+    fn next_timer(&self) -> Option<Instant> {
+        let idle = (!self.shrunk).then(|| self.last_read.max(self.last_write) + IDLE);
+        [self.next_heart_beat(), idle, self.read_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The timer fired: whichever of its reasons is due now.
+    async fn on_timer(&mut self) -> Result<(), End> {
+        let now = Instant::now();
+        if self.read_deadline().is_some_and(|at| at <= now) {
+            return Err(End::error("heart-beat timeout: nothing received in time"));
+        }
+        if self.next_heart_beat().is_some_and(|at| at <= now) {
+            self.write(None).await?;
+        }
+        if !self.shrunk && self.last_read.max(self.last_write) + IDLE <= now {
+            self.wire.shrink();
+            self.shrunk = true;
+        }
+        Ok(())
+    }
+
     fn next_heart_beat(&self) -> Option<Instant> {
         (!self.send_every.is_zero()).then(|| self.last_write + self.send_every)
     }
@@ -308,7 +343,15 @@ impl<W: Wire> Session<'_, W> {
     async fn write(&mut self, frame: Option<Frame>) -> Result<(), End> {
         let counted = frame.is_some();
         let stall = self.state.settings.write_stall;
-        match tokio::time::timeout(stall, self.wire.send(frame)).await {
+        let mut send = self.wire.send(frame);
+        // Almost every write fits the socket's buffer and is done at the first poll; the
+        // stall timer is armed only for one that waits (a timer per frame was two trips
+        // through the runtime's timer wheel per SEND).
+        let sent = match futures_util::poll!(&mut send) {
+            std::task::Poll::Ready(sent) => Ok(sent),
+            std::task::Poll::Pending => tokio::time::timeout(stall, send).await,
+        };
+        match sent {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(End::Gone),
             Err(_) => {
@@ -522,11 +565,4 @@ fn unknown_destination(destination: &str) -> End {
         "unknown destination '{destination}': this server has /queue/request/<agent>, \
          /queue/response/<agent>, /queue/<agent> and /topic/<tag>"
     ))
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }

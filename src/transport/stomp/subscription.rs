@@ -214,13 +214,14 @@ impl Subscription {
     }
 
     async fn serve(&mut self) {
-        let cancel = self.cancel.clone();
-        let removed = self.removed.clone();
+        // Waited on once, not once per delivery (see the session's loop).
+        let mut cancel = std::pin::pin!(self.cancel.clone().cancelled_owned());
+        let mut removed = std::pin::pin!(self.removed.clone().cancelled_owned());
         loop {
             let step = tokio::select! {
                 biased;
-                () = cancel.cancelled() => Err(Stop),
-                () = removed.cancelled() => {
+                () = &mut cancel => Err(Stop),
+                () = &mut removed => {
                     let _ = self.out.send(Out::Fatal("agent removed".into())).await;
                     Err(Stop)
                 }
