@@ -152,14 +152,7 @@ impl SqliteStore {
             .await?;
 
         let bound = wal_bound(path, opts);
-        let direct = direct::Direct::open(path, opts)
-            .map_err(|e| StoreError::Corrupt(format!("opening the direct connection: {e}")))?;
-        let staging = message_staging::PostStaging::with_direct(direct);
-        let tx = WriteTx::new(write_conn, staging, bound.clone());
-        let writer = Writer::spawn_on_thread(tx).map_err(|source| StoreError::Location {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let writer = start_writer(path, opts, write_conn, bound.clone())?;
         let stop = tokio_util::sync::CancellationToken::new();
         // The checkpoint task never waits for a lock: whatever it cannot do now it does
         // on a later tick. With a wait, a `TRUNCATE` that queued behind another process's
@@ -255,6 +248,26 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// A fresh in-memory database at this binary's schema, for the store's own tests of
 /// statements and plans.
+/// The group-commit writer over the write connection and the direct one, on a thread of
+/// its own. A lone write commits on its caller's thread instead, unless commits wait for
+/// an fsync (decision 026).
+fn start_writer(
+    path: &Path,
+    opts: StoreOptions,
+    write_conn: sqlx::SqliteConnection,
+    bound: WalBound,
+) -> Result<Writer<WriteTx<message_staging::PostStaging>>, StoreError> {
+    let direct = direct::Direct::open(path, opts)
+        .map_err(|e| StoreError::Corrupt(format!("opening the direct connection: {e}")))?;
+    let staging = message_staging::PostStaging::with_direct(direct);
+    let tx = WriteTx::new(write_conn, staging, bound);
+    let inline = opts.durability == Durability::Normal;
+    Writer::spawn_on_thread(tx, inline).map_err(|source| StoreError::Location {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 #[cfg(test)]
 async fn memory_database() -> sqlx::SqliteConnection {
     use sqlx::Connection;

@@ -14,6 +14,7 @@
 //! when none answers and `SWITCHBOARD_TEST_POSTGRES` is unset, as the other PostgreSQL
 //! tests do).
 
+mod abandoned;
 mod stomp;
 
 use std::collections::HashMap;
