@@ -81,3 +81,33 @@ pub fn spent(
         })
         .collect()
 }
+
+/// "CPU 86 µs/SEND (runtime 44, writer 36, sqlx 6, other 0)": the broker's CPU time per
+/// confirmed SEND, and for Switchboard where it went. The writer's thread runs SQLite
+/// itself for batches of staged posts (its direct connection); sqlx's worker threads run
+/// the rest of the store's statements.
+pub fn cpu_note(cpu: &BTreeMap<String, u64>, receipts: u64) -> String {
+    let per = |us: u64| us as f64 / receipts.max(1) as f64;
+    let mut parts: BTreeMap<&str, u64> = BTreeMap::new();
+    for (kind, us) in cpu {
+        let label = match kind.as_str() {
+            "tokio-rt-worker" => "runtime",
+            "switchboard-wri" => "writer",
+            "sqlx-sqlite-wor" => "sqlx",
+            "beam.smp" => "",
+            _ => "other",
+        };
+        *parts.entry(label).or_insert(0) += us;
+    }
+    let total = per(parts.values().sum());
+    let mut split: Vec<(&str, u64)> = parts.into_iter().filter(|(l, _)| !l.is_empty()).collect();
+    if split.is_empty() {
+        return format!("CPU {total:.0} µs/SEND");
+    }
+    split.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let split: Vec<String> = split
+        .iter()
+        .map(|(label, us)| format!("{label} {:.0}", per(*us)))
+        .collect();
+    format!("CPU {total:.0} µs/SEND ({})", split.join(", "))
+}

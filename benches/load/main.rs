@@ -29,6 +29,7 @@ mod slow;
 mod soak;
 mod soak_svg;
 mod stomp;
+mod stomp_durable;
 
 use std::time::Duration;
 

@@ -40,6 +40,9 @@ pub const ALL: &[(&str, Scenario)] = &[
         Box::pin(crate::live::push_across_nodes(o))
     }),
     ("stomp", |o| Box::pin(crate::stomp::stomp(o))),
+    ("stomp_durable", |o| {
+        Box::pin(crate::stomp_durable::stomp_durable(o))
+    }),
     ("stomp_idle", |o| Box::pin(crate::stomp::idle(o))),
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
     ("a2a", |o| Box::pin(crate::a2a::a2a(o))),

@@ -33,7 +33,7 @@ use tokio::sync::Mutex;
 use tokio_util::codec::Framed;
 
 use crate::Opts;
-use crate::cpu::{named_micros, spent, thread_micros};
+use crate::cpu::{cpu_note, named_micros, spent, thread_micros};
 use crate::harness::{AgentCreds, Row, ServerProcess, Setup, quantile_ms};
 use crate::live::row;
 
@@ -42,12 +42,12 @@ type Conn = Framed<TcpStream, StompCodec>;
 /// Producer/consumer pairs.
 const PAIRS: usize = 32;
 /// Slices per broker, alternating.
-const SLICES: usize = 2;
+pub(crate) const SLICES: usize = 2;
 const RABBIT: &str = "127.0.0.1:61613";
 
 /// Who to connect as, and where to send.
 #[derive(Clone)]
-struct Broker {
+pub(crate) struct Broker {
     name: &'static str,
     addr: std::net::SocketAddr,
     /// `(login, passcode, extra headers)` of producer `i` and consumer `i`.
@@ -139,9 +139,9 @@ fn sent_at(body: &[u8]) -> Option<u128> {
 
 /// What one slice measured.
 #[derive(Default)]
-struct Slice {
-    receipts: u64,
-    elapsed: Duration,
+pub(crate) struct Slice {
+    pub(crate) receipts: u64,
+    pub(crate) elapsed: Duration,
     receipt_us: Vec<u32>,
     delivery_us: Vec<u32>,
     /// CPU µs the broker spent while the producers ran, by kind of thread.
@@ -151,7 +151,7 @@ struct Slice {
 /// Runs every pair for `length`; `None` when the broker cannot be reached.
 /// `pace`: when set, each producer sends one message per `pace` (on a fixed schedule,
 /// producers staggered) instead of the next as soon as the last is confirmed.
-async fn slice(
+pub(crate) async fn slice(
     broker: &Broker,
     length: Duration,
     epoch: Instant,
@@ -184,7 +184,7 @@ async fn slice(
             queue: broker.queues[i].clone(),
             sender: broker.senders[i].clone(),
             persistent: broker.persistent,
-            pace: pace.map(|p| (p, p * i as u32 / PAIRS as u32)),
+            pace: pace.map(|p| (p, p * i as u32 / broker.producers.len() as u32)),
         };
         producers.push(tokio::spawn(send.run(conn, started, length, epoch)));
     }
@@ -286,44 +286,47 @@ impl Sender {
     }
 }
 
-fn switchboard_broker(server: &ServerProcess, agents: &[AgentCreds]) -> Broker {
+/// Switchboard, a pair (producer, consumer) per two `agents`.
+pub(crate) fn switchboard_broker(server: &ServerProcess, agents: &[AgentCreds]) -> Broker {
+    let pairs = agents.len() / 2;
     let pair = |i: usize| (&agents[2 * i], &agents[2 * i + 1]);
     Broker {
         name: "switchboard",
         addr: server.stomp_addr.expect("STOMP listener"),
-        producers: (0..PAIRS)
+        producers: (0..pairs)
             .map(|i| (None, pair(i).0.token.clone()))
             .collect(),
-        consumers: (0..PAIRS)
+        consumers: (0..pairs)
             .map(|i| (None, pair(i).1.token.clone()))
             .collect(),
-        queues: (0..PAIRS)
+        queues: (0..pairs)
             .map(|i| format!("/queue/request/{}", pair(i).1.id))
             .collect(),
-        senders: (0..PAIRS).map(|i| pair(i).0.id.clone()).collect(),
+        senders: (0..pairs).map(|i| pair(i).0.id.clone()).collect(),
         persistent: false,
         cpu: Cpu::Server(server.pid()),
     }
 }
 
-fn rabbit_broker() -> Broker {
+/// RabbitMQ's STOMP plugin, `pairs` pairs on durable queues.
+pub(crate) fn rabbit_broker(pairs: usize) -> Broker {
     let guest = || (Some("guest".to_owned()), "guest".to_owned());
     Broker {
         name: "rabbitmq",
         addr: RABBIT.parse().expect("addr"),
-        producers: (0..PAIRS).map(|_| guest()).collect(),
-        consumers: (0..PAIRS).map(|_| guest()).collect(),
+        producers: (0..pairs).map(|_| guest()).collect(),
+        consumers: (0..pairs).map(|_| guest()).collect(),
         // /queue/ destinations are durable queues on RabbitMQ.
-        queues: (0..PAIRS)
+        queues: (0..pairs)
             .map(|i| format!("/queue/switchboard-bench-{i}"))
             .collect(),
-        senders: (0..PAIRS).map(|i| format!("p{i}")).collect(),
+        senders: (0..pairs).map(|i| format!("p{i}")).collect(),
         persistent: true,
         cpu: Cpu::Named("beam.smp"),
     }
 }
 
-fn to_row(name: &str, pairs: usize, how: &str, mut total: Slice, rss: u64) -> Row {
+pub(crate) fn to_row(name: &str, pairs: usize, how: &str, mut total: Slice, rss: u64) -> Row {
     let per_second = total.receipts as f64 / total.elapsed.as_secs_f64().max(0.001);
     // Said first: such a run measured half the path (a `null` context did, unseen).
     let nothing = ["", "NOTHING DELIVERED; "]
@@ -349,37 +352,7 @@ fn to_row(name: &str, pairs: usize, how: &str, mut total: Slice, rss: u64) -> Ro
     )
 }
 
-/// "CPU 86 µs/SEND (runtime 44, writer 36, sqlx 6, other 0)": the broker's CPU time per
-/// confirmed SEND, and for Switchboard where it went. The writer's thread runs SQLite
-/// itself for batches of staged posts (its direct connection); sqlx's worker threads run
-/// the rest of the store's statements.
-fn cpu_note(cpu: &BTreeMap<String, u64>, receipts: u64) -> String {
-    let per = |us: u64| us as f64 / receipts.max(1) as f64;
-    let mut parts: BTreeMap<&str, u64> = BTreeMap::new();
-    for (kind, us) in cpu {
-        let label = match kind.as_str() {
-            "tokio-rt-worker" => "runtime",
-            "switchboard-wri" => "writer",
-            "sqlx-sqlite-wor" => "sqlx",
-            "beam.smp" => "",
-            _ => "other",
-        };
-        *parts.entry(label).or_insert(0) += us;
-    }
-    let total = per(parts.values().sum());
-    let mut split: Vec<(&str, u64)> = parts.into_iter().filter(|(l, _)| !l.is_empty()).collect();
-    if split.is_empty() {
-        return format!("CPU {total:.0} µs/SEND");
-    }
-    split.sort_by_key(|s| std::cmp::Reverse(s.1));
-    let split: Vec<String> = split
-        .iter()
-        .map(|(label, us)| format!("{label} {:.0}", per(*us)))
-        .collect();
-    format!("CPU {total:.0} µs/SEND ({})", split.join(", "))
-}
-
-fn add(total: &mut Slice, part: Slice) {
+pub(crate) fn add(total: &mut Slice, part: Slice) {
     total.receipts += part.receipts;
     total.elapsed += part.elapsed;
     total.receipt_us.extend(part.receipt_us);
@@ -395,7 +368,7 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
         ServerProcess::start(&["--stomp-listen", "127.0.0.1:0", "--ws-max-per-agent", "64"]);
     let (_, agents) = Setup::new(&server).team("stomp", "s", 2 * PAIRS, &[]).await;
     let ours = switchboard_broker(&server, &agents);
-    let rabbit = rabbit_broker();
+    let rabbit = rabbit_broker(PAIRS);
     let epoch = Instant::now();
     let length = opts.duration() / SLICES as u32;
     let (mut sb, mut rb) = (Slice::default(), Slice::default());
@@ -476,7 +449,7 @@ async fn serial(ours: &Broker, rabbit: &Broker, length: Duration, epoch: Instant
     vec![to_row("switchboard", 1, HOW, sb, 0), rabbit_row]
 }
 
-const RABBIT_NAME: &str = "rabbitmq 3.10 (persistent, durable queue)";
+pub(crate) const RABBIT_NAME: &str = "rabbitmq 3.10 (persistent, durable queue)";
 
 /// Both brokers at the same offered load: 80 % of the slower one's closed-loop rate.
 async fn at_equal_load(
