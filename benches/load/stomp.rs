@@ -352,7 +352,7 @@ pub(crate) fn to_row(name: &str, pairs: usize, how: &str, mut total: Slice, rss:
     )
 }
 
-pub(crate) fn add(total: &mut Slice, part: Slice) {
+fn add(total: &mut Slice, part: Slice) {
     total.receipts += part.receipts;
     total.elapsed += part.elapsed;
     total.receipt_us.extend(part.receipt_us);
@@ -371,25 +371,11 @@ pub async fn stomp(opts: Opts) -> Vec<Row> {
     let rabbit = rabbit_broker(PAIRS);
     let epoch = Instant::now();
     let length = opts.duration() / SLICES as u32;
-    let (mut sb, mut rb) = (Slice::default(), Slice::default());
-    let mut rabbit_ok = true;
     // Warm-up, unmeasured.
     let _ = slice(&ours, opts.warmup(), epoch, None).await;
-    for _ in 0..SLICES {
-        let part = slice(&ours, length, epoch, None)
-            .await
-            .expect("Switchboard's STOMP answers");
-        add(&mut sb, part);
-        if rabbit_ok {
-            match slice(&rabbit, length, epoch, None).await {
-                Some(part) => add(&mut rb, part),
-                None => {
-                    eprintln!("  RabbitMQ's STOMP plugin is not reachable on {RABBIT}");
-                    rabbit_ok = false;
-                }
-            }
-        }
-    }
+    let (sb, rb) = alternate(&ours, &rabbit, length, epoch, None).await;
+    let rabbit_ok = rb.is_some();
+    let rb = rb.unwrap_or_default();
     let (sb_rate, rb_rate) = (
         sb.receipts as f64 / sb.elapsed.as_secs_f64().max(0.001),
         rb.receipts as f64 / rb.elapsed.as_secs_f64().max(0.001),
@@ -434,19 +420,38 @@ async fn serial(ours: &Broker, rabbit: &Broker, length: Duration, epoch: Instant
         ..b.clone()
     };
     let (ours, rabbit) = (first_pair(ours), first_pair(rabbit));
-    let (mut sb, mut rb) = (Slice::default(), Slice::default());
-    for _ in 0..SLICES {
-        if let Some(part) = slice(&ours, length, epoch, None).await {
-            add(&mut sb, part);
-        }
-        if let Some(part) = slice(&rabbit, length, epoch, None).await {
-            add(&mut rb, part);
-        }
-    }
+    let (sb, rb) = alternate(&ours, &rabbit, length, epoch, None).await;
+    let rb = rb.unwrap_or_default();
     const HOW: &str = "serial (one SEND at a time)";
     let mut rabbit_row = to_row(RABBIT_NAME, 1, HOW, rb, 0);
     rabbit_row.rss = "—".into();
     vec![to_row("switchboard", 1, HOW, sb, 0), rabbit_row]
+}
+
+/// Both brokers in `SLICES` alternating slices of `length`, Switchboard first, so both
+/// see the same moments of the machine; RabbitMQ's total is `None` once it cannot be
+/// reached (said once).
+pub(crate) async fn alternate(
+    ours: &Broker,
+    rabbit: &Broker,
+    length: Duration,
+    epoch: Instant,
+    pace: Option<Duration>,
+) -> (Slice, Option<Slice>) {
+    let (mut sb, mut rb) = (Slice::default(), Some(Slice::default()));
+    for _ in 0..SLICES {
+        let part = slice(ours, length, epoch, pace).await;
+        add(&mut sb, part.expect("Switchboard's STOMP answers"));
+        let Some(total) = rb.as_mut() else { continue };
+        match slice(rabbit, length, epoch, pace).await {
+            Some(part) => add(total, part),
+            None => {
+                eprintln!("  RabbitMQ's STOMP plugin is not reachable on {RABBIT}");
+                rb = None;
+            }
+        }
+    }
+    (sb, rb)
 }
 
 pub(crate) const RABBIT_NAME: &str = "rabbitmq 3.10 (persistent, durable queue)";
@@ -461,15 +466,8 @@ async fn at_equal_load(
 ) -> Vec<Row> {
     let rate = ((slower * 0.8 / 100.0).floor() * 100.0).max(100.0);
     let pace = Duration::from_secs_f64(PAIRS as f64 / rate);
-    let (mut sb, mut rb) = (Slice::default(), Slice::default());
-    for _ in 0..SLICES {
-        if let Some(part) = slice(ours, length, epoch, Some(pace)).await {
-            add(&mut sb, part);
-        }
-        if let Some(part) = slice(rabbit, length, epoch, Some(pace)).await {
-            add(&mut rb, part);
-        }
-    }
+    let (sb, rb) = alternate(ours, rabbit, length, epoch, Some(pace)).await;
+    let rb = rb.unwrap_or_default();
     let how = format!("paced, {rate:.0} SEND/s offered to each");
     let mut rabbit_row = to_row(RABBIT_NAME, PAIRS, &how, rb, 0);
     rabbit_row.rss = "—".into();

@@ -16,7 +16,7 @@ use crate::Opts;
 use crate::harness::{Row, ServerProcess, Setup};
 use crate::live::row;
 use crate::stomp::{
-    RABBIT_NAME, SLICES, Slice, add, rabbit_broker, slice, switchboard_broker, to_row,
+    RABBIT_NAME, SLICES, Slice, alternate, rabbit_broker, slice, switchboard_broker, to_row,
 };
 
 /// Producers (each with its consumer), one SEND in flight each.
@@ -41,22 +41,9 @@ pub async fn stomp_durable(opts: Opts) -> Vec<Row> {
     let epoch = std::time::Instant::now();
     let length = opts.duration() / SLICES as u32;
     let _ = slice(&ours, opts.warmup(), epoch, None).await;
-    let (mut sb, mut rb) = (Slice::default(), Slice::default());
-    let mut rabbit_ok = true;
-    for _ in 0..SLICES {
-        if let Some(part) = slice(&ours, length, epoch, None).await {
-            add(&mut sb, part);
-        }
-        if rabbit_ok {
-            match slice(&rabbit, length, epoch, None).await {
-                Some(part) => add(&mut rb, part),
-                None => {
-                    eprintln!("  RabbitMQ's STOMP plugin is not reachable");
-                    rabbit_ok = false;
-                }
-            }
-        }
-    }
+    let (sb, rb) = alternate(&ours, &rabbit, length, epoch, None).await;
+    let rabbit_ok = rb.is_some();
+    let rb = rb.unwrap_or_default();
     let rate = |s: &Slice| s.receipts as f64 / s.elapsed.as_secs_f64().max(0.001);
     let (sb_rate, rb_rate) = (rate(&sb), rate(&rb));
     const HOW: &str = "durable, receipt per SEND";
