@@ -23,9 +23,11 @@ use switchboard_types::assistance::{AssistanceResult, PotentialResponder, Reques
 use switchboard_types::messages::{Content, MessageKind, MessageType};
 use switchboard_types::time::Timestamp;
 
-use super::delivery::{Idempotency, Outgoing};
+use super::delivery::{Outgoing, SendRequest, Sending};
 use super::{Caller, Core, CoreResult, ids};
 use crate::model::{AgentRecord, NewMessage};
+use std::ops::ControlFlow;
+use switchboard_types::MessageOpName;
 
 /// Share of `required` that `agent` has (1.0 when nothing is required).
 pub(super) fn capability_match(agent: &AgentRecord, required: &[String]) -> f64 {
@@ -52,13 +54,25 @@ impl Core {
         input: RequestAssistance,
         idempotency_key: Option<&str>,
     ) -> CoreResult<AssistanceResult> {
-        let idem = Idempotency::new(idempotency_key, "request_assistance", &input)?;
-        let (team, requester) =
-            self.sender(caller, &input.requester_agent_id, "requester_agent_id")?;
-        if let Some(answer) = self.replay(&requester, &idem).await? {
-            return Ok(answer);
-        }
-        self.check_can_send(&team, &requester)?;
+        let Sending {
+            team,
+            sender: requester,
+            idem,
+        } = match self
+            .start_sending(
+                caller,
+                SendRequest {
+                    operation: MessageOpName::RequestAssistance,
+                    idempotency_key,
+                    request: &input,
+                    claimed: Some((&input.requester_agent_id, "requester_agent_id")),
+                },
+            )
+            .await?
+        {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(sending) => sending,
+        };
         let required = input.validate(Timestamp::now())?;
         let targeted = !input.target_agents.is_empty();
         let candidates = if targeted {

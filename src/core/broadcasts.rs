@@ -11,9 +11,11 @@ use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
 use switchboard_types::ids::AgentId;
 use switchboard_types::messages::{Content, MessageKind, MessageType};
 
-use super::delivery::{Idempotency, Outgoing};
+use super::delivery::{Outgoing, SendRequest, Sending};
 use super::{Caller, Core, CoreResult, ids};
 use crate::model::NewMessage;
+use std::ops::ControlFlow;
+use switchboard_types::MessageOpName;
 
 impl Core {
     /// BROADCAST_UPDATE.
@@ -23,12 +25,21 @@ impl Core {
         input: BroadcastUpdate,
         idempotency_key: Option<&str>,
     ) -> CoreResult<BroadcastResult> {
-        let idem = Idempotency::new(idempotency_key, "broadcast_update", &input)?;
-        let (team, sender) = self.sender(caller, &input.sender_agent_id, "sender_agent_id")?;
-        if let Some(answer) = self.replay(&sender, &idem).await? {
-            return Ok(answer);
-        }
-        self.check_can_send(&team, &sender)?;
+        let Sending { team, sender, idem } = match self
+            .start_sending(
+                caller,
+                SendRequest {
+                    operation: MessageOpName::BroadcastUpdate,
+                    idempotency_key,
+                    request: &input,
+                    claimed: Some((&input.sender_agent_id, "sender_agent_id")),
+                },
+            )
+            .await?
+        {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(sending) => sending,
+        };
         input.validate()?;
         let recipients = self.others(&team, &sender);
         let names: Vec<AgentId> = recipients.iter().map(|a| a.agent_id.clone()).collect();

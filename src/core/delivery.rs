@@ -4,18 +4,19 @@
 //! job of the group commit, and tell who got it.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use switchboard_types::ids::{AgentId, MessageId};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use sha2::{Digest, Sha256};
-use switchboard_types::ErrorCode;
 use switchboard_types::frames::push_body;
 use switchboard_types::messages::{DeliveryStatus, MessageView};
 use switchboard_types::routing::{Route, Via};
 use switchboard_types::time::Timestamp;
 use switchboard_types::validate::check_idempotency_key;
+use switchboard_types::{ErrorCode, MessageOpName, OperationName};
 
 use super::spans::{self, PendingSpan};
 use super::{Caller, Core, CoreError, CoreResult};
@@ -34,9 +35,9 @@ pub(super) struct Idempotency {
 
 impl Idempotency {
     /// `None` without a key; validates the key's shape otherwise.
-    pub(super) fn new(
+    fn new(
         key: Option<&str>,
-        operation: &'static str,
+        operation: MessageOpName,
         request: &impl Serialize,
     ) -> CoreResult<Option<Idempotency>> {
         let Some(key) = key else { return Ok(None) };
@@ -45,7 +46,7 @@ impl Idempotency {
             .map_err(|e| CoreError::internal(format!("hashing the request: {e}")))?;
         Ok(Some(Idempotency {
             key: key.to_owned(),
-            operation,
+            operation: OperationName::Messages(operation).as_str(),
             hash: Sha256::digest(&body).into(),
         }))
     }
@@ -76,6 +77,25 @@ impl Idempotency {
     }
 }
 
+/// A sending operation past its preamble: who sends, in which team, and the key its
+/// answer will be kept under.
+pub(super) struct Sending {
+    pub team: Arc<TeamRecord>,
+    pub sender: Arc<AgentRecord>,
+    pub idem: Option<Idempotency>,
+}
+
+/// What a sending operation's request says of itself, for the preamble.
+pub(super) struct SendRequest<'a, R: Serialize> {
+    pub operation: MessageOpName,
+    pub idempotency_key: Option<&'a str>,
+    /// What the key's answer is bound to (a retry with another request is `CONFLICT`).
+    pub request: &'a R,
+    /// The agent the body names as its author, and the field naming it; must be the
+    /// caller. `None` when the body may leave it out (publish).
+    pub claimed: Option<(&'a AgentId, &'static str)>,
+}
+
 /// A message with where it goes.
 pub(super) struct Outgoing {
     pub message: NewMessage,
@@ -97,6 +117,26 @@ pub(super) struct Posted {
 }
 
 impl Core {
+    /// The preamble of every sending operation, once: the key's shape, the caller as
+    /// the sender the body names, a retry answered with the first answer
+    /// (`ControlFlow::Break`), then the communication switches and the rate limit.
+    pub(super) async fn start_sending<T: DeserializeOwned>(
+        &self,
+        caller: &Caller,
+        request: SendRequest<'_, impl Serialize>,
+    ) -> CoreResult<ControlFlow<T, Sending>> {
+        let idem = Idempotency::new(request.idempotency_key, request.operation, request.request)?;
+        let (team, sender) = match request.claimed {
+            Some((claimed, field)) => self.sender(caller, claimed, field)?,
+            None => self.acting_agent(caller)?,
+        };
+        if let Some(answer) = self.replay(&sender, &idem).await? {
+            return Ok(ControlFlow::Break(answer));
+        }
+        self.check_can_send(&team, &sender)?;
+        Ok(ControlFlow::Continue(Sending { team, sender, idem }))
+    }
+
     /// The calling agent, which the body names in `field`; naming anyone else is
     /// `FORBIDDEN` (the token decides who calls).
     pub(super) fn sender(
@@ -225,7 +265,7 @@ impl Core {
     }
 
     /// The first answer to a request retried with the same idempotency key, if any.
-    pub(super) async fn replay<T: DeserializeOwned>(
+    async fn replay<T: DeserializeOwned>(
         &self,
         sender: &AgentRecord,
         idem: &Option<Idempotency>,

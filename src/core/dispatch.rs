@@ -6,54 +6,37 @@ use switchboard_types::{AgentOp, MessageOp, Operation, Reply, TaskOp, TeamOp};
 use super::tasks::Following;
 use switchboard_types::ErrorCode;
 
+use super::ask::Ask;
 use super::{Caller, Core, CoreError, CoreResult};
 
 impl Core {
-    /// Performs `operation` for `caller`. Every transport (REST, WebSocket, and those to
-    /// come) calls this, so the same input gets the same answer or the same error code
-    /// everywhere.
+    /// Performs what `caller` asks. Every transport (REST, WebSocket, STOMP, MCP, A2A)
+    /// calls this with an [`Operation`] (answered by a [`Reply`]), or with a typed
+    /// [`Ask`](super::ask::Ask) when it renders the answer itself, so the same input
+    /// gets the same answer or the same error code everywhere.
     ///
     /// Each operation's future is boxed (see [`boxed`]): as one state machine over every
     /// operation, this future would be as large as the largest (kilobytes), and every
     /// layer of the HTTP stack moved it (callgrind: a third more `memcpy` per request,
     /// about 13% of send throughput).
-    pub async fn dispatch(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
+    pub async fn dispatch<A: Ask>(&self, caller: &Caller, ask: A) -> CoreResult<A::Answer> {
         // With several nodes, a refusal for something unknown here may be about what
         // another node committed a moment ago: the registry catches up and the operation
         // runs once more. Such refusals come before anything is written.
         self.fence().await?;
-        let again = self.store().shared().then(|| operation.clone());
-        let mut reply = self.dispatch_any(caller, operation).await;
-        if let (Err(err), Some(operation)) = (&reply, again)
+        let again = self.store().shared().then(|| ask.clone());
+        let mut answer = ask.run(self, caller).await;
+        if let (Err(err), Some(ask)) = (&answer, again)
             && unknown_here(err)
         {
             // Taken at the refusal: at worst one reload more, never one too few.
             self.registry_current_since(std::time::Instant::now()).await;
-            reply = self.dispatch_any(caller, operation).await;
+            answer = ask.run(self, caller).await;
         }
-        if reply.is_ok() {
+        if answer.is_ok() {
             self.touched(caller);
         }
-        reply
-    }
-
-    /// Performs `operation` for `caller` and hands its answer over typed, for a
-    /// transport that renders the answer itself (A2A) rather than the JSON of the
-    /// [`Reply`]. Each operation has one answer type; another is a defect of the core.
-    pub async fn call<T>(&self, caller: &Caller, operation: impl Into<Operation>) -> CoreResult<T>
-    where
-        T: TryFrom<Reply, Error = Reply>,
-    {
-        let operation = operation.into();
-        let name = operation.name();
-        let reply = self.dispatch(caller, operation).await?;
-        T::try_from(reply).map_err(|other| {
-            CoreError::internal(format!(
-                "{name} answered {:?}, not {}",
-                std::mem::discriminant(&other),
-                std::any::type_name::<T>()
-            ))
-        })
+        answer
     }
 
     /// A TaskRequest submitted over a transport whose caller follows the task there
@@ -80,7 +63,11 @@ impl Core {
 
     /// One exhaustive handler per resource: an operation added to a resource's enum
     /// does not compile until its handler says what it does.
-    async fn dispatch_any(&self, caller: &Caller, operation: Operation) -> CoreResult<Reply> {
+    pub(super) async fn dispatch_any(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+    ) -> CoreResult<Reply> {
         match operation {
             Operation::Teams(op) => self.dispatch_team(caller, op).await,
             Operation::Agents(op) => self.dispatch_agent(caller, op).await,

@@ -15,10 +15,12 @@ use switchboard_types::messages::{
 };
 use switchboard_types::time::Timestamp;
 
-use super::delivery::{Idempotency, Outgoing, Posted};
+use super::delivery::{Outgoing, Posted, SendRequest, Sending};
 use super::loops::Links;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, MessageRecord, NewMessage, TeamRecord};
+use std::ops::ControlFlow;
+use switchboard_types::MessageOpName;
 
 /// A reply's thread and context: the ones it names, else its original's (its thread, or
 /// the original itself as the thread's start; its context — as RESPOND_TO_MESSAGE's
@@ -51,12 +53,21 @@ impl Core {
         input: SendMessage,
         idempotency_key: Option<&str>,
     ) -> CoreResult<SendResult> {
-        let idem = Idempotency::new(idempotency_key, "send_message", &input)?;
-        let (team, sender) = self.sender(caller, &input.sender_agent_id, "sender_agent_id")?;
-        if let Some(answer) = self.replay(&sender, &idem).await? {
-            return Ok(answer);
-        }
-        self.check_can_send(&team, &sender)?;
+        let Sending { team, sender, idem } = match self
+            .start_sending(
+                caller,
+                SendRequest {
+                    operation: MessageOpName::SendMessage,
+                    idempotency_key,
+                    request: &input,
+                    claimed: Some((&input.sender_agent_id, "sender_agent_id")),
+                },
+            )
+            .await?
+        {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(sending) => sending,
+        };
         let recipients = if input.validate_recipients()? {
             self.others(&team, &sender)
         } else {

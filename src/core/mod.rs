@@ -8,6 +8,7 @@
 
 pub mod activity;
 mod agents;
+pub mod ask;
 mod assistance;
 pub mod auth;
 mod broadcasts;

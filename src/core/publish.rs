@@ -14,10 +14,12 @@ use switchboard_types::publish::{
 };
 use switchboard_types::time::Timestamp;
 
-use super::delivery::{Idempotency, Outgoing};
+use super::delivery::{Outgoing, SendRequest, Sending};
 use super::loops::Links;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, NewMessage, PublishFields};
+use std::ops::ControlFlow;
+use switchboard_types::MessageOpName;
 
 /// Who a publish reaches, and for whom it is news.
 struct Audience {
@@ -34,13 +36,24 @@ impl Core {
         input: Publish,
         idempotency_key: Option<&str>,
     ) -> CoreResult<PublishResult> {
-        let idem = Idempotency::new(idempotency_key, "publish", &input)?;
-        let (team, sender) = self.acting_agent(caller)?;
-        self.check_claimed(caller, input.sender_agent_id.as_ref(), "sender_agent_id")?;
-        if let Some(answer) = self.replay(&sender, &idem).await? {
-            return Ok(answer);
-        }
-        self.check_can_send(&team, &sender)?;
+        let Sending { team, sender, idem } = match self
+            .start_sending(
+                caller,
+                SendRequest {
+                    operation: MessageOpName::Publish,
+                    idempotency_key,
+                    request: &input,
+                    claimed: input
+                        .sender_agent_id
+                        .as_ref()
+                        .map(|id| (id, "sender_agent_id")),
+                },
+            )
+            .await?
+        {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(sending) => sending,
+        };
         let send_to = input.validate()?;
         let parent = self
             .message_parent(&sender, None, input.thread_id.as_deref())

@@ -16,11 +16,13 @@ use switchboard_types::messages::{
 };
 use switchboard_types::time::Timestamp;
 
-use super::delivery::{Idempotency, Outgoing, Posted};
+use super::delivery::{Outgoing, Posted, SendRequest, Sending};
 use super::loops::Links;
 use super::messages::message_not_found;
 use super::{Caller, Core, CoreError, CoreResult, ids};
 use crate::model::{AgentRecord, MessageRecord, NewMessage, ResponseLink, TeamRecord};
+use std::ops::ControlFlow;
+use switchboard_types::MessageOpName;
 
 impl Core {
     /// RESPOND_TO_MESSAGE.
@@ -31,14 +33,26 @@ impl Core {
         input: RespondToMessage,
         idempotency_key: Option<&str>,
     ) -> CoreResult<RespondResult> {
-        let idem = Idempotency::new(idempotency_key, "respond_to_message", &(message_id, &input))?;
-        let (team, responder) =
-            self.sender(caller, &input.responder_agent_id, "responder_agent_id")?;
-        if let Some(answer) = self.replay(&responder, &idem).await? {
-            return Ok(answer);
-        }
+        let Sending {
+            team,
+            sender: responder,
+            idem,
+        } = match self
+            .start_sending(
+                caller,
+                SendRequest {
+                    operation: MessageOpName::RespondToMessage,
+                    idempotency_key,
+                    request: &(message_id, &input),
+                    claimed: Some((&input.responder_agent_id, "responder_agent_id")),
+                },
+            )
+            .await?
+        {
+            ControlFlow::Break(answer) => return Ok(answer),
+            ControlFlow::Continue(sending) => sending,
+        };
         input.validate(message_id)?;
-        self.check_can_send(&team, &responder)?;
         let original = self.original_for(&team, &responder, message_id).await?;
         let chain = self.guard(&team, &responder, Some(original.chain()), Links::Messages)?;
         let (recipients, failed_extra) =

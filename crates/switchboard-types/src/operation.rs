@@ -283,6 +283,24 @@ pub enum OperationName {
     Tasks(TaskOpName),
 }
 
+/// A resource's operation name as one of all operations' names.
+macro_rules! operation_names {
+    ($($resource:ident($name:ty);)*) => {$(
+        impl From<$name> for OperationName {
+            fn from(name: $name) -> OperationName {
+                OperationName::$resource(name)
+            }
+        }
+    )*};
+}
+
+operation_names! {
+    Teams(TeamOpName);
+    Agents(AgentOpName);
+    Messages(MessageOpName);
+    Tasks(TaskOpName);
+}
+
 impl OperationName {
     /// The operation of this name, if any.
     pub fn parse(name: &str) -> Option<OperationName> {
@@ -410,50 +428,6 @@ pub enum Reply {
     Activity(TeamActivity),
     Traffic(TrafficPage),
     Trace(crate::trace::TraceView),
-}
-
-/// Each answer type from the [`Reply`] that carries it: a caller that knows which answer
-/// its operation has takes it typed (`Core::call`), and the one place that could find
-/// another answer says so, instead of every caller matching the enum.
-macro_rules! typed_replies {
-    ($($variant:ident($ty:ty);)*) => {$(
-        impl TryFrom<Reply> for $ty {
-            type Error = Reply;
-            fn try_from(reply: Reply) -> Result<$ty, Reply> {
-                match reply {
-                    Reply::$variant(answer) => Ok(answer),
-                    other => Err(other),
-                }
-            }
-        }
-    )*};
-}
-
-typed_replies! {
-    TeamCreated(TeamCreated);
-    Team(TeamView);
-    TeamMetrics(TeamMetrics);
-    CallbackSecret(CallbackSecret);
-    AgentRegistered(AgentRegistered);
-    Agents(AgentList);
-    Agent(AgentEnvelope);
-    AgentRemoved(AgentRemoved);
-    WhoAmI(WhoAmI);
-    Sent(SendResult);
-    Inbox(InboxPage);
-    Message(Box<MessageDetail>);
-    MarkedRead(MarkReadResult);
-    Responded(RespondResult);
-    Broadcast(BroadcastResult);
-    Assistance(AssistanceResult);
-    TaskSubmitted(Box<TaskSubmitted>);
-    Task(Box<TaskDetail>);
-    Tasks(TaskList);
-    TaskUpdated(Box<TaskUpdated>);
-    Published(PublishResult);
-    Activity(TeamActivity);
-    Traffic(TrafficPage);
-    Trace(crate::trace::TraceView);
 }
 
 #[cfg(test)]

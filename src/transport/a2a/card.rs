@@ -6,9 +6,8 @@
 //! capabilities are the team's business, and nothing is reachable across teams. They
 //! carry an `ETag` (a hash of the card) and are cacheable privately for a minute.
 
+use crate::core::ask;
 use std::collections::HashMap;
-use switchboard_types::AgentOp;
-use switchboard_types::agents::{AgentEnvelope, AgentList};
 
 use a2a::{
     AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill,
@@ -38,11 +37,11 @@ pub async fn card(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let caller = state.authenticate(&headers).await?;
-    let found: AgentEnvelope = state
+    let found = state
         .core
-        .call(
+        .dispatch(
             &caller,
-            AgentOp::GetAgent {
+            ask::GetAgent {
                 team_id: team_id.into(),
                 agent_id: agent_id.into(),
             },
@@ -84,11 +83,11 @@ pub async fn directory(
 ) -> ApiResult<Response> {
     let caller = state.authenticate(&headers).await?;
     let query = AgentQuery::default();
-    let list: AgentList = state
+    let list = state
         .core
-        .call(
+        .dispatch(
             &caller,
-            AgentOp::ListAgents {
+            ask::ListAgents {
                 team_id: team_id.into(),
                 query,
             },

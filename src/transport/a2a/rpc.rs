@@ -3,11 +3,8 @@
 //! `403`, `404` with the contract's body, as on REST); everything after is a JSON-RPC
 //! answer with status 200.
 
-use crate::core::CoreResult;
-use switchboard_types::agents::AgentEnvelope;
+use crate::core::ask::{self, Ask};
 use switchboard_types::ids::{AgentId, TaskRef, TeamId};
-use switchboard_types::tasks::{TaskList, TaskUpdated};
-use switchboard_types::teams::WhoAmI;
 
 use a2a::{
     A2AError, CancelTaskRequest, GetTaskRequest, JsonRpcError, JsonRpcId, ListTasksRequest,
@@ -22,9 +19,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use switchboard_types::ErrorCode;
 use switchboard_types::decode::CommaList;
 use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
-use switchboard_types::{AgentOp, ErrorCode, Operation, Reply, TaskOp};
 
 pub use super::errors::to_a2a;
 use super::v03::{self, Dialect};
@@ -64,11 +61,11 @@ impl Interface {
                 "A2A calls are made by agents: use an agent token of the team",
             )));
         }
-        let found: AgentEnvelope = state
+        let found = state
             .core
-            .call(&caller, AgentOp::GetAgent { team_id, agent_id })
+            .dispatch(&caller, ask::GetAgent { team_id, agent_id })
             .await?;
-        let whoami: WhoAmI = state.core.call(&caller, AgentOp::WhoAmI).await?;
+        let whoami = state.core.dispatch(&caller, ask::WhoAmI {}).await?;
         let Some(me) = whoami.agent_id else {
             return Err(ApiError(CoreError::internal(
                 "an agent token names no agent",
@@ -83,14 +80,11 @@ impl Interface {
         })
     }
 
-    /// Performs `operation` as the caller, its answer typed (see `Core::call`).
-    pub async fn call<T>(&self, operation: impl Into<Operation>) -> Result<T, A2AError>
-    where
-        T: TryFrom<Reply, Error = Reply>,
-    {
+    /// Asks the core as the caller, the answer typed by what is asked.
+    pub async fn call<A: Ask>(&self, ask: A) -> Result<A::Answer, A2AError> {
         self.state
             .core
-            .call(&self.caller, operation)
+            .dispatch(&self.caller, ask)
             .await
             .map_err(to_a2a)
     }
@@ -99,9 +93,9 @@ impl Interface {
     /// another member's tasks are not reachable through this interface).
     pub async fn task(&self, task_id: &str) -> Result<TaskDetail, A2AError> {
         let task_id = self.reference(task_id);
-        let detail: Box<TaskDetail> = self.call(TaskOp::GetTask { task_id }).await?;
+        let detail = self.call(ask::GetTask { task_id }).await?;
         if self.owns(&detail.task) {
-            Ok(*detail)
+            Ok(detail)
         } else {
             Err(A2AError::task_not_found(&detail.task.task_id))
         }
@@ -499,7 +493,7 @@ async fn list(
         cursor: request.page_token.filter(|t| !t.is_empty()),
         target_agent_id: Some(interface.agent.clone()),
     };
-    let list: TaskList = interface.call(TaskOp::ListTasks(query)).await?;
+    let list = interface.call(ask::ListTasks { query }).await?;
     let after = request.status_timestamp_after.map(|t| t.timestamp_micros());
     let history = history_length(request.history_length)?.or(Some(0));
     let tasks: Vec<a2a::Task> = list
@@ -547,14 +541,14 @@ async fn cancel(interface: &Interface, request: CancelTaskRequest) -> Result<a2a
         .and_then(|m| m.get("reason"))
         .and_then(Value::as_str)
         .map(str::to_owned);
-    let operation = TaskOp::CancelTask {
+    let operation = ask::CancelTask {
         task_id: interface.reference(&request.id),
         cancel: Cancel { reason },
     };
-    let canceled: CoreResult<Box<TaskUpdated>> = interface
+    let canceled = interface
         .state
         .core
-        .call(&interface.caller, operation)
+        .dispatch(&interface.caller, operation)
         .await;
     match canceled {
         Ok(updated) => Ok(convert::task(&updated.task, None)),

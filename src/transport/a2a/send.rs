@@ -4,9 +4,8 @@
 //! answer comes when the task finished or asks for input (or after [`BLOCK_FOR`], as it
 //! is then); `returnImmediately` answers with the task as submitted.
 
+use crate::core::ask;
 use std::time::Duration;
-use switchboard_types::TaskOp;
-use switchboard_types::tasks::TaskUpdated;
 
 use a2a::{A2AError, Message, SendMessageRequest};
 use axum::http::HeaderMap;
@@ -162,12 +161,11 @@ async fn answer(interface: &Interface, message: &Message, task_id: &str) -> Resu
             "the answer to a question is text: the message has no text part",
         ));
     }
-    let answered: Box<TaskUpdated> = interface
-        .call(TaskOp::AnswerClarification {
+    let answered = interface
+        .call(ask::AnswerClarification {
             task_id: interface.reference(task_id),
             clarification_id: open.clarification_id.clone(),
             answer: Answer { answer: text },
-            response_provided_by: None,
         })
         .await?;
     Ok(Sent {

@@ -61,3 +61,46 @@ async fn an_agent_registered_on_one_node_is_known_at_once_on_another() {
         .await
         .expect_error(401, "UNAUTHORIZED");
 }
+
+/// A list keeps read-your-writes too (issue 64): agents registered on two nodes are in
+/// the team's list on a third the moment their registrations are answered. A lookup that
+/// misses reloads the registry before it refuses, but a list cannot tell what it misses;
+/// a three-node check found agents missing from `GET /v1/teams/{id}/agents` in 1 of 3
+/// runs. An addition now answers only once every live node holds it, as a change does.
+#[tokio::test]
+async fn a_list_on_a_third_node_shows_every_registration_just_answered() {
+    let Some(one) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = one.team("listed").await;
+    let two = one.another_node().await;
+    let three = one.another_node().await;
+    let mut registered = Vec::new();
+    for i in 0..60 {
+        let (node, id) = if i % 2 == 0 {
+            (&one, format!("a{i}"))
+        } else {
+            (&two, format!("b{i}"))
+        };
+        node.agent(&team, &id, &[]).await;
+        registered.push(id);
+        let listed = three
+            .get(&format!("/v1/teams/{}/agents", team.id))
+            .token(&team.key)
+            .send()
+            .await
+            .expect_status(200);
+        let names: Vec<&str> = listed.body["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter_map(|a| a["agent_id"].as_str())
+            .collect();
+        for id in &registered {
+            assert!(
+                names.contains(&id.as_str()),
+                "{id} missing after round {i}: {names:?}"
+            );
+        }
+    }
+}

@@ -1,5 +1,5 @@
-//! Teams, agents, presence and outside agents on PostgreSQL. A registry change answers
-//! only once every live node has taken it up ([`PgStore::registry_barrier`]).
+//! Teams, agents, presence and outside agents on PostgreSQL. A registry change (an
+//! addition too) answers only once every live node has taken it up ([`PgStore::registry_barrier`]).
 
 use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, TeamPk};
@@ -70,20 +70,25 @@ impl Registry for PgStore {
         team: TeamRecord,
         after: AfterCommit<TeamRecord>,
     ) -> Result<(), StoreError> {
-        self.write_then(
-            move |tx| {
-                Box::pin(async move {
-                    let pk = teams::insert(tx.conn().await?, &team).await?;
-                    tx.note_registry();
-                    Ok(TeamRecord { pk, ..team })
-                })
-            },
-            move |team| {
-                after(team);
-                Ok(())
-            },
-        )
-        .await
+        let written: Result<(), StoreError> = self
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let pk = teams::insert(tx.conn().await?, &team).await?;
+                        tx.note_registry();
+                        Ok(TeamRecord { pk, ..team })
+                    })
+                },
+                move |team| {
+                    after(team);
+                    Ok(())
+                },
+            )
+            .await;
+        written?;
+        // An addition waits too: a lookup that misses reloads on its own, but a list
+        // cannot tell what it misses (`nodes::read_your_writes`).
+        self.registry_barrier(NODE_EXPIRY).await
     }
 
     async fn update_team_boxed(
@@ -119,20 +124,25 @@ impl Registry for PgStore {
         agent: AgentRecord,
         after: AfterCommit<AgentRecord>,
     ) -> Result<(), StoreError> {
-        self.write_then(
-            move |tx| {
-                Box::pin(async move {
-                    let pk = agents::insert(tx.conn().await?, &agent).await?;
-                    tx.note_registry();
-                    Ok(AgentRecord { pk, ..agent })
-                })
-            },
-            move |agent| {
-                after(agent);
-                Ok(())
-            },
-        )
-        .await
+        let written: Result<(), StoreError> = self
+            .write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let pk = agents::insert(tx.conn().await?, &agent).await?;
+                        tx.note_registry();
+                        Ok(AgentRecord { pk, ..agent })
+                    })
+                },
+                move |agent| {
+                    after(agent);
+                    Ok(())
+                },
+            )
+            .await;
+        written?;
+        // An addition waits too: a lookup that misses reloads on its own, but a list
+        // cannot tell what it misses (`nodes::read_your_writes`).
+        self.registry_barrier(NODE_EXPIRY).await
     }
 
     async fn update_agent_boxed(

@@ -8,6 +8,7 @@
 //! first progress report (`result_data.a2a_remote_task_id`), so after a restart the
 //! follower picks the task up where it was, without a table of its own.
 
+use crate::core::ask;
 use std::time::Duration;
 use switchboard_types::TaskOp;
 use switchboard_types::ids::TaskRef;
@@ -414,11 +415,10 @@ fn trace_metadata(task: &Task) -> Value {
 }
 
 async fn local(caller: &Caller, d: &Delegate, task_id: &str) -> Result<TaskDetail, Stop> {
-    let get = TaskOp::GetTask {
+    let get = ask::GetTask {
         task_id: task_id.into(),
     };
-    let detail: Box<TaskDetail> = d.core.call(caller, get).await?;
-    Ok(*detail)
+    Ok(d.core.dispatch(caller, get).await?)
 }
 
 async fn report(

@@ -14,11 +14,10 @@ mod follow;
 mod hold;
 mod watch;
 
+use crate::core::ask;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use switchboard_types::inbox::InboxPage;
-use switchboard_types::tasks::TaskList;
 
 use axum::Json;
 use axum::extract::State;
@@ -33,7 +32,7 @@ use switchboard_types::messages::{MarkRead, MessageView};
 use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{TaskQuery, TaskRole};
 use switchboard_types::time::Timestamp;
-use switchboard_types::{MessageOp, Operation, TaskOp};
+use switchboard_types::{MessageOp, Operation};
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -228,9 +227,9 @@ impl Delegate {
             limit: Some(1),
             ..Default::default()
         };
-        let page: Option<InboxPage> = self
+        let page = self
             .core
-            .call(caller, MessageOp::GetMessages(query))
+            .dispatch(caller, ask::GetMessages { query })
             .await
             .ok();
         page.and_then(|page| page.messages.first().and_then(|m| m.seq))
@@ -290,7 +289,11 @@ impl Delegate {
             limit: Some(100),
             ..TaskQuery::default()
         };
-        let list: Option<TaskList> = self.core.call(caller, TaskOp::ListTasks(query)).await.ok();
+        let list = self
+            .core
+            .dispatch(caller, ask::ListTasks { query })
+            .await
+            .ok();
         list.map_or_else(Vec::new, |list| {
             list.tasks
                 .into_iter()
