@@ -99,7 +99,7 @@ pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken
         if stop.is_cancelled() {
             break;
         }
-        let queued = core.callback_queued();
+        let queued = core.callbacks().callback_queued();
         let wait = match round(&core, &client, &settings).await {
             Ok(true) => continue,
             Ok(false) => next_wait(&core).await,
@@ -119,7 +119,7 @@ pub async fn run(core: Core, settings: CallbackSettings, stop: CancellationToken
 
 /// How long until the next pending callback is due.
 async fn next_wait(core: &Core) -> Duration {
-    match core.next_callback_due().await {
+    match core.callbacks().next_callback_due().await {
         Ok(Some(at)) => {
             let micros = (at.micros() - Timestamp::now().micros()).max(0);
             Duration::from_micros(micros as u64).min(crate::ticks::every(IDLE_POLL))
@@ -134,7 +134,10 @@ async fn round(
     client: &reqwest::Client,
     settings: &CallbackSettings,
 ) -> CoreResult<bool> {
-    let due = core.due_callbacks(BATCH, settings.claim()).await?;
+    let due = core
+        .callbacks()
+        .due_callbacks(BATCH, settings.claim())
+        .await?;
     if due.is_empty() {
         return Ok(false);
     }
@@ -155,7 +158,8 @@ async fn round(
             (callback, outcome)
         });
     let outcomes = join_all(attempts).await;
-    core.record_callback_attempts(outcomes, settings.retry_policy())
+    core.callbacks()
+        .record_callback_attempts(outcomes, settings.retry_policy())
         .await?;
     Ok(true)
 }

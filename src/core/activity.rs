@@ -22,6 +22,7 @@ use switchboard_types::publish::{AgentActivity, TeamActivity};
 use switchboard_types::time::Timestamp;
 use tokio::sync::watch;
 
+use super::Live;
 use super::{Caller, Core, CoreResult, Need};
 
 /// How long after an operation the activity is recomputed: operations in between share
@@ -65,7 +66,7 @@ impl Core {
     ) -> CoreResult<TeamActivity> {
         let team = match team_id {
             Some(team_id) => self.team_for(caller, team_id, Need::Read)?,
-            None => self.acting_agent(caller)?.0,
+            None => self.identity().acting_agent(caller)?.0,
         };
         self.compute_activity(team.pk).await
     }
@@ -101,29 +102,6 @@ impl Core {
             loop_stopped: None,
             budget_exhausted: None,
         })
-    }
-
-    /// Activity frames of the caller's team for one connection; the current state is
-    /// computed for the first watcher.
-    pub fn watch_activity(&self, caller: &Caller) -> CoreResult<ActivityFrames> {
-        let (team, _) = self.acting_agent(caller)?;
-        let mut teams = self
-            .activity()
-            .teams
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let watched = teams.entry(team.pk).or_insert_with(|| Watched {
-            frames: watch::Sender::new(None),
-            idle: None,
-            scheduled: false,
-            fresh: false,
-        });
-        watched.fresh = true;
-        let frames = watched.frames.subscribe();
-        self.activity().any.store(true, Ordering::Release);
-        drop(teams);
-        self.touch_activity(team.pk);
-        Ok(frames)
     }
 
     /// Something happened in `team`: if anyone watches it, recompute its activity soon.
@@ -224,5 +202,31 @@ impl Core {
                 None
             }
         }
+    }
+}
+
+impl<'a> Live<'a> {
+    /// Activity frames of the caller's team for one connection; the current state is
+    /// computed for the first watcher.
+    pub fn watch_activity(self, caller: &Caller) -> CoreResult<ActivityFrames> {
+        let (team, _) = self.core.identity().acting_agent(caller)?;
+        let mut teams = self
+            .core
+            .activity()
+            .teams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let watched = teams.entry(team.pk).or_insert_with(|| Watched {
+            frames: watch::Sender::new(None),
+            idle: None,
+            scheduled: false,
+            fresh: false,
+        });
+        watched.fresh = true;
+        let frames = watched.frames.subscribe();
+        self.core.activity().any.store(true, Ordering::Release);
+        drop(teams);
+        self.core.touch_activity(team.pk);
+        Ok(frames)
     }
 }

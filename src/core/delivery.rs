@@ -128,7 +128,7 @@ impl Core {
         let idem = Idempotency::new(request.idempotency_key, request.operation, request.request)?;
         let (team, sender) = match request.claimed {
             Some((claimed, field)) => self.sender(caller, claimed, field)?,
-            None => self.acting_agent(caller)?,
+            None => self.identity().acting_agent(caller)?,
         };
         if let Some(answer) = self.replay(&sender, &idem).await? {
             return Ok(ControlFlow::Break(answer));
@@ -145,7 +145,7 @@ impl Core {
         claimed: &AgentId,
         field: &str,
     ) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         if *claimed != *me.agent_id {
             return Err(CoreError::forbidden(format!(
                 "{field} is '{claimed}' but the token belongs to '{}'",

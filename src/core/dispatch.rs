@@ -3,6 +3,7 @@
 use switchboard_types::tasks::{TaskRequest, TaskSubmitted};
 use switchboard_types::{AgentOp, MessageOp, Operation, Reply, TaskOp, TeamOp};
 
+use super::Tasks;
 use super::tasks::Following;
 use switchboard_types::ErrorCode;
 
@@ -37,21 +38,6 @@ impl Core {
             self.touched(caller);
         }
         answer
-    }
-
-    /// A TaskRequest submitted over a transport whose caller follows the task there
-    /// rather than in its inbox (A2A): `SubmitTask`, without the originator's
-    /// notifications (see [`Following::Transport`]).
-    pub async fn submit_followed_task(
-        &self,
-        caller: &Caller,
-        request: TaskRequest,
-    ) -> CoreResult<TaskSubmitted> {
-        let submitted = boxed(self.submit_task(caller, request, Following::Transport)).await;
-        if submitted.is_ok() {
-            self.touched(caller);
-        }
-        submitted
     }
 
     /// Whatever changed a team may have changed whether it is idle.
@@ -253,4 +239,21 @@ fn unknown_here(err: &CoreError) -> bool {
             | ErrorCode::NotFound
             | ErrorCode::NoSuitableAgent
     )
+}
+
+impl<'a> Tasks<'a> {
+    /// A TaskRequest submitted over a transport whose caller follows the task there
+    /// rather than in its inbox (A2A): `SubmitTask`, without the originator's
+    /// notifications (see [`Following::Transport`]).
+    pub async fn submit_followed_task(
+        self,
+        caller: &Caller,
+        request: TaskRequest,
+    ) -> CoreResult<TaskSubmitted> {
+        let submitted = boxed(self.core.submit_task(caller, request, Following::Transport)).await;
+        if submitted.is_ok() {
+            self.core.touched(caller);
+        }
+        submitted
+    }
 }

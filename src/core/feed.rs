@@ -30,6 +30,7 @@ use switchboard_types::routing::Route;
 use tokio::sync::futures::OwnedNotified;
 use tokio::task::JoinHandle;
 
+use super::Live;
 use super::live::{Connection, LivePush};
 use super::{Caller, Core, CoreError, CoreResult};
 use crate::hub::Watch;
@@ -132,59 +133,6 @@ impl Drop for Feed {
     }
 }
 
-impl Core {
-    /// A feed of a live connection's entries after `after`, in `form`; the connection's
-    /// `news_only` and route apply. The connection was registered before this, so
-    /// nothing committed since can be missed.
-    pub fn feed_live(&self, conn: Connection, after: i64, form: Form) -> Feed {
-        let filter = Filter {
-            agent: conn.agent(),
-            form,
-            news_only: conn.news_only,
-            route: Some(conn.route),
-        };
-        Feed::new(
-            self,
-            filter,
-            after,
-            Wake::Pushes {
-                conn: Box::new(conn),
-                pending: VecDeque::new(),
-            },
-        )
-    }
-
-    /// A feed of the calling agent's entries after `after` (after its newest entry when
-    /// `None`), as views, woken by commits: for a follower that holds no connection.
-    pub async fn feed_watch(&self, caller: &Caller, after: Option<i64>) -> CoreResult<Feed> {
-        let (_, me) = self.acting_agent(caller)?;
-        if after.is_some_and(|a| a < 0) {
-            return Err(CoreError::validation(
-                "after_seq",
-                "after_seq is a sequence number, 0 or more",
-            ));
-        }
-        // Watching before the newest seq is read: an entry committed in between wakes it.
-        let watch = self.hub().watch_inbox(me.pk);
-        let after = match after {
-            Some(after) => after,
-            None => self.store().newest_seq(me.pk).await?,
-        };
-        let filter = Filter {
-            agent: me.pk,
-            form: Form::Views,
-            news_only: false,
-            route: None,
-        };
-        Ok(Feed::new(
-            self,
-            filter,
-            after,
-            Wake::Commits { watch, armed: None },
-        ))
-    }
-}
-
 impl Feed {
     fn new(core: &Core, filter: Filter, after: i64, wake: Wake) -> Feed {
         Feed {
@@ -196,6 +144,32 @@ impl Feed {
             prefetch: None,
             rereads: 0,
         }
+    }
+
+    /// Records that everything up to `seq` reached the agent (the cursor never moves
+    /// back). An ack beyond the last entry this feed handed out is refused and changes
+    /// nothing: stored as the cursor, it would make the agent skip entries not yet
+    /// committed.
+    pub fn ack(&self, seq: i64) -> CoreResult<()> {
+        let sent_up_to = self.cursor;
+        if seq > sent_up_to {
+            return Err(CoreError::validation(
+                "seq",
+                format!(
+                    "seq {seq} was not sent on this connection (the last one sent is \
+                     {sent_up_to}); acknowledge only entries that arrived"
+                ),
+            )
+            .with("seq", seq)
+            .with("last_sent", sent_up_to));
+        }
+        self.core.hub().ack(self.agent(), seq);
+        Ok(())
+    }
+
+    /// Notes activity of the agent (a frame arrived).
+    pub fn seen(&self) {
+        self.core.hub().seen(self.agent());
     }
 
     /// The last entry handed out: where a follower resumes.
@@ -433,4 +407,57 @@ async fn read(core: Core, filter: Filter, after: i64, limit: i64) -> CoreResult<
         })
         .collect::<CoreResult<Vec<_>>>()?;
     Ok((entries, page.more))
+}
+
+impl<'a> Live<'a> {
+    /// A feed of a live connection's entries after `after`, in `form`; the connection's
+    /// `news_only` and route apply. The connection was registered before this, so
+    /// nothing committed since can be missed.
+    pub fn feed_live(self, conn: Connection, after: i64, form: Form) -> Feed {
+        let filter = Filter {
+            agent: conn.agent(),
+            form,
+            news_only: conn.news_only,
+            route: Some(conn.route),
+        };
+        Feed::new(
+            self.core,
+            filter,
+            after,
+            Wake::Pushes {
+                conn: Box::new(conn),
+                pending: VecDeque::new(),
+            },
+        )
+    }
+
+    /// A feed of the calling agent's entries after `after` (after its newest entry when
+    /// `None`), as views, woken by commits: for a follower that holds no connection.
+    pub async fn feed_watch(self, caller: &Caller, after: Option<i64>) -> CoreResult<Feed> {
+        let (_, me) = self.core.identity().acting_agent(caller)?;
+        if after.is_some_and(|a| a < 0) {
+            return Err(CoreError::validation(
+                "after_seq",
+                "after_seq is a sequence number, 0 or more",
+            ));
+        }
+        // Watching before the newest seq is read: an entry committed in between wakes it.
+        let watch = self.core.hub().watch_inbox(me.pk);
+        let after = match after {
+            Some(after) => after,
+            None => self.core.store().newest_seq(me.pk).await?,
+        };
+        let filter = Filter {
+            agent: me.pk,
+            form: Form::Views,
+            news_only: false,
+            route: None,
+        };
+        Ok(Feed::new(
+            self.core,
+            filter,
+            after,
+            Wake::Commits { watch, armed: None },
+        ))
+    }
 }

@@ -124,7 +124,7 @@ impl Core {
         let confirmed = async {
             self.store()
                 .heartbeat(
-                    self.node_id().as_str(),
+                    self.node().node_id().as_str(),
                     switchboard_types::time::Timestamp::now(),
                 )
                 .await?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use switchboard_types::ErrorCode;
 
+use super::Node;
 use super::{Core, CoreError, CoreResult, Inner};
 
 /// How often storage is asked, and how long an answer may take.
@@ -26,17 +27,6 @@ impl Default for StorageHealth {
 }
 
 impl Core {
-    /// Liveness: `UNAVAILABLE` while storage did not answer its last check.
-    pub fn alive(&self) -> CoreResult<()> {
-        if self.inner.health.0.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        Err(CoreError::new(
-            ErrorCode::Unavailable,
-            "the server cannot reach its storage",
-        ))
-    }
-
     /// Starts the checks; they end with the core.
     pub(super) fn watch_storage(&self) {
         tokio::spawn(check(Arc::downgrade(&self.inner)));
@@ -58,5 +48,18 @@ async fn check(inner: Weak<Inner>) {
                 tracing::warn!("storage does not answer; /healthz fails until it does");
             }
         }
+    }
+}
+
+impl<'a> Node<'a> {
+    /// Liveness: `UNAVAILABLE` while storage did not answer its last check.
+    pub fn alive(self) -> CoreResult<()> {
+        if self.core.inner.health.0.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        Err(CoreError::new(
+            ErrorCode::Unavailable,
+            "the server cannot reach its storage",
+        ))
     }
 }

@@ -19,7 +19,7 @@ impl Core {
         caller: &Caller,
         query: InboxQuery,
     ) -> CoreResult<InboxPage> {
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         if let Some(agent_id) = &query.agent_id
             && *agent_id != me.agent_id
         {

@@ -9,8 +9,8 @@ use switchboard_types::ErrorCode;
 use switchboard_types::ids::{AgentId, AgentPk, TeamId};
 use switchboard_types::routing::{Route, Via};
 
-use super::feed::Feed;
-use super::{Caller, Core, CoreError, CoreResult};
+use super::Live;
+use super::{Caller, CoreError, CoreResult};
 use crate::hub::{ConnectionLimit, Lag, Push, Registration};
 use crate::model::PresenceRow;
 
@@ -97,31 +97,34 @@ impl Connection {
     }
 }
 
-impl Core {
+impl<'a> Live<'a> {
     /// Registers a live connection for the calling agent, by the transport it calls
     /// by. Registered before storage is read for the replay, so nothing committed from
     /// now on can be missed.
-    pub fn connect(&self, caller: &Caller) -> CoreResult<Connection> {
-        let (team, agent) = self.acting_agent(caller)?;
+    pub fn connect(self, caller: &Caller) -> CoreResult<Connection> {
+        let (team, agent) = self.core.identity().acting_agent(caller)?;
         let route = caller
             .via()
             .and_then(Via::route)
             .ok_or_else(|| CoreError::internal("a live connection needs a live transport"))?;
-        let registration = self
-            .hub()
-            .register(agent.pk, route)
-            .map_err(|limit| match limit {
-                ConnectionLimit::Agent(max) => CoreError::new(
-                    ErrorCode::RateLimited,
-                    format!("this agent already holds {max} live connections; close one first"),
-                )
-                .with("max", max),
-                ConnectionLimit::Total(max) => CoreError::new(
-                    ErrorCode::Unavailable,
-                    format!("the server holds its maximum of {max} live connections; retry later"),
-                )
-                .with("max", max),
-            })?;
+        let registration =
+            self.core
+                .hub()
+                .register(agent.pk, route)
+                .map_err(|limit| match limit {
+                    ConnectionLimit::Agent(max) => CoreError::new(
+                        ErrorCode::RateLimited,
+                        format!("this agent already holds {max} live connections; close one first"),
+                    )
+                    .with("max", max),
+                    ConnectionLimit::Total(max) => CoreError::new(
+                        ErrorCode::Unavailable,
+                        format!(
+                            "the server holds its maximum of {max} live connections; retry later"
+                        ),
+                    )
+                    .with("max", max),
+                })?;
         Ok(Connection {
             registration,
             agent_id: agent.agent_id.clone(),
@@ -135,8 +138,8 @@ impl Core {
     /// otherwise after the agent's last acknowledged entry — never past the agent's
     /// newest entry, so a cursor ahead of the inbox (a client's mistake) cannot make the
     /// connection skip entries committed later.
-    pub async fn resume_after(&self, caller: &Caller, since: Option<i64>) -> CoreResult<i64> {
-        let (_, agent) = self.acting_agent(caller)?;
+    pub async fn resume_after(self, caller: &Caller, since: Option<i64>) -> CoreResult<i64> {
+        let (_, agent) = self.core.identity().acting_agent(caller)?;
         let wanted = match since {
             Some(since) if since < 0 => {
                 return Err(CoreError::validation(
@@ -145,45 +148,19 @@ impl Core {
                 ));
             }
             Some(since) => since,
-            None => self.hub().acked(agent.pk),
+            None => self.core.hub().acked(agent.pk),
         };
-        let newest = self.store().newest_seq(agent.pk).await?;
+        let newest = self.core.store().newest_seq(agent.pk).await?;
         Ok(wanted.min(newest))
-    }
-
-    /// Records that everything up to `seq` reached the agent (the cursor never moves
-    /// back). An ack beyond the last entry the connection's feed handed out is refused
-    /// and changes nothing: stored as the cursor, it would make the agent skip entries
-    /// not yet committed.
-    pub fn ack(&self, feed: &Feed, seq: i64) -> CoreResult<()> {
-        let sent_up_to = feed.cursor();
-        if seq > sent_up_to {
-            return Err(CoreError::validation(
-                "seq",
-                format!(
-                    "seq {seq} was not sent on this connection (the last one sent is \
-                     {sent_up_to}); acknowledge only entries that arrived"
-                ),
-            )
-            .with("seq", seq)
-            .with("last_sent", sent_up_to));
-        }
-        self.hub().ack(feed.agent(), seq);
-        Ok(())
-    }
-
-    /// Notes activity of the agent (a frame arrived).
-    pub fn seen(&self, feed: &Feed) {
-        self.hub().seen(feed.agent());
     }
 
     /// Writes acknowledged cursors and last activity kept in memory (called every
     /// second and at shutdown), queue cursors included. A failed write keeps them for
     /// the next call.
-    pub async fn save_presence(&self) -> CoreResult<()> {
-        self.sync_nodes().await;
-        let queues = self.save_queue_cursors().await;
-        let unsaved = self.hub().take_unsaved();
+    pub async fn save_presence(self) -> CoreResult<()> {
+        self.core.sync_nodes().await;
+        let queues = self.core.save_queue_cursors().await;
+        let unsaved = self.core.hub().take_unsaved();
         if unsaved.is_empty() {
             return queues;
         }
@@ -195,9 +172,9 @@ impl Core {
                 last_seen_at: c.last_seen_at,
             })
             .collect();
-        let result = self.store().save_presence(rows).await;
+        let result = self.core.store().save_presence(rows).await;
         if result.is_err() {
-            self.hub().unsaved(&unsaved);
+            self.core.hub().unsaved(&unsaved);
         }
         result?;
         queues

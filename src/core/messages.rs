@@ -187,7 +187,7 @@ impl Core {
         caller: &Caller,
         input: MarkRead,
     ) -> CoreResult<MarkReadResult> {
-        let (_team, me) = self.acting_agent(caller)?;
+        let (_team, me) = self.identity().acting_agent(caller)?;
         if input.agent_id != me.agent_id {
             return Err(CoreError::forbidden(
                 "agent_id must be the calling agent: agents mark only their own messages",

@@ -122,6 +122,55 @@ enum Need {
     Manage,
 }
 
+/// The core's services: what a transport needs besides [`Core::dispatch`], grouped by
+/// the state it acts on, so the entry type stays small and a new feature lands in its own
+/// service rather than as one more method of the core. Each is a borrowed view (free to
+/// make); the list, with why each is not an operation, is in `docs/architecture.md`,
+/// checked by `tests/it/layout.rs`.
+macro_rules! services {
+    ($($(#[$doc:meta])* $name:ident by $accessor:ident;)*) => {
+        $(
+            $(#[$doc])*
+            #[derive(Clone, Copy)]
+            pub struct $name<'a> {
+                core: &'a Core,
+            }
+        )*
+
+        impl Core {
+            $(
+                #[doc = concat!("The [`", stringify!($name), "`] service.")]
+                pub fn $accessor(&self) -> $name<'_> {
+                    $name { core: self }
+                }
+            )*
+        }
+    };
+}
+
+services! {
+    /// Who a request runs as: tokens to callers, a caller to its agent and team. They
+    /// decide the `Caller` an operation runs as, so they come before any operation.
+    Identity by identity;
+    /// Live delivery: connections, the one live feed, sessions and their caps, waits.
+    /// They hand out a stream over time or act on what a transport holds open, not one
+    /// answer.
+    Live by live;
+    /// STOMP's queues and its team bridge: a queue's cursor and presence live with the
+    /// subscription, and the bridge decides whom a queue client acts as.
+    Queues by queues;
+    /// Outside agents (A2A out): the server acting for an agent that lives elsewhere.
+    Remotes by remotes;
+    /// The callback sender's side: the server's own worker (`src/callbacks.rs`) takes due
+    /// deliveries and records attempts; no client asks for these.
+    Callbacks by callbacks;
+    /// What A2A adds to tasks: push configs (its own resource), a submission followed on
+    /// its stream, a task's changes followed or awaited.
+    Tasks by tasks;
+    /// The process among the nodes: its name, liveness and readiness, retention passes.
+    Node by node;
+}
+
 impl Core {
     /// Loads the registry from storage and settles the admin token.
     ///
@@ -209,35 +258,6 @@ impl Core {
         &self.inner.hub
     }
 
-    /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody). With several nodes,
-    /// a token this node does not know is looked for in the database before it is
-    /// refused: an agent registered on another node a moment ago is known here at once.
-    pub async fn authenticate(&self, token: &str) -> CoreResult<Caller> {
-        self.fence().await?;
-        if let Some(caller) = self.inner.registry.authenticate(token) {
-            return Ok(caller);
-        }
-        if self.store().shared() {
-            // Taken at the miss: later than the request's arrival, so at worst one
-            // reload more, never one too few.
-            self.registry_current_since(std::time::Instant::now()).await;
-            if let Some(caller) = self.inner.registry.authenticate(token) {
-                return Ok(caller);
-            }
-        }
-        Err(auth::invalid_token())
-    }
-
-    /// This process's name among the nodes that may share its database.
-    pub fn node_id(&self) -> &node::NodeId {
-        &self.inner.node_id
-    }
-
-    /// Whether storage answers (readiness).
-    pub async fn ready(&self) -> CoreResult<()> {
-        Ok(self.store().ping().await?)
-    }
-
     /// Resolves the team named in a path and checks the caller's rights on it.
     ///
     /// A caller bound to another team gets `FORBIDDEN` whether or not the named team
@@ -274,38 +294,6 @@ impl Core {
         }
     }
 
-    /// The id of the team a team key or an agent token belongs to (`FORBIDDEN` for the
-    /// admin, who belongs to none): for transports whose calls do not name the team.
-    pub fn own_team_id(&self, caller: &Caller) -> CoreResult<TeamId> {
-        let team = match caller {
-            Caller::Team { team } | Caller::Agent { team, .. } => *team,
-            Caller::Admin => {
-                return Err(CoreError::forbidden(
-                    "the admin token belongs to no team; use a team key or an agent token",
-                ));
-            }
-        };
-        self.registry()
-            .team(team)
-            .map(|t| t.team_id.clone())
-            .ok_or_else(auth::invalid_token)
-    }
-
-    /// The agent behind an agent token (`FORBIDDEN` for other kinds of token), with its
-    /// team. Messaging operations act *as* an agent, so they start here.
-    pub fn acting_agent(&self, caller: &Caller) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {
-        let Caller::Agent { team, agent, .. } = *caller else {
-            return Err(CoreError::forbidden(
-                "this operation is done by an agent: use the agent's own token",
-            ));
-        };
-        let registry = self.registry();
-        match (registry.team(team), registry.agent(agent)) {
-            (Some(team), Some(agent)) if agent.is_member() => Ok((team, agent)),
-            _ => Err(auth::invalid_token()),
-        }
-    }
-
     /// Who reads a team's messages and tasks: its key, which sees every one of them (no
     /// agent), or an agent, which sees those it takes part in. Anyone else is refused as
     /// by [`Core::acting_agent`].
@@ -314,7 +302,7 @@ impl Core {
             let team = self.registry().team(team).ok_or_else(auth::invalid_token)?;
             return Ok((team, None));
         }
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         Ok((team, Some(me)))
     }
 
@@ -340,8 +328,76 @@ async fn store_epoch(core: &Core, epoch: i64) -> Result<(), StoreError> {
     if core.store().shared() {
         core.inner.fence.applied(epoch, std::time::Instant::now());
         core.store()
-            .registry_seen(core.node_id().as_str(), epoch)
+            .registry_seen(core.node().node_id().as_str(), epoch)
             .await?;
     }
     Ok(())
+}
+
+impl<'a> Identity<'a> {
+    /// Decides who presents `token` (401 `UNAUTHORIZED` if nobody). With several nodes,
+    /// a token this node does not know is looked for in the database before it is
+    /// refused: an agent registered on another node a moment ago is known here at once.
+    pub async fn authenticate(self, token: &str) -> CoreResult<Caller> {
+        self.core.fence().await?;
+        if let Some(caller) = self.core.inner.registry.authenticate(token) {
+            return Ok(caller);
+        }
+        if self.core.store().shared() {
+            // Taken at the miss: later than the request's arrival, so at worst one
+            // reload more, never one too few.
+            self.core
+                .registry_current_since(std::time::Instant::now())
+                .await;
+            if let Some(caller) = self.core.inner.registry.authenticate(token) {
+                return Ok(caller);
+            }
+        }
+        Err(auth::invalid_token())
+    }
+
+    /// The id of the team a team key or an agent token belongs to (`FORBIDDEN` for the
+    /// admin, who belongs to none): for transports whose calls do not name the team.
+    pub fn own_team_id(self, caller: &Caller) -> CoreResult<TeamId> {
+        let team = match caller {
+            Caller::Team { team } | Caller::Agent { team, .. } => *team,
+            Caller::Admin => {
+                return Err(CoreError::forbidden(
+                    "the admin token belongs to no team; use a team key or an agent token",
+                ));
+            }
+        };
+        self.core
+            .registry()
+            .team(team)
+            .map(|t| t.team_id.clone())
+            .ok_or_else(auth::invalid_token)
+    }
+
+    /// The agent behind an agent token (`FORBIDDEN` for other kinds of token), with its
+    /// team. Messaging operations act *as* an agent, so they start here.
+    pub fn acting_agent(self, caller: &Caller) -> CoreResult<(Arc<TeamRecord>, Arc<AgentRecord>)> {
+        let Caller::Agent { team, agent, .. } = *caller else {
+            return Err(CoreError::forbidden(
+                "this operation is done by an agent: use the agent's own token",
+            ));
+        };
+        let registry = self.core.registry();
+        match (registry.team(team), registry.agent(agent)) {
+            (Some(team), Some(agent)) if agent.is_member() => Ok((team, agent)),
+            _ => Err(auth::invalid_token()),
+        }
+    }
+}
+
+impl<'a> Node<'a> {
+    /// This process's name among the nodes that may share its database.
+    pub fn node_id(self) -> &'a node::NodeId {
+        &self.core.inner.node_id
+    }
+
+    /// Whether storage answers (readiness).
+    pub async fn ready(self) -> CoreResult<()> {
+        Ok(self.core.store().ping().await?)
+    }
 }

@@ -61,7 +61,7 @@ impl Core {
             .collect();
         let now = Timestamp::now();
         let fresh_after = Timestamp::from_micros(now.micros() - NODE_EXPIRY.as_micros() as i64);
-        let node = self.node_id().to_string();
+        let node = self.node().node_id().to_string();
         match self
             .store()
             .sync_connections(node, mine, now, fresh_after)
@@ -129,7 +129,7 @@ impl Core {
                 Ok(Some(epoch)) => {
                     if let Err(err) = self
                         .store()
-                        .registry_seen(self.node_id().as_str(), epoch)
+                        .registry_seen(self.node().node_id().as_str(), epoch)
                         .await
                     {
                         tracing::warn!(error = %err, "recording the registry epoch this node holds failed");

@@ -157,7 +157,7 @@ impl Core {
         caller: &Caller,
         input: SetWatch,
     ) -> CoreResult<AgentEnvelope> {
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         self.check_claimed(caller, input.agent_id.as_ref(), "agent_id")?;
         if input.addresses.is_none() && input.watch.is_none() {
             return Err(CoreError::validation(

@@ -12,6 +12,7 @@ use switchboard_types::agents::RegisterAgent;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::routing::Via;
 
+use super::Queues;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::QueueCursorRow;
 
@@ -197,229 +198,6 @@ impl QueueCursors {
 }
 
 impl Core {
-    /// Who a queue client acts as when it consumes `agent_id`'s queues or sends as
-    /// `agent_id`. An agent token acts only as its own agent (`team_id` is not asked
-    /// for). A team key (`team_id` must be given and be its team) acts as a member the
-    /// team's bridge serves (`stomp_bridge`: registered by a bridge, or with the flag) —
-    /// never as an agent with a token of its own, whose queues it would consume and whose
-    /// name it would send under — and with `register_as` a missing agent is registered
-    /// on first use with that role (Wise Agents agents are named by their queues, not
-    /// registered beforehand).
-    pub async fn act_as(
-        &self,
-        caller: &Caller,
-        team_id: Option<&TeamId>,
-        agent_id: &AgentId,
-        register_as: Option<&str>,
-    ) -> CoreResult<Caller> {
-        match *caller {
-            Caller::Agent { .. } => {
-                let (_, me) = self.acting_agent(caller)?;
-                if me.agent_id == *agent_id {
-                    Ok(*caller)
-                } else {
-                    Err(CoreError::forbidden(format!(
-                        "this connection is agent '{}' and cannot act as '{agent_id}'",
-                        me.agent_id
-                    ))
-                    .with("agent_id", agent_id))
-                }
-            }
-            Caller::Team { team } => {
-                let Some(team_id) = team_id else {
-                    return Err(CoreError::forbidden(
-                        "a team key acts for an agent of a named team: give the team id",
-                    ));
-                };
-                let record = self.team_for(caller, team_id, Need::Manage)?;
-                // Another node may have registered it a moment ago (several nodes): the
-                // registry catches up before the agent counts as unknown.
-                if self.registry().member(team, agent_id).is_none() && self.store().shared() {
-                    self.registry_current_since(std::time::Instant::now()).await;
-                }
-                if let Some(agent) = self.registry().member(team, agent_id) {
-                    if !agent.stomp_bridge {
-                        return Err(not_bridged(agent_id));
-                    }
-                    return Ok(Caller::Agent {
-                        team,
-                        agent: agent.pk,
-                        via: Via::Stomp,
-                    });
-                }
-                let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
-                    return Err(CoreError::agent_not_found(agent_id).with(
-                        "hint",
-                        "register the agent first, or let the team register agents on first \
-                         subscription (PATCH the team: stomp_auto_register = true)",
-                    ));
-                };
-                let input = RegisterAgent {
-                    agent_id: agent_id.clone(),
-                    role: role.to_owned(),
-                    capabilities: Vec::new(),
-                    address: None,
-                    status: None,
-                    addresses: None,
-                    watch: None,
-                    stomp_bridge: Some(true),
-                };
-                // Two connections of one agent may race to register it: the loser finds
-                // the winner's record.
-                let registered = self.register_agent(caller, &record.team_id, input).await;
-                match self.registry().member(team, agent_id) {
-                    Some(agent) => Ok(Caller::Agent {
-                        team,
-                        agent: agent.pk,
-                        via: Via::Stomp,
-                    }),
-                    None => Err(registered.err().unwrap_or_else(|| {
-                        CoreError::internal("an agent registered for a bridge is missing")
-                    })),
-                }
-            }
-            Caller::Admin => Err(CoreError::forbidden(
-                "the admin token manages teams; connect with an agent token or a team key",
-            )),
-        }
-    }
-
-    /// Makes sure a team bridge's `SEND` to `agent_id` has a queue to wait in, as a
-    /// broker's queue would: a name the team does not know yet (its Wise Agents process
-    /// has not started, or not subscribed yet) is registered with `role`, when the team
-    /// lets bridges register agents, and the message waits in its inbox until the agent
-    /// subscribes (kept as long as the team's retention keeps unread messages). At most
-    /// [`MAX_WAITING_QUEUES`] such agents of a team may be waiting for a first
-    /// subscription on this server at once, so a typo in a loop cannot register agents
-    /// without end; past that the `SEND` is refused, naming the bound.
-    pub async fn queue_to_wait_in(
-        &self,
-        caller: &Caller,
-        team_id: &TeamId,
-        agent_id: &AgentId,
-        role: &str,
-    ) -> CoreResult<()> {
-        let record = self.team_for(caller, team_id, Need::Manage)?;
-        if self.registry().member(record.pk, agent_id).is_some() {
-            return Ok(());
-        }
-        // Never subscribed (on this server): no live or deaf queue, and no cursor read —
-        // an agent that subscribed once and left cleanly is not waiting for anyone.
-        let waiting = {
-            let cursors = self.queue_cursors();
-            let live = lock(&cursors.live);
-            let map = cursors.lock();
-            let subscribed = |pk: AgentPk| {
-                live.contains_key(&pk)
-                    || map.contains_key(&(pk, QueueName::Request))
-                    || map.contains_key(&(pk, QueueName::Response))
-            };
-            self.registry()
-                .members(record.pk)
-                .iter()
-                .filter(|a| a.role == role && !subscribed(a.pk))
-                .count()
-        };
-        if waiting >= MAX_WAITING_QUEUES && record.stomp_auto_register {
-            return Err(CoreError::new(
-                switchboard_types::ErrorCode::RateLimited,
-                format!(
-                    "{waiting} agents of team '{team_id}' are waiting for their first \
-                 subscription; at most {MAX_WAITING_QUEUES} may (send to agents that have \
-                 started, or register them first)"
-                ),
-            )
-            .with("agent_id", agent_id));
-        }
-        self.act_as(caller, Some(team_id), agent_id, Some(role))
-            .await
-            .map(|_| ())
-    }
-
-    /// The Wise Agents context the team of `agent` hands messages that name none in
-    /// (`stomp_default_context`); `None` when it set none.
-    pub fn default_context(&self, agent: AgentPk) -> Option<String> {
-        let agent = self.registry().agent(agent)?;
-        self.registry()
-            .team(agent.team_pk)?
-            .stomp_default_context
-            .clone()
-    }
-
-    /// The team's key holder, without the key: for the operator's explicit
-    /// `--stomp-anonymous-team`, which lets clients without credentials act as a team
-    /// bridge (a laptop's convenience; anyone who reaches the port is the team).
-    pub fn anonymous_team(&self, team_id: &TeamId) -> CoreResult<Caller> {
-        match self.registry().team_by_id(team_id) {
-            Some(team) => Ok(Caller::Team { team: team.pk }),
-            None => Err(CoreError::not_found(format!(
-                "team '{team_id}' (--stomp-anonymous-team) does not exist"
-            ))),
-        }
-    }
-
-    /// Whether a team key belongs to team `team_id` (a bridge names its team as `login`).
-    pub fn team_of_key(&self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
-        self.team_for(caller, team_id, Need::Manage).map(|_| ())
-    }
-
-    /// Where `queue` of the agent stands: entries up to the number were consumed, and
-    /// so were the ones in the set.
-    pub async fn queue_cursor(
-        &self,
-        agent: AgentPk,
-        queue: &QueueName,
-    ) -> CoreResult<(i64, BTreeSet<i64>)> {
-        let key = (agent, queue.clone());
-        if let Some(cursor) = self.queue_cursors().lock().get(&key) {
-            return Ok((cursor.seq, cursor.beyond.clone()));
-        }
-        let stored = self.store().queue_cursor(agent, queue.stored()).await?;
-        let mut map = self.queue_cursors().lock();
-        let cursor = map.entry(key).or_insert(QueueCursor {
-            seq: stored,
-            ..QueueCursor::default()
-        });
-        Ok((cursor.seq, cursor.beyond.clone()))
-    }
-
-    /// Records that `queue` of the agent consumed everything up to `seq` (never back)
-    /// and, past it, the entries of `beyond`.
-    pub fn queue_consumed(
-        &self,
-        agent: AgentPk,
-        queue: &QueueName,
-        seq: i64,
-        beyond: &BTreeSet<i64>,
-    ) {
-        let mut map = self.queue_cursors().lock();
-        let cursor = map.entry((agent, queue.clone())).or_default();
-        if seq > cursor.seq {
-            cursor.seq = seq;
-            cursor.dirty = true;
-        }
-        let at = cursor.seq;
-        cursor.beyond.extend(beyond.iter().copied());
-        cursor.beyond.retain(|s| *s > at);
-    }
-
-    /// Counts a live subscription to `queue` of the agent until the guard is dropped,
-    /// for the queues whose loss makes an agent deaf (`None` for the others).
-    pub fn queue_subscribed(&self, agent: AgentPk, queue: &QueueName) -> Option<QueueSubscription> {
-        let name = queue.presence()?;
-        let cursors = self.queue_cursors();
-        let mut live = lock(&cursors.live);
-        *live.entry(agent).or_default().entry(name).or_default() += 1;
-        cursors.mark_deaf(agent, queue.clone(), false);
-        metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
-        Some(QueueSubscription {
-            core: self.clone(),
-            agent,
-            queue: name,
-            clean: false,
-        })
-    }
-
     /// The agent's queues with a live subscription, and whether it is deaf (it lost the
     /// subscription of a queue without unsubscribing, before or since this server
     /// started, and has not subscribed to it again).
@@ -468,5 +246,245 @@ impl Core {
             }
         }
         Ok(result?)
+    }
+}
+
+impl<'a> Queues<'a> {
+    /// Who a queue client acts as when it consumes `agent_id`'s queues or sends as
+    /// `agent_id`. An agent token acts only as its own agent (`team_id` is not asked
+    /// for). A team key (`team_id` must be given and be its team) acts as a member the
+    /// team's bridge serves (`stomp_bridge`: registered by a bridge, or with the flag) —
+    /// never as an agent with a token of its own, whose queues it would consume and whose
+    /// name it would send under — and with `register_as` a missing agent is registered
+    /// on first use with that role (Wise Agents agents are named by their queues, not
+    /// registered beforehand).
+    pub async fn act_as(
+        self,
+        caller: &Caller,
+        team_id: Option<&TeamId>,
+        agent_id: &AgentId,
+        register_as: Option<&str>,
+    ) -> CoreResult<Caller> {
+        match *caller {
+            Caller::Agent { .. } => {
+                let (_, me) = self.core.identity().acting_agent(caller)?;
+                if me.agent_id == *agent_id {
+                    Ok(*caller)
+                } else {
+                    Err(CoreError::forbidden(format!(
+                        "this connection is agent '{}' and cannot act as '{agent_id}'",
+                        me.agent_id
+                    ))
+                    .with("agent_id", agent_id))
+                }
+            }
+            Caller::Team { team } => {
+                let Some(team_id) = team_id else {
+                    return Err(CoreError::forbidden(
+                        "a team key acts for an agent of a named team: give the team id",
+                    ));
+                };
+                let record = self.core.team_for(caller, team_id, Need::Manage)?;
+                // Another node may have registered it a moment ago (several nodes): the
+                // registry catches up before the agent counts as unknown.
+                if self.core.registry().member(team, agent_id).is_none()
+                    && self.core.store().shared()
+                {
+                    self.core
+                        .registry_current_since(std::time::Instant::now())
+                        .await;
+                }
+                if let Some(agent) = self.core.registry().member(team, agent_id) {
+                    if !agent.stomp_bridge {
+                        return Err(not_bridged(agent_id));
+                    }
+                    return Ok(Caller::Agent {
+                        team,
+                        agent: agent.pk,
+                        via: Via::Stomp,
+                    });
+                }
+                let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
+                    return Err(CoreError::agent_not_found(agent_id).with(
+                        "hint",
+                        "register the agent first, or let the team register agents on first \
+                         subscription (PATCH the team: stomp_auto_register = true)",
+                    ));
+                };
+                let input = RegisterAgent {
+                    agent_id: agent_id.clone(),
+                    role: role.to_owned(),
+                    capabilities: Vec::new(),
+                    address: None,
+                    status: None,
+                    addresses: None,
+                    watch: None,
+                    stomp_bridge: Some(true),
+                };
+                // Two connections of one agent may race to register it: the loser finds
+                // the winner's record.
+                let registered = self
+                    .core
+                    .register_agent(caller, &record.team_id, input)
+                    .await;
+                match self.core.registry().member(team, agent_id) {
+                    Some(agent) => Ok(Caller::Agent {
+                        team,
+                        agent: agent.pk,
+                        via: Via::Stomp,
+                    }),
+                    None => Err(registered.err().unwrap_or_else(|| {
+                        CoreError::internal("an agent registered for a bridge is missing")
+                    })),
+                }
+            }
+            Caller::Admin => Err(CoreError::forbidden(
+                "the admin token manages teams; connect with an agent token or a team key",
+            )),
+        }
+    }
+
+    /// The team's key holder, without the key: for the operator's explicit
+    /// `--stomp-anonymous-team`, which lets clients without credentials act as a team
+    /// bridge (a laptop's convenience; anyone who reaches the port is the team).
+    pub fn anonymous_team(self, team_id: &TeamId) -> CoreResult<Caller> {
+        match self.core.registry().team_by_id(team_id) {
+            Some(team) => Ok(Caller::Team { team: team.pk }),
+            None => Err(CoreError::not_found(format!(
+                "team '{team_id}' (--stomp-anonymous-team) does not exist"
+            ))),
+        }
+    }
+
+    /// Whether a team key belongs to team `team_id` (a bridge names its team as `login`).
+    pub fn team_of_key(self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
+        self.core
+            .team_for(caller, team_id, Need::Manage)
+            .map(|_| ())
+    }
+
+    /// Makes sure a team bridge's `SEND` to `agent_id` has a queue to wait in, as a
+    /// broker's queue would: a name the team does not know yet (its Wise Agents process
+    /// has not started, or not subscribed yet) is registered with `role`, when the team
+    /// lets bridges register agents, and the message waits in its inbox until the agent
+    /// subscribes (kept as long as the team's retention keeps unread messages). At most
+    /// [`MAX_WAITING_QUEUES`] such agents of a team may be waiting for a first
+    /// subscription on this server at once, so a typo in a loop cannot register agents
+    /// without end; past that the `SEND` is refused, naming the bound.
+    pub async fn queue_to_wait_in(
+        self,
+        caller: &Caller,
+        team_id: &TeamId,
+        agent_id: &AgentId,
+        role: &str,
+    ) -> CoreResult<()> {
+        let record = self.core.team_for(caller, team_id, Need::Manage)?;
+        if self.core.registry().member(record.pk, agent_id).is_some() {
+            return Ok(());
+        }
+        // Never subscribed (on this server): no live or deaf queue, and no cursor read —
+        // an agent that subscribed once and left cleanly is not waiting for anyone.
+        let waiting = {
+            let cursors = self.core.queue_cursors();
+            let live = lock(&cursors.live);
+            let map = cursors.lock();
+            let subscribed = |pk: AgentPk| {
+                live.contains_key(&pk)
+                    || map.contains_key(&(pk, QueueName::Request))
+                    || map.contains_key(&(pk, QueueName::Response))
+            };
+            self.core
+                .registry()
+                .members(record.pk)
+                .iter()
+                .filter(|a| a.role == role && !subscribed(a.pk))
+                .count()
+        };
+        if waiting >= MAX_WAITING_QUEUES && record.stomp_auto_register {
+            return Err(CoreError::new(
+                switchboard_types::ErrorCode::RateLimited,
+                format!(
+                    "{waiting} agents of team '{team_id}' are waiting for their first \
+                 subscription; at most {MAX_WAITING_QUEUES} may (send to agents that have \
+                 started, or register them first)"
+                ),
+            )
+            .with("agent_id", agent_id));
+        }
+        self.act_as(caller, Some(team_id), agent_id, Some(role))
+            .await
+            .map(|_| ())
+    }
+
+    /// The Wise Agents context the team of `agent` hands messages that name none in
+    /// (`stomp_default_context`); `None` when it set none.
+    pub fn default_context(self, agent: AgentPk) -> Option<String> {
+        let agent = self.core.registry().agent(agent)?;
+        self.core
+            .registry()
+            .team(agent.team_pk)?
+            .stomp_default_context
+            .clone()
+    }
+
+    /// Where `queue` of the agent stands: entries up to the number were consumed, and
+    /// so were the ones in the set.
+    pub async fn queue_cursor(
+        self,
+        agent: AgentPk,
+        queue: &QueueName,
+    ) -> CoreResult<(i64, BTreeSet<i64>)> {
+        let key = (agent, queue.clone());
+        if let Some(cursor) = self.core.queue_cursors().lock().get(&key) {
+            return Ok((cursor.seq, cursor.beyond.clone()));
+        }
+        let stored = self
+            .core
+            .store()
+            .queue_cursor(agent, queue.stored())
+            .await?;
+        let mut map = self.core.queue_cursors().lock();
+        let cursor = map.entry(key).or_insert(QueueCursor {
+            seq: stored,
+            ..QueueCursor::default()
+        });
+        Ok((cursor.seq, cursor.beyond.clone()))
+    }
+
+    /// Records that `queue` of the agent consumed everything up to `seq` (never back)
+    /// and, past it, the entries of `beyond`.
+    pub fn queue_consumed(
+        self,
+        agent: AgentPk,
+        queue: &QueueName,
+        seq: i64,
+        beyond: &BTreeSet<i64>,
+    ) {
+        let mut map = self.core.queue_cursors().lock();
+        let cursor = map.entry((agent, queue.clone())).or_default();
+        if seq > cursor.seq {
+            cursor.seq = seq;
+            cursor.dirty = true;
+        }
+        let at = cursor.seq;
+        cursor.beyond.extend(beyond.iter().copied());
+        cursor.beyond.retain(|s| *s > at);
+    }
+
+    /// Counts a live subscription to `queue` of the agent until the guard is dropped,
+    /// for the queues whose loss makes an agent deaf (`None` for the others).
+    pub fn queue_subscribed(self, agent: AgentPk, queue: &QueueName) -> Option<QueueSubscription> {
+        let name = queue.presence()?;
+        let cursors = self.core.queue_cursors();
+        let mut live = lock(&cursors.live);
+        *live.entry(agent).or_default().entry(name).or_default() += 1;
+        cursors.mark_deaf(agent, queue.clone(), false);
+        metrics::gauge!("switchboard_stomp_deaf_agents").set(deaf_count(&live) as f64);
+        Some(QueueSubscription {
+            core: self.core.clone(),
+            agent,
+            queue: name,
+            clean: false,
+        })
     }
 }

@@ -11,6 +11,7 @@ use switchboard_types::ids::{AgentId, AgentPk};
 use switchboard_types::routing::Via;
 use switchboard_types::time::Timestamp;
 
+use super::Remotes;
 use super::egress::urls;
 use super::{Caller, Core, CoreError, CoreResult, Need};
 pub use crate::model::RemoteAgentRecord;
@@ -31,27 +32,46 @@ pub struct RemoteBinding {
 }
 
 impl Core {
+    fn member_by_pk(
+        &self,
+        agent: AgentPk,
+    ) -> CoreResult<std::sync::Arc<crate::model::AgentRecord>> {
+        self.registry()
+            .agent(agent)
+            .filter(|a| a.is_member())
+            .ok_or_else(|| {
+                CoreError::new(
+                    switchboard_types::ErrorCode::AgentNotFound,
+                    "the outside agent was removed",
+                )
+            })
+    }
+}
+
+impl<'a> Remotes<'a> {
     /// Checks a URL the server is asked to call for an outside agent.
-    pub fn check_remote_url(&self, url: &str, field: &str) -> CoreResult<()> {
-        let allow_private = self.inner.tasks.allow_private_callbacks();
+    pub fn check_remote_url(self, url: &str, field: &str) -> CoreResult<()> {
+        let allow_private = self.core.inner.tasks.allow_private_callbacks();
         urls::check_named(url, allow_private, field).map(|_| ())
     }
 
     /// Refuses a caller that may not register outside agents into the team, before
     /// anything is fetched on its behalf.
-    pub fn may_register_remote(&self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
-        self.team_for(caller, team_id, Need::Manage).map(|_| ())
+    pub fn may_register_remote(self, caller: &Caller, team_id: &TeamId) -> CoreResult<()> {
+        self.core
+            .team_for(caller, team_id, Need::Manage)
+            .map(|_| ())
     }
 
     /// Registers an outside agent: the member (with registration's rules) and where it is.
     pub async fn register_remote_agent(
-        &self,
+        self,
         caller: &Caller,
         team_id: &TeamId,
         agent: RegisterAgent,
         binding: RemoteBinding,
     ) -> CoreResult<(AgentRegistered, RemoteAgentRecord)> {
-        let team = self.team_for(caller, team_id, Need::Manage)?;
+        let team = self.core.team_for(caller, team_id, Need::Manage)?;
         self.check_remote_url(&binding.card_url, "card_url")?;
         self.check_remote_url(&binding.interface_url, "interface_url")?;
         if let Some(value) = &binding.authorization
@@ -64,8 +84,9 @@ impl Core {
                 ),
             ));
         }
-        let registered = self.register_agent(caller, team_id, agent).await?;
+        let registered = self.core.register_agent(caller, team_id, agent).await?;
         let member = self
+            .core
             .registry()
             .member(team.pk, &registered.agent.agent_id)
             .ok_or_else(|| CoreError::internal("a registered agent is not a member"))?;
@@ -80,9 +101,12 @@ impl Core {
             refreshed_at: now,
             created_at: now,
         };
-        if let Err(err) = self.store().put_remote_agent(record.clone()).await {
+        if let Err(err) = self.core.store().put_remote_agent(record.clone()).await {
             // Not an outside agent without its binding: undo the registration.
-            let _undone = self.remove_agent(caller, team_id, &member.agent_id).await;
+            let _undone = self
+                .core
+                .remove_agent(caller, team_id, &member.agent_id)
+                .await;
             return Err(err.into());
         }
         Ok((registered, record))
@@ -91,33 +115,35 @@ impl Core {
     /// The outside agents this node acts for now (see `store::Store::hold_remote_agents`):
     /// those it holds on PostgreSQL, `None` (every one) on SQLite.
     pub async fn hold_remote_agents(
-        &self,
+        self,
         lease: std::time::Duration,
     ) -> CoreResult<Option<Vec<switchboard_types::ids::AgentPk>>> {
         Ok(self
+            .core
             .store()
-            .hold_remote_agents(self.node_id().as_str(), lease)
+            .hold_remote_agents(self.core.node().node_id().as_str(), lease)
             .await?)
     }
 
     /// Every outside agent that is still a member.
-    pub async fn remote_agents(&self) -> CoreResult<Vec<RemoteAgentRecord>> {
-        Ok(self.store().remote_agents().await?)
+    pub async fn remote_agents(self) -> CoreResult<Vec<RemoteAgentRecord>> {
+        Ok(self.core.store().remote_agents().await?)
     }
 
     /// Records a refreshed card and what it says now (role, capabilities).
     pub async fn refresh_remote_agent(
-        &self,
+        self,
         record: RemoteAgentRecord,
         role: String,
         capabilities: Vec<String>,
     ) -> CoreResult<()> {
-        let agent = self.member_by_pk(record.agent_pk)?;
+        let agent = self.core.member_by_pk(record.agent_pk)?;
         let team = self
+            .core
             .registry()
             .team(record.team_pk)
             .ok_or_else(|| CoreError::not_found("the team is gone"))?;
-        self.store().put_remote_agent(record).await?;
+        self.core.store().put_remote_agent(record).await?;
         if agent.role != role || agent.capabilities != capabilities {
             let patch = UpdateAgent {
                 role: Some(role),
@@ -125,7 +151,8 @@ impl Core {
                 ..UpdateAgent::default()
             };
             let as_team = Caller::Team { team: team.pk };
-            self.update_agent(&as_team, &team.team_id, &agent.agent_id, patch)
+            self.core
+                .update_agent(&as_team, &team.team_id, &agent.agent_id, patch)
                 .await?;
         }
         Ok(())
@@ -133,8 +160,8 @@ impl Core {
 
     /// The server acting as the member `agent` (an outside agent it forwards for);
     /// `AGENT_NOT_FOUND` once it is no member.
-    pub fn acting_for(&self, agent: AgentPk) -> CoreResult<Caller> {
-        let member = self.member_by_pk(agent)?;
+    pub fn acting_for(self, agent: AgentPk) -> CoreResult<Caller> {
+        let member = self.core.member_by_pk(agent)?;
         Ok(Caller::Agent {
             team: member.team_pk,
             agent: member.pk,
@@ -143,22 +170,10 @@ impl Core {
     }
 
     /// The id of the member `agent`, if it is one.
-    pub fn agent_id_of(&self, agent: AgentPk) -> Option<AgentId> {
-        self.member_by_pk(agent).ok().map(|a| a.agent_id.clone())
-    }
-
-    fn member_by_pk(
-        &self,
-        agent: AgentPk,
-    ) -> CoreResult<std::sync::Arc<crate::model::AgentRecord>> {
-        self.registry()
-            .agent(agent)
-            .filter(|a| a.is_member())
-            .ok_or_else(|| {
-                CoreError::new(
-                    switchboard_types::ErrorCode::AgentNotFound,
-                    "the outside agent was removed",
-                )
-            })
+    pub fn agent_id_of(self, agent: AgentPk) -> Option<AgentId> {
+        self.core
+            .member_by_pk(agent)
+            .ok()
+            .map(|a| a.agent_id.clone())
     }
 }

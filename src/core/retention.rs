@@ -12,6 +12,7 @@ use switchboard_types::teams::Retention;
 use switchboard_types::time::Timestamp;
 use tokio_util::sync::CancellationToken;
 
+use super::Node;
 use super::{Core, CoreResult};
 use crate::model::{MessageSweepSpec, TeamRecord};
 
@@ -63,56 +64,6 @@ impl Core {
     /// What `team` keeps: the shorter of its own retention and the server's.
     pub(super) fn retention_of(&self, team: &TeamRecord) -> Retention {
         team.retention.shorter(self.inner.retention.server)
-    }
-
-    /// One retention pass over every team as of `now`. `resume` holds, per team, the
-    /// message the previous pass stopped at.
-    pub async fn expire(
-        &self,
-        now: Timestamp,
-        resume: &mut HashMap<TeamPk, i64>,
-    ) -> CoreResult<Expired> {
-        let store = self.store();
-        let settings = self.inner.retention;
-        let mut done = Expired::default();
-        for team in self.registry().teams() {
-            let keep = self.retention_of(&team);
-            done.messages += self.expire_messages(&team, keep, now, resume).await?;
-            if let Some(cut) = before(now, keep.finished_tasks_seconds) {
-                loop {
-                    let n = store
-                        .expire_tasks(team.pk, Timestamp::from_micros(cut), BATCH)
-                        .await?;
-                    done.tasks += n;
-                    if n < BATCH as u64 {
-                        break;
-                    }
-                }
-            }
-        }
-        let cut = |age: Duration| Timestamp::from_micros(now.micros().saturating_sub(micros(age)));
-        loop {
-            let n = store
-                .expire_idempotency_keys(cut(settings.idempotency_keys), BATCH * 4)
-                .await?;
-            done.idempotency_keys += n;
-            if n < (BATCH * 4) as u64 {
-                break;
-            }
-        }
-        // Budget windows are a day at most: a count two days old is spent for good.
-        let spent = now.micros().div_euclid(1_000_000) - 2 * 86_400;
-        while store.expire_budget_counts(spent, BATCH * 4).await? == (BATCH * 4) as u64 {}
-        loop {
-            let n = store
-                .expire_callbacks(cut(settings.callbacks), BATCH)
-                .await?;
-            done.callbacks += n;
-            if n < BATCH as u64 {
-                break;
-            }
-        }
-        Ok(done)
     }
 
     /// Up to [`PER_TEAM_PASS`] of the team's oldest messages looked at, in batches.
@@ -168,7 +119,7 @@ pub async fn run(core: Core, stop: CancellationToken) {
             () = stop.cancelled() => break,
             () = tokio::time::sleep(interval) => {}
         }
-        match core.expire(Timestamp::now(), &mut resume).await {
+        match core.node().expire(Timestamp::now(), &mut resume).await {
             Ok(done) => {
                 removed("messages").increment(done.messages);
                 removed("tasks").increment(done.tasks);
@@ -182,5 +133,57 @@ pub async fn run(core: Core, stop: CancellationToken) {
                 tracing::warn!(error = %err, "retention pass failed; retrying next interval")
             }
         }
+    }
+}
+
+impl<'a> Node<'a> {
+    /// One retention pass over every team as of `now`. `resume` holds, per team, the
+    /// message the previous pass stopped at.
+    pub async fn expire(
+        self,
+        now: Timestamp,
+        resume: &mut HashMap<TeamPk, i64>,
+    ) -> CoreResult<Expired> {
+        let store = self.core.store();
+        let settings = self.core.inner.retention;
+        let mut done = Expired::default();
+        for team in self.core.registry().teams() {
+            let keep = self.core.retention_of(&team);
+            done.messages += self.core.expire_messages(&team, keep, now, resume).await?;
+            if let Some(cut) = before(now, keep.finished_tasks_seconds) {
+                loop {
+                    let n = store
+                        .expire_tasks(team.pk, Timestamp::from_micros(cut), BATCH)
+                        .await?;
+                    done.tasks += n;
+                    if n < BATCH as u64 {
+                        break;
+                    }
+                }
+            }
+        }
+        let cut = |age: Duration| Timestamp::from_micros(now.micros().saturating_sub(micros(age)));
+        loop {
+            let n = store
+                .expire_idempotency_keys(cut(settings.idempotency_keys), BATCH * 4)
+                .await?;
+            done.idempotency_keys += n;
+            if n < (BATCH * 4) as u64 {
+                break;
+            }
+        }
+        // Budget windows are a day at most: a count two days old is spent for good.
+        let spent = now.micros().div_euclid(1_000_000) - 2 * 86_400;
+        while store.expire_budget_counts(spent, BATCH * 4).await? == (BATCH * 4) as u64 {}
+        loop {
+            let n = store
+                .expire_callbacks(cut(settings.callbacks), BATCH)
+                .await?;
+            done.callbacks += n;
+            if n < BATCH as u64 {
+                break;
+            }
+        }
+        Ok(done)
     }
 }

@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::{AgentPk, TeamPk};
 
+use super::Live;
 use super::{Caller, Core, CoreError, CoreResult};
 
 /// Bytes one credential's sessions may buffer at once.
@@ -87,40 +88,6 @@ pub struct SessionHold {
     holder: Credential,
     kind: SessionKind,
     buffered: usize,
-}
-
-impl Core {
-    /// Takes a place for a session of `kind` held by `caller`'s credential, or refuses
-    /// (`RATE_LIMITED`) when the credential already holds the cap.
-    pub fn hold_session(&self, caller: &Caller, kind: SessionKind) -> CoreResult<SessionHold> {
-        let max = self.inner.session_cap;
-        let holder = Credential::from(caller);
-        let sessions = &self.inner.sessions;
-        let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
-        let count = held.entry((holder, kind)).or_default();
-        if *count >= max {
-            return Err(session_cap_reached(max, kind));
-        }
-        *count += 1;
-        Ok(SessionHold::counted(sessions, holder, kind))
-    }
-
-    /// Takes a place for a call that waits (see [`SessionKind::Wait`]) before it waits,
-    /// or refuses (`RATE_LIMITED`) at once: a refused call has done nothing yet.
-    pub fn hold_wait(&self, caller: &Caller) -> CoreResult<SessionHold> {
-        self.hold_session(caller, SessionKind::Wait)
-    }
-
-    /// Refuses (`RATE_LIMITED`) when `caller`'s credential holds the cap of `kind`, and
-    /// takes nothing: for a request that may or may not open a session (an MCP POST
-    /// without a session id is a stateless call, or an initialize).
-    pub fn session_room(&self, caller: &Caller, kind: SessionKind) -> CoreResult<()> {
-        let max = self.inner.session_cap;
-        if self.sessions_held(Credential::from(caller), kind) >= max {
-            return Err(session_cap_reached(max, kind));
-        }
-        Ok(())
-    }
 }
 
 fn session_cap_reached(max: usize, kind: SessionKind) -> CoreError {
@@ -210,5 +177,39 @@ impl Drop for SessionHold {
                 held.remove(&(self.holder, self.kind));
             }
         }
+    }
+}
+
+impl<'a> Live<'a> {
+    /// Takes a place for a session of `kind` held by `caller`'s credential, or refuses
+    /// (`RATE_LIMITED`) when the credential already holds the cap.
+    pub fn hold_session(self, caller: &Caller, kind: SessionKind) -> CoreResult<SessionHold> {
+        let max = self.core.inner.session_cap;
+        let holder = Credential::from(caller);
+        let sessions = &self.core.inner.sessions;
+        let mut held = sessions.held.lock().unwrap_or_else(|p| p.into_inner());
+        let count = held.entry((holder, kind)).or_default();
+        if *count >= max {
+            return Err(session_cap_reached(max, kind));
+        }
+        *count += 1;
+        Ok(SessionHold::counted(sessions, holder, kind))
+    }
+
+    /// Takes a place for a call that waits (see [`SessionKind::Wait`]) before it waits,
+    /// or refuses (`RATE_LIMITED`) at once: a refused call has done nothing yet.
+    pub fn hold_wait(self, caller: &Caller) -> CoreResult<SessionHold> {
+        self.hold_session(caller, SessionKind::Wait)
+    }
+
+    /// Refuses (`RATE_LIMITED`) when `caller`'s credential holds the cap of `kind`, and
+    /// takes nothing: for a request that may or may not open a session (an MCP POST
+    /// without a session id is a stateless call, or an initialize).
+    pub fn session_room(self, caller: &Caller, kind: SessionKind) -> CoreResult<()> {
+        let max = self.core.inner.session_cap;
+        if self.core.sessions_held(Credential::from(caller), kind) >= max {
+            return Err(session_cap_reached(max, kind));
+        }
+        Ok(())
     }
 }

@@ -178,7 +178,7 @@ impl Core {
                 agent_id: None,
             },
             Caller::Agent { .. } => {
-                let (team, agent) = self.acting_agent(caller)?;
+                let (team, agent) = self.identity().acting_agent(caller)?;
                 WhoAmI {
                     success: true,
                     kind: TokenKind::Agent,

@@ -8,19 +8,28 @@ use std::time::Duration;
 use switchboard_types::inbox::{DEFAULT_PAGE, InboxWait, MAX_PAGE, MAX_WAIT_MS};
 use switchboard_types::messages::MessageView;
 
+use super::Live;
 use super::feed::FeedItem;
-use super::{Caller, Core, CoreError, CoreResult};
+use super::{Caller, CoreError, CoreResult};
 
 /// How often a waiting call says it is still waiting.
 pub const TICK: Duration = Duration::from_secs(5);
 
-impl Core {
+/// What a wait or a follow answers once its agent was removed: its token no longer counts.
+pub(super) fn agent_removed() -> CoreError {
+    CoreError::new(
+        switchboard_types::ErrorCode::Unauthorized,
+        "the agent was removed: its token no longer counts",
+    )
+}
+
+impl<'a> Live<'a> {
     /// The caller's inbox entries after `after` (after its newest entry when `None`),
     /// oldest first, at most `limit`: at once if there are any, otherwise as soon as one
     /// commits, or none once `timeout` passed. `on_tick` hears how long it has waited,
     /// every [`TICK`] (a transport tells its client the call is alive).
     pub async fn wait_for_inbox(
-        &self,
+        self,
         caller: &Caller,
         after: Option<i64>,
         limit: Option<i64>,
@@ -79,34 +88,24 @@ impl Core {
             }
         }
     }
-}
 
-impl Core {
     /// A token cancelled when the calling agent is removed — on this node or another —
     /// for whatever it holds that is not a registered connection (a STOMP session, an
     /// A2A stream, an MCP wait): it ends at once, not at its next request. Never
     /// cancelled for a team key or the admin. Checked again once the token is held, so
     /// a removal between the caller's authentication and now is not missed.
     pub fn removal_signal(
-        &self,
+        self,
         caller: &Caller,
     ) -> CoreResult<tokio_util::sync::CancellationToken> {
         let Caller::Agent { agent, .. } = caller else {
             return Ok(tokio_util::sync::CancellationToken::new());
         };
-        let removal = self.hub().removal(*agent);
-        if self.acting_agent(caller).is_err() {
+        let removal = self.core.hub().removal(*agent);
+        if self.core.identity().acting_agent(caller).is_err() {
             removal.cancel();
             return Err(agent_removed());
         }
         Ok(removal)
     }
-}
-
-/// What a wait or a follow answers once its agent was removed: its token no longer counts.
-pub(super) fn agent_removed() -> CoreError {
-    CoreError::new(
-        switchboard_types::ErrorCode::Unauthorized,
-        "the agent was removed: its token no longer counts",
-    )
 }

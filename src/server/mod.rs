@@ -413,11 +413,11 @@ async fn serve(
     let _ = workers.saver.await;
     let _ = workers.sender.await;
     let _ = workers.retention.await;
-    if let Err(err) = core.save_presence().await {
+    if let Err(err) = core.live().save_presence().await {
         tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
     }
     store.close().await;
-    tracing::info!(node_id = %core.node_id(), "server stopped");
+    tracing::info!(node_id = %core.node().node_id(), "server stopped");
 }
 
 /// Acks and last activity are kept in memory by the hub and written once a second.
@@ -427,7 +427,7 @@ async fn save_presence_every_second(core: Core, stop: CancellationToken) {
         tokio::select! {
             () = stop.cancelled() => break,
             _ = tick.tick() => {
-                if let Err(err) = core.save_presence().await {
+                if let Err(err) = core.live().save_presence().await {
                     tracing::warn!(error = %err, "saving acknowledged cursors failed");
                 }
             }

@@ -59,7 +59,11 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
     let Reply::TeamCreated(created) = created else {
         panic!("not a team")
     };
-    let key = core.authenticate(&created.team_key).await.expect("key");
+    let key = core
+        .identity()
+        .authenticate(&created.team_key)
+        .await
+        .expect("key");
     let mut agents = Vec::new();
     for name in std::iter::once("reader".to_owned()).chain((0..SENDERS).map(|i| format!("s{i}"))) {
         let reply = core
@@ -77,7 +81,12 @@ async fn team(dir: &std::path::Path) -> (Core, Caller, Vec<Caller>) {
         let Ok(Reply::AgentRegistered(agent)) = reply else {
             panic!("not registered: {:?}", reply.err())
         };
-        agents.push(core.authenticate(&agent.token).await.expect("token"));
+        agents.push(
+            core.identity()
+                .authenticate(&agent.token)
+                .await
+                .expect("token"),
+        );
     }
     let reader = agents.remove(0);
     (core, reader, agents)
@@ -107,14 +116,24 @@ struct Plan {
 async fn open(core: &Core, reader: Caller, kind: Kind, after: i64) -> Feed {
     match kind {
         Kind::Socket => {
-            let conn = core.connect(&reader.by(Via::Websocket)).expect("connect");
-            core.feed_live(conn, after, Form::Frames)
+            let conn = core
+                .live()
+                .connect(&reader.by(Via::Websocket))
+                .expect("connect");
+            core.live().feed_live(conn, after, Form::Frames)
         }
         Kind::Queue => {
-            let conn = core.connect(&reader.by(Via::Stomp)).expect("connect");
-            core.feed_live(conn, after, Form::Views)
+            let conn = core
+                .live()
+                .connect(&reader.by(Via::Stomp))
+                .expect("connect");
+            core.live().feed_live(conn, after, Form::Views)
         }
-        Kind::Watch => core.feed_watch(&reader, Some(after)).await.expect("watch"),
+        Kind::Watch => core
+            .live()
+            .feed_watch(&reader, Some(after))
+            .await
+            .expect("watch"),
     }
 }
 
@@ -199,6 +218,7 @@ fn check_item(kind: Kind, item: &FeedItem, seq: i64) {
 
 async fn newest(core: &Core, reader: &Caller) -> i64 {
     let wait = core
+        .live()
         .wait_for_inbox(reader, None, Some(1), Duration::ZERO, |_| {})
         .await
         .expect("newest");

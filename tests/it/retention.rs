@@ -64,7 +64,10 @@ async fn pass_at(app: &TestApp, now: Timestamp) {
         spans: None,
     };
     let (core, _) = Core::open(store.clone(), settings).await.expect("core");
-    core.expire(now, &mut HashMap::new()).await.expect("pass");
+    core.node()
+        .expire(now, &mut HashMap::new())
+        .await
+        .expect("pass");
     store.close().await;
 }
 

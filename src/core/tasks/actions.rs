@@ -413,7 +413,7 @@ impl Core {
     where
         F: Fn(&Core, &Loaded) -> CoreResult<Change>,
     {
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         self.check_can_send(&team, &me)?;
         for _ in 0..ATTEMPTS {
             let loaded = self.load_task(team.clone(), me.clone(), task_id).await?;

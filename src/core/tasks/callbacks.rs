@@ -5,6 +5,7 @@
 //! order, how often they are retried and what the task shows about them are decided
 //! here.
 
+use crate::core::Callbacks;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use switchboard_types::tasks::{CallbackDelivery, DeliveryState};
 use switchboard_types::time::Timestamp;
 
 use super::Outgoing;
-use crate::core::{Core, CoreResult};
+use crate::core::CoreResult;
 use crate::model::{Attempt, DueCallback, trace};
 
 /// A callback to POST now: what goes out, signed with its team's key (or why it
@@ -39,86 +40,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(600);
 /// What one attempt got: the receiver's HTTP status on 2xx, or the status (if any) and
 /// what went wrong.
 pub type AttemptResult = Result<i64, (Option<i64>, String)>;
-
-impl Core {
-    /// The oldest pending callback of each task and receiver, if due, at most `limit`:
-    /// a receiver gets a task's changes in order, one at a time. A webhook's body is
-    /// rendered here, from the stored entry. They are the caller's for `claim`: it
-    /// records their attempts within it, or (on several nodes) another node takes them.
-    pub async fn due_callbacks(&self, limit: i64, claim: Duration) -> CoreResult<Vec<DueDelivery>> {
-        let due = self
-            .store()
-            .due_callbacks(Timestamp::now(), limit, claim)
-            .await?;
-        // One read per team of the round, not per callback.
-        let mut secrets: HashMap<_, Result<String, String>> = HashMap::new();
-        for callback in &due {
-            if let Entry::Vacant(slot) = secrets.entry(callback.team_pk) {
-                slot.insert(match self.store().callback_secret(callback.team_pk).await {
-                    Ok(Some(stored)) => Ok(stored.secret),
-                    Ok(None) => Err("the team has no callback secret".to_owned()),
-                    Err(err) => Err(format!("reading the team's secret: {err}")),
-                });
-            }
-        }
-        let mut deliveries = Vec::with_capacity(due.len());
-        for mut callback in due {
-            let secret = secrets
-                .get(&callback.team_pk)
-                .cloned()
-                .unwrap_or_else(|| Err("no secret was read".to_owned()));
-            let outgoing = match callback.webhook_pk {
-                Some(_) => self.webhook_request(&callback).await,
-                // The body goes out once; the attempt's record needs no copy of it.
-                None => Ok(Outgoing {
-                    url: callback.url.clone(),
-                    bodies: vec![std::mem::take(&mut callback.body)],
-                    headers: Vec::new(),
-                }),
-            }
-            .map(|mut outgoing| {
-                // Every POST about a task continues the task's trace.
-                outgoing
-                    .headers
-                    .extend(trace::headers(&callback.task_id, callback.trace.as_ref()));
-                outgoing
-            });
-            deliveries.push(DueDelivery {
-                request: outgoing.and_then(|o| secret.map(|s| (o, s))),
-                callback,
-            });
-        }
-        Ok(deliveries)
-    }
-
-    /// When the next pending callback is due, if any is.
-    pub async fn next_callback_due(&self) -> CoreResult<Option<Timestamp>> {
-        Ok(self.store().next_callback_due().await?)
-    }
-
-    /// Resolves when a change queued a callback.
-    pub async fn callback_queued(&self) {
-        self.inner.tasks.callbacks_queued.notified().await;
-    }
-
-    /// Records each attempt's outcome on its callback and its task: delivered, given up
-    /// after `policy.max_attempts`, or pending with exponential backoff.
-    pub async fn record_callback_attempts(
-        &self,
-        outcomes: Vec<(DueCallback, AttemptResult)>,
-        policy: RetryPolicy,
-    ) -> CoreResult<()> {
-        let now = Timestamp::now();
-        let attempts = outcomes
-            .into_iter()
-            .map(|(callback, outcome)| {
-                self.callback_span(&callback, &outcome);
-                attempt(callback, outcome, policy, now)
-            })
-            .collect();
-        Ok(self.store().record_attempts(attempts).await?)
-    }
-}
 
 /// The record of one attempt under `policy`.
 fn attempt(
@@ -172,5 +93,88 @@ fn attempt(
             last_error,
             finished_at,
         },
+    }
+}
+
+impl<'a> Callbacks<'a> {
+    /// The oldest pending callback of each task and receiver, if due, at most `limit`:
+    /// a receiver gets a task's changes in order, one at a time. A webhook's body is
+    /// rendered here, from the stored entry. They are the caller's for `claim`: it
+    /// records their attempts within it, or (on several nodes) another node takes them.
+    pub async fn due_callbacks(self, limit: i64, claim: Duration) -> CoreResult<Vec<DueDelivery>> {
+        let due = self
+            .core
+            .store()
+            .due_callbacks(Timestamp::now(), limit, claim)
+            .await?;
+        // One read per team of the round, not per callback.
+        let mut secrets: HashMap<_, Result<String, String>> = HashMap::new();
+        for callback in &due {
+            if let Entry::Vacant(slot) = secrets.entry(callback.team_pk) {
+                slot.insert(
+                    match self.core.store().callback_secret(callback.team_pk).await {
+                        Ok(Some(stored)) => Ok(stored.secret),
+                        Ok(None) => Err("the team has no callback secret".to_owned()),
+                        Err(err) => Err(format!("reading the team's secret: {err}")),
+                    },
+                );
+            }
+        }
+        let mut deliveries = Vec::with_capacity(due.len());
+        for mut callback in due {
+            let secret = secrets
+                .get(&callback.team_pk)
+                .cloned()
+                .unwrap_or_else(|| Err("no secret was read".to_owned()));
+            let outgoing = match callback.webhook_pk {
+                Some(_) => self.core.webhook_request(&callback).await,
+                // The body goes out once; the attempt's record needs no copy of it.
+                None => Ok(Outgoing {
+                    url: callback.url.clone(),
+                    bodies: vec![std::mem::take(&mut callback.body)],
+                    headers: Vec::new(),
+                }),
+            }
+            .map(|mut outgoing| {
+                // Every POST about a task continues the task's trace.
+                outgoing
+                    .headers
+                    .extend(trace::headers(&callback.task_id, callback.trace.as_ref()));
+                outgoing
+            });
+            deliveries.push(DueDelivery {
+                request: outgoing.and_then(|o| secret.map(|s| (o, s))),
+                callback,
+            });
+        }
+        Ok(deliveries)
+    }
+
+    /// When the next pending callback is due, if any is.
+    pub async fn next_callback_due(self) -> CoreResult<Option<Timestamp>> {
+        Ok(self.core.store().next_callback_due().await?)
+    }
+
+    /// Resolves when a change queued a callback.
+    pub async fn callback_queued(self) {
+        self.core.inner.tasks.callbacks_queued.notified().await;
+    }
+
+    /// Records each attempt's outcome on its callback and its task: delivered, given up
+    /// after `policy.max_attempts`, or pending with exponential backoff.
+    pub async fn record_callback_attempts(
+        self,
+        outcomes: Vec<(DueCallback, AttemptResult)>,
+        policy: RetryPolicy,
+    ) -> CoreResult<()> {
+        let now = Timestamp::now();
+        let attempts = outcomes
+            .into_iter()
+            .map(|(callback, outcome)| {
+                self.core.callback_span(&callback, &outcome);
+                attempt(callback, outcome, policy, now)
+            })
+            .collect();
+        Ok(self.core.store().record_attempts(attempts).await?)
     }
 }

@@ -4,6 +4,7 @@
 //! a read and the wait wakes the follower; the cursor moves only past entries handed
 //! out, so none is handed out twice.
 
+use crate::core::Tasks;
 use std::time::Duration;
 use switchboard_types::ids::TaskRef;
 
@@ -39,29 +40,6 @@ impl TaskStep {
     }
 }
 
-impl Core {
-    /// Follows a task the caller may read, from history entry `after` on.
-    pub async fn feed_task(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-        after: i64,
-    ) -> CoreResult<TaskFeed> {
-        let (team, me) = self.acting_agent(caller)?;
-        let task_pk = self.load_task(team, me, task_id).await?.task.pk;
-        let watch = self.hub().watch_task(task_pk);
-        let removed = self.removal_signal(caller)?;
-        Ok(TaskFeed {
-            core: self.clone(),
-            caller: *caller,
-            task_id: task_id.clone(),
-            watch,
-            removed,
-            cursor: after,
-        })
-    }
-}
-
 impl TaskFeed {
     /// The newest history entry handed out.
     pub fn cursor(&self) -> i64 {
@@ -94,5 +72,28 @@ impl TaskFeed {
                 () = tokio::time::sleep_until(deadline) => {}
             }
         }
+    }
+}
+
+impl<'a> Tasks<'a> {
+    /// Follows a task the caller may read, from history entry `after` on.
+    pub async fn feed_task(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        after: i64,
+    ) -> CoreResult<TaskFeed> {
+        let (team, me) = self.core.identity().acting_agent(caller)?;
+        let task_pk = self.core.load_task(team, me, task_id).await?.task.pk;
+        let watch = self.core.hub().watch_task(task_pk);
+        let removed = self.core.live().removal_signal(caller)?;
+        Ok(TaskFeed {
+            core: self.core.clone(),
+            caller: *caller,
+            task_id: task_id.clone(),
+            watch,
+            removed,
+            cursor: after,
+        })
     }
 }

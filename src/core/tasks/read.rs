@@ -1,5 +1,6 @@
 //! Reading tasks, and the team's callback signing key.
 
+use crate::core::Tasks;
 use std::time::Duration;
 use switchboard_types::ids::{TaskPk, TaskRef, TeamId};
 
@@ -52,27 +53,13 @@ impl Core {
         }
     }
 
-    /// The task with its history once it has an event after `after_seq`, or once
-    /// `timeout` passed (then as it is): one step of a task's feed, for a follower that
-    /// asks once. A finished task answers at once.
-    pub async fn wait_for_task(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-        after_seq: i64,
-        timeout: Duration,
-    ) -> CoreResult<TaskDetail> {
-        let mut feed = self.feed_task(caller, task_id, after_seq).await?;
-        Ok(feed.next(timeout).await?.detail)
-    }
-
     /// The caller's tasks, newest first.
     pub(in crate::core) async fn list_tasks(
         &self,
         caller: &Caller,
         query: TaskQuery,
     ) -> CoreResult<TaskList> {
-        let (_, me) = self.acting_agent(caller)?;
+        let (_, me) = self.identity().acting_agent(caller)?;
         let (limit, before) = page_start(query.limit, query.cursor.as_deref())?;
         let spec = TaskListSpec {
             role: query.role,
@@ -174,4 +161,24 @@ fn page_start(limit: Option<i64>, cursor: Option<&str>) -> CoreResult<(i64, Opti
         .map(cursor::decode_task)
         .transpose()?;
     Ok((limit, before))
+}
+
+impl<'a> Tasks<'a> {
+    /// The task with its history once it has an event after `after_seq`, or once
+    /// `timeout` passed (then as it is): one step of a task's feed, for a follower that
+    /// asks once. A finished task answers at once.
+    pub async fn wait_for_task(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        after_seq: i64,
+        timeout: Duration,
+    ) -> CoreResult<TaskDetail> {
+        let mut feed = self
+            .core
+            .tasks()
+            .feed_task(caller, task_id, after_seq)
+            .await?;
+        Ok(feed.next(timeout).await?.detail)
+    }
 }

@@ -9,6 +9,7 @@
 //! stored entry when it is sent. The credentials given for the receiver are sent with
 //! each POST and never shown back.
 
+use crate::core::Tasks;
 use std::sync::Arc;
 use switchboard_types::ids::{TaskId, TaskRef, WebhookId};
 
@@ -65,129 +66,6 @@ pub struct Outgoing {
 }
 
 impl Core {
-    /// Makes `format`'s webhooks renderable: a transport calls this once at start.
-    pub fn register_webhook_format(&self, name: &str, format: Arc<dyn WebhookFormat>) {
-        if let Ok(mut formats) = self.inner.tasks.formats.write() {
-            formats.insert(name.to_owned(), format);
-        }
-    }
-
-    /// Sets a webhook on a task the caller originated, rendered by `format`. With
-    /// `replay_after`, the entries after that sequence number are queued to it too.
-    pub async fn add_task_webhook(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-        format: &str,
-        spec: WebhookSpec,
-        replay_after: Option<i64>,
-    ) -> CoreResult<TaskWebhook> {
-        let task = self.owned_task(caller, task_id).await?;
-        let spec = self.check_webhook(spec)?;
-        let webhook_id = spec.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let (token, auth) = (spec.token, spec.auth);
-        let existing = self.store().task_webhooks(task.pk).await?;
-        if existing.len() >= MAX_WEBHOOKS_PER_TASK
-            && !existing.iter().any(|w| w.webhook_id == webhook_id)
-        {
-            return Err(CoreError::validation(
-                "id",
-                format!("a task has at most {MAX_WEBHOOKS_PER_TASK} webhooks"),
-            ));
-        }
-        let record = WebhookRecord {
-            pk: 0,
-            task_pk: task.pk,
-            team_pk: task.team_pk,
-            webhook_id: webhook_id.into(),
-            format: format.to_owned(),
-            url: spec.url,
-            token,
-            auth,
-            created_at: Timestamp::now(),
-        };
-        self.store()
-            .put_webhook(record.clone(), replay_after)
-            .await?;
-        self.inner.tasks.callbacks_queued.notify_one();
-        Ok(view(&task.task_id, record))
-    }
-
-    /// The webhook as it would be set, or why it cannot be: a transport checks before it
-    /// makes the task a webhook is for, so a refused webhook leaves nothing behind.
-    pub fn check_webhook(&self, spec: WebhookSpec) -> CoreResult<WebhookSpec> {
-        urls::check_named(
-            &spec.url,
-            self.inner.tasks.settings.allow_private_callbacks,
-            "url",
-        )?;
-        let id = match spec.id.filter(|id| !id.is_empty()) {
-            Some(id) => Some(checked("id", id, MAX_ID)?),
-            None => None,
-        };
-        let token = spec
-            .token
-            .map(|t| checked("token", t, MAX_SECRET))
-            .transpose()?;
-        let auth = match spec.auth {
-            Some((scheme, credentials)) => Some((
-                checked("authentication.scheme", scheme, MAX_ID)?,
-                credentials
-                    .map(|c| checked("authentication.credentials", c, MAX_SECRET))
-                    .transpose()?,
-            )),
-            None => None,
-        };
-        Ok(WebhookSpec {
-            id,
-            url: spec.url,
-            token,
-            auth,
-        })
-    }
-
-    /// The webhooks of a task the caller originated, oldest first.
-    pub async fn task_webhooks(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-    ) -> CoreResult<Vec<TaskWebhook>> {
-        let task = self.owned_task(caller, task_id).await?;
-        let stored = self.store().task_webhooks(task.pk).await?;
-        Ok(stored.into_iter().map(|w| view(&task.task_id, w)).collect())
-    }
-
-    /// One webhook of a task the caller originated; `NOT_FOUND` when it has none of
-    /// that id.
-    pub async fn task_webhook(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-        webhook_id: &WebhookId,
-    ) -> CoreResult<TaskWebhook> {
-        self.task_webhooks(caller, task_id)
-            .await?
-            .into_iter()
-            .find(|w| w.id == *webhook_id)
-            .ok_or_else(|| no_webhook(task_id, webhook_id))
-    }
-
-    /// Removes a webhook (and what it still had to send) from a task the caller
-    /// originated; whether there was one. Removing is idempotent (A2A's spec says so of
-    /// deleting a push config): a webhook already gone is no error, an unknown task is.
-    pub async fn remove_task_webhook(
-        &self,
-        caller: &Caller,
-        task_id: &TaskRef,
-        webhook_id: &WebhookId,
-    ) -> CoreResult<bool> {
-        let task = self.owned_task(caller, task_id).await?;
-        Ok(self
-            .store()
-            .delete_webhook(task.pk, webhook_id.to_string())
-            .await?)
-    }
-
     /// What a webhook's delivery sends: the bodies its format renders for the entry,
     /// with the webhook's headers; or why it cannot be sent.
     pub(super) async fn webhook_request(&self, due: &DueCallback) -> Result<Outgoing, String> {
@@ -238,7 +116,7 @@ impl Core {
         caller: &Caller,
         task_id: &TaskRef,
     ) -> CoreResult<crate::model::TaskRecord> {
-        let (team, me) = self.acting_agent(caller)?;
+        let (team, me) = self.identity().acting_agent(caller)?;
         let reference = if task_id.names_originator() {
             task_id.clone()
         } else {
@@ -278,4 +156,131 @@ fn checked(field: &str, value: String, max: usize) -> CoreResult<String> {
 fn no_webhook(task_id: &str, webhook_id: &str) -> CoreError {
     CoreError::not_found(format!("task '{task_id}' has no webhook '{webhook_id}'"))
         .with("webhook_id", webhook_id)
+}
+
+impl<'a> Tasks<'a> {
+    /// Makes `format`'s webhooks renderable: a transport calls this once at start.
+    pub fn register_webhook_format(self, name: &str, format: Arc<dyn WebhookFormat>) {
+        if let Ok(mut formats) = self.core.inner.tasks.formats.write() {
+            formats.insert(name.to_owned(), format);
+        }
+    }
+
+    /// Sets a webhook on a task the caller originated, rendered by `format`. With
+    /// `replay_after`, the entries after that sequence number are queued to it too.
+    pub async fn add_task_webhook(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        format: &str,
+        spec: WebhookSpec,
+        replay_after: Option<i64>,
+    ) -> CoreResult<TaskWebhook> {
+        let task = self.core.owned_task(caller, task_id).await?;
+        let spec = self.check_webhook(spec)?;
+        let webhook_id = spec.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let (token, auth) = (spec.token, spec.auth);
+        let existing = self.core.store().task_webhooks(task.pk).await?;
+        if existing.len() >= MAX_WEBHOOKS_PER_TASK
+            && !existing.iter().any(|w| w.webhook_id == webhook_id)
+        {
+            return Err(CoreError::validation(
+                "id",
+                format!("a task has at most {MAX_WEBHOOKS_PER_TASK} webhooks"),
+            ));
+        }
+        let record = WebhookRecord {
+            pk: 0,
+            task_pk: task.pk,
+            team_pk: task.team_pk,
+            webhook_id: webhook_id.into(),
+            format: format.to_owned(),
+            url: spec.url,
+            token,
+            auth,
+            created_at: Timestamp::now(),
+        };
+        self.core
+            .store()
+            .put_webhook(record.clone(), replay_after)
+            .await?;
+        self.core.inner.tasks.callbacks_queued.notify_one();
+        Ok(view(&task.task_id, record))
+    }
+
+    /// The webhook as it would be set, or why it cannot be: a transport checks before it
+    /// makes the task a webhook is for, so a refused webhook leaves nothing behind.
+    pub fn check_webhook(self, spec: WebhookSpec) -> CoreResult<WebhookSpec> {
+        urls::check_named(
+            &spec.url,
+            self.core.inner.tasks.settings.allow_private_callbacks,
+            "url",
+        )?;
+        let id = match spec.id.filter(|id| !id.is_empty()) {
+            Some(id) => Some(checked("id", id, MAX_ID)?),
+            None => None,
+        };
+        let token = spec
+            .token
+            .map(|t| checked("token", t, MAX_SECRET))
+            .transpose()?;
+        let auth = match spec.auth {
+            Some((scheme, credentials)) => Some((
+                checked("authentication.scheme", scheme, MAX_ID)?,
+                credentials
+                    .map(|c| checked("authentication.credentials", c, MAX_SECRET))
+                    .transpose()?,
+            )),
+            None => None,
+        };
+        Ok(WebhookSpec {
+            id,
+            url: spec.url,
+            token,
+            auth,
+        })
+    }
+
+    /// The webhooks of a task the caller originated, oldest first.
+    pub async fn task_webhooks(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+    ) -> CoreResult<Vec<TaskWebhook>> {
+        let task = self.core.owned_task(caller, task_id).await?;
+        let stored = self.core.store().task_webhooks(task.pk).await?;
+        Ok(stored.into_iter().map(|w| view(&task.task_id, w)).collect())
+    }
+
+    /// One webhook of a task the caller originated; `NOT_FOUND` when it has none of
+    /// that id.
+    pub async fn task_webhook(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        webhook_id: &WebhookId,
+    ) -> CoreResult<TaskWebhook> {
+        self.task_webhooks(caller, task_id)
+            .await?
+            .into_iter()
+            .find(|w| w.id == *webhook_id)
+            .ok_or_else(|| no_webhook(task_id, webhook_id))
+    }
+
+    /// Removes a webhook (and what it still had to send) from a task the caller
+    /// originated; whether there was one. Removing is idempotent (A2A's spec says so of
+    /// deleting a push config): a webhook already gone is no error, an unknown task is.
+    pub async fn remove_task_webhook(
+        self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        webhook_id: &WebhookId,
+    ) -> CoreResult<bool> {
+        let task = self.core.owned_task(caller, task_id).await?;
+        Ok(self
+            .core
+            .store()
+            .delete_webhook(task.pk, webhook_id.to_string())
+            .await?)
+    }
 }

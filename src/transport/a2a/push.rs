@@ -33,8 +33,10 @@ const FORMAT_V03: &str = "a2a-0.3";
 
 /// Teaches the core to render A2A webhooks.
 pub fn register(core: &Core) {
-    core.register_webhook_format(FORMAT_V1, Arc::new(StreamResponses));
-    core.register_webhook_format(FORMAT_V03, Arc::new(LegacyTask));
+    core.tasks()
+        .register_webhook_format(FORMAT_V1, Arc::new(StreamResponses));
+    core.tasks()
+        .register_webhook_format(FORMAT_V03, Arc::new(LegacyTask));
 }
 
 /// 1.0: the entry's stream events, one per POST.
@@ -75,6 +77,7 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
             let task_id = config.task_id.clone();
             interface.task(&task_id).await?;
             let webhook = core
+                .tasks()
                 .add_task_webhook(
                     caller,
                     &TaskRef::from(task_id),
@@ -93,7 +96,8 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
                 TaskRef::from(request.task_id.as_str()),
                 WebhookId::from(request.id.as_str()),
             );
-            core.task_webhook(caller, &task, &webhook)
+            core.tasks()
+                .task_webhook(caller, &task, &webhook)
                 .await
                 .map(shown)
                 .map_err(|err| config_error(err, &request.task_id, &request.id))
@@ -102,6 +106,7 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
             let request: ListTaskPushNotificationConfigsRequest = decode(params)?;
             interface.task(&request.task_id).await?;
             let webhooks = core
+                .tasks()
                 .task_webhooks(caller, &TaskRef::from(request.task_id))
                 .await
                 .map_err(to_a2a)?;
@@ -121,7 +126,8 @@ pub async fn call(interface: &Interface, method: &str, params: Value) -> Result<
                 TaskRef::from(request.task_id.as_str()),
                 WebhookId::from(request.id.as_str()),
             );
-            core.remove_task_webhook(caller, &task, &webhook)
+            core.tasks()
+                .remove_task_webhook(caller, &task, &webhook)
                 .await
                 .map_err(|err| config_error(err, &request.task_id, &request.id))?;
             Ok(match dialect {
@@ -150,6 +156,7 @@ pub async fn on_send(
     interface
         .state
         .core
+        .tasks()
         .add_task_webhook(
             &interface.caller,
             &TaskRef::from(task_id),
@@ -174,6 +181,7 @@ pub fn check(interface: &Interface, config: &TaskPushNotificationConfig) -> Resu
     interface
         .state
         .core
+        .tasks()
         .check_webhook(spec_of(config.clone()))
         .map(|_| ())
         .map_err(to_a2a)

@@ -96,7 +96,9 @@ async fn create(
     );
     let core = &interface.state.core;
     // The caller follows the task here, not in its inbox.
-    let submit = core.submit_followed_task(&interface.caller, request);
+    let submit = core
+        .tasks()
+        .submit_followed_task(&interface.caller, request);
     let submitted = match metadata_trace(message) {
         Some(context) => traced(context, submit).await,
         None => submit.await,
@@ -196,7 +198,7 @@ pub async fn blocking(
     // A blocking send holds its connection until the task settles: it takes a place among
     // the credential's waiting calls first, so a refused send leaves no task behind.
     let _place = if waits {
-        Some(core.hold_wait(&interface.caller).map_err(to_a2a)?)
+        Some(core.live().hold_wait(&interface.caller).map_err(to_a2a)?)
     } else {
         None
     };
@@ -207,6 +209,7 @@ pub async fn blocking(
     let deadline = tokio::time::Instant::now() + BLOCK_FOR;
     let reference = interface.reference(&sent.task_id);
     let mut feed = core
+        .tasks()
         .feed_task(&interface.caller, &reference, sent.after_seq)
         .await
         .map_err(to_a2a)?;

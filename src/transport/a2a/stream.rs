@@ -41,6 +41,7 @@ fn admit(interface: &Interface) -> Result<SessionHold, ApiError> {
     Ok(interface
         .state
         .core
+        .live()
         .hold_session(&interface.caller, SessionKind::A2aStream)?)
 }
 
@@ -223,7 +224,11 @@ async fn follow(
     };
     let core = &interface.state.core;
     let reference = interface.reference(&task_id);
-    let mut feed = match core.feed_task(&interface.caller, &reference, cursor).await {
+    let mut feed = match core
+        .tasks()
+        .feed_task(&interface.caller, &reference, cursor)
+        .await
+    {
         Ok(feed) => feed,
         Err(err) => {
             let _gone = tx.send(event(&id, cursor, Err(to_a2a(err)))).await;

@@ -16,7 +16,7 @@ pub fn bearer(header: Option<&str>) -> CoreResult<&str> {
 
 /// The caller behind an `Authorization` header (`UNAUTHORIZED` if nobody).
 pub async fn authenticate(core: &Core, header: Option<&str>) -> CoreResult<Caller> {
-    core.authenticate(bearer(header)?).await
+    core.identity().authenticate(bearer(header)?).await
 }
 
 #[cfg(test)]

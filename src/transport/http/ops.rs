@@ -37,10 +37,10 @@ pub struct Health {
         (status = 503, description = "Storage did not answer its last check", body = ErrorBody),
     ))]
 async fn healthz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
-    state.core().alive()?;
+    state.core().node().alive()?;
     Ok(Json(Health {
         status: "ok".to_owned(),
-        node_id: state.core().node_id().to_string(),
+        node_id: state.core().node().node_id().to_string(),
     }))
 }
 
@@ -51,10 +51,10 @@ async fn healthz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
         (status = 503, description = "Storage is not reachable", body = ErrorBody),
     ))]
 async fn readyz(State(state): State<HttpState>) -> ApiResult<Json<Health>> {
-    state.core().ready().await?;
+    state.core().node().ready().await?;
     Ok(Json(Health {
         status: "ready".to_owned(),
-        node_id: state.core().node_id().to_string(),
+        node_id: state.core().node().node_id().to_string(),
     }))
 }
 

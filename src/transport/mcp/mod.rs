@@ -467,7 +467,11 @@ impl ServerHandler for McpState {
         let caller = caller_of(context.request_context())?;
         // A listen stream holds its connection until the client ends it: it counts among
         // the credential's waiting calls, and past the cap the stream ends with the error.
-        let _place = self.core.hold_wait(&caller).map_err(resources::refused)?;
+        let _place = self
+            .core
+            .live()
+            .hold_wait(&caller)
+            .map_err(resources::refused)?;
         resources::listen(&self.core, caller, context).await;
         Ok(())
     }

@@ -212,8 +212,8 @@ async fn follow(
     mut send: impl AsyncFnMut(String) -> bool,
 ) {
     let (Ok(mut feed), Ok(removed)) = (
-        core.feed_watch(&caller, None).await,
-        core.removal_signal(&caller),
+        core.live().feed_watch(&caller, None).await,
+        core.live().removal_signal(&caller),
     ) else {
         return;
     };

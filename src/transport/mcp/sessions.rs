@@ -55,7 +55,7 @@ impl SessionLimit {
     /// ([`Self::opened`]), so many `initialize`s at once cannot all pass this look.
     pub async fn admit(&self, caller: &Caller) -> Result<(), CoreError> {
         self.sweep().await;
-        self.core.session_room(caller, SessionKind::Mcp)
+        self.core.live().session_room(caller, SessionKind::Mcp)
     }
 
     /// Lets go of sessions the SDK no longer has, at most once per [`SWEEP_EVERY`]: an
@@ -90,7 +90,7 @@ impl SessionLimit {
     /// once opened 60 sessions against a cap of 16 when [`Self::admit`]'s look was the
     /// check). Past the cap the session is closed again and the caller refused.
     pub async fn opened(&self, id: &str, caller: &Caller) -> Result<(), CoreError> {
-        match self.core.hold_session(caller, SessionKind::Mcp) {
+        match self.core.live().hold_session(caller, SessionKind::Mcp) {
             Ok(place) => {
                 let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
                 owners.by_id.insert(id.to_owned(), place);

@@ -419,7 +419,7 @@ fn operation(
     mut fields: JsonObject,
 ) -> Result<Operation, CoreError> {
     if !spec.caller_fields.is_empty() || matches!(spec.decode, FindAgents) {
-        let (team, me) = core.acting_agent(caller)?;
+        let (team, me) = core.identity().acting_agent(caller)?;
         for field in spec.caller_fields {
             fields
                 .entry(field.to_string())
@@ -450,7 +450,7 @@ fn operation(
             )?)
         }
         Register => Ok(Operation::Agents(AgentOp::RegisterAgent {
-            team_id: core.own_team_id(caller)?,
+            team_id: core.identity().own_team_id(caller)?,
             agent: decode_value(Value::Object(fields))?,
         })),
         FindAgents | Wait => Err(CoreError::internal("decoded elsewhere")),
@@ -466,8 +466,9 @@ async fn wait(
     let args: WaitForMessages = decode_value(Value::Object(arguments))?;
     let timeout = Duration::from_millis(args.timeout_ms.unwrap_or(DEFAULT_WAIT_MS));
     // A place among the credential's waiting calls, held until the answer.
-    let _place = core.hold_wait(caller)?;
+    let _place = core.live().hold_wait(caller)?;
     let waited = core
+        .live()
         .wait_for_inbox(caller, args.after_seq, args.limit, timeout, on_tick)
         .await?;
     serde_json::to_value(waited).map_err(|e| CoreError::internal(format!("encoding: {e}")))

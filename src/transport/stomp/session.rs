@@ -209,7 +209,7 @@ pub async fn serve<W: Wire>(
         place.pin();
     }
     let (version, identity, heart_beat, hold) = session;
-    let removed = match state.core.removal_signal(identity.caller()) {
+    let removed = match state.core.live().removal_signal(identity.caller()) {
         Ok(removed) => removed,
         Err(err) => {
             finish(wire, End::from_core(err)).await;
@@ -379,7 +379,10 @@ impl<W: Wire> Session<'_, W> {
                 self.write(Some(frame)).await?;
                 if let Some((queue, seq)) = consumed {
                     let none = std::collections::BTreeSet::new();
-                    self.state.core.queue_consumed(agent, &queue, seq, &none);
+                    self.state
+                        .core
+                        .queues()
+                        .queue_consumed(agent, &queue, seq, &none);
                 }
                 Ok(())
             }
@@ -449,9 +452,9 @@ impl<W: Wire> Session<'_, W> {
         let caller = match (&self.identity, &agent) {
             // A topic is read from the subscriber's own inbox.
             (Identity::Agent(caller), None) => Ok(*caller),
-            (Identity::Agent(caller), Some(agent)) => core.act_as(caller, None, agent, None).await,
+            (Identity::Agent(caller), Some(agent)) => core.queues().act_as(caller, None, agent, None).await,
             (Identity::Bridge { caller, team_id }, Some(agent)) => {
-                core.act_as(caller, Some(team_id), agent, Some(WISE_ROLE)).await
+                core.queues().act_as(caller, Some(team_id), agent, Some(WISE_ROLE)).await
             }
             (Identity::Bridge { .. }, None) => {
                 return Err(End::error(
@@ -460,8 +463,9 @@ impl<W: Wire> Session<'_, W> {
             }
         }
         .map_err(End::from_core)?;
-        let conn = core.connect(&caller).map_err(End::from_core)?;
+        let conn = core.live().connect(&caller).map_err(End::from_core)?;
         let (examined, acked) = core
+            .queues()
             .queue_cursor(conn.agent(), &to.queue)
             .await
             .map_err(End::from_core)?;
@@ -483,7 +487,7 @@ impl<W: Wire> Session<'_, W> {
             ack,
             version: self.version,
             removed: conn.removed(),
-            feed: core.feed_live(conn, examined, Form::Views),
+            feed: core.live().feed_live(conn, examined, Form::Views),
             out: self.out_tx.clone(),
             ledger: ledger.clone(),
             cancel: cancel.clone(),

@@ -168,6 +168,7 @@ impl Ledger {
             .map_or(book.examined, |first| first - 1);
         book.acked.retain(|s| *s > cursor);
         self.core
+            .queues()
             .queue_consumed(self.agent, &self.cursor, cursor, &book.acked);
     }
 }
@@ -206,7 +207,10 @@ impl Subscription {
     }
 
     pub async fn run(mut self) {
-        let presence = self.core.queue_subscribed(self.feed.agent(), &self.queue);
+        let presence = self
+            .core
+            .queues()
+            .queue_subscribed(self.feed.agent(), &self.queue);
         self.serve().await;
         if let Some(mut presence) = presence {
             presence.clean = self.clean.load(Ordering::Relaxed);
@@ -277,7 +281,7 @@ impl Subscription {
     fn wise_body(&self, view: &MessageView) -> Option<Vec<u8>> {
         let mut wise = to_wise(view);
         if wise.context_name.is_none() {
-            wise.context_name = self.core.default_context(self.feed.agent());
+            wise.context_name = self.core.queues().default_context(self.feed.agent());
         }
         if wise.context_name.is_none() {
             metrics::counter!("switchboard_stomp_withheld_total").increment(1);

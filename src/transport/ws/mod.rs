@@ -123,8 +123,13 @@ async fn open(
         (Some(_), _) | (None, None) => bearer(header)?,
         (None, Some(token)) => token,
     };
-    let caller = state.core.authenticate(token).await?.by(Via::Websocket);
-    let resume_after = state.core.resume_after(&caller, query.since).await?;
+    let caller = state
+        .core
+        .identity()
+        .authenticate(token)
+        .await?
+        .by(Via::Websocket);
+    let resume_after = state.core.live().resume_after(&caller, query.since).await?;
     let upgrade = upgrade.map_err(|rejection| {
         ErrorBody::validation(
             "upgrade",

@@ -112,7 +112,7 @@ struct Live<'a> {
 
 impl Session {
     pub async fn run(self, mut socket: WebSocket) {
-        let mut conn = match self.core.connect(&self.caller) {
+        let mut conn = match self.core.live().connect(&self.caller) {
             Ok(conn) => conn,
             Err(err) => {
                 tracing::debug!(error = %err, "connection refused after the upgrade");
@@ -137,7 +137,10 @@ impl Session {
                 .unwrap_or(u64::MAX),
         });
         let (agent_id, id, removed) = (conn.agent_id.clone(), conn.id(), conn.removed());
-        let mut feed = self.core.feed_live(conn, self.resume_after, Form::Frames);
+        let mut feed = self
+            .core
+            .live()
+            .feed_live(conn, self.resume_after, Form::Frames);
         let end = self
             .serve(&mut socket, &mut feed, &hello, (&agent_id, removed))
             .await;
@@ -192,7 +195,7 @@ impl Session {
         }
         if self.activity {
             // The first frame follows shortly: watching asks for a fresh computation.
-            live.activity = self.core.watch_activity(&self.caller).ok();
+            live.activity = self.core.live().watch_activity(&self.caller).ok();
         }
         live.run().await
     }
@@ -313,14 +316,13 @@ impl Live<'_> {
             None => return Err(End::Gone),
         };
         self.awaiting_pong = false;
-        let core = &self.session.core;
         if self.last_seen_note.elapsed() > Duration::from_secs(1) {
-            core.seen(self.feed);
+            self.feed.seen();
             self.last_seen_note = Instant::now();
         }
         match message {
             Message::Text(text) => match ClientFrame::decode(text.as_str()) {
-                Ok(ClientFrame::Ack { seq }) => match core.ack(self.feed, seq) {
+                Ok(ClientFrame::Ack { seq }) => match self.feed.ack(seq) {
                     Ok(()) => Ok(()),
                     Err(err) => {
                         let bad = BadFrame {

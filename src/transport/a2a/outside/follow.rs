@@ -146,6 +146,7 @@ async fn run(d: &Delegate, task_id: &str) -> Result<(), Stop> {
             // Waiting for the originator: sleep until the task changes here.
             let newest = detail.events.last().map_or(0, |e| e.seq);
             d.core
+                .tasks()
                 .wait_for_task(
                     &caller,
                     &TaskRef::from(task_id),

@@ -37,7 +37,7 @@ impl Delegation {
     /// say, this node stops acting for all of them: another node may take them over once
     /// the holds run out.
     pub(super) async fn hold(&self) {
-        let held = match self.core.hold_remote_agents(HOLD_FOR).await {
+        let held = match self.core.remotes().hold_remote_agents(HOLD_FOR).await {
             Ok(held) => held,
             Err(err) => {
                 tracing::warn!(error = %err, "outside A2A agents: holds not renewed; stopping here");
@@ -45,7 +45,7 @@ impl Delegation {
                 return;
             }
         };
-        let remotes = match self.core.remote_agents().await {
+        let remotes = match self.core.remotes().remote_agents().await {
             Ok(remotes) => remotes,
             Err(err) => {
                 tracing::error!(error = %err, "outside A2A agents could not be read");

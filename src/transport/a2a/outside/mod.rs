@@ -92,7 +92,7 @@ impl Delegation {
     /// Starts acting for one outside agent (once).
     fn start(&self, record: RemoteAgentRecord) {
         // A removed agent is acted for no more.
-        let Some(agent_id) = self.core.agent_id_of(record.agent_pk) else {
+        let Some(agent_id) = self.core.remotes().agent_id_of(record.agent_pk) else {
             return;
         };
         let stop = self.stop.child_token();
@@ -158,7 +158,7 @@ pub struct Delegate {
 
 impl Delegate {
     fn caller(&self) -> CoreResult<Caller> {
-        self.core.acting_for(self.agent_pk)
+        self.core.remotes().acting_for(self.agent_pk)
     }
 
     fn binding(&self) -> Binding {
@@ -175,6 +175,7 @@ impl Delegate {
         // is in both, and followed once.
         let mut cursor = match self
             .core
+            .live()
             .wait_for_inbox(&caller, None, Some(1), Duration::ZERO, |_| {})
             .await
         {
@@ -203,6 +204,7 @@ impl Delegate {
             let wait = INBOX_WAIT.min(next_refresh.saturating_duration_since(now));
             let wait = self
                 .core
+                .live()
                 .wait_for_inbox(&caller, Some(cursor), Some(100), wait, |_| {})
                 .await;
             match wait {
@@ -323,6 +325,7 @@ impl Delegate {
         };
         if self
             .core
+            .remotes()
             .check_remote_url(&card.interface_url, "interface_url")
             .is_err()
         {
@@ -338,6 +341,7 @@ impl Delegate {
         };
         match self
             .core
+            .remotes()
             .refresh_remote_agent(updated.clone(), role, capabilities)
             .await
         {
@@ -378,9 +382,9 @@ async fn register_remote_agent(
     JsonBody(input): JsonBody<RegisterRemoteAgent>,
 ) -> Result<(StatusCode, Json<RemoteAgentRegistered>), ApiError> {
     let core = &delegation.core;
-    core.may_register_remote(&caller, &team_id)?;
+    core.remotes().may_register_remote(&caller, &team_id)?;
     let card_url = client::card_url(&input.card_url);
-    core.check_remote_url(&card_url, "card_url")?;
+    core.remotes().check_remote_url(&card_url, "card_url")?;
     let card = client::read_card(&delegation.http, &card_url, input.authorization.as_deref())
         .await
         .map_err(|why| {
@@ -406,6 +410,7 @@ async fn register_remote_agent(
         card: card.raw,
     };
     let (registered, _) = core
+        .remotes()
         .register_remote_agent(&caller, &team_id, agent, binding)
         .await?;
     // Held (and acted for) here unless another node holds it already.

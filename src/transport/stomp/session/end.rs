@@ -11,7 +11,7 @@ use super::{End, Identity, Wire};
 /// Team and identity, for the log.
 pub(super) fn describe(state: &StompState, identity: &Identity) -> (String, String) {
     match identity {
-        Identity::Agent(caller) => match state.core.acting_agent(caller) {
+        Identity::Agent(caller) => match state.core.identity().acting_agent(caller) {
             Ok((team, agent)) => (team.team_id.to_string(), agent.agent_id.to_string()),
             Err(_) => (String::new(), String::new()),
         },

@@ -50,6 +50,7 @@ pub(super) async fn connect<W: Wire>(state: &StompState, wire: &mut W) -> Result
     // Every connection counts, subscribed or not, for agents and bridges alike.
     let hold = state
         .core
+        .live()
         .hold_session(identity.caller(), SessionKind::Stomp)
         .map_err(End::from_core)?;
     let (client_sends, client_wants) = match (version, frame.get("heart-beat")) {
@@ -90,7 +91,11 @@ fn parse_heart_beat(value: &str) -> Option<(u64, u64)> {
 async fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End> {
     let Some(passcode) = frame.get("passcode").filter(|p| !p.is_empty()) else {
         if let Some(team_id) = &state.settings.anonymous_team {
-            let caller = state.core.anonymous_team(team_id).map_err(End::from_core)?;
+            let caller = state
+                .core
+                .queues()
+                .anonymous_team(team_id)
+                .map_err(End::from_core)?;
             return Ok(Identity::Bridge {
                 caller,
                 team_id: team_id.clone(),
@@ -102,6 +107,7 @@ async fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End
     };
     let caller = state
         .core
+        .identity()
         .authenticate(passcode)
         .await
         .map_err(End::from_core)?;
@@ -115,6 +121,7 @@ async fn authenticate(state: &StompState, frame: &Frame) -> Result<Identity, End
             // The key must be this team's (the core says so on first use, too).
             state
                 .core
+                .queues()
                 .team_of_key(&caller, &team_id)
                 .map_err(End::from_core)?;
             Ok(Identity::Bridge { caller, team_id })

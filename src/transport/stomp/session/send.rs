@@ -77,6 +77,7 @@ impl<W: Wire> Session<'_, W> {
         if let (Identity::Bridge { caller, team_id }, Some(to)) = (&self.identity, &to.agent_id) {
             self.state
                 .core
+                .queues()
                 .queue_to_wait_in(caller, team_id, &AgentId::from(to.as_str()), WISE_ROLE)
                 .await
                 .map_err(End::from_core)?;
@@ -127,6 +128,7 @@ impl<W: Wire> Session<'_, W> {
         let (_, me) = self
             .state
             .core
+            .identity()
             .acting_agent(caller)
             .map_err(End::from_core)?;
         let content = plain_content(
@@ -190,10 +192,11 @@ async fn sender_of(
     sender: &AgentId,
 ) -> Result<Caller, End> {
     match identity {
-        Identity::Agent(caller) => state.core.act_as(caller, None, sender, None).await,
+        Identity::Agent(caller) => state.core.queues().act_as(caller, None, sender, None).await,
         Identity::Bridge { caller, team_id } => {
             state
                 .core
+                .queues()
                 .act_as(caller, Some(team_id), sender, Some(WISE_ROLE))
                 .await
         }
