@@ -54,22 +54,13 @@ impl Core {
         input: RequestAssistance,
         idempotency_key: Option<&str>,
     ) -> CoreResult<AssistanceResult> {
+        let request = SendRequest::new(MessageOpName::RequestAssistance, idempotency_key, &input)
+            .claimed(&input.requester_agent_id, "requester_agent_id");
         let Sending {
             team,
             sender: requester,
             idem,
-        } = match self
-            .start_sending(
-                caller,
-                SendRequest {
-                    operation: MessageOpName::RequestAssistance,
-                    idempotency_key,
-                    request: &input,
-                    claimed: Some((&input.requester_agent_id, "requester_agent_id")),
-                },
-            )
-            .await?
-        {
+        } = match self.start_sending(caller, request).await? {
             ControlFlow::Break(answer) => return Ok(answer),
             ControlFlow::Continue(sending) => sending,
         };

@@ -77,6 +77,24 @@ impl Idempotency {
     }
 }
 
+impl<'a, R: Serialize> SendRequest<'a, R> {
+    /// A request whose body may leave its author out (publish).
+    pub fn new(operation: MessageOpName, idempotency_key: Option<&'a str>, request: &'a R) -> Self {
+        SendRequest {
+            operation,
+            idempotency_key,
+            request,
+            claimed: None,
+        }
+    }
+
+    /// The body names its author in `field`: it must be the caller.
+    pub fn claimed(mut self, claimed: &'a AgentId, field: &'static str) -> Self {
+        self.claimed = Some((claimed, field));
+        self
+    }
+}
+
 /// A sending operation past its preamble: who sends, in which team, and the key its
 /// answer will be kept under.
 pub(super) struct Sending {
@@ -87,13 +105,13 @@ pub(super) struct Sending {
 
 /// What a sending operation's request says of itself, for the preamble.
 pub(super) struct SendRequest<'a, R: Serialize> {
-    pub operation: MessageOpName,
-    pub idempotency_key: Option<&'a str>,
+    operation: MessageOpName,
+    idempotency_key: Option<&'a str>,
     /// What the key's answer is bound to (a retry with another request is `CONFLICT`).
-    pub request: &'a R,
+    request: &'a R,
     /// The agent the body names as its author, and the field naming it; must be the
     /// caller. `None` when the body may leave it out (publish).
-    pub claimed: Option<(&'a AgentId, &'static str)>,
+    claimed: Option<(&'a AgentId, &'static str)>,
 }
 
 /// A message with where it goes.

@@ -53,18 +53,9 @@ impl Core {
         input: SendMessage,
         idempotency_key: Option<&str>,
     ) -> CoreResult<SendResult> {
-        let Sending { team, sender, idem } = match self
-            .start_sending(
-                caller,
-                SendRequest {
-                    operation: MessageOpName::SendMessage,
-                    idempotency_key,
-                    request: &input,
-                    claimed: Some((&input.sender_agent_id, "sender_agent_id")),
-                },
-            )
-            .await?
-        {
+        let request = SendRequest::new(MessageOpName::SendMessage, idempotency_key, &input)
+            .claimed(&input.sender_agent_id, "sender_agent_id");
+        let Sending { team, sender, idem } = match self.start_sending(caller, request).await? {
             ControlFlow::Break(answer) => return Ok(answer),
             ControlFlow::Continue(sending) => sending,
         };

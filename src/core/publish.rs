@@ -36,21 +36,11 @@ impl Core {
         input: Publish,
         idempotency_key: Option<&str>,
     ) -> CoreResult<PublishResult> {
-        let Sending { team, sender, idem } = match self
-            .start_sending(
-                caller,
-                SendRequest {
-                    operation: MessageOpName::Publish,
-                    idempotency_key,
-                    request: &input,
-                    claimed: input
-                        .sender_agent_id
-                        .as_ref()
-                        .map(|id| (id, "sender_agent_id")),
-                },
-            )
-            .await?
-        {
+        let mut request = SendRequest::new(MessageOpName::Publish, idempotency_key, &input);
+        if let Some(id) = &input.sender_agent_id {
+            request = request.claimed(id, "sender_agent_id");
+        }
+        let Sending { team, sender, idem } = match self.start_sending(caller, request).await? {
             ControlFlow::Break(answer) => return Ok(answer),
             ControlFlow::Continue(sending) => sending,
         };

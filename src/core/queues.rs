@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use switchboard_types::ids::{AgentId, TeamId};
 
 use switchboard_types::agents::RegisterAgent;
-use switchboard_types::ids::AgentPk;
+use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::routing::Via;
 
 use super::Queues;
@@ -279,68 +279,80 @@ impl<'a> Queues<'a> {
                 }
             }
             Caller::Team { team } => {
-                let Some(team_id) = team_id else {
-                    return Err(CoreError::forbidden(
-                        "a team key acts for an agent of a named team: give the team id",
-                    ));
-                };
-                let record = self.core.team_for(caller, team_id, Need::Manage)?;
-                // Another node may have registered it a moment ago (several nodes): the
-                // registry catches up before the agent counts as unknown.
-                if self.core.registry().member(team, agent_id).is_none()
-                    && self.core.store().shared()
-                {
-                    self.core
-                        .registry_current_since(std::time::Instant::now())
-                        .await;
-                }
-                if let Some(agent) = self.core.registry().member(team, agent_id) {
-                    if !agent.stomp_bridge {
-                        return Err(not_bridged(agent_id));
-                    }
-                    return Ok(Caller::Agent {
-                        team,
-                        agent: agent.pk,
-                        via: Via::Stomp,
-                    });
-                }
-                let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
-                    return Err(CoreError::agent_not_found(agent_id).with(
-                        "hint",
-                        "register the agent first, or let the team register agents on first \
-                         subscription (PATCH the team: stomp_auto_register = true)",
-                    ));
-                };
-                let input = RegisterAgent {
-                    agent_id: agent_id.clone(),
-                    role: role.to_owned(),
-                    capabilities: Vec::new(),
-                    address: None,
-                    status: None,
-                    addresses: None,
-                    watch: None,
-                    stomp_bridge: Some(true),
-                };
-                // Two connections of one agent may race to register it: the loser finds
-                // the winner's record.
-                let registered = self
-                    .core
-                    .register_agent(caller, &record.team_id, input)
-                    .await;
-                match self.core.registry().member(team, agent_id) {
-                    Some(agent) => Ok(Caller::Agent {
-                        team,
-                        agent: agent.pk,
-                        via: Via::Stomp,
-                    }),
-                    None => Err(registered.err().unwrap_or_else(|| {
-                        CoreError::internal("an agent registered for a bridge is missing")
-                    })),
-                }
+                self.bridged(caller, team, team_id, agent_id, register_as)
+                    .await
             }
             Caller::Admin => Err(CoreError::forbidden(
                 "the admin token manages teams; connect with an agent token or a team key",
             )),
+        }
+    }
+
+    /// A team key acting as a member its bridge serves, registered on first use when the
+    /// team allows it (see [`Queues::act_as`]).
+    async fn bridged(
+        self,
+        caller: &Caller,
+        team: TeamPk,
+        team_id: Option<&TeamId>,
+        agent_id: &AgentId,
+        register_as: Option<&str>,
+    ) -> CoreResult<Caller> {
+        let Some(team_id) = team_id else {
+            return Err(CoreError::forbidden(
+                "a team key acts for an agent of a named team: give the team id",
+            ));
+        };
+        let record = self.core.team_for(caller, team_id, Need::Manage)?;
+        // Another node may have registered it a moment ago (several nodes): the
+        // registry catches up before the agent counts as unknown.
+        if self.core.registry().member(team, agent_id).is_none() && self.core.store().shared() {
+            self.core
+                .registry_current_since(std::time::Instant::now())
+                .await;
+        }
+        if let Some(agent) = self.core.registry().member(team, agent_id) {
+            if !agent.stomp_bridge {
+                return Err(not_bridged(agent_id));
+            }
+            return Ok(Caller::Agent {
+                team,
+                agent: agent.pk,
+                via: Via::Stomp,
+            });
+        }
+        let Some(role) = register_as.filter(|_| record.stomp_auto_register) else {
+            return Err(CoreError::agent_not_found(agent_id).with(
+                "hint",
+                "register the agent first, or let the team register agents on first \
+                 subscription (PATCH the team: stomp_auto_register = true)",
+            ));
+        };
+        let input = RegisterAgent {
+            agent_id: agent_id.clone(),
+            role: role.to_owned(),
+            capabilities: Vec::new(),
+            address: None,
+            status: None,
+            addresses: None,
+            watch: None,
+            stomp_bridge: Some(true),
+        };
+        // Two connections of one agent may race to register it: the loser finds
+        // the winner's record.
+        let registered = self
+            .core
+            .register_agent(caller, &record.team_id, input)
+            .await;
+        match self.core.registry().member(team, agent_id) {
+            Some(agent) => Ok(Caller::Agent {
+                team,
+                agent: agent.pk,
+                via: Via::Stomp,
+            }),
+            None => Err(registered.err().unwrap_or_else(|| {
+                CoreError::internal("an agent registered for a bridge is missing")
+            })),
         }
     }
 

@@ -12,7 +12,8 @@ use switchboard_types::ids::MessageId;
 
 use switchboard_types::ErrorCode;
 use switchboard_types::messages::{
-    Content, MessageKind, MessageType, RespondResult, RespondToMessage,
+    Content, MessageKind, MessageType, RespondResult, RespondToMessage, ResponseContent,
+    ResponseStatus,
 };
 use switchboard_types::time::Timestamp;
 
@@ -33,50 +34,35 @@ impl Core {
         input: RespondToMessage,
         idempotency_key: Option<&str>,
     ) -> CoreResult<RespondResult> {
+        let keyed = (message_id, &input);
+        let request = SendRequest::new(MessageOpName::RespondToMessage, idempotency_key, &keyed)
+            .claimed(&input.responder_agent_id, "responder_agent_id");
         let Sending {
             team,
-            sender: responder,
+            sender: me,
             idem,
-        } = match self
-            .start_sending(
-                caller,
-                SendRequest {
-                    operation: MessageOpName::RespondToMessage,
-                    idempotency_key,
-                    request: &(message_id, &input),
-                    claimed: Some((&input.responder_agent_id, "responder_agent_id")),
-                },
-            )
-            .await?
-        {
+        } = match self.start_sending(caller, request).await? {
             ControlFlow::Break(answer) => return Ok(answer),
             ControlFlow::Continue(sending) => sending,
         };
         input.validate(message_id)?;
-        let original = self.original_for(&team, &responder, message_id).await?;
-        let chain = self.guard(&team, &responder, Some(original.chain()), Links::Messages)?;
-        let (recipients, failed_extra) =
-            self.response_recipients(&team, &responder, &original, &input)?;
-        let status = input.response_content.status;
-        let content = Content {
-            text: input.response_content.text,
-            data: input.response_content.data,
-            attachments: Vec::new(),
-        };
-        let thread = original
-            .thread_id
-            .clone()
-            .unwrap_or_else(|| original.message_id.to_string());
+        let original = self.original_for(&team, &me, message_id).await?;
+        let chain = self.guard(&team, &me, Some(original.chain()), Links::Messages)?;
+        let (recipients, failed_extra) = self.response_recipients(&team, &me, &original, &input)?;
+        let (status, content) = body_of(input.response_content);
         let message = NewMessage::new(
             ids::ordered_id("msg").into(),
-            &responder,
+            &me,
             MessageKind::Response,
             MessageType::Response,
             content,
         )
         .priority(original.priority)
         .context_reference(original.context_reference.clone())
-        .thread(Some(thread), Some(original.message_id.clone()))
+        .thread(
+            Some(thread_of(&original)),
+            Some(original.message_id.clone()),
+        )
         .response_status(status)
         .chain(chain)
         .traced(self.trace_for(Some(&original)))
@@ -86,10 +72,10 @@ impl Core {
         );
         let link = ResponseLink {
             original: original.pk,
-            responder: responder.pk,
+            responder: me.pk,
             status,
         };
-        let responder_id = responder.agent_id.clone();
+        let responder_id = me.agent_id.clone();
         let outgoing = Outgoing {
             message,
             recipients,
@@ -104,7 +90,7 @@ impl Core {
             }
             check_deadline(&original, context.now)
         };
-        self.post(&responder, idem, outgoing, check, move |p: &Posted| {
+        self.post(&me, idem, outgoing, check, move |p: &Posted| {
             let mut delivery = p.delivery.clone();
             delivery.failed_delivery.extend(failed_extra);
             RespondResult {
@@ -192,6 +178,25 @@ impl Core {
         }
         Ok((recipients, failed))
     }
+}
+
+/// A response's status and its message content.
+fn body_of(response: ResponseContent) -> (ResponseStatus, Content) {
+    let content = Content {
+        text: response.text,
+        data: response.data,
+        attachments: Vec::new(),
+    };
+    (response.status, content)
+}
+
+/// The thread a response joins: its original's, or the original itself as the thread's
+/// start.
+fn thread_of(original: &MessageRecord) -> String {
+    original
+        .thread_id
+        .clone()
+        .unwrap_or_else(|| original.message_id.to_string())
 }
 
 fn already_final(responder_id: &str, original: &MessageRecord) -> CoreError {

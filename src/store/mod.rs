@@ -15,6 +15,7 @@ pub mod error;
 pub(crate) mod filters;
 pub(crate) mod paging;
 pub mod postgres;
+pub(crate) mod sql;
 pub mod sqlite;
 pub(crate) mod typed;
 pub(crate) mod usage;

@@ -45,6 +45,7 @@ mod readme;
 mod respond;
 mod retention;
 mod send;
+mod services;
 mod stomp;
 mod storage;
 mod store_contract;

@@ -9,19 +9,19 @@
 //! nodes write to one database.
 
 mod agents;
-mod budgets;
+use crate::store::sql::budgets::postgres as budgets;
 mod callbacks;
 pub mod copy;
 mod engine;
-mod idempotency;
+use crate::store::sql::idempotency::postgres as idempotency;
 mod inbox;
 mod listen;
 mod message_staging;
 mod messages;
 mod nodes;
-mod remotes;
+use crate::store::sql::remotes::postgres as remotes;
 mod retention;
-mod settings;
+use crate::store::sql::settings::postgres as settings;
 mod tables;
 mod tasks;
 mod teams;

@@ -7,12 +7,12 @@
 //! owns them. [`api`] is the typed face the store offers the core.
 
 mod agents;
-mod budgets;
+use crate::store::sql::budgets::sqlite as budgets;
 mod callbacks;
 mod checkpoint;
 mod direct;
 mod engine;
-mod idempotency;
+use crate::store::sql::idempotency::sqlite as idempotency;
 mod inbox;
 pub(crate) mod lock;
 mod message_row;
@@ -20,10 +20,10 @@ mod message_staging;
 mod message_staging_one;
 mod message_staging_sql;
 mod messages;
-mod remotes;
+use crate::store::sql::remotes::sqlite as remotes;
 mod retention;
 mod rows;
-mod settings;
+use crate::store::sql::settings::sqlite as settings;
 mod task_staging;
 mod tasks;
 mod teams;

@@ -19,10 +19,13 @@ use crate::store::{NODE_EXPIRY, StoreError};
 #[async_trait]
 impl Registry for PgStore {
     async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError> {
-        let Some(bytes) = settings::get(&self.read, settings::ADMIN_TOKEN_HASH).await? else {
+        let Some(bytes) =
+            settings::get(&self.read, crate::store::sql::settings::ADMIN_TOKEN_HASH).await?
+        else {
             return Ok(None);
         };
-        let set_at = settings::get(&self.read, settings::ADMIN_TOKEN_SET_AT).await?;
+        let set_at =
+            settings::get(&self.read, crate::store::sql::settings::ADMIN_TOKEN_SET_AT).await?;
         Ok(Some(AdminTokenRecord {
             hash: hash_from(bytes)?,
             set_at: crate::store::columns::set_at_from(set_at),
@@ -31,9 +34,14 @@ impl Registry for PgStore {
 
     async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
         write!(self, |conn| {
-            settings::put(conn, settings::ADMIN_TOKEN_HASH, &hash).await?;
+            settings::put(conn, crate::store::sql::settings::ADMIN_TOKEN_HASH, &hash).await?;
             let at = at.micros().to_string();
-            settings::put(conn, settings::ADMIN_TOKEN_SET_AT, at.as_bytes()).await
+            settings::put(
+                conn,
+                crate::store::sql::settings::ADMIN_TOKEN_SET_AT,
+                at.as_bytes(),
+            )
+            .await
         })
     }
 
