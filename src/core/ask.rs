@@ -2,13 +2,12 @@
 //! asks with one of these and gets that answer's type, checked by the compiler.
 //!
 //! [`Operation`] is an [`Ask`] too (its answer is the untyped [`Reply`] every other
-//! transport encodes as JSON), so [`Core::ask`] is the one entry: the fence, the retry
+//! transport encodes as JSON), so [`Core::dispatch`] is the one entry: the fence, the retry
 //! after a registry miss and the activity touch are the same for both. Each typed ask
 //! runs the very function the operation's dispatcher runs; nothing converts a `Reply`
 //! back.
 
 use std::future::Future;
-use std::pin::Pin;
 
 use switchboard_types::agents::{AgentEnvelope, AgentList, AgentQuery};
 use switchboard_types::ids::{AgentId, ClarificationId, TaskRef, TeamId};
@@ -18,9 +17,6 @@ use switchboard_types::{AgentOpName, MessageOpName, Operation, OperationName, Re
 
 use super::{Caller, Core, CoreResult};
 
-/// A boxed future of an ask's answer (see [`Core::ask`] for why boxed).
-pub type Answering<'a, T> = Pin<Box<dyn Future<Output = CoreResult<T>> + Send + 'a>>;
-
 /// Something a caller asks the core, with the type of its answer. `Clone` because a
 /// refusal for something this node does not know yet runs it once more (several nodes).
 pub trait Ask: Clone + Send + Sync + 'static {
@@ -28,8 +24,12 @@ pub trait Ask: Clone + Send + Sync + 'static {
     type Answer: Send;
     /// Its name, as the operation's ([`switchboard_types::OperationName::as_str`]).
     fn name(&self) -> &'static str;
-    /// Performs it for `caller` (no fence, no retry: [`Core::ask`] adds them).
-    fn run<'a>(self, core: &'a Core, caller: &'a Caller) -> Answering<'a, Self::Answer>;
+    /// Performs it for `caller` (no fence, no retry: [`Core::dispatch`] adds them).
+    fn run<'a>(
+        self,
+        core: &'a Core,
+        caller: &'a Caller,
+    ) -> impl Future<Output = CoreResult<Self::Answer>> + Send + 'a;
 }
 
 impl Ask for Operation {
@@ -39,8 +39,12 @@ impl Ask for Operation {
         Operation::name(self)
     }
 
-    fn run<'a>(self, core: &'a Core, caller: &'a Caller) -> Answering<'a, Reply> {
-        Box::pin(core.dispatch_any(caller, self))
+    fn run<'a>(
+        self,
+        core: &'a Core,
+        caller: &'a Caller,
+    ) -> impl Future<Output = CoreResult<Reply>> + Send + 'a {
+        core.dispatch_any(caller, self)
     }
 }
 
@@ -63,9 +67,13 @@ macro_rules! typed_asks {
                 OperationName::from($op).as_str()
             }
 
-            fn run<'a>(self, $core: &'a Core, $caller: &'a Caller) -> Answering<'a, $answer> {
+            fn run<'a>(
+                self,
+                $core: &'a Core,
+                $caller: &'a Caller,
+            ) -> impl Future<Output = CoreResult<$answer>> + Send + 'a {
                 let $this = self;
-                Box::pin(async move { $body })
+                async move { $body }
             }
         }
     )*};

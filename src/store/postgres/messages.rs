@@ -1,58 +1,24 @@
-//! Messages, their inbox entries, responses and read marks on PostgreSQL.
+//! The team's timeline, marking read, the final-response check and the batch insert on
+//! PostgreSQL (the reads the engines share: `store/sql/messages.rs`).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use switchboard_types::ids::{AgentId, MessageId};
 
 use sqlx::AssertSqlSafe;
-use sqlx::postgres::{PgConnection, PgExecutor, PgPool};
+use sqlx::postgres::{PgConnection, PgPool};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    IdempotencyClaim, InboxEntry, MarkOutcome, MessageRecord, NewMessage, PostResult, ResponseLink,
-    ResponseRow, TrafficRow, TrafficSpec,
+    IdempotencyClaim, MarkOutcome, NewMessage, PostResult, ResponseLink, TrafficRow, TrafficSpec,
 };
 use crate::store::StoreError;
-use crate::store::columns::{
-    Columns, MESSAGE_CHAIN_COLUMNS, MESSAGE_COLUMNS, StoredContent, message_with_chain, to_json,
-};
+use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, to_json};
 use crate::store::columns::{traffic_row, traffic_weight};
 
-pub(super) async fn find<'e>(
-    ex: impl PgExecutor<'e>,
-    team: TeamPk,
-    message_id: &str,
-) -> Result<Option<MessageRecord>, StoreError> {
-    let sql = format!(
-        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m WHERE m.message_id = $1 AND m.team_pk = $2"
-    );
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(message_id)
-        .bind(team.0)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(message_with_chain).transpose()
-}
-
-/// The newest message of a thread in an agent's inbox, with its chain.
-pub(super) async fn thread_tip<'e>(
-    ex: impl PgExecutor<'e>,
-    agent: AgentPk,
-    thread_id: &str,
-) -> Result<Option<MessageRecord>, StoreError> {
-    let sql = format!(
-        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM inbox i JOIN messages m ON m.pk = i.message_pk
-         WHERE i.agent_pk = $1 AND i.thread_id = $2 ORDER BY i.seq DESC LIMIT 1"
-    );
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(agent.0)
-        .bind(thread_id)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(message_with_chain).transpose()
-}
+pub(super) use crate::store::sql::messages::postgres::*;
 
 /// The messages a timeline may show: those written by transactions older (by
 /// transaction id, taken at a transaction's first write) than every one still running.
@@ -128,77 +94,6 @@ pub(super) async fn traffic(
             bounded(query.fetch(pool), traffic_weight, traffic_row).await
         }
     }
-}
-
-pub(super) async fn inbox_entry<'e>(
-    ex: impl PgExecutor<'e>,
-    agent: AgentPk,
-    msg: MessagePk,
-) -> Result<Option<InboxEntry>, StoreError> {
-    let row =
-        sqlx::query("SELECT seq, read_at, news FROM inbox WHERE message_pk = $1 AND agent_pk = $2")
-            .bind(msg.0)
-            .bind(agent.0)
-            .fetch_optional(ex)
-            .await?;
-    row.map(|r| {
-        Ok(InboxEntry {
-            seq: r.int("seq")?,
-            read_at: r.opt_time("read_at")?,
-            news: r.flag("news")?,
-        })
-    })
-    .transpose()
-}
-
-pub(super) async fn recipient_ids<'e>(
-    ex: impl PgExecutor<'e>,
-    msg: MessagePk,
-) -> Result<Vec<AgentId>, StoreError> {
-    let row = sqlx::query("SELECT recipient_ids FROM messages WHERE pk = $1")
-        .bind(msg.0)
-        .fetch_one(ex)
-        .await?;
-    row.json(0)
-}
-
-/// Agents that marked a message read, in the order they did.
-pub(super) async fn read_by<'e>(
-    ex: impl PgExecutor<'e>,
-    msg: MessagePk,
-) -> Result<Vec<AgentPk>, StoreError> {
-    let pks: Vec<i64> = sqlx::query_scalar(
-        "SELECT agent_pk FROM inbox WHERE message_pk = $1 AND read_at IS NOT NULL
-         ORDER BY read_at, agent_pk",
-    )
-    .bind(msg.0)
-    .fetch_all(ex)
-    .await?;
-    Ok(pks.into_iter().map(AgentPk).collect())
-}
-
-pub(super) async fn responses_to<'e>(
-    ex: impl PgExecutor<'e>,
-    original: MessagePk,
-) -> Result<Vec<ResponseRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT m.message_id, r.responder_pk, r.status, r.created_at
-         FROM responses r JOIN messages m ON m.pk = r.response_pk
-         WHERE r.original_pk = $1 ORDER BY r.created_at, r.response_pk",
-    )
-    .bind(original.0)
-    .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ResponseRow {
-                response_message_id: r.text("message_id")?.into(),
-                responder: AgentPk(r.int("responder_pk")?),
-                status: r.parse("status")?,
-                created_at: r.time("created_at")?,
-            })
-        })
-        .collect()
 }
 
 /// Whether the responder gave a final response already. The original's row is locked

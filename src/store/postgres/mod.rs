@@ -14,7 +14,7 @@ mod callbacks;
 pub mod copy;
 mod engine;
 use crate::store::sql::idempotency::postgres as idempotency;
-mod inbox;
+use crate::store::sql::inbox::postgres as inbox;
 mod listen;
 mod message_staging;
 mod messages;
@@ -26,7 +26,7 @@ mod tables;
 mod tasks;
 mod teams;
 mod usage;
-mod webhooks;
+use crate::store::sql::webhooks::postgres as webhooks;
 mod writer;
 
 use std::sync::Arc;

@@ -21,6 +21,22 @@ macro_rules! for_each_engine {
             type Conn = sqlx::SqliteConnection;
             #[allow(dead_code)]
             type Pool = sqlx::SqlitePool;
+            /// A row read to be changed: one writer per database, so no lock is needed.
+            #[allow(dead_code)]
+            const FOR_UPDATE: &str = "";
+            /// An inbox read by thread: SQLite is told the index (left to itself it
+            /// walked the agent's whole inbox).
+            #[allow(dead_code)]
+            const INBOX_BY_THREAD: &str = " INDEXED BY inbox_by_thread";
+            /// Unread entries, when no window bounds the walk.
+            #[allow(dead_code)]
+            const INBOX_UNREAD: &str = " INDEXED BY inbox_unread";
+            /// Open tasks, through the partial index (finished ones are never walked).
+            #[allow(dead_code)]
+            const TASKS_OPEN: &str = " INDEXED BY tasks_open";
+            /// A team's messages, newest first.
+            #[allow(dead_code)]
+            const MESSAGES_BY_TEAM: &str = " INDEXED BY messages_by_team";
             $($item)*
         }
 
@@ -34,12 +50,30 @@ macro_rules! for_each_engine {
             type Conn = sqlx::PgConnection;
             #[allow(dead_code)]
             type Pool = sqlx::PgPool;
+            /// A row read to be changed: locked until the commit (several nodes write).
+            #[allow(dead_code)]
+            const FOR_UPDATE: &str = " FOR UPDATE";
+            /// An inbox read by thread: PostgreSQL's planner finds the index.
+            #[allow(dead_code)]
+            const INBOX_BY_THREAD: &str = "";
+            #[allow(dead_code)]
+            const INBOX_UNREAD: &str = "";
+            #[allow(dead_code)]
+            const TASKS_OPEN: &str = "";
+            #[allow(dead_code)]
+            const MESSAGES_BY_TEAM: &str = "";
             $($item)*
         }
     };
 }
 
+pub(crate) mod agents;
 pub(crate) mod budgets;
+pub(crate) mod callbacks;
 pub(crate) mod idempotency;
+pub(crate) mod inbox;
+pub(crate) mod messages;
 pub(crate) mod remotes;
 pub(crate) mod settings;
+pub(crate) mod teams;
+pub(crate) mod webhooks;

@@ -1,7 +1,8 @@
-//! Messages, their recipients and responses, and read marks.
+//! The team's timeline, marking read and the final-response check on SQLite (the reads
+//! the engines share: `store/sql/messages.rs`).
 
 use std::collections::HashMap;
-use switchboard_types::ids::{AgentId, MessageId};
+use switchboard_types::ids::MessageId;
 
 use sqlx::{Row, SqliteConnection, SqliteExecutor};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
@@ -9,51 +10,13 @@ use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use super::rows::to_json;
-use crate::model::{InboxEntry, MarkOutcome, MessageRecord, ResponseRow, TrafficRow, TrafficSpec};
+use crate::model::{MarkOutcome, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
-use crate::store::columns::{Columns, MESSAGE_CHAIN_COLUMNS, message_with_chain};
+use crate::store::columns::Columns;
 use crate::store::columns::{traffic_row, traffic_weight};
 use crate::store::filters::traffic_query;
 
-/// A message of a team by id, with its chain.
-pub(super) async fn find<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    team: TeamPk,
-    message_id: &str,
-) -> Result<Option<MessageRecord>, StoreError> {
-    let sql = format!(
-        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m WHERE m.message_id = ? AND m.team_pk = ?"
-    );
-    sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(message_id)
-        .bind(team.0)
-        .fetch_optional(ex)
-        .await?
-        .as_ref()
-        .map(message_with_chain)
-        .transpose()
-}
-
-/// The newest message of a thread in an agent's inbox, with its chain.
-pub(super) async fn thread_tip<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    agent: AgentPk,
-    thread_id: &str,
-) -> Result<Option<MessageRecord>, StoreError> {
-    let sql = format!(
-        "SELECT {MESSAGE_CHAIN_COLUMNS} FROM inbox i INDEXED BY inbox_by_thread
-         JOIN messages m ON m.pk = i.message_pk
-         WHERE i.agent_pk = ? AND i.thread_id = ? ORDER BY i.seq DESC LIMIT 1"
-    );
-    sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(agent.0)
-        .bind(thread_id)
-        .fetch_optional(ex)
-        .await?
-        .as_ref()
-        .map(message_with_chain)
-        .transpose()
-}
+pub(super) use crate::store::sql::messages::sqlite::*;
 
 /// One page of the team's messages with their recipients.
 pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
@@ -64,81 +27,6 @@ pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
     let mut query = traffic_query::<sqlx::Sqlite>(team, spec);
     let rows = query.build().fetch(ex);
     crate::store::paging::bounded(rows, traffic_weight, traffic_row).await
-}
-
-/// The agent's inbox entry for a message.
-pub(super) async fn inbox_entry<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    agent: AgentPk,
-    message: MessagePk,
-) -> Result<Option<InboxEntry>, StoreError> {
-    let row =
-        sqlx::query("SELECT seq, read_at, news FROM inbox WHERE message_pk = ? AND agent_pk = ?")
-            .bind(message.0)
-            .bind(agent.0)
-            .fetch_optional(ex)
-            .await?;
-    row.map(|r| {
-        Ok(InboxEntry {
-            seq: r.try_get("seq")?,
-            read_at: r
-                .try_get::<Option<i64>, _>("read_at")?
-                .map(Timestamp::from_micros),
-            news: r.flag("news")?,
-        })
-    })
-    .transpose()
-}
-
-/// The agent ids a message was addressed to.
-pub(super) async fn recipient_ids<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    message: MessagePk,
-) -> Result<Vec<AgentId>, StoreError> {
-    let text: String = sqlx::query_scalar("SELECT recipient_ids FROM messages WHERE pk = ?")
-        .bind(message.0)
-        .fetch_one(ex)
-        .await?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt(format!("recipient_ids: {e}")))
-}
-
-/// Agents that marked a message read, in the order they did.
-pub(super) async fn read_by<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    message: MessagePk,
-) -> Result<Vec<AgentPk>, StoreError> {
-    let pks: Vec<i64> = sqlx::query_scalar(
-        "SELECT agent_pk FROM inbox WHERE message_pk = ? AND read_at IS NOT NULL ORDER BY read_at",
-    )
-    .bind(message.0)
-    .fetch_all(ex)
-    .await?;
-    Ok(pks.into_iter().map(AgentPk).collect())
-}
-
-/// Responses recorded on a message, oldest first.
-pub(super) async fn responses_to<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    original: MessagePk,
-) -> Result<Vec<ResponseRow>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT m.message_id, r.responder_pk, r.status, r.created_at
-         FROM responses r JOIN messages m ON m.pk = r.response_pk
-         WHERE r.original_pk = ? ORDER BY r.created_at, r.response_pk",
-    )
-    .bind(original.0)
-    .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ResponseRow {
-                response_message_id: r.try_get::<String, _>("message_id")?.into(),
-                responder: AgentPk(r.try_get("responder_pk")?),
-                status: r.parse("status")?,
-                created_at: Timestamp::from_micros(r.try_get("created_at")?),
-            })
-        })
-        .collect()
 }
 
 /// Whether the responder gave a final response to the message already.

@@ -13,7 +13,7 @@ mod checkpoint;
 mod direct;
 mod engine;
 use crate::store::sql::idempotency::sqlite as idempotency;
-mod inbox;
+use crate::store::sql::inbox::sqlite as inbox;
 pub(crate) mod lock;
 mod message_row;
 mod message_staging;
@@ -28,7 +28,7 @@ mod task_staging;
 mod tasks;
 mod teams;
 mod usage;
-mod webhooks;
+use crate::store::sql::webhooks::sqlite as webhooks;
 mod writer;
 
 use std::path::Path;
