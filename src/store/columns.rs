@@ -432,6 +432,27 @@ pub(crate) fn webhook(row: &impl Columns) -> Result<WebhookRecord, StoreError> {
 pub(crate) const REMOTE_COLUMNS: &str = "r.agent_pk, r.team_pk, r.card_url, r.interface_url, \
      r.\"authorization\", r.card, r.refreshed_at, r.created_at";
 
+/// A callback the sender takes, from the columns `pk, task_pk, team_pk, url, event_seq,
+/// body, attempts, webhook_pk, task_id, trace` in that order.
+pub(crate) fn due_callback(
+    row: &impl Columns,
+    now: Timestamp,
+) -> Result<crate::model::DueCallback, StoreError> {
+    Ok(crate::model::DueCallback {
+        pk: row.int(0)?,
+        task_pk: TaskPk(row.int(1)?),
+        team_pk: TeamPk(row.int(2)?),
+        url: row.text(3)?,
+        event_seq: row.int(4)?,
+        body: row.text(5)?,
+        attempts: row.int(6)?,
+        webhook_pk: row.opt_int(7)?,
+        task_id: row.text(8)?,
+        trace: row.opt_json(9)?,
+        taken_at: now,
+    })
+}
+
 pub(crate) fn remote(row: &impl Columns) -> Result<RemoteAgentRecord, StoreError> {
     Ok(RemoteAgentRecord {
         agent_pk: AgentPk(row.int("agent_pk")?),

@@ -3,14 +3,16 @@
 //! round trip and all or nothing.
 
 use sqlx::postgres::{PgConnection, PgExecutor};
-use sqlx::{AssertSqlSafe, Postgres, QueryBuilder, Row};
+use sqlx::{AssertSqlSafe, Postgres, QueryBuilder};
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::tasks::TaskRole;
 
-use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+use crate::model::{TaskListSpec, TaskRecord, TaskWrite};
 use crate::store::StoreError;
-use crate::store::columns::{TASK_COLUMNS, TASK_EVENT_COLUMNS, task, task_event, to_json};
-use crate::store::filters::{push_task_page, team_tasks_query};
+use crate::store::columns::{TASK_COLUMNS, task, to_json};
+use crate::store::filters::push_task_page;
+
+pub(super) use crate::store::sql::tasks::postgres::*;
 
 /// A new task with its assignee, its first event and, with a callback, that event's
 /// CallbackNotification. A task id the originator already used fails the statement
@@ -159,42 +161,6 @@ pub(super) async fn find_visible<'e>(
     rows.iter().map(task).collect()
 }
 
-/// One page of the team's tasks, newest first.
-pub(super) async fn team_page<'e>(
-    ex: impl PgExecutor<'e>,
-    team: TeamPk,
-    spec: &TaskListSpec,
-) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
-    let mut query = team_tasks_query::<Postgres>(team, spec);
-    let rows = query.build().fetch(ex);
-    crate::store::paging::bounded(rows, crate::store::columns::task_weight, task).await
-}
-
-pub(super) async fn by_pk<'e>(
-    ex: impl PgExecutor<'e>,
-    pk: TaskPk,
-) -> Result<Option<TaskRecord>, StoreError> {
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE pk = $1");
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .bind(pk.0)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(task).transpose()
-}
-
-pub(super) async fn events<'e>(
-    ex: impl PgExecutor<'e>,
-    pk: TaskPk,
-) -> Result<Vec<TaskEventRecord>, StoreError> {
-    let sql =
-        format!("SELECT {TASK_EVENT_COLUMNS} FROM task_events WHERE task_pk = $1 ORDER BY seq");
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(pk.0)
-        .fetch_all(ex)
-        .await?;
-    rows.iter().map(task_event).collect()
-}
-
 /// One page of the agent's tasks, newest first: each role an ordered walk of its own
 /// index that stops after `limit` rows, both roles the union of the two walks.
 pub(super) async fn list<'e>(
@@ -233,24 +199,4 @@ pub(super) async fn list<'e>(
     q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
     let rows = q.build().fetch(ex);
     crate::store::paging::bounded(rows, crate::store::columns::task_weight, task).await
-}
-
-/// Open tasks per assignee, at start-up: the predicate is `tasks_open`'s, so the planner
-/// can read that index (open tasks only) rather than the table.
-pub(super) async fn open_counts<'e>(ex: impl PgExecutor<'e>) -> Result<Vec<OpenTasks>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT assignee_pk, COUNT(*) FROM tasks
-         WHERE (status = 'in-progress' OR status = 'input-required') AND assignee_pk IS NOT NULL
-         GROUP BY assignee_pk",
-    )
-    .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(OpenTasks {
-                agent: AgentPk(row.try_get(0)?),
-                open: row.try_get(1)?,
-            })
-        })
-        .collect()
 }

@@ -75,5 +75,6 @@ pub(crate) mod inbox;
 pub(crate) mod messages;
 pub(crate) mod remotes;
 pub(crate) mod settings;
+pub(crate) mod tasks;
 pub(crate) mod teams;
 pub(crate) mod webhooks;

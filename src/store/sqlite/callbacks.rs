@@ -1,12 +1,12 @@
 //! Taking the due callbacks on SQLite: one process sends them (the rest:
 //! `store/sql/callbacks.rs`).
 
-use sqlx::{Row, SqliteExecutor};
-use switchboard_types::ids::{TaskPk, TeamPk};
+use sqlx::SqliteExecutor;
 use switchboard_types::time::Timestamp;
 
 use crate::model::DueCallback;
 use crate::store::StoreError;
+use crate::store::columns::due_callback;
 
 pub(super) use crate::store::sql::callbacks::sqlite::*;
 
@@ -31,21 +31,5 @@ pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
     .bind(limit)
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(DueCallback {
-                pk: row.try_get(0)?,
-                task_pk: TaskPk(row.try_get(1)?),
-                team_pk: TeamPk(row.try_get(2)?),
-                url: row.try_get(3)?,
-                event_seq: row.try_get(4)?,
-                body: row.try_get(5)?,
-                attempts: row.try_get(6)?,
-                webhook_pk: row.try_get(7)?,
-                task_id: row.try_get(8)?,
-                trace: crate::store::columns::Columns::opt_json(row, 9)?,
-                taken_at: now,
-            })
-        })
-        .collect()
+    rows.iter().map(|row| due_callback(row, now)).collect()
 }

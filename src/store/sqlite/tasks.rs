@@ -1,16 +1,16 @@
 //! Tasks, their history and who was ever assigned them.
 
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqliteExecutor};
-use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqliteExecutor};
+use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::tasks::TaskRole;
 
 use super::rows::{Col, Query};
-use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
+use crate::model::{TaskEventRecord, TaskListSpec, TaskRecord, TaskWrite};
 use crate::store::StoreError;
-use crate::store::columns::{
-    TASK_COLUMNS as COLUMNS, TASK_EVENT_COLUMNS, task as from_row, task_event, to_json,
-};
-use crate::store::filters::{push_task_page, team_tasks_query};
+use crate::store::columns::{TASK_COLUMNS as COLUMNS, task as from_row, to_json};
+use crate::store::filters::push_task_page;
+
+pub(super) use crate::store::sql::tasks::sqlite::*;
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -291,17 +291,6 @@ pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     rows.iter().map(from_row).collect()
 }
 
-/// One page of the team's tasks, newest first.
-pub(super) async fn team_page<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    team: TeamPk,
-    spec: &TaskListSpec,
-) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
-    let mut query = team_tasks_query::<Sqlite>(team, spec);
-    let rows = query.build().fetch(ex);
-    crate::store::paging::bounded(rows, crate::store::columns::task_weight, from_row).await
-}
-
 /// The lookup of [`find_visible`], after `prefix` (`EXPLAIN QUERY PLAN ` in a test). The
 /// order is `+t.pk`, an expression: ordered by the column, SQLite walked `tasks_by_team`
 /// (which is in `pk` order) through every task of the team instead of searching the one
@@ -319,36 +308,6 @@ fn find_visible_sql(prefix: &str) -> String {
 
 /// Most tasks of one id a viewer is told about when the id alone is ambiguous.
 const VISIBLE_NAMESAKES: usize = 16;
-
-/// The task with this key (for work queued about it, such as a webhook delivery).
-pub(super) async fn by_pk<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    task: TaskPk,
-) -> Result<Option<TaskRecord>, StoreError> {
-    // Built from constants only.
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM tasks t WHERE t.pk = ?"
-    )))
-    .bind(task.0)
-    .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(from_row).transpose()
-}
-
-/// The task's history, oldest first.
-pub(super) async fn events<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-    task: TaskPk,
-) -> Result<Vec<TaskEventRecord>, StoreError> {
-    // Built from constants only.
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {TASK_EVENT_COLUMNS} FROM task_events WHERE task_pk = ? ORDER BY seq"
-    )))
-    .bind(task.0)
-    .fetch_all(ex)
-    .await?;
-    rows.iter().map(task_event).collect()
-}
 
 /// One page of the agent's tasks, newest first, before the task `before` (a pk).
 ///
@@ -394,29 +353,6 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     }
     q.push(") ORDER BY pk DESC LIMIT ").push_bind(spec.limit);
     q
-}
-
-/// Open (in-progress or input-required) tasks per assignee, read at start-up from the
-/// index that holds only open tasks (finished ones are not walked).
-pub(super) async fn open_counts<'e, E: SqliteExecutor<'e>>(
-    ex: E,
-) -> Result<Vec<OpenTasks>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT assignee_pk, COUNT(*) FROM tasks INDEXED BY tasks_open
-         WHERE (status = 'in-progress' OR status = 'input-required')
-           AND assignee_pk IS NOT NULL
-         GROUP BY assignee_pk",
-    )
-    .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(OpenTasks {
-                agent: AgentPk(row.try_get(0)?),
-                open: row.try_get(1)?,
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]
