@@ -7,11 +7,11 @@ use switchboard_types::time::Timestamp;
 use crate::model::{PresenceRow, QueueCursorRow};
 use crate::store::StoreError;
 
-pub(super) use crate::store::sql::agents::postgres::*;
+pub(crate) use crate::store::sql::agents::postgres::*;
 
 /// Writes acknowledged cursors and last activity in one statement; a cursor never
 /// moves back (another node may have saved a newer one).
-pub(super) async fn save_presence(
+pub(crate) async fn save_presence(
     conn: &mut PgConnection,
     rows: &[PresenceRow],
 ) -> Result<(), StoreError> {
@@ -38,7 +38,7 @@ pub(super) async fn save_presence(
 
 /// Writes queue cursors in one statement; never backwards. One row per queue (an
 /// upsert may not touch a row twice), the furthest cursor kept.
-pub(super) async fn save_queue_cursors(
+pub(crate) async fn save_queue_cursors(
     conn: &mut PgConnection,
     cursors: &[QueueCursorRow],
 ) -> Result<(), StoreError> {

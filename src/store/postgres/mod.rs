@@ -8,7 +8,7 @@
 //! until the commit: that is what keeps seqs gap-free and in commit order when several
 //! nodes write to one database.
 
-mod agents;
+pub(crate) mod agents;
 use crate::store::sql::budgets::postgres as budgets;
 mod callbacks;
 pub mod copy;
@@ -19,12 +19,12 @@ mod listen;
 mod message_staging;
 mod messages;
 mod nodes;
-use crate::store::sql::remotes::postgres as remotes;
+pub(crate) use crate::store::sql::remotes::postgres as remotes;
 mod retention;
-use crate::store::sql::settings::postgres as settings;
+pub(crate) use crate::store::sql::settings::postgres as settings;
 mod tables;
 mod tasks;
-mod teams;
+pub(crate) mod teams;
 mod usage;
 use crate::store::sql::webhooks::postgres as webhooks;
 mod writer;
@@ -49,7 +49,7 @@ use crate::store::writer::{Writer, Writes};
 /// nodes commit ([`listen`]). Cheap to clone.
 #[derive(Clone)]
 pub struct PgStore {
-    read: PgPool,
+    pub(crate) read: PgPool,
     writer: Writer<PgTx>,
     changes: Arc<std::sync::Mutex<Option<mpsc::Receiver<Vec<Change>>>>>,
     /// Stops the background tasks (listening, disk-use gauges) at close.

@@ -7,12 +7,12 @@ use switchboard_types::ids::TeamPk;
 use crate::model::TeamRecord;
 use crate::store::StoreError;
 
-pub(super) use crate::store::sql::teams::postgres::*;
+pub(crate) use crate::store::sql::teams::postgres::*;
 
 /// Inserts a team with its callback secret (made here: PostgreSQL has no cryptographic
 /// random bytes without an extension; SQLite's trigger makes the same `whsec_` + 64 hex
 /// digits). [`StoreError::Conflict`] when the id is taken.
-pub(super) async fn insert(conn: &mut PgConnection, t: &TeamRecord) -> Result<TeamPk, StoreError> {
+pub(crate) async fn insert(conn: &mut PgConnection, t: &TeamRecord) -> Result<TeamPk, StoreError> {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let secret = format!("whsec_{}", hex::encode(bytes));

@@ -15,6 +15,10 @@ macro_rules! for_each_engine {
         pub(crate) mod sqlite {
             #[allow(unused_imports)]
             use super::*;
+            #[allow(unused_imports)]
+            use crate::store::sqlite as engine;
+            #[allow(dead_code)]
+            type Store = crate::store::sqlite::SqliteStore;
             #[allow(dead_code)]
             type Db = sqlx::Sqlite;
             #[allow(dead_code)]
@@ -44,6 +48,10 @@ macro_rules! for_each_engine {
         pub(crate) mod postgres {
             #[allow(unused_imports)]
             use super::*;
+            #[allow(unused_imports)]
+            use crate::store::postgres as engine;
+            #[allow(dead_code)]
+            type Store = crate::store::postgres::PgStore;
             #[allow(dead_code)]
             type Db = sqlx::Postgres;
             #[allow(dead_code)]
@@ -73,6 +81,7 @@ pub(crate) mod callbacks;
 pub(crate) mod idempotency;
 pub(crate) mod inbox;
 pub(crate) mod messages;
+pub(crate) mod registry;
 pub(crate) mod remotes;
 pub(crate) mod settings;
 pub(crate) mod tasks;

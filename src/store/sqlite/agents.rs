@@ -8,11 +8,11 @@ use super::rows::to_json;
 use crate::model::{PresenceRow, QueueCursorRow};
 use crate::store::StoreError;
 
-pub(super) use crate::store::sql::agents::sqlite::*;
+pub(crate) use crate::store::sql::agents::sqlite::*;
 
 /// Writes acknowledged cursors and last activity, `(agent pk, acked seq, last seen)`,
 /// in one statement (a cursor never moves back).
-pub(super) async fn save_presence(
+pub(crate) async fn save_presence(
     conn: &mut SqliteConnection,
     agents: &[PresenceRow],
 ) -> Result<(), StoreError> {
@@ -39,7 +39,7 @@ pub(super) async fn save_presence(
 }
 
 /// Writes queue cursors in one statement; like the agents' cursors, never backwards.
-pub(super) async fn save_queue_cursors(
+pub(crate) async fn save_queue_cursors(
     conn: &mut SqliteConnection,
     cursors: &[QueueCursorRow],
 ) -> Result<(), StoreError> {

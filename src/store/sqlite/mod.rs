@@ -6,7 +6,7 @@
 //! take a connection (or the read pool) and leave transactions to the caller: the writer
 //! owns them. [`api`] is the typed face the store offers the core.
 
-mod agents;
+pub(crate) mod agents;
 use crate::store::sql::budgets::sqlite as budgets;
 mod callbacks;
 mod checkpoint;
@@ -20,13 +20,13 @@ mod message_staging;
 mod message_staging_one;
 mod message_staging_sql;
 mod messages;
-use crate::store::sql::remotes::sqlite as remotes;
+pub(crate) use crate::store::sql::remotes::sqlite as remotes;
 mod retention;
 mod rows;
-use crate::store::sql::settings::sqlite as settings;
+pub(crate) use crate::store::sql::settings::sqlite as settings;
 mod task_staging;
 mod tasks;
-mod teams;
+pub(crate) mod teams;
 mod usage;
 use crate::store::sql::webhooks::sqlite as webhooks;
 mod writer;
@@ -53,7 +53,7 @@ type Tx = WriteTx<PostStaging>;
 /// Handle to the database: a read pool, the writer and the checkpointer. Cheap to clone.
 #[derive(Clone)]
 pub struct SqliteStore {
-    read: SqlitePool,
+    pub(crate) read: SqlitePool,
     writer: Writer<Tx>,
     checkpoints: std::sync::Arc<Checkpointer>,
     /// This process's claim on the file, released by [`SqliteStore::close`].
@@ -103,6 +103,15 @@ fn wal_bound(path: &Path, opts: StoreOptions) -> WalBound {
 const PAGE_SIZE: u32 = 1024;
 
 impl SqliteStore {
+    /// A registry change answers once every node holds it: on SQLite the process is the
+    /// only node, so there is nothing to wait for (PostgreSQL's waits for the others).
+    pub(crate) async fn registry_barrier(
+        &self,
+        _expiry: std::time::Duration,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Opens (creating if needed) the database file, applies migrations and starts the
     /// writer.
     pub async fn open(path: &Path, opts: StoreOptions) -> Result<SqliteStore, StoreError> {

@@ -6,10 +6,10 @@ use switchboard_types::ids::TeamPk;
 use crate::model::TeamRecord;
 use crate::store::StoreError;
 
-pub(super) use crate::store::sql::teams::sqlite::*;
+pub(crate) use crate::store::sql::teams::sqlite::*;
 
 /// Inserts a new team and returns its `pk`; [`StoreError::Conflict`] when the id is taken.
-pub(super) async fn insert(
+pub(crate) async fn insert(
     conn: &mut SqliteConnection,
     team: &TeamRecord,
 ) -> Result<TeamPk, StoreError> {

@@ -96,6 +96,10 @@ impl<S: Staging> WriteTx<S> {
         Ok(&mut self.conn)
     }
 
+    /// A team or an agent changed: on SQLite the process is the only node, so there is
+    /// nobody to tell (PostgreSQL's batch notifies the other nodes with the commit).
+    pub fn note_registry(&mut self) {}
+
     /// What waits for the batch's shared insert, to stage more.
     pub fn staging(&mut self) -> &mut S {
         &mut self.staged

@@ -4,7 +4,6 @@
 //! because several nodes share the database are here.
 
 mod messages;
-mod registry;
 mod tasks;
 
 use std::time::Duration;

@@ -4,7 +4,6 @@
 //! the only node: the multi-node mechanisms keep the trait's defaults.
 
 mod messages;
-mod registry;
 mod tasks;
 
 use async_trait::async_trait;
