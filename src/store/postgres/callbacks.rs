@@ -10,7 +10,7 @@ use crate::model::DueCallback;
 use crate::store::StoreError;
 use crate::store::columns::due_callback;
 
-pub(super) use crate::store::sql::callbacks::postgres::*;
+pub(crate) use crate::store::sql::callbacks::postgres::*;
 
 /// Callbacks to try now, **claimed** for this node: the oldest pending callback of each
 /// task and receiver, if its next attempt is due, moved `claim` into the future in the
@@ -18,7 +18,7 @@ pub(super) use crate::store::sql::callbacks::postgres::*;
 /// another node takes the callback up when the claim runs out). Rows another node is claiming are skipped (`SKIP LOCKED`) and
 /// rows it claimed are not due any more, so with several nodes each callback is tried
 /// by exactly one; recording the attempt sets its real next attempt.
-pub(super) async fn due<'e>(
+pub(crate) async fn due<'e>(
     ex: impl PgExecutor<'e>,
     now: Timestamp,
     limit: i64,

@@ -18,7 +18,7 @@ use crate::store::StoreError;
 use crate::store::columns::{Columns, MESSAGE_COLUMNS, StoredContent, to_json};
 use crate::store::columns::{traffic_row, traffic_weight};
 
-pub(super) use crate::store::sql::messages::postgres::*;
+pub(crate) use crate::store::sql::messages::postgres::*;
 
 /// The messages a timeline may show: those written by transactions older (by
 /// transaction id, taken at a transaction's first write) than every one still running.
@@ -43,7 +43,7 @@ const SETTLE_WAIT: Duration = Duration::from_secs(2);
 /// than skip one), oldest first; without it the newest, newest first. A walk of
 /// `messages_by_team_tx`. Messages committed but not yet settled are waited for first,
 /// up to [`SETTLE_WAIT`]; those written after this read began are not.
-pub(super) async fn traffic(
+pub(crate) async fn traffic(
     pool: &PgPool,
     team: TeamPk,
     spec: TrafficSpec,
@@ -98,7 +98,7 @@ pub(super) async fn traffic(
 
 /// Whether the responder gave a final response already. The original's row is locked
 /// first, so two racing responses (on two nodes) are decided one after the other.
-pub(super) async fn final_response_given(
+pub(crate) async fn final_response_given(
     conn: &mut PgConnection,
     original: MessagePk,
     responder: AgentPk,
@@ -121,7 +121,7 @@ pub(super) async fn final_response_given(
     Ok(false)
 }
 
-pub(super) async fn mark_read(
+pub(crate) async fn mark_read(
     conn: &mut PgConnection,
     agent: AgentPk,
     message_ids: &[MessageId],

@@ -9,24 +9,24 @@
 //! nodes write to one database.
 
 pub(crate) mod agents;
-use crate::store::sql::budgets::postgres as budgets;
-mod callbacks;
+pub(crate) use crate::store::sql::budgets::postgres as budgets;
+pub(crate) mod callbacks;
 pub mod copy;
 mod engine;
-use crate::store::sql::idempotency::postgres as idempotency;
-use crate::store::sql::inbox::postgres as inbox;
+pub(crate) use crate::store::sql::idempotency::postgres as idempotency;
+pub(crate) use crate::store::sql::inbox::postgres as inbox;
 mod listen;
 mod message_staging;
-mod messages;
+pub(crate) mod messages;
 mod nodes;
 pub(crate) use crate::store::sql::remotes::postgres as remotes;
-mod retention;
+pub(crate) mod retention;
 pub(crate) use crate::store::sql::settings::postgres as settings;
 mod tables;
-mod tasks;
+pub(crate) mod tasks;
 pub(crate) mod teams;
 mod usage;
-use crate::store::sql::webhooks::postgres as webhooks;
+pub(crate) use crate::store::sql::webhooks::postgres as webhooks;
 mod writer;
 
 use std::sync::Arc;

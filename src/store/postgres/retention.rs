@@ -9,7 +9,7 @@ use crate::store::StoreError;
 
 /// One batch of a team's messages, oldest first after `spec.after` (the same rule as
 /// SQLite's `retention::expire_messages`).
-pub(super) async fn expire_messages(
+pub(crate) async fn expire_messages(
     conn: &mut PgConnection,
     spec: MessageSweepSpec,
 ) -> Result<MessageSweep, StoreError> {
@@ -88,7 +88,7 @@ async fn delete_keyed(
 
 /// Up to `limit` of the team's finished tasks last changed before `before`, with their
 /// history, assignees, callbacks and webhooks; one with a callback still to send stays.
-pub(super) async fn expire_tasks(
+pub(crate) async fn expire_tasks(
     conn: &mut PgConnection,
     team: switchboard_types::ids::TeamPk,
     before: i64,
@@ -122,7 +122,7 @@ pub(super) async fn expire_tasks(
     Ok(pks.len() as u64)
 }
 
-pub(super) async fn expire_idempotency_keys(
+pub(crate) async fn expire_idempotency_keys(
     conn: &mut PgConnection,
     before: i64,
     limit: i64,
@@ -139,7 +139,7 @@ pub(super) async fn expire_idempotency_keys(
     Ok(done.rows_affected())
 }
 
-pub(super) async fn expire_callbacks(
+pub(crate) async fn expire_callbacks(
     conn: &mut PgConnection,
     before: i64,
     limit: i64,

@@ -12,7 +12,7 @@ use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS, task, to_json};
 use crate::store::filters::push_task_page;
 
-pub(super) use crate::store::sql::tasks::postgres::*;
+pub(crate) use crate::store::sql::tasks::postgres::*;
 
 /// A new task with its assignee, its first event and, with a callback, that event's
 /// CallbackNotification. A task id the originator already used fails the statement
@@ -134,7 +134,7 @@ pub(super) async fn update(
 }
 
 /// The task with this id that `viewer` may see (its own first, then the newest).
-pub(super) async fn find_visible<'e>(
+pub(crate) async fn find_visible<'e>(
     ex: impl PgExecutor<'e>,
     team: TeamPk,
     task_id: &str,
@@ -163,7 +163,7 @@ pub(super) async fn find_visible<'e>(
 
 /// One page of the agent's tasks, newest first: each role an ordered walk of its own
 /// index that stops after `limit` rows, both roles the union of the two walks.
-pub(super) async fn list<'e>(
+pub(crate) async fn list<'e>(
     ex: impl PgExecutor<'e>,
     agent: AgentPk,
     spec: &TaskListSpec,

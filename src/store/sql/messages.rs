@@ -1,13 +1,23 @@
-//! Reading messages, their recipients, read marks and responses: the same on both
-//! engines. What differs stays in each engine's `messages.rs`: the team's timeline
+//! Messages, inboxes, read marks and idempotency keys: the `Messages` storage, one
+//! implementation for both engines, and the message reads it runs. What differs stays in each engine's `messages.rs`: the team's timeline
 //! (PostgreSQL shows only settled transactions), marking read (SQLite fixes its plan),
 //! the final-response check (PostgreSQL locks the original) and the batch insert.
 
-use switchboard_types::ids::{AgentId, AgentPk, MessagePk, TeamPk};
+use std::collections::HashMap;
 
-use crate::model::{InboxEntry, MessageRecord, ResponseRow};
-use crate::store::StoreError;
+use async_trait::async_trait;
+use switchboard_types::ids::{AgentId, AgentPk, MessageId, MessagePk, TeamPk};
+use switchboard_types::time::Timestamp;
+
+use crate::model::{
+    ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
+    InboxSlice, MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewPost, PostOutcome,
+    ResponseLatency, ResponseRow, StoredAnswer, TrafficRow, TrafficSpec,
+};
 use crate::store::columns::{Columns, MESSAGE_CHAIN_COLUMNS, message_with_chain};
+use crate::store::engine::{AfterPost, DecidePost, Messages};
+use crate::store::writer::Writes;
+use crate::store::{StoreError, paging};
 
 for_each_engine! {
     /// A message of a team by id, with its chain.
@@ -118,5 +128,199 @@ for_each_engine! {
                 })
             })
             .collect()
+    }
+
+    #[async_trait]
+    impl Messages for Store {
+        async fn find_answer(
+            &self,
+            agent: AgentPk,
+            key: &str,
+        ) -> Result<Option<StoredAnswer>, StoreError> {
+            engine::idempotency::find(&self.read, agent, key).await
+        }
+
+        async fn find_message(
+            &self,
+            team: TeamPk,
+            message_id: &str,
+        ) -> Result<Option<MessageRecord>, StoreError> {
+            engine::messages::find(&self.read, team, message_id).await
+        }
+
+        async fn thread_tip(
+            &self,
+            agent: AgentPk,
+            thread_id: &str,
+        ) -> Result<Option<MessageRecord>, StoreError> {
+            engine::messages::thread_tip(&self.read, agent, thread_id).await
+        }
+
+        async fn inbox_entry(
+            &self,
+            agent: AgentPk,
+            message: MessagePk,
+        ) -> Result<Option<InboxEntry>, StoreError> {
+            engine::messages::inbox_entry(&self.read, agent, message).await
+        }
+
+        async fn recipient_ids(&self, message: MessagePk) -> Result<Vec<AgentId>, StoreError> {
+            engine::messages::recipient_ids(&self.read, message).await
+        }
+
+        async fn newest_seq(&self, agent: AgentPk) -> Result<i64, StoreError> {
+            engine::inbox::newest_seq(&self.read, agent).await
+        }
+
+        async fn read_by(&self, message: MessagePk) -> Result<Vec<AgentPk>, StoreError> {
+            engine::messages::read_by(&self.read, message).await
+        }
+
+        async fn responses_to(&self, message: MessagePk) -> Result<Vec<ResponseRow>, StoreError> {
+            engine::messages::responses_to(&self.read, message).await
+        }
+
+        async fn team_traffic(
+            &self,
+            team: TeamPk,
+            spec: TrafficSpec,
+        ) -> Result<crate::model::Bounded<TrafficRow>, StoreError> {
+            engine::messages::traffic(&self.read, team, spec).await
+        }
+
+        async fn read_inbox(
+            &self,
+            agent: AgentPk,
+            filter: &InboxFilter,
+            page: InboxPageSpec,
+        ) -> Result<(InboxCounts, InboxSlice), StoreError> {
+            let mut conn = self.read.acquire().await?;
+            paging::read_inbox(&mut *conn, agent, filter, page).await
+        }
+
+        async fn list_inbox(
+            &self,
+            agent: AgentPk,
+            filter: &InboxFilter,
+            page: InboxPageSpec,
+        ) -> Result<InboxSlice, StoreError> {
+            let mut conn = self.read.acquire().await?;
+            paging::list_inbox(&mut *conn, agent, filter, page).await
+        }
+
+        /// Marks the agent's entries of `message_ids` read.
+        async fn mark_read(
+            &self,
+            agent: AgentPk,
+            message_ids: Vec<MessageId>,
+            now: Timestamp,
+        ) -> Result<MarkOutcome, StoreError> {
+            self.write_self_contained(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::messages::mark_read(tx.conn().await?, agent, &message_ids, now).await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {
+            engine::inbox::team_counts(&self.read, team).await
+        }
+
+        async fn team_activity(
+            &self,
+            team: TeamPk,
+        ) -> Result<HashMap<AgentPk, ActivityCounts>, StoreError> {
+            engine::inbox::team_activity(&self.read, team).await
+        }
+
+        async fn response_latencies(&self, team: TeamPk) -> Result<Vec<ResponseLatency>, StoreError> {
+            engine::inbox::response_latencies(&self.read, team).await
+        }
+
+        /// One batch of a team's old messages removed (see [`engine::retention::expire_messages`]).
+        async fn expire_messages(&self, spec: MessageSweepSpec) -> Result<MessageSweep, StoreError> {
+            self.write_then(
+                move |tx| {
+                    Box::pin(async move { engine::retention::expire_messages(tx.conn().await?, spec).await })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        /// Up to `limit` idempotency records older than `before`, removed.
+        async fn expire_idempotency_keys(
+            &self,
+            before: Timestamp,
+            limit: i64,
+        ) -> Result<u64, StoreError> {
+            self.write_self_contained(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::retention::expire_idempotency_keys(tx.conn().await?, before.micros(), limit)
+                            .await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        async fn trace_traffic(
+            &self,
+            team: TeamPk,
+            trace_id: String,
+            limit: i64,
+        ) -> Result<Vec<TrafficRow>, StoreError> {
+            let rows = crate::store::filters::trace_query::<Db>(team, trace_id, limit)
+                .build()
+                .fetch_all(&self.read)
+                .await?;
+            rows.iter()
+                .map(crate::store::columns::traffic_row)
+                .collect()
+        }
+
+        async fn trace_tasks(
+            &self,
+            team: TeamPk,
+            trace_id: String,
+            limit: i64,
+        ) -> Result<Vec<crate::model::TaskRecord>, StoreError> {
+            let rows = crate::store::filters::trace_tasks_query::<Db>(team, trace_id, limit)
+                .build()
+                .fetch_all(&self.read)
+                .await?;
+            rows.iter().map(crate::store::columns::task).collect()
+        }
+
+        async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
+            self.write_self_contained(
+                move |tx| {
+                    Box::pin(async move { engine::budgets::expire(tx.conn().await?, before, limit).await })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        /// Writes one message to its recipients: a replayed idempotency key writes
+        /// nothing; `decide` runs inside the transaction with the message's time (and, for a
+        /// response, whether the responder already gave a final one); `after` gets what the
+        /// message became, after the commit. How it is staged and written is each engine's
+        /// batch insert path (`stage_post`).
+        async fn post_boxed(
+            &self,
+            post: NewPost,
+            claim: Option<IdempotencyClaim>,
+            decide: DecidePost,
+            after: AfterPost,
+        ) -> Result<PostOutcome<()>, StoreError> {
+            self.stage_post(post, claim, decide, after).await
+        }
     }
 }

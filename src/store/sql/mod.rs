@@ -28,6 +28,10 @@ macro_rules! for_each_engine {
             /// A row read to be changed: one writer per database, so no lock is needed.
             #[allow(dead_code)]
             const FOR_UPDATE: &str = "";
+            /// What makes a read transaction's reads one snapshot: nothing, SQLite takes
+            /// it at the first read and holds it to the end.
+            #[allow(dead_code)]
+            const ONE_SNAPSHOT: &str = "";
             /// An inbox read by thread: SQLite is told the index (left to itself it
             /// walked the agent's whole inbox).
             #[allow(dead_code)]
@@ -61,6 +65,9 @@ macro_rules! for_each_engine {
             /// A row read to be changed: locked until the commit (several nodes write).
             #[allow(dead_code)]
             const FOR_UPDATE: &str = " FOR UPDATE";
+            /// What makes a read transaction's reads one snapshot.
+            #[allow(dead_code)]
+            const ONE_SNAPSHOT: &str = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY";
             /// An inbox read by thread: PostgreSQL's planner finds the index.
             #[allow(dead_code)]
             const INBOX_BY_THREAD: &str = "";

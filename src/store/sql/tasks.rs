@@ -1,15 +1,25 @@
-//! Reading tasks the same way on both engines: by key, a task's history, a team's page,
+//! The `Tasks` storage, one implementation for both engines, and the task reads it runs
+//! the same way on both: by key, a task's history, a team's page,
 //! the open count per assignee. Finding a task by id and an agent's page stay each
 //! engine's (`tasks.rs`): each is written for its planner, and SQLite's plans are checked
 //! by its tests.
 
+use std::time::Duration;
+
+use async_trait::async_trait;
 use sqlx::Row;
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
+use switchboard_types::time::Timestamp;
 
-use crate::model::{OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord};
+use crate::model::{
+    Attempt, DueCallback, NewPost, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord,
+    TaskSnapshot, TaskWrite, TeamSecret, WebhookRecord,
+};
 use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS, TASK_EVENT_COLUMNS, task, task_event};
+use crate::store::engine::{AfterTask, DecideTask, Tasks};
 use crate::store::filters::team_tasks_query;
+use crate::store::writer::Writes;
 
 for_each_engine! {
     /// One page of the team's tasks, newest first.
@@ -68,5 +78,192 @@ for_each_engine! {
                 })
             })
             .collect()
+    }
+
+    #[async_trait]
+    impl Tasks for Store {
+        async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError> {
+            engine::tasks::open_counts(&self.read).await
+        }
+
+        async fn find_task(
+            &self,
+            team: TeamPk,
+            task_id: &str,
+            viewer: Option<AgentPk>,
+        ) -> Result<Vec<TaskRecord>, StoreError> {
+            engine::tasks::find_visible(&self.read, team, task_id, viewer).await
+        }
+
+        /// One read transaction whose three reads see one snapshot: SQLite's is taken at its
+        /// first read and held to its end; PostgreSQL's needs REPEATABLE READ.
+        async fn task_snapshot(&self, task: TaskPk) -> Result<Option<TaskSnapshot>, StoreError> {
+            let mut tx = self.read.begin().await?;
+            if !ONE_SNAPSHOT.is_empty() {
+                sqlx::raw_sql(ONE_SNAPSHOT).execute(&mut *tx).await?;
+            }
+            let Some(record) = engine::tasks::by_pk(&mut *tx, task).await? else {
+                return Ok(None);
+            };
+            let events = engine::tasks::events(&mut *tx, task).await?;
+            let callbacks = engine::callbacks::callbacks_of(&mut *tx, task).await?;
+            tx.commit().await?;
+            Ok(Some(TaskSnapshot {
+                task: record,
+                events,
+                callbacks,
+            }))
+        }
+
+        async fn list_tasks(
+            &self,
+            agent: AgentPk,
+            spec: &TaskListSpec,
+        ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
+            engine::tasks::list(&self.read, agent, spec).await
+        }
+
+        async fn team_tasks(
+            &self,
+            team: TeamPk,
+            spec: &TaskListSpec,
+        ) -> Result<crate::model::Bounded<TaskRecord>, StoreError> {
+            engine::tasks::team_page(&self.read, team, spec).await
+        }
+
+        async fn callback_secret(&self, team: TeamPk) -> Result<Option<TeamSecret>, StoreError> {
+            engine::callbacks::secret(&self.read, team).await
+        }
+
+        async fn set_callback_secret(
+            &self,
+            team: TeamPk,
+            secret: String,
+            at: Timestamp,
+        ) -> Result<(), StoreError> {
+            self.write_then(
+                move |tx| {
+                    Box::pin(
+                        async move { engine::callbacks::set_secret(tx.conn().await?, team, &secret, at).await },
+                    )
+                },
+                Ok,
+            )
+            .await
+        }
+
+        async fn due_callbacks(
+            &self,
+            now: Timestamp,
+            limit: i64,
+            claim: Duration,
+        ) -> Result<Vec<DueCallback>, StoreError> {
+            engine::callbacks::due(&self.read, now, limit, claim).await
+        }
+
+        async fn next_callback_due(&self) -> Result<Option<Timestamp>, StoreError> {
+            engine::callbacks::next_due(&self.read).await
+        }
+
+        /// Records the outcome of callback attempts (on each callback and its task).
+        async fn record_attempts(&self, attempts: Vec<Attempt>) -> Result<(), StoreError> {
+            self.write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        for attempt in &attempts {
+                            engine::callbacks::record_attempt(&mut *conn, attempt).await?;
+                        }
+                        Ok(())
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        /// Up to `limit` of the team's finished tasks last changed before `before`, removed.
+        async fn expire_tasks(
+            &self,
+            team: TeamPk,
+            before: Timestamp,
+            limit: i64,
+        ) -> Result<u64, StoreError> {
+            self.write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::retention::expire_tasks(tx.conn().await?, team, before.micros(), limit).await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        /// Up to `limit` callback records finished before `before`, removed.
+        async fn expire_callbacks(&self, before: Timestamp, limit: i64) -> Result<u64, StoreError> {
+            self.write_self_contained(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::retention::expire_callbacks(tx.conn().await?, before.micros(), limit).await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
+            engine::webhooks::of_task(&self.read, task).await
+        }
+
+        async fn webhook(&self, pk: i64) -> Result<Option<WebhookRecord>, StoreError> {
+            engine::webhooks::by_pk(&self.read, pk).await
+        }
+
+        async fn put_webhook(
+            &self,
+            webhook: WebhookRecord,
+            replay_after: Option<i64>,
+        ) -> Result<(), StoreError> {
+            // Three statements: in a savepoint of its own, so a failure leaves none of them.
+            self.write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::webhooks::put(tx.conn().await?, &webhook, replay_after).await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError> {
+            self.write_then(
+                move |tx| {
+                    Box::pin(async move {
+                        engine::webhooks::delete(tx.conn().await?, task, &webhook_id).await
+                    })
+                },
+                Ok,
+            )
+            .await
+        }
+
+        /// Writes a task change (the task, its event, its callback) and its notices in one
+        /// job: [`StoreError::Conflict`] when a new task's id is taken, [`StoreError::Stale`]
+        /// when the task changed since `write.expected_version`. `decide` runs inside the
+        /// transaction once the task is written (for work that must happen in commit order);
+        /// `after` gets its value and what each notice became. How it is staged and written
+        /// is each engine's (`stage_task_write`).
+        async fn write_task_boxed(
+            &self,
+            write: TaskWrite,
+            notices: Vec<NewPost>,
+            decide: DecideTask,
+            after: AfterTask,
+        ) -> Result<(), StoreError> {
+            self.stage_task_write(write, notices, decide, after).await
+        }
     }
 }

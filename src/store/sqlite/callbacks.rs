@@ -8,15 +8,17 @@ use crate::model::DueCallback;
 use crate::store::StoreError;
 use crate::store::columns::due_callback;
 
-pub(super) use crate::store::sql::callbacks::sqlite::*;
+pub(crate) use crate::store::sql::callbacks::sqlite::*;
 
 /// Callbacks to try now: the oldest pending callback of each task and receiver (a
 /// receiver gets a task's changes in order, one at a time), if its next attempt is due.
-pub(super) async fn due<'e, E: SqliteExecutor<'e>>(
+pub(crate) async fn due<'e, E: SqliteExecutor<'e>>(
     ex: E,
     now: Timestamp,
     limit: i64,
+    _claim: std::time::Duration,
 ) -> Result<Vec<DueCallback>, StoreError> {
+    // One process owns the file: there is no other sender to claim against.
     let rows = sqlx::query(
         "SELECT c.pk, c.task_pk, c.team_pk, c.url, c.event_seq, c.body, c.attempts, c.webhook_pk,
                 t.task_id, t.trace

@@ -16,10 +16,10 @@ use crate::store::columns::Columns;
 use crate::store::columns::{traffic_row, traffic_weight};
 use crate::store::filters::traffic_query;
 
-pub(super) use crate::store::sql::messages::sqlite::*;
+pub(crate) use crate::store::sql::messages::sqlite::*;
 
 /// One page of the team's messages with their recipients.
-pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
+pub(crate) async fn traffic<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     spec: TrafficSpec,
@@ -30,7 +30,7 @@ pub(super) async fn traffic<'e, E: SqliteExecutor<'e>>(
 }
 
 /// Whether the responder gave a final response to the message already.
-pub(super) async fn final_response_given(
+pub(crate) async fn final_response_given(
     conn: &mut SqliteConnection,
     original: MessagePk,
     responder: AgentPk,
@@ -63,7 +63,7 @@ const MARK_FIND: &str = "SELECT m.message_id, i.message_pk, i.read_at
 const MARK_UPDATE: &str = "UPDATE inbox INDEXED BY inbox_by_message SET read_at = ?
      WHERE agent_pk = ? AND read_at IS NULL AND message_pk IN (SELECT value FROM json_each(?))";
 
-pub(super) async fn mark_read(
+pub(crate) async fn mark_read(
     conn: &mut SqliteConnection,
     agent: AgentPk,
     message_ids: &[MessageId],

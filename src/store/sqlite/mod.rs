@@ -7,28 +7,28 @@
 //! owns them. [`api`] is the typed face the store offers the core.
 
 pub(crate) mod agents;
-use crate::store::sql::budgets::sqlite as budgets;
-mod callbacks;
+pub(crate) use crate::store::sql::budgets::sqlite as budgets;
+pub(crate) mod callbacks;
 mod checkpoint;
 mod direct;
 mod engine;
-use crate::store::sql::idempotency::sqlite as idempotency;
-use crate::store::sql::inbox::sqlite as inbox;
+pub(crate) use crate::store::sql::idempotency::sqlite as idempotency;
+pub(crate) use crate::store::sql::inbox::sqlite as inbox;
 pub(crate) mod lock;
 mod message_row;
 mod message_staging;
 mod message_staging_one;
 mod message_staging_sql;
-mod messages;
+pub(crate) mod messages;
 pub(crate) use crate::store::sql::remotes::sqlite as remotes;
-mod retention;
+pub(crate) mod retention;
 mod rows;
 pub(crate) use crate::store::sql::settings::sqlite as settings;
 mod task_staging;
-mod tasks;
+pub(crate) mod tasks;
 pub(crate) mod teams;
 mod usage;
-use crate::store::sql::webhooks::sqlite as webhooks;
+pub(crate) use crate::store::sql::webhooks::sqlite as webhooks;
 mod writer;
 
 use std::path::Path;

@@ -12,7 +12,7 @@ use crate::store::StoreError;
 /// than `spec.any_before`, and those older than `spec.read_before` that nobody has
 /// unread, with their inbox entries and response records (the triggers keep the
 /// counters).
-pub(super) async fn expire_messages(
+pub(crate) async fn expire_messages(
     conn: &mut SqliteConnection,
     spec: MessageSweepSpec,
 ) -> Result<MessageSweep, StoreError> {
@@ -113,7 +113,7 @@ async fn delete_keyed(
 /// Removes up to `limit` of the team's finished tasks last changed before `before`
 /// (with their history, assignees, callbacks and webhooks); a task with a callback still to send
 /// stays until it is sent or given up.
-pub(super) async fn expire_tasks(
+pub(crate) async fn expire_tasks(
     conn: &mut SqliteConnection,
     team: TeamPk,
     before: i64,
@@ -143,7 +143,7 @@ pub(super) async fn expire_tasks(
 
 /// Removes up to `limit` idempotency records written before `before`, oldest first
 /// (rowids grow with time, so the oldest are found first and the walk stops early).
-pub(super) async fn expire_idempotency_keys(
+pub(crate) async fn expire_idempotency_keys(
     conn: &mut SqliteConnection,
     before: i64,
     limit: i64,
@@ -161,7 +161,7 @@ pub(super) async fn expire_idempotency_keys(
 }
 
 /// Removes up to `limit` callback records delivered or given up before `before`.
-pub(super) async fn expire_callbacks(
+pub(crate) async fn expire_callbacks(
     conn: &mut SqliteConnection,
     before: i64,
     limit: i64,

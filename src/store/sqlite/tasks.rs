@@ -10,7 +10,7 @@ use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS as COLUMNS, task as from_row, to_json};
 use crate::store::filters::push_task_page;
 
-pub(super) use crate::store::sql::tasks::sqlite::*;
+pub(crate) use crate::store::sql::tasks::sqlite::*;
 
 /// Why the task statements below insert with `VALUES`, never `INSERT … SELECT`, into
 /// the tables that have triggers (`task_events`, `callbacks`): SQLite runs an
@@ -272,7 +272,7 @@ pub(super) async fn update(
 /// The task with this id that `viewer` may see: one it originated or is or was assigned.
 /// Ids are unique per originator, so an agent may see two tasks with one id (its own
 /// and one it was assigned): its own comes first, then the newest.
-pub(super) async fn find_visible<'e, E: SqliteExecutor<'e>>(
+pub(crate) async fn find_visible<'e, E: SqliteExecutor<'e>>(
     ex: E,
     team: TeamPk,
     task_id: &str,
@@ -315,7 +315,7 @@ const VISIBLE_NAMESAKES: usize = 16;
 /// assignees' primary key `(agent_pk, task_pk)`) that stops after `limit` rows; both
 /// roles are the union of the two walks. Written as one `OR`, SQLite fetched and sorted
 /// every task the agent ever originated or was assigned, on every page.
-pub(super) async fn list<'e, E: SqliteExecutor<'e>>(
+pub(crate) async fn list<'e, E: SqliteExecutor<'e>>(
     ex: E,
     agent: AgentPk,
     spec: &TaskListSpec,

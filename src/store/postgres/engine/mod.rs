@@ -18,24 +18,6 @@ use crate::model::{Change, NodeConnections};
 use crate::store::StoreError;
 use crate::store::engine::Engine;
 
-/// A job of the group commit whose value is what the caller gets.
-macro_rules! write {
-    ($store:expr, |$conn:ident| $body:expr) => {
-        $store
-            .write_then(
-                move |tx: &mut $crate::store::postgres::writer::PgTx| -> ::futures_util::future::BoxFuture<'_, Result<_, $crate::store::StoreError>> {
-                    Box::pin(async move {
-                        let $conn = tx.conn().await?;
-                        $body
-                    })
-                },
-                Ok,
-            )
-            .await
-    };
-}
-use write;
-
 #[async_trait]
 impl Engine for PgStore {
     fn shared(&self) -> bool {
