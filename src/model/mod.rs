@@ -553,11 +553,44 @@ pub struct MarkOutcome {
     pub not_found: Vec<MessageId>,
 }
 
+impl MarkOutcome {
+    /// The ids as given, sorted by what the agent's entries were: `read` holds, per id
+    /// found, whether its entry was read before this mark.
+    pub fn of(
+        message_ids: &[MessageId],
+        read: &std::collections::HashMap<MessageId, bool>,
+    ) -> MarkOutcome {
+        let mut outcome = MarkOutcome::default();
+        for id in message_ids {
+            match read.get(id) {
+                Some(false) => outcome.marked.push(id.clone()),
+                Some(true) => outcome.already_read.push(id.clone()),
+                None => outcome.not_found.push(id.clone()),
+            }
+        }
+        outcome
+    }
+}
+
 /// Whether a post was written, or answered from an earlier request with its key.
 #[derive(Debug)]
 pub enum PostOutcome<R> {
     Written(R),
     Replayed(StoredAnswer),
+}
+
+impl<R> PostOutcome<R> {
+    /// What a written post's value becomes (a replayed answer stays as it is): how an
+    /// engine turns a staged post into what its caller gets, after the commit.
+    pub fn and_then_written<T, E>(
+        self,
+        then: impl FnOnce(R) -> Result<T, E>,
+    ) -> Result<PostOutcome<T>, E> {
+        match self {
+            PostOutcome::Written(value) => then(value).map(PostOutcome::Written),
+            PostOutcome::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
+        }
+    }
 }
 
 /// One batch of the retention pass over a team's messages.

@@ -8,7 +8,6 @@ use switchboard_types::ids::{AgentId, MessageId};
 use sqlx::AssertSqlSafe;
 use sqlx::postgres::{PgConnection, PgPool};
 use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
-use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
@@ -96,31 +95,6 @@ pub(crate) async fn traffic(
     }
 }
 
-/// Whether the responder gave a final response already. The original's row is locked
-/// first, so two racing responses (on two nodes) are decided one after the other.
-pub(crate) async fn final_response_given(
-    conn: &mut PgConnection,
-    original: MessagePk,
-    responder: AgentPk,
-) -> Result<bool, StoreError> {
-    sqlx::query("SELECT 1 FROM messages WHERE pk = $1 FOR UPDATE")
-        .bind(original.0)
-        .execute(&mut *conn)
-        .await?;
-    let rows =
-        sqlx::query("SELECT status FROM responses WHERE original_pk = $1 AND responder_pk = $2")
-            .bind(original.0)
-            .bind(responder.0)
-            .fetch_all(conn)
-            .await?;
-    for row in &rows {
-        if row.parse::<ResponseStatus>("status")?.is_final() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 pub(crate) async fn mark_read(
     conn: &mut PgConnection,
     agent: AgentPk,
@@ -161,15 +135,7 @@ pub(crate) async fn mark_read(
         .execute(&mut *conn)
         .await?;
     }
-    let mut outcome = MarkOutcome::default();
-    for id in message_ids {
-        match state.get(id) {
-            Some(false) => outcome.marked.push(id.clone()),
-            Some(true) => outcome.already_read.push(id.clone()),
-            None => outcome.not_found.push(id.clone()),
-        }
-    }
-    Ok(outcome)
+    Ok(MarkOutcome::of(message_ids, &state))
 }
 
 /// A message and everything written with it.

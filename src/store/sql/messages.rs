@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use switchboard_types::ids::{AgentId, AgentPk, MessageId, MessagePk, TeamPk};
+use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
@@ -128,6 +129,37 @@ for_each_engine! {
                 })
             })
             .collect()
+    }
+
+    /// Whether the responder gave a final response to the message already. Where several
+    /// nodes write (PostgreSQL), the original's row is locked first, so two racing
+    /// responses are decided one after the other; SQLite's one writer decides them in
+    /// turn anyway.
+    pub(crate) async fn final_response_given(
+        conn: &mut Conn,
+        original: MessagePk,
+        responder: AgentPk,
+    ) -> Result<bool, StoreError> {
+        if !FOR_UPDATE.is_empty() {
+            let lock = format!("SELECT 1 FROM messages WHERE pk = $1{FOR_UPDATE}");
+            sqlx::query::<Db>(sqlx::AssertSqlSafe(lock))
+                .bind(original.0)
+                .execute(&mut *conn)
+                .await?;
+        }
+        let rows = sqlx::query::<Db>(
+            "SELECT status FROM responses WHERE original_pk = $1 AND responder_pk = $2",
+        )
+        .bind(original.0)
+        .bind(responder.0)
+        .fetch_all(conn)
+        .await?;
+        for row in &rows {
+            if row.parse::<ResponseStatus>("status")?.is_final() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     #[async_trait]

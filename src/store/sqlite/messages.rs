@@ -5,14 +5,12 @@ use std::collections::HashMap;
 use switchboard_types::ids::MessageId;
 
 use sqlx::{Row, SqliteConnection, SqliteExecutor};
-use switchboard_types::ids::{AgentPk, MessagePk, TeamPk};
-use switchboard_types::messages::ResponseStatus;
+use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::rows::to_json;
 use crate::model::{MarkOutcome, TrafficRow, TrafficSpec};
 use crate::store::StoreError;
-use crate::store::columns::Columns;
 use crate::store::columns::{traffic_row, traffic_weight};
 use crate::store::filters::traffic_query;
 
@@ -27,26 +25,6 @@ pub(crate) async fn traffic<'e, E: SqliteExecutor<'e>>(
     let mut query = traffic_query::<sqlx::Sqlite>(team, spec);
     let rows = query.build().fetch(ex);
     crate::store::paging::bounded(rows, traffic_weight, traffic_row).await
-}
-
-/// Whether the responder gave a final response to the message already.
-pub(crate) async fn final_response_given(
-    conn: &mut SqliteConnection,
-    original: MessagePk,
-    responder: AgentPk,
-) -> Result<bool, StoreError> {
-    let rows =
-        sqlx::query("SELECT status FROM responses WHERE original_pk = ? AND responder_pk = ?")
-            .bind(original.0)
-            .bind(responder.0)
-            .fetch_all(conn)
-            .await?;
-    for row in &rows {
-        if row.parse::<ResponseStatus>("status")?.is_final() {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }
 
 /// Marks the agent's entries of `message_ids` read.
@@ -92,15 +70,7 @@ pub(crate) async fn mark_read(
             .execute(&mut *conn)
             .await?;
     }
-    let mut outcome = MarkOutcome::default();
-    for id in message_ids {
-        match state.get(id) {
-            Some(false) => outcome.marked.push(id.clone()),
-            Some(true) => outcome.already_read.push(id.clone()),
-            None => outcome.not_found.push(id.clone()),
-        }
-    }
-    Ok(outcome)
+    Ok(MarkOutcome::of(message_ids, &state))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use switchboard_types::time::Timestamp;
 
 use super::super::message_staging::{PostSlot, StagedPost};
 use super::super::{PgStore, budgets, idempotency, messages};
-use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome, StoredAnswer};
+use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome};
 use crate::store::StoreError;
 use crate::store::engine::{AfterPost, DecidePost};
 use crate::store::writer::Writes;
@@ -29,7 +29,7 @@ impl PgStore {
                         && let Some(stored) =
                             idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
                     {
-                        return Ok(Staged::Replayed(stored));
+                        return Ok(PostOutcome::Replayed(stored));
                     }
                     if !post.charges.is_empty() {
                         budgets::spend(tx.conn().await?, &post.charges).await?;
@@ -61,20 +61,13 @@ impl PgStore {
                         response: post.response,
                         slot: slot.clone(),
                     });
-                    Ok(Staged::Fresh(slot))
+                    Ok(PostOutcome::Written(slot))
                 })
             },
-            move |staged| match staged {
-                Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
-                Staged::Fresh(slot) => after(slot.outcome()).map(PostOutcome::Written),
+            move |staged: PostOutcome<PostSlot>| {
+                staged.and_then_written(|slot| after(slot.outcome()))
             },
         )
         .await
     }
-}
-
-/// What a post job did.
-enum Staged {
-    Replayed(StoredAnswer),
-    Fresh(PostSlot),
 }

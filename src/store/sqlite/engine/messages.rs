@@ -7,7 +7,7 @@ use switchboard_types::time::Timestamp;
 use super::super::message_row::RenderedMessage;
 use super::super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
 use super::super::{SqliteStore, budgets, idempotency, messages};
-use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome, StoredAnswer};
+use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome};
 use crate::store::StoreError;
 use crate::store::engine::{AfterPost, DecidePost};
 use crate::store::writer::{Isolation, Writes};
@@ -35,7 +35,7 @@ impl SqliteStore {
                             && let Some(stored) =
                                 idempotency::find(tx.conn().await?, claim.agent, &claim.key).await?
                         {
-                            return Ok(Staged::Replayed(stored));
+                            return Ok(PostOutcome::Replayed(stored));
                         }
                         if !charges.is_empty() {
                             budgets::spend(tx.conn_beside_posts().await?, &charges).await?;
@@ -59,20 +59,13 @@ impl SqliteStore {
                             .map(|(claim, answer)| IdempotencyRow { claim, answer });
                         let post = StagedPost::new(rendered, deliver_to, now, response, key);
                         let slot = tx.staging().stage(post);
-                        Ok(Staged::Fresh(slot))
+                        Ok(PostOutcome::Written(slot))
                     })
                 },
-                move |staged| match staged {
-                    Staged::Replayed(stored) => Ok(PostOutcome::Replayed(stored)),
-                    Staged::Fresh(slot) => after(slot.outcome()).map(PostOutcome::Written),
+                move |staged: PostOutcome<PostSlot>| {
+                    staged.and_then_written(|slot| after(slot.outcome()))
                 },
             )
             .await
     }
-}
-
-/// What a post job did.
-enum Staged {
-    Replayed(StoredAnswer),
-    Fresh(PostSlot),
 }
