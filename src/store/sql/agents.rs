@@ -13,10 +13,7 @@ use crate::store::columns::{AGENT_COLUMNS, agent, to_json};
 for_each_engine! {
     /// Registers an agent; an id that was removed earlier is taken over (same row, so its
     /// history stays attached), an active one is a [`StoreError::Conflict`].
-    pub(crate) async fn insert(
-        conn: &mut Conn,
-        a: &AgentRecord,
-    ) -> Result<AgentPk, StoreError> {
+    pub(crate) async fn insert(conn: &mut Conn, a: &AgentRecord) -> Result<AgentPk, StoreError> {
         let pk: Option<i64> = sqlx::query_scalar::<Db, _>(
             "INSERT INTO agents (team_pk, agent_id, role, capabilities, address, status,
                                  communication_enabled, token_id, token_hash, registered_at,
@@ -91,7 +88,9 @@ for_each_engine! {
     /// Every agent (removed ones too: messages keep pointing at them), for the registry.
     pub(crate) async fn load_all(pool: &Pool) -> Result<Vec<AgentRecord>, StoreError> {
         let sql = format!("SELECT {AGENT_COLUMNS} FROM agents ORDER BY pk");
-        let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await?;
+        let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
         rows.iter().map(agent).collect()
     }
 

@@ -31,7 +31,11 @@ for_each_engine! {
 
     /// Removes counts of windows that started before `before` (epoch seconds), at most
     /// `limit` rows; how many went.
-    pub(crate) async fn expire(conn: &mut Conn, before: i64, limit: i64) -> Result<u64, StoreError> {
+    pub(crate) async fn expire(
+        conn: &mut Conn,
+        before: i64,
+        limit: i64,
+    ) -> Result<u64, StoreError> {
         let done = sqlx::query::<Db>(
             "DELETE FROM budget_counts WHERE (team_pk, key, window_start) IN
                (SELECT team_pk, key, window_start FROM budget_counts WHERE window_start < $1

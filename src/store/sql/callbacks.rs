@@ -30,11 +30,14 @@ for_each_engine! {
     }
 
     /// When the next pending callback is due, if any is.
-    pub(crate) async fn next_due<'e>(ex: impl sqlx::Executor<'e, Database = Db>) -> Result<Option<Timestamp>, StoreError> {
-        let at: Option<i64> =
-            sqlx::query_scalar::<Db, _>("SELECT MIN(next_attempt_at) FROM callbacks WHERE state = 'pending'")
-                .fetch_one(ex)
-                .await?;
+    pub(crate) async fn next_due<'e>(
+        ex: impl sqlx::Executor<'e, Database = Db>,
+    ) -> Result<Option<Timestamp>, StoreError> {
+        let at: Option<i64> = sqlx::query_scalar::<Db, _>(
+            "SELECT MIN(next_attempt_at) FROM callbacks WHERE state = 'pending'",
+        )
+        .fetch_one(ex)
+        .await?;
         Ok(at.map(Timestamp::from_micros))
     }
 
@@ -75,10 +78,11 @@ for_each_engine! {
         ex: impl sqlx::Executor<'e, Database = Db>,
         team: TeamPk,
     ) -> Result<Option<TeamSecret>, StoreError> {
-        let row = sqlx::query::<Db>("SELECT secret, rotated_at FROM team_secrets WHERE team_pk = $1")
-            .bind(team.0)
-            .fetch_optional(ex)
-            .await?;
+        let row =
+            sqlx::query::<Db>("SELECT secret, rotated_at FROM team_secrets WHERE team_pk = $1")
+                .bind(team.0)
+                .fetch_optional(ex)
+                .await?;
         row.map(|row| {
             Ok(TeamSecret {
                 secret: row.try_get(0)?,

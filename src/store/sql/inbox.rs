@@ -36,10 +36,14 @@ for_each_engine! {
                         (SELECT MAX(seq) FROM inbox WHERE agent_pk = $1)
                  FROM (SELECT 1) AS one LEFT JOIN inbox_counts c ON c.agent_pk = $1"
             } else {
-                "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread, CAST(0 AS BIGINT), CAST(0 AS BIGINT)
+                "SELECT c.total, c.unread, c.quiet_total, c.quiet_unread,
+                        CAST(0 AS BIGINT), CAST(0 AS BIGINT)
                  FROM (SELECT 1) AS one LEFT JOIN inbox_counts c ON c.agent_pk = $1"
             };
-            let row = sqlx::query::<Db>(sql).bind(agent.0).fetch_one(&mut *conn).await?;
+            let row = sqlx::query::<Db>(sql)
+                .bind(agent.0)
+                .fetch_one(&mut *conn)
+                .await?;
             let at = |i: usize| -> Result<i64, StoreError> { Ok(row.opt_int(i)?.unwrap_or(0)) };
             Ok(Ends {
                 total: at(0)?,
@@ -231,7 +235,8 @@ for_each_engine! {
         // the same however many responses it (or any other team) has given.
         let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(format!(
             "SELECT r.responder_pk, r.created_at - o.created_at
-             FROM (SELECT pk FROM messages{MESSAGES_BY_TEAM} WHERE team_pk = $1 AND kind = 'response'
+             FROM (SELECT pk FROM messages{MESSAGES_BY_TEAM}
+                   WHERE team_pk = $1 AND kind = 'response'
                    ORDER BY pk DESC LIMIT $2) m
              JOIN responses r ON r.response_pk = m.pk
              JOIN messages o ON o.pk = r.original_pk"
@@ -256,11 +261,12 @@ for_each_engine! {
         ex: impl sqlx::Executor<'e, Database = Db>,
         agent: AgentPk,
     ) -> Result<i64, StoreError> {
-        let seq: Option<i64> =
-            sqlx::query_scalar::<Db, Option<i64>>("SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE agent_pk = $1")
-                .bind(agent.0)
-                .fetch_one(ex)
-                .await?;
+        let seq: Option<i64> = sqlx::query_scalar::<Db, Option<i64>>(
+            "SELECT COALESCE(MAX(seq), 0) FROM inbox WHERE agent_pk = $1",
+        )
+        .bind(agent.0)
+        .fetch_one(ex)
+        .await?;
         Ok(seq.unwrap_or(0))
     }
 }

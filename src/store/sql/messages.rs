@@ -1,7 +1,7 @@
 //! Messages, inboxes, read marks and idempotency keys: the `Messages` storage, one
-//! implementation for both engines, and the message reads it runs. What differs stays in each engine's `messages.rs`: the team's timeline
-//! (PostgreSQL shows only settled transactions), marking read (SQLite fixes its plan),
-//! the final-response check (PostgreSQL locks the original) and the batch insert.
+//! implementation for both engines, and the message reads it runs. What differs stays
+//! in each engine's `messages.rs`: the team's timeline (PostgreSQL shows only
+//! settled transactions), marking read (SQLite fixes its plan) and the batch insert.
 
 use std::collections::HashMap;
 
@@ -28,7 +28,8 @@ for_each_engine! {
         message_id: &str,
     ) -> Result<Option<MessageRecord>, StoreError> {
         let sql = format!(
-            "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m WHERE m.message_id = $1 AND m.team_pk = $2"
+            "SELECT {MESSAGE_CHAIN_COLUMNS} FROM messages m
+             WHERE m.message_id = $1 AND m.team_pk = $2"
         );
         let row = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
             .bind(message_id)
@@ -63,12 +64,13 @@ for_each_engine! {
         agent: AgentPk,
         msg: MessagePk,
     ) -> Result<Option<InboxEntry>, StoreError> {
-        let row =
-            sqlx::query::<Db>("SELECT seq, read_at, news FROM inbox WHERE message_pk = $1 AND agent_pk = $2")
-                .bind(msg.0)
-                .bind(agent.0)
-                .fetch_optional(ex)
-                .await?;
+        let row = sqlx::query::<Db>(
+            "SELECT seq, read_at, news FROM inbox WHERE message_pk = $1 AND agent_pk = $2",
+        )
+        .bind(msg.0)
+        .bind(agent.0)
+        .fetch_optional(ex)
+        .await?;
         row.map(|r| {
             Ok(InboxEntry {
                 seq: r.int("seq")?,
@@ -250,7 +252,8 @@ for_each_engine! {
             self.write_self_contained(
                 move |tx| {
                     Box::pin(async move {
-                        engine::messages::mark_read(tx.conn().await?, agent, &message_ids, now).await
+                        engine::messages::mark_read(tx.conn().await?, agent, &message_ids, now)
+                            .await
                     })
                 },
                 Ok,
@@ -269,15 +272,23 @@ for_each_engine! {
             engine::inbox::team_activity(&self.read, team).await
         }
 
-        async fn response_latencies(&self, team: TeamPk) -> Result<Vec<ResponseLatency>, StoreError> {
+        async fn response_latencies(
+            &self,
+            team: TeamPk,
+        ) -> Result<Vec<ResponseLatency>, StoreError> {
             engine::inbox::response_latencies(&self.read, team).await
         }
 
         /// One batch of a team's old messages removed (see [`engine::retention::expire_messages`]).
-        async fn expire_messages(&self, spec: MessageSweepSpec) -> Result<MessageSweep, StoreError> {
+        async fn expire_messages(
+            &self,
+            spec: MessageSweepSpec,
+        ) -> Result<MessageSweep, StoreError> {
             self.write_then(
                 move |tx| {
-                    Box::pin(async move { engine::retention::expire_messages(tx.conn().await?, spec).await })
+                    Box::pin(async move {
+                        engine::retention::expire_messages(tx.conn().await?, spec).await
+                    })
                 },
                 Ok,
             )
@@ -293,8 +304,12 @@ for_each_engine! {
             self.write_self_contained(
                 move |tx| {
                     Box::pin(async move {
-                        engine::retention::expire_idempotency_keys(tx.conn().await?, before.micros(), limit)
-                            .await
+                        engine::retention::expire_idempotency_keys(
+                            tx.conn().await?,
+                            before.micros(),
+                            limit,
+                        )
+                        .await
                     })
                 },
                 Ok,
@@ -333,7 +348,9 @@ for_each_engine! {
         async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
             self.write_self_contained(
                 move |tx| {
-                    Box::pin(async move { engine::budgets::expire(tx.conn().await?, before, limit).await })
+                    Box::pin(async move {
+                        engine::budgets::expire(tx.conn().await?, before, limit).await
+                    })
                 },
                 Ok,
             )

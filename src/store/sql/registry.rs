@@ -63,9 +63,9 @@ for_each_engine! {
         async fn save_presence(&self, rows: Vec<PresenceRow>) -> Result<(), StoreError> {
             self.write_self_contained(
                 move |tx| {
-                    Box::pin(async move {
-                        engine::agents::save_presence(tx.conn().await?, &rows).await
-                    })
+                    Box::pin(
+                        async move { engine::agents::save_presence(tx.conn().await?, &rows).await },
+                    )
                 },
                 Ok,
             )

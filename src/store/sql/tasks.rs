@@ -62,7 +62,9 @@ for_each_engine! {
 
     /// Open (in-progress or input-required) tasks per assignee, read at start-up from the
     /// index that holds only open tasks (finished ones are not walked).
-    pub(crate) async fn open_counts<'e>(ex: impl sqlx::Executor<'e, Database = Db>) -> Result<Vec<OpenTasks>, StoreError> {
+    pub(crate) async fn open_counts<'e>(
+        ex: impl sqlx::Executor<'e, Database = Db>,
+    ) -> Result<Vec<OpenTasks>, StoreError> {
         let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(format!(
             "SELECT assignee_pk, COUNT(*) FROM tasks{TASKS_OPEN}
              WHERE (status = 'in-progress' OR status = 'input-required') AND assignee_pk IS NOT NULL
@@ -143,9 +145,9 @@ for_each_engine! {
         ) -> Result<(), StoreError> {
             self.write_then(
                 move |tx| {
-                    Box::pin(
-                        async move { engine::callbacks::set_secret(tx.conn().await?, team, &secret, at).await },
-                    )
+                    Box::pin(async move {
+                        engine::callbacks::set_secret(tx.conn().await?, team, &secret, at).await
+                    })
                 },
                 Ok,
             )
@@ -192,7 +194,13 @@ for_each_engine! {
             self.write_then(
                 move |tx| {
                     Box::pin(async move {
-                        engine::retention::expire_tasks(tx.conn().await?, team, before.micros(), limit).await
+                        engine::retention::expire_tasks(
+                            tx.conn().await?,
+                            team,
+                            before.micros(),
+                            limit,
+                        )
+                        .await
                     })
                 },
                 Ok,
@@ -205,7 +213,12 @@ for_each_engine! {
             self.write_self_contained(
                 move |tx| {
                     Box::pin(async move {
-                        engine::retention::expire_callbacks(tx.conn().await?, before.micros(), limit).await
+                        engine::retention::expire_callbacks(
+                            tx.conn().await?,
+                            before.micros(),
+                            limit,
+                        )
+                        .await
                     })
                 },
                 Ok,
@@ -238,7 +251,11 @@ for_each_engine! {
             .await
         }
 
-        async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError> {
+        async fn delete_webhook(
+            &self,
+            task: TaskPk,
+            webhook_id: String,
+        ) -> Result<bool, StoreError> {
             self.write_then(
                 move |tx| {
                     Box::pin(async move {

@@ -53,7 +53,9 @@ for_each_engine! {
     /// Every team, for filling the registry at start-up.
     pub(crate) async fn load_all(pool: &Pool) -> Result<Vec<TeamRecord>, StoreError> {
         let sql = format!("SELECT {TEAM_COLUMNS} FROM teams ORDER BY pk");
-        let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await?;
+        let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await?;
         rows.iter().map(team).collect()
     }
 }

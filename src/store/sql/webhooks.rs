@@ -15,7 +15,8 @@ for_each_engine! {
         task: TaskPk,
     ) -> Result<Vec<WebhookRecord>, StoreError> {
         // Built from constants only.
-        let sql = format!("SELECT {WEBHOOK_COLUMNS} FROM task_webhooks WHERE task_pk = $1 ORDER BY pk");
+        let sql =
+            format!("SELECT {WEBHOOK_COLUMNS} FROM task_webhooks WHERE task_pk = $1 ORDER BY pk");
         let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
             .bind(task.0)
             .fetch_all(ex)
@@ -68,11 +69,13 @@ for_each_engine! {
         .bind(w.created_at.micros())
         .fetch_one(&mut *conn)
         .await?;
-        sqlx::query::<Db>("UPDATE callbacks SET url = $1 WHERE state = 'pending' AND webhook_pk = $2")
-            .bind(&w.url)
-            .bind(pk)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query::<Db>(
+            "UPDATE callbacks SET url = $1 WHERE state = 'pending' AND webhook_pk = $2",
+        )
+        .bind(&w.url)
+        .bind(pk)
+        .execute(&mut *conn)
+        .await?;
         if let Some(after) = replay_after {
             sqlx::query::<Db>(
                 "INSERT INTO callbacks (task_pk, team_pk, url, event_seq, body, state, attempts,
@@ -108,11 +111,12 @@ for_each_engine! {
         .bind(webhook_id)
         .execute(&mut *conn)
         .await?;
-        let removed = sqlx::query::<Db>("DELETE FROM task_webhooks WHERE task_pk = $1 AND webhook_id = $2")
-            .bind(task.0)
-            .bind(webhook_id)
-            .execute(conn)
-            .await?;
+        let removed =
+            sqlx::query::<Db>("DELETE FROM task_webhooks WHERE task_pk = $1 AND webhook_id = $2")
+                .bind(task.0)
+                .bind(webhook_id)
+                .execute(conn)
+                .await?;
         Ok(removed.rows_affected() > 0)
     }
 }
