@@ -27,7 +27,7 @@ pub(crate) mod tasks;
 pub(crate) mod teams;
 mod usage;
 pub(crate) use crate::store::sql::webhooks::postgres as webhooks;
-mod writer;
+pub(crate) mod writer;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU32;

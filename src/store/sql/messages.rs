@@ -249,16 +249,9 @@ for_each_engine! {
             message_ids: Vec<MessageId>,
             now: Timestamp,
         ) -> Result<MarkOutcome, StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::messages::mark_read(tx.conn().await?, agent, &message_ids, now)
-                            .await
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_self_contained, |conn| {
+                engine::messages::mark_read(conn, agent, &message_ids, now).await
+            })
         }
 
         async fn team_counts(&self, team: TeamPk) -> Result<HashMap<AgentPk, Counts>, StoreError> {
@@ -284,15 +277,10 @@ for_each_engine! {
             &self,
             spec: MessageSweepSpec,
         ) -> Result<MessageSweep, StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::retention::expire_messages(tx.conn().await?, spec).await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_then, |conn| engine::retention::expire_messages(
+                conn, spec
             )
-            .await
+            .await)
         }
 
         /// Up to `limit` idempotency records older than `before`, removed.
@@ -301,20 +289,9 @@ for_each_engine! {
             before: Timestamp,
             limit: i64,
         ) -> Result<u64, StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::retention::expire_idempotency_keys(
-                            tx.conn().await?,
-                            before.micros(),
-                            limit,
-                        )
-                        .await
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_self_contained, |conn| {
+                engine::retention::expire_idempotency_keys(conn, before.micros(), limit).await
+            })
         }
 
         async fn trace_traffic(
@@ -346,15 +323,10 @@ for_each_engine! {
         }
 
         async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::budgets::expire(tx.conn().await?, before, limit).await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_self_contained, |conn| engine::budgets::expire(
+                conn, before, limit
             )
-            .await
+            .await)
         }
 
         /// Writes one message to its recipients: a replayed idempotency key writes

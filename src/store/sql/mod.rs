@@ -8,6 +8,25 @@
 //! notifications, the batch insert path — stays in each engine's folder, named for its
 //! mechanism (issue 64; `docs/architecture.md`, "Store").
 
+/// A job of the group commit that runs `$body` on the batch's connection (after what
+/// the batch staged) and answers its value: `write_then` in a savepoint of its own,
+/// `write_self_contained` for a job that leaves nothing behind when it fails.
+macro_rules! on_conn {
+    ($store:expr, $how:ident, |$conn:ident| $body:expr) => {
+        $store
+            .$how(
+                move |tx| {
+                    Box::pin(async move {
+                        let $conn = tx.conn().await?;
+                        $body
+                    })
+                },
+                Ok,
+            )
+            .await
+    };
+}
+
 /// Compiles the items given once per engine, as `mod sqlite` and `mod postgres`.
 macro_rules! for_each_engine {
     ($($item:item)*) => {
@@ -19,6 +38,8 @@ macro_rules! for_each_engine {
             use crate::store::sqlite as engine;
             #[allow(dead_code)]
             type Store = crate::store::sqlite::SqliteStore;
+            #[allow(dead_code)]
+            type Tx = crate::store::sqlite::Tx;
             #[allow(dead_code)]
             type Db = sqlx::Sqlite;
             #[allow(dead_code)]
@@ -56,6 +77,8 @@ macro_rules! for_each_engine {
             use crate::store::postgres as engine;
             #[allow(dead_code)]
             type Store = crate::store::postgres::PgStore;
+            #[allow(dead_code)]
+            type Tx = crate::store::postgres::writer::PgTx;
             #[allow(dead_code)]
             type Db = sqlx::Postgres;
             #[allow(dead_code)]

@@ -5,6 +5,7 @@
 //! the only node and both do nothing).
 
 use async_trait::async_trait;
+use futures_util::future::BoxFuture;
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
@@ -33,18 +34,11 @@ for_each_engine! {
         }
 
         async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        engine::settings::put(conn, ADMIN_TOKEN_HASH, &hash).await?;
-                        let at = at.micros().to_string();
-                        engine::settings::put(conn, ADMIN_TOKEN_SET_AT, at.as_bytes()).await
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_then, |conn| {
+                engine::settings::put(conn, ADMIN_TOKEN_HASH, &hash).await?;
+                let at = at.micros().to_string();
+                engine::settings::put(conn, ADMIN_TOKEN_SET_AT, at.as_bytes()).await
+            })
         }
 
         async fn load_teams(&self) -> Result<Vec<TeamRecord>, StoreError> {
@@ -81,43 +75,28 @@ for_each_engine! {
         }
 
         async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::agents::save_queue_cursors(tx.conn().await?, &rows).await
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_self_contained, |conn| {
+                engine::agents::save_queue_cursors(conn, &rows).await
+            })
         }
 
         /// Inserts a team; `after` runs right after the commit (in commit order).
-        /// [`StoreError::Conflict`] when the id is taken. An addition waits for the other
-        /// nodes too: a lookup that misses reloads on its own, but a list cannot tell
-        /// what it misses (`nodes::read_your_writes`).
+        /// [`StoreError::Conflict`] when the id is taken.
         async fn insert_team_boxed(
             &self,
             team: TeamRecord,
             after: AfterCommit<TeamRecord>,
         ) -> Result<(), StoreError> {
-            let written: Result<(), StoreError> = self
-                .write_then(
-                    move |tx| {
-                        Box::pin(async move {
-                            let pk = engine::teams::insert(tx.conn().await?, &team).await?;
-                            tx.note_registry();
-                            Ok(TeamRecord { pk, ..team })
-                        })
-                    },
-                    move |team| {
-                        after(team);
-                        Ok(())
-                    },
-                )
-                .await;
-            written?;
-            self.registry_barrier(NODE_EXPIRY).await
+            self.change_registry(
+                move |tx| {
+                    Box::pin(async move {
+                        let pk = engine::teams::insert(tx.conn().await?, &team).await?;
+                        Ok(TeamRecord { pk, ..team })
+                    })
+                },
+                after,
+            )
+            .await
         }
 
         /// Changes a team as `patch` decides, on the row as the transaction sees it (so
@@ -128,26 +107,19 @@ for_each_engine! {
             patch: Patch<TeamRecord>,
             after: AfterCommit<TeamRecord>,
         ) -> Result<(), StoreError> {
-            let written: Result<(), StoreError> = self
-                .write_then(
-                    move |tx| {
-                        Box::pin(async move {
-                            let conn = tx.conn().await?;
-                            let mut team = engine::teams::get(&mut *conn, pk).await?;
-                            patch(&mut team)?;
-                            engine::teams::update(conn, &team).await?;
-                            tx.note_registry();
-                            Ok(team)
-                        })
-                    },
-                    move |team| {
-                        after(team);
-                        Ok(())
-                    },
-                )
-                .await;
-            written?;
-            self.registry_barrier(NODE_EXPIRY).await
+            self.change_registry(
+                move |tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        let mut team = engine::teams::get(&mut *conn, pk).await?;
+                        patch(&mut team)?;
+                        engine::teams::update(conn, &team).await?;
+                        Ok(team)
+                    })
+                },
+                after,
+            )
+            .await
         }
 
         /// Inserts an agent (taking over the row of a removed one with the same id).
@@ -157,23 +129,16 @@ for_each_engine! {
             agent: AgentRecord,
             after: AfterCommit<AgentRecord>,
         ) -> Result<(), StoreError> {
-            let written: Result<(), StoreError> = self
-                .write_then(
-                    move |tx| {
-                        Box::pin(async move {
-                            let pk = engine::agents::insert(tx.conn().await?, &agent).await?;
-                            tx.note_registry();
-                            Ok(AgentRecord { pk, ..agent })
-                        })
-                    },
-                    move |agent| {
-                        after(agent);
-                        Ok(())
-                    },
-                )
-                .await;
-            written?;
-            self.registry_barrier(NODE_EXPIRY).await
+            self.change_registry(
+                move |tx| {
+                    Box::pin(async move {
+                        let pk = engine::agents::insert(tx.conn().await?, &agent).await?;
+                        Ok(AgentRecord { pk, ..agent })
+                    })
+                },
+                after,
+            )
+            .await
         }
 
         /// Changes an agent (removal included) as `patch` decides, on the row as the
@@ -184,26 +149,19 @@ for_each_engine! {
             patch: Patch<AgentRecord>,
             after: AfterCommit<AgentRecord>,
         ) -> Result<(), StoreError> {
-            let written: Result<(), StoreError> = self
-                .write_then(
-                    move |tx| {
-                        Box::pin(async move {
-                            let conn = tx.conn().await?;
-                            let mut agent = engine::agents::get(&mut *conn, pk).await?;
-                            patch(&mut agent)?;
-                            engine::agents::update(conn, &agent).await?;
-                            tx.note_registry();
-                            Ok(agent)
-                        })
-                    },
-                    move |agent| {
-                        after(agent);
-                        Ok(())
-                    },
-                )
-                .await;
-            written?;
-            self.registry_barrier(NODE_EXPIRY).await
+            self.change_registry(
+                move |tx| {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        let mut agent = engine::agents::get(&mut *conn, pk).await?;
+                        patch(&mut agent)?;
+                        engine::agents::update(conn, &agent).await?;
+                        Ok(agent)
+                    })
+                },
+                after,
+            )
+            .await
         }
 
         /// Every outside agent whose registry agent is still a member.
@@ -212,13 +170,43 @@ for_each_engine! {
         }
 
         async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move { engine::remotes::put(tx.conn().await?, &remote).await })
-                },
-                Ok,
+            on_conn!(self, write_self_contained, |conn| engine::remotes::put(
+                conn, &remote
             )
-            .await
+            .await)
+        }
+    }
+
+    impl Store {
+        /// A change of a team or an agent: `job` writes its row in the batch, the change
+        /// is noted for the other nodes with the commit, `after` gets the row right after
+        /// it, and the answer waits until every live node holds it — an addition too, as
+        /// a lookup that misses reloads on its own but a list cannot tell what it misses
+        /// (`nodes::read_your_writes`).
+        async fn change_registry<T: Send + 'static>(
+            &self,
+            job: impl for<'c> FnOnce(&'c mut Tx) -> BoxFuture<'c, Result<T, StoreError>>
+            + Send
+            + 'static,
+            after: AfterCommit<T>,
+        ) -> Result<(), StoreError> {
+            let written: Result<(), StoreError> = self
+                .write_then(
+                    move |tx: &mut Tx| -> BoxFuture<'_, Result<T, StoreError>> {
+                        Box::pin(async move {
+                            let row = job(&mut *tx).await?;
+                            tx.note_registry();
+                            Ok(row)
+                        })
+                    },
+                    move |row| {
+                        after(row);
+                        Ok(())
+                    },
+                )
+                .await;
+            written?;
+            self.registry_barrier(NODE_EXPIRY).await
         }
     }
 }

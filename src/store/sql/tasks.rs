@@ -143,15 +143,10 @@ for_each_engine! {
             secret: String,
             at: Timestamp,
         ) -> Result<(), StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::callbacks::set_secret(tx.conn().await?, team, &secret, at).await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_then, |conn| engine::callbacks::set_secret(
+                conn, team, &secret, at
             )
-            .await
+            .await)
         }
 
         async fn due_callbacks(
@@ -169,19 +164,12 @@ for_each_engine! {
 
         /// Records the outcome of callback attempts (on each callback and its task).
         async fn record_attempts(&self, attempts: Vec<Attempt>) -> Result<(), StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        let conn = tx.conn().await?;
-                        for attempt in &attempts {
-                            engine::callbacks::record_attempt(&mut *conn, attempt).await?;
-                        }
-                        Ok(())
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_then, |conn| {
+                for attempt in &attempts {
+                    engine::callbacks::record_attempt(&mut *conn, attempt).await?;
+                }
+                Ok(())
+            })
         }
 
         /// Up to `limit` of the team's finished tasks last changed before `before`, removed.
@@ -191,39 +179,20 @@ for_each_engine! {
             before: Timestamp,
             limit: i64,
         ) -> Result<u64, StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::retention::expire_tasks(
-                            tx.conn().await?,
-                            team,
-                            before.micros(),
-                            limit,
-                        )
-                        .await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_then, |conn| engine::retention::expire_tasks(
+                conn,
+                team,
+                before.micros(),
+                limit
             )
-            .await
+            .await)
         }
 
         /// Up to `limit` callback records finished before `before`, removed.
         async fn expire_callbacks(&self, before: Timestamp, limit: i64) -> Result<u64, StoreError> {
-            self.write_self_contained(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::retention::expire_callbacks(
-                            tx.conn().await?,
-                            before.micros(),
-                            limit,
-                        )
-                        .await
-                    })
-                },
-                Ok,
-            )
-            .await
+            on_conn!(self, write_self_contained, |conn| {
+                engine::retention::expire_callbacks(conn, before.micros(), limit).await
+            })
         }
 
         async fn task_webhooks(&self, task: TaskPk) -> Result<Vec<WebhookRecord>, StoreError> {
@@ -240,15 +209,12 @@ for_each_engine! {
             replay_after: Option<i64>,
         ) -> Result<(), StoreError> {
             // Three statements: in a savepoint of its own, so a failure leaves none of them.
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::webhooks::put(tx.conn().await?, &webhook, replay_after).await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_then, |conn| engine::webhooks::put(
+                conn,
+                &webhook,
+                replay_after
             )
-            .await
+            .await)
         }
 
         async fn delete_webhook(
@@ -256,15 +222,12 @@ for_each_engine! {
             task: TaskPk,
             webhook_id: String,
         ) -> Result<bool, StoreError> {
-            self.write_then(
-                move |tx| {
-                    Box::pin(async move {
-                        engine::webhooks::delete(tx.conn().await?, task, &webhook_id).await
-                    })
-                },
-                Ok,
+            on_conn!(self, write_then, |conn| engine::webhooks::delete(
+                conn,
+                task,
+                &webhook_id
             )
-            .await
+            .await)
         }
 
         /// Writes a task change (the task, its event, its callback) and its notices in one

@@ -48,7 +48,7 @@ use crate::store::writer::{Writer, Writes};
 use super::{Durability, StoreError, StoreOptions};
 
 /// The write transaction jobs of this backend work in.
-type Tx = WriteTx<PostStaging>;
+pub(crate) type Tx = WriteTx<PostStaging>;
 
 /// Handle to the database: a read pool, the writer and the checkpointer. Cheap to clone.
 #[derive(Clone)]
