@@ -1,132 +1,81 @@
 //! The storage contract: what an engine must offer the core, once, as traits.
 //!
-//! [`super::Store`] holds one engine behind `dyn Engine`, so there is no per-method
-//! forwarding between the core and an engine: a read the core makes is the engine's
-//! method. Each engine implements the four traits in its `engine/` folder, laid out the
-//! same way (`registry.rs`, `messages.rs`, `tasks.rs`, the lifecycle in `mod.rs`).
+//! Each resource trait is declared through [`contract!`], which also gives
+//! [`super::Store`] the same methods, each a `match` on the engine it holds: one list of
+//! signatures, static dispatch, no `dyn` and no boxed future per call. Each engine
+//! implements the traits once (most of it in `store/sql`, compiled for both; the batch
+//! insert paths in its `engine/` folder).
 //!
 //! The writes that carry a caller's decision (a patch applied inside the transaction, a
-//! value handed over after the commit) take boxed steps here, since a trait object cannot
-//! have generic methods; [`super::Store`] gives the core the typed versions and carries
-//! the caller's values beside the engine (`store::typed`), never through it.
+//! value handed over after the commit) are generic over the caller's types, so they are
+//! a trait of their own, written out by hand: [`super::typed::DecidedWrites`].
 //!
-//! What differs between engines is SQL and the mechanisms named in
-//! `docs/architecture.md` ("What differs between the engines"); the defaults here are
-//! those of an engine whose process is the only node (SQLite).
+//! What differs between engines beyond SQL — the mechanisms that exist only where
+//! several nodes share the database — is the `match` in `store/lifecycle.rs`, where
+//! SQLite's arm says what it does instead.
 
 use std::collections::HashMap;
 use std::time::Duration;
 use switchboard_types::ids::{AgentId, MessageId};
 
-use async_trait::async_trait;
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use super::StoreError;
 use crate::model::{
-    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Bounded, Change, Counts, Decided,
-    DueCallback, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice,
-    MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewMessage, NewPost,
-    NodeConnections, OpenTasks, PostContext, PostOutcome, PostResult, PresenceRow, QueueCursorRow,
-    RemoteAgentRecord, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec,
-    TaskRecord, TaskSnapshot, TaskWrite, TeamRecord, TeamSecret, TrafficRow, TrafficSpec,
-    WebhookRecord,
+    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Bounded, Counts, DueCallback,
+    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
+    MessageSweep, MessageSweepSpec, OpenTasks, PresenceRow, QueueCursorRow, RemoteAgentRecord,
+    ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot,
+    TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
 };
 
-/// A caller's change to a registry row, run inside the transaction on the row as the
-/// transaction sees it (so concurrent patches compose). [`StoreError::Refused`] refuses
-/// the write; the caller keeps its reason.
-pub type Patch<Row> = Box<dyn FnOnce(&mut Row) -> Result<(), StoreError> + Send>;
+/// Declares one resource trait of the storage contract and gives [`super::Store`] the
+/// same methods, forwarded to the engine it holds. Why a macro: the trait and the
+/// store's methods are one list, so they cannot drift; and a `match` on two concrete
+/// engines awaits their own futures (no `Box` per call, as `dyn` needed).
+macro_rules! contract {
+    (
+        $(#[$trait_meta:meta])*
+        pub trait $trait:ident {
+            $(
+                $(#[$meta:meta])*
+                async fn $name:ident(&self $(, $arg:ident: $ty:ty)* $(,)?) -> $ret:ty;
+            )*
+        }
+    ) => {
+        $(#[$trait_meta])*
+        #[allow(
+            async_fn_in_trait,
+            reason = "implemented by this crate's two engines and called on them directly, \
+                      where the futures' Send is known"
+        )]
+        pub trait $trait: Send + Sync {
+            $(
+                $(#[$meta])*
+                async fn $name(&self $(, $arg: $ty)*) -> $ret;
+            )*
+        }
 
-/// Runs on the writer right after the commit, in commit order, with what was written.
-pub type AfterCommit<Row> = Box<dyn FnOnce(Row) + Send>;
-
-/// A post's decision, inside the transaction (see [`super::Store::post`]): the answer to
-/// store with the idempotency key, or a refusal.
-pub type DecidePost =
-    Box<dyn FnOnce(&NewMessage, PostContext) -> Result<Decided<()>, StoreError> + Send>;
-
-/// What a post became, after the commit; an error fails the call, not the batch.
-pub type AfterPost =
-    Box<dyn FnOnce(Result<PostResult, StoreError>) -> Result<(), StoreError> + Send>;
-
-/// Work a task change does inside the transaction once the task is written, with its
-/// notices (for work that must happen in commit order).
-pub type DecideTask = Box<dyn FnOnce(&[&NewMessage]) + Send>;
-
-/// What a task change's notices became, after the commit.
-pub type AfterTask =
-    Box<dyn FnOnce(Vec<Result<PostResult, StoreError>>) -> Result<(), StoreError> + Send>;
-
-/// One database engine: its lifecycle and the mechanisms that exist only where several
-/// nodes share the database.
-#[async_trait]
-pub trait Engine: Registry + Messages + Tasks + Send + Sync {
-    /// Whether the database answers (readiness).
-    async fn ping(&self) -> Result<(), StoreError>;
-
-    /// Finishes queued writes and closes every connection.
-    async fn close(&self);
-
-    /// Whether other processes may write the same database: what this process holds in
-    /// memory may then lag behind what is committed.
-    fn shared(&self) -> bool {
-        false
-    }
-
-    /// What other nodes commit, as it is heard (the first caller gets it).
-    fn take_changes(&self) -> Option<tokio::sync::mpsc::Receiver<Vec<Change>>> {
-        None
-    }
-
-    /// Names this node to the store: its own registry epochs are neither waited for nor
-    /// read back.
-    fn set_node(&self, _node: &str) {}
-
-    /// The newest registry epoch: a node reads it before it reloads the registry, and
-    /// records it after (0 where one process is the only node).
-    async fn registry_epoch(&self) -> Result<i64, StoreError> {
-        Ok(0)
-    }
-
-    /// Writes `node`'s heartbeat alone.
-    async fn heartbeat(&self, _node: &str, _now: Timestamp) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Records that `node` holds the registry as of `epoch`.
-    async fn registry_seen(&self, _node: &str, _epoch: i64) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// The outside A2A agents `node` acts for: those it holds now (taken or renewed for
-    /// `lease`; each is held by one node at a time), or `None` where one process is the
-    /// only node and acts for every one.
-    async fn hold_remote_agents(
-        &self,
-        _node: &str,
-        _lease: Duration,
-    ) -> Result<Option<Vec<AgentPk>>, StoreError> {
-        Ok(None)
-    }
-
-    /// Writes this node's live connections and heartbeat, and reads those of the other
-    /// nodes whose heartbeat is newer than `fresh_after` (none where one process is the
-    /// only node).
-    async fn sync_connections(
-        &self,
-        _node: String,
-        _mine: Vec<NodeConnections>,
-        _now: Timestamp,
-        _fresh_after: Timestamp,
-    ) -> Result<Vec<NodeConnections>, StoreError> {
-        Ok(Vec::new())
-    }
+        impl super::Store {
+            $(
+                $(#[$meta])*
+                pub async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match self {
+                        super::Store::Sqlite(engine) => $trait::$name(&**engine $(, $arg)*).await,
+                        super::Store::Postgres(engine) => {
+                            $trait::$name(&**engine $(, $arg)*).await
+                        }
+                    }
+                }
+            )*
+        }
+    };
 }
 
+contract! {
 /// Teams, agents, their presence and queue cursors, outside agents, the admin token.
-#[async_trait]
-pub trait Registry: Send + Sync {
+pub trait Registry {
     /// The stored admin token (its digest and when it was set), if one was set.
     async fn admin_token(&self) -> Result<Option<AdminTokenRecord>, StoreError>;
     async fn set_admin_hash(&self, hash: SecretHash, at: Timestamp) -> Result<(), StoreError>;
@@ -145,46 +94,16 @@ pub trait Registry: Send + Sync {
     async fn save_queue_cursors(&self, rows: Vec<QueueCursorRow>) -> Result<(), StoreError>;
     /// The queues of current agents that are deaf, for presence at start-up.
     async fn deaf_queues(&self) -> Result<Vec<QueueCursorRow>, StoreError>;
-    /// Inserts a team ([`StoreError::Conflict`] when the id is taken).
-    async fn insert_team_boxed(
-        &self,
-        team: TeamRecord,
-        after: AfterCommit<TeamRecord>,
-    ) -> Result<(), StoreError>;
-    /// Changes a team as `patch` decides. With several nodes, answers once every live
-    /// node has taken the change up: a switch turned off holds on every node from the
-    /// answer on.
-    async fn update_team_boxed(
-        &self,
-        pk: TeamPk,
-        patch: Patch<TeamRecord>,
-        after: AfterCommit<TeamRecord>,
-    ) -> Result<(), StoreError>;
-    /// Inserts an agent, taking over the row of a removed one with the same id
-    /// ([`StoreError::Conflict`] when a member has the id).
-    async fn insert_agent_boxed(
-        &self,
-        agent: AgentRecord,
-        after: AfterCommit<AgentRecord>,
-    ) -> Result<(), StoreError>;
-    /// Changes an agent (removal included) as `patch` decides. With several nodes,
-    /// answers once every live node has taken the change up: a removed agent's token is
-    /// refused everywhere from the answer on.
-    async fn update_agent_boxed(
-        &self,
-        pk: AgentPk,
-        patch: Patch<AgentRecord>,
-        after: AfterCommit<AgentRecord>,
-    ) -> Result<(), StoreError>;
     /// Every outside A2A agent that is still a member.
     async fn remote_agents(&self) -> Result<Vec<RemoteAgentRecord>, StoreError>;
     /// Adds an outside A2A agent, or records its refreshed card.
     async fn put_remote_agent(&self, remote: RemoteAgentRecord) -> Result<(), StoreError>;
 }
+}
 
+contract! {
 /// Messages, inboxes, read marks, idempotency keys and the counts read from them.
-#[async_trait]
-pub trait Messages: Send + Sync {
+pub trait Messages {
     /// The first answer given under an idempotency key.
     async fn find_answer(
         &self,
@@ -276,19 +195,12 @@ pub trait Messages: Send + Sync {
     ) -> Result<Vec<TaskRecord>, StoreError>;
     /// Removes budget counts of windows that started before `before` (epoch seconds).
     async fn expire_budget_counts(&self, before: i64, limit: i64) -> Result<u64, StoreError>;
-    /// Writes one message to its recipients as one job (see [`super::Store::post`]).
-    async fn post_boxed(
-        &self,
-        post: NewPost,
-        claim: Option<IdempotencyClaim>,
-        decide: DecidePost,
-        after: AfterPost,
-    ) -> Result<PostOutcome<()>, StoreError>;
+}
 }
 
+contract! {
 /// Tasks, their callbacks and webhooks.
-#[async_trait]
-pub trait Tasks: Send + Sync {
+pub trait Tasks {
     /// Open tasks per assignee.
     async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError>;
     /// Every task with this id that `viewer` originated or is or was assigned (without a
@@ -354,13 +266,5 @@ pub trait Tasks: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Removes a task's webhook; `false` when it had none of that id.
     async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError>;
-    /// Writes a task change (the task, its event, its callback) and its notices in one
-    /// job (see [`super::Store::write_task`]).
-    async fn write_task_boxed(
-        &self,
-        write: TaskWrite,
-        notices: Vec<NewPost>,
-        decide: DecideTask,
-        after: AfterTask,
-    ) -> Result<(), StoreError>;
+}
 }

@@ -56,10 +56,6 @@ pub enum StoreError {
     BatchFailed,
     #[error("storage is closed")]
     Closed,
-    /// A caller's step inside a write refused it; the caller keeps its reason (see
-    /// `store::typed`). Nothing of the write was kept.
-    #[error("the write was refused by the caller's rule")]
-    Refused,
     #[error("the message could not be written: {0}")]
     PostFailed(#[source] std::sync::Arc<StoreError>),
     #[error("the writer dropped this write without running it (its batch failed first)")]

@@ -2,8 +2,9 @@
 //!
 //! The core sees [`Store`]: one method per thing it reads or writes, in the row types of
 //! [`crate::model`], never a connection or a statement. The methods are the storage
-//! contract ([`engine`]: [`Engine`] and one trait per resource), which each engine
-//! implements in its `engine/` folder — [`sqlite`] and [`postgres`]. Writes go through the
+//! contract ([`engine`]: one trait per resource, and the lifecycle in [`lifecycle`]),
+//! which each engine implements once — [`sqlite`] and [`postgres`], most of it in the
+//! SQL both compile (`store/sql`). Writes go through the
 //! engine's group-commit writer ([`writer`]); a decision that must be taken inside the
 //! transaction (a patch applied to the current row, "has this responder already
 //! answered") comes in as a closure over records, and after-commit hooks run in commit
@@ -13,6 +14,7 @@ pub(crate) mod columns;
 pub mod engine;
 pub mod error;
 pub(crate) mod filters;
+pub mod lifecycle;
 pub(crate) mod paging;
 pub mod postgres;
 pub(crate) mod sql;
@@ -25,7 +27,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use engine::Engine;
 pub use error::StoreError;
 
 /// How hard a commit tries to survive a crash.
@@ -68,20 +69,16 @@ impl Default for StoreOptions {
     }
 }
 
-/// Handle to storage; cheap to clone. It is the engine: a read the core makes is the
-/// engine's own method ([`Engine`] and its three resource traits, through `Deref`); the
-/// writes that carry the core's own types are in [`typed`].
+/// Handle to storage; cheap to clone. It is one of the two engines, held as itself: a
+/// call is a `match` and the engine's own method (the resource traits' methods are
+/// given to `Store` by `engine::contract!`), so nothing is boxed on the way; the writes
+/// that carry the core's own types are in [`typed`].
 #[derive(Clone)]
-pub struct Store {
-    engine: Arc<dyn Engine>,
-}
-
-impl std::ops::Deref for Store {
-    type Target = dyn Engine;
-
-    fn deref(&self) -> &Self::Target {
-        &*self.engine
-    }
+pub enum Store {
+    /// The embedded default: this process is the only node.
+    Sqlite(Arc<sqlite::SqliteStore>),
+    /// A PostgreSQL server that several nodes may share.
+    Postgres(Arc<postgres::PgStore>),
 }
 
 impl Store {
@@ -90,9 +87,8 @@ impl Store {
     pub async fn open(location: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         let text = location.to_string_lossy();
         if postgres::is_url(&text) {
-            return Ok(Store {
-                engine: Arc::new(postgres::PgStore::open(&text).await?),
-            });
+            let engine = postgres::PgStore::open(&text).await?;
+            return Ok(Store::Postgres(Arc::new(engine)));
         }
         match text.strip_prefix("sqlite://") {
             Some(path) => Store::open_sqlite(Path::new(path), opts).await,
@@ -103,8 +99,7 @@ impl Store {
     /// Opens a SQLite database file (creating it and its folder if needed) and applies
     /// the migrations.
     pub async fn open_sqlite(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
-        Ok(Store {
-            engine: Arc::new(sqlite::SqliteStore::open(path, opts).await?),
-        })
+        let engine = sqlite::SqliteStore::open(path, opts).await?;
+        Ok(Store::Sqlite(Arc::new(engine)))
     }
 }

@@ -5,18 +5,17 @@
 
 use std::collections::HashMap;
 
-use async_trait::async_trait;
 use switchboard_types::ids::{AgentId, AgentPk, MessageId, MessagePk, TeamPk};
 use switchboard_types::messages::ResponseStatus;
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    ActivityCounts, Counts, IdempotencyClaim, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec,
-    InboxSlice, MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, NewPost, PostOutcome,
-    ResponseLatency, ResponseRow, StoredAnswer, TrafficRow, TrafficSpec,
+    ActivityCounts, Counts, InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice,
+    MarkOutcome, MessageRecord, MessageSweep, MessageSweepSpec, ResponseLatency, ResponseRow,
+    StoredAnswer, TrafficRow, TrafficSpec,
 };
 use crate::store::columns::{Columns, MESSAGE_CHAIN_COLUMNS, message_with_chain};
-use crate::store::engine::{AfterPost, DecidePost, Messages};
+use crate::store::engine::Messages;
 use crate::store::writer::Writes;
 use crate::store::{StoreError, paging};
 
@@ -164,7 +163,6 @@ for_each_engine! {
         Ok(false)
     }
 
-    #[async_trait]
     impl Messages for Store {
         async fn find_answer(
             &self,
@@ -327,21 +325,6 @@ for_each_engine! {
                 conn, before, limit
             )
             .await)
-        }
-
-        /// Writes one message to its recipients: a replayed idempotency key writes
-        /// nothing; `decide` runs inside the transaction with the message's time (and, for a
-        /// response, whether the responder already gave a final one); `after` gets what the
-        /// message became, after the commit. How it is staged and written is each engine's
-        /// batch insert path (`stage_post`).
-        async fn post_boxed(
-            &self,
-            post: NewPost,
-            claim: Option<IdempotencyClaim>,
-            decide: DecidePost,
-            after: AfterPost,
-        ) -> Result<PostOutcome<()>, StoreError> {
-            self.stage_post(post, claim, decide, after).await
         }
     }
 }

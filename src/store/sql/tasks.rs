@@ -6,18 +6,17 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::Row;
 use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    Attempt, DueCallback, NewPost, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord,
-    TaskSnapshot, TaskWrite, TeamSecret, WebhookRecord,
+    Attempt, DueCallback, OpenTasks, TaskEventRecord, TaskListSpec, TaskRecord, TaskSnapshot,
+    TeamSecret, WebhookRecord,
 };
 use crate::store::StoreError;
 use crate::store::columns::{TASK_COLUMNS, TASK_EVENT_COLUMNS, task, task_event};
-use crate::store::engine::{AfterTask, DecideTask, Tasks};
+use crate::store::engine::Tasks;
 use crate::store::filters::team_tasks_query;
 use crate::store::writer::Writes;
 
@@ -82,7 +81,6 @@ for_each_engine! {
             .collect()
     }
 
-    #[async_trait]
     impl Tasks for Store {
         async fn open_task_counts(&self) -> Result<Vec<OpenTasks>, StoreError> {
             engine::tasks::open_counts(&self.read).await
@@ -228,22 +226,6 @@ for_each_engine! {
                 &webhook_id
             )
             .await)
-        }
-
-        /// Writes a task change (the task, its event, its callback) and its notices in one
-        /// job: [`StoreError::Conflict`] when a new task's id is taken, [`StoreError::Stale`]
-        /// when the task changed since `write.expected_version`. `decide` runs inside the
-        /// transaction once the task is written (for work that must happen in commit order);
-        /// `after` gets its value and what each notice became. How it is staged and written
-        /// is each engine's (`stage_task_write`).
-        async fn write_task_boxed(
-            &self,
-            write: TaskWrite,
-            notices: Vec<NewPost>,
-            decide: DecideTask,
-            after: AfterTask,
-        ) -> Result<(), StoreError> {
-            self.stage_task_write(write, notices, decide, after).await
         }
     }
 }

@@ -292,7 +292,6 @@ mod tests {
     use sqlx::{Connection, SqliteConnection};
 
     use crate::store::StoreOptions;
-    use crate::store::engine::Engine;
     use crate::store::sqlite::SqliteStore;
 
     /// A database this server creates has [`super::PAGE_SIZE`] pages, not SQLite's 4096.

@@ -5,21 +5,29 @@ use switchboard_types::time::Timestamp;
 
 use super::super::message_staging::{PostSlot, StagedPost};
 use super::super::{PgStore, budgets, idempotency, messages};
-use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome};
+use crate::model::{
+    Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome, PostResult,
+};
 use crate::store::StoreError;
-use crate::store::engine::{AfterPost, DecidePost};
 use crate::store::writer::Writes;
 
 impl PgStore {
     /// PostgreSQL's batch insert path for a post: staged, and written with the batch's
     /// other posts in one statement over arrays.
-    pub(crate) async fn stage_post(
+    pub(crate) async fn stage_post<T, R, E, D, A>(
         &self,
         post: NewPost,
         claim: Option<IdempotencyClaim>,
-        decide: DecidePost,
-        after: AfterPost,
-    ) -> Result<PostOutcome<()>, StoreError> {
+        decide: D,
+        after: A,
+    ) -> Result<PostOutcome<R>, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&NewMessage, PostContext) -> Result<Decided<T>, E> + Send + 'static,
+        A: FnOnce(T, Result<PostResult, StoreError>) -> Result<R, E> + Send + 'static,
+    {
         self.write_then(
             move |tx| {
                 Box::pin(async move {
@@ -61,11 +69,11 @@ impl PgStore {
                         response: post.response,
                         slot: slot.clone(),
                     });
-                    Ok(PostOutcome::Written(slot))
+                    Ok(PostOutcome::Written((slot, decided.value)))
                 })
             },
-            move |staged: PostOutcome<PostSlot>| {
-                staged.and_then_written(|slot| after(slot.outcome()))
+            move |staged: PostOutcome<(PostSlot, T)>| {
+                staged.and_then_written(|(slot, value)| after(value, slot.outcome()))
             },
         )
         .await

@@ -1,5 +1,5 @@
-//! What the PostgreSQL engine offers the core (the traits of [`crate::store::engine`]),
-//! one file per resource as on SQLite. Reads run on the pool; writes are jobs of this
+//! What the PostgreSQL engine offers the core (the traits of [`crate::store::engine`],
+//! one file per resource as on SQLite). Reads run on the pool; writes are jobs of this
 //! node's group commit ([`super::writer`]). The lifecycle and the mechanisms that exist
 //! because several nodes share the database are here.
 
@@ -8,7 +8,6 @@ mod tasks;
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use switchboard_types::ids::AgentPk;
 use switchboard_types::time::Timestamp;
 use tokio::sync::mpsc;
@@ -16,21 +15,15 @@ use tokio::sync::mpsc;
 use super::{PgStore, nodes};
 use crate::model::{Change, NodeConnections};
 use crate::store::StoreError;
-use crate::store::engine::Engine;
 
-#[async_trait]
-impl Engine for PgStore {
-    fn shared(&self) -> bool {
-        true
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
+impl PgStore {
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.read).await?;
         Ok(())
     }
 
     /// Finishes queued writes and closes every connection.
-    async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.listening.cancel();
         self.writer.close().await;
         self.read.close().await;
@@ -38,7 +31,7 @@ impl Engine for PgStore {
 
     /// What the other nodes commit, for the one who pushes it to this node's live
     /// connections (the first caller gets it).
-    fn take_changes(&self) -> Option<mpsc::Receiver<Vec<Change>>> {
+    pub(crate) fn take_changes(&self) -> Option<mpsc::Receiver<Vec<Change>>> {
         self.changes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -47,23 +40,23 @@ impl Engine for PgStore {
 
     /// Names this node (once): its own epochs are not waited for, and its listener does
     /// not read the registry again for them.
-    fn set_node(&self, node: &str) {
+    pub(crate) fn set_node(&self, node: &str) {
         let _ = self.node.set(node.to_owned());
     }
 
     /// The newest registry epoch taken so far: read before a reload, recorded after it.
-    async fn registry_epoch(&self) -> Result<i64, StoreError> {
+    pub(crate) async fn registry_epoch(&self) -> Result<i64, StoreError> {
         nodes::registry_epoch(&self.read).await
     }
 
     /// Writes `node`'s heartbeat alone (a node confirming its registry between two
     /// regular heartbeats).
-    async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
+    pub(crate) async fn heartbeat(&self, node: &str, now: Timestamp) -> Result<(), StoreError> {
         nodes::heartbeat(&self.read, node, now).await
     }
 
     /// Each outside agent is held by one node at a time (migration 0008).
-    async fn hold_remote_agents(
+    pub(crate) async fn hold_remote_agents(
         &self,
         node: &str,
         lease: Duration,
@@ -74,11 +67,11 @@ impl Engine for PgStore {
     }
 
     /// Records that `node` holds the registry as of `epoch`.
-    async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
+    pub(crate) async fn registry_seen(&self, node: &str, epoch: i64) -> Result<(), StoreError> {
         nodes::registry_seen(&self.read, node, epoch, Timestamp::now()).await
     }
 
-    async fn sync_connections(
+    pub(crate) async fn sync_connections(
         &self,
         node: String,
         mine: Vec<NodeConnections>,

@@ -3,20 +3,26 @@
 
 use super::super::messages::{self, Post};
 use super::super::{PgStore, budgets, tasks};
-use crate::model::{NewMessage, NewPost, TaskWrite};
+use crate::model::{NewMessage, NewPost, PostResult, TaskWrite};
 use crate::store::StoreError;
-use crate::store::engine::{AfterTask, DecideTask};
 use crate::store::writer::Writes;
 
 impl PgStore {
     /// PostgreSQL's path for a task change and its notices, in one job.
-    pub(crate) async fn stage_task_write(
+    pub(crate) async fn stage_task_write<T, R, E, D, A>(
         &self,
         write: TaskWrite,
         notices: Vec<NewPost>,
-        decide: DecideTask,
-        after: AfterTask,
-    ) -> Result<(), StoreError> {
+        decide: D,
+        after: A,
+    ) -> Result<R, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
+        A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
+    {
         self.write_then(
             move |tx| {
                 Box::pin(async move {
@@ -27,13 +33,13 @@ impl PgStore {
                         None => tasks::insert(&mut *conn, &write).await?,
                         Some(version) => {
                             if !tasks::update(&mut *conn, &write, version).await? {
-                                return Err(StoreError::Stale);
+                                return Err(StoreError::Stale.into());
                             }
                             write.task.pk
                         }
                     };
                     let messages: Vec<&NewMessage> = notices.iter().map(|p| &p.message).collect();
-                    decide(&messages);
+                    let value = decide(&messages);
                     let mut written = Vec::with_capacity(notices.len());
                     for p in &notices {
                         let post = Post {
@@ -50,10 +56,10 @@ impl PgStore {
                     for result in &written {
                         tx.note_entries(result);
                     }
-                    Ok(written.into_iter().map(Ok).collect::<Vec<_>>())
+                    Ok((value, written.into_iter().map(Ok).collect::<Vec<_>>()))
                 })
             },
-            after,
+            move |(value, written)| after(value, written),
         )
         .await
     }

@@ -7,21 +7,29 @@ use switchboard_types::time::Timestamp;
 use super::super::message_row::RenderedMessage;
 use super::super::message_staging::{IdempotencyRow, PostSlot, StagedPost};
 use super::super::{SqliteStore, budgets, idempotency, messages};
-use crate::model::{IdempotencyClaim, NewPost, PostContext, PostOutcome};
+use crate::model::{
+    Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome, PostResult,
+};
 use crate::store::StoreError;
-use crate::store::engine::{AfterPost, DecidePost};
 use crate::store::writer::{Isolation, Writes};
 
 impl SqliteStore {
     /// SQLite's batch insert path for a post: rendered here, on the caller's thread (see
     /// `RenderedMessage`), staged, and written with the batch's other posts at once.
-    pub(crate) async fn stage_post(
+    pub(crate) async fn stage_post<T, R, E, D, A>(
         &self,
         post: NewPost,
         claim: Option<IdempotencyClaim>,
-        decide: DecidePost,
-        after: AfterPost,
-    ) -> Result<PostOutcome<()>, StoreError> {
+        decide: D,
+        after: A,
+    ) -> Result<PostOutcome<R>, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&NewMessage, PostContext) -> Result<Decided<T>, E> + Send + 'static,
+        A: FnOnce(T, Result<PostResult, StoreError>) -> Result<R, E> + Send + 'static,
+    {
         // Rendered here, on the caller's thread (see `RenderedMessage`).
         let rendered = RenderedMessage::new(post.message, post.recipient_ids)?;
         let (deliver_to, response, charges) = (post.deliver_to, post.response, post.charges);
@@ -59,11 +67,11 @@ impl SqliteStore {
                             .map(|(claim, answer)| IdempotencyRow { claim, answer });
                         let post = StagedPost::new(rendered, deliver_to, now, response, key);
                         let slot = tx.staging().stage(post);
-                        Ok(PostOutcome::Written(slot))
+                        Ok(PostOutcome::Written((slot, decided.value)))
                     })
                 },
-                move |staged: PostOutcome<PostSlot>| {
-                    staged.and_then_written(|slot| after(slot.outcome()))
+                move |staged: PostOutcome<(PostSlot, T)>| {
+                    staged.and_then_written(|(slot, value)| after(value, slot.outcome()))
                 },
             )
             .await

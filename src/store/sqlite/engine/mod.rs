@@ -1,27 +1,24 @@
 //! What the SQLite engine offers the core (the traits of [`crate::store::engine`]), one
 //! file per resource as on PostgreSQL. Reads run on the pool and see everything
 //! committed before they start; writes become jobs of the group commit. This process is
-//! the only node: the multi-node mechanisms keep the trait's defaults.
+//! the only node: what the multi-node mechanisms do here is written in
+//! `store/lifecycle.rs`.
 
 mod messages;
 mod tasks;
 
-use async_trait::async_trait;
-
 use super::SqliteStore;
 use crate::store::StoreError;
-use crate::store::engine::Engine;
 
-#[async_trait]
-impl Engine for SqliteStore {
+impl SqliteStore {
     /// Checks that the database answers (readiness).
-    async fn ping(&self) -> Result<(), StoreError> {
+    pub(crate) async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.read).await?;
         Ok(())
     }
 
     /// Finishes queued writes, checkpoints the WAL and closes every connection.
-    async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.checkpoints.stop.cancel();
         if let Some(task) = self.checkpoints.task.lock().await.take() {
             let _ = task.await;

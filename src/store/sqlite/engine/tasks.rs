@@ -4,21 +4,27 @@
 use super::super::message_row::RenderedMessage;
 use super::super::message_staging::{PostSlot, StagedPost};
 use super::super::{SqliteStore, budgets, tasks};
-use crate::model::{NewMessage, NewPost, TaskWrite};
+use crate::model::{NewMessage, NewPost, PostResult, TaskWrite};
 use crate::store::StoreError;
-use crate::store::engine::{AfterTask, DecideTask};
 use crate::store::writer::{Isolation, Writes};
 
 impl SqliteStore {
     /// SQLite's path for a task change and its notices: rendered on the caller's thread,
     /// staged, written with the batch.
-    pub(crate) async fn stage_task_write(
+    pub(crate) async fn stage_task_write<T, R, E, D, A>(
         &self,
         write: TaskWrite,
         notices: Vec<NewPost>,
-        decide: DecideTask,
-        after: AfterTask,
-    ) -> Result<(), StoreError> {
+        decide: D,
+        after: A,
+    ) -> Result<R, E>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
+        A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
+    {
         let rendered = notices
             .into_iter()
             .map(|p| {
@@ -48,14 +54,14 @@ impl SqliteStore {
                             Some(version) => {
                                 let conn = tx.conn_beside_posts().await?;
                                 if !tasks::update(conn, &write, version).await? {
-                                    return Err(StoreError::Stale);
+                                    return Err(StoreError::Stale.into());
                                 }
                                 None
                             }
                         };
                         let messages: Vec<&NewMessage> =
                             rendered.iter().map(|(r, _)| &r.message).collect();
-                        decide(&messages);
+                        let value = decide(&messages);
                         let slots: Vec<PostSlot> = rendered
                             .into_iter()
                             .map(|(r, to)| {
@@ -67,16 +73,16 @@ impl SqliteStore {
                                 tx.staging().stage(post)
                             })
                             .collect();
-                        Ok((slots, task))
+                        Ok((slots, task, value))
                     })
                 },
-                move |(slots, task)| {
+                move |(slots, task, value)| {
                     // A new task whose insert failed (its id was taken) wrote nothing, not
                     // even its notices.
                     if let Some(task) = task {
                         task.outcome()?;
                     }
-                    after(slots.iter().map(PostSlot::outcome).collect())
+                    after(value, slots.iter().map(PostSlot::outcome).collect())
                 },
             )
             .await
