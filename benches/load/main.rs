@@ -19,6 +19,7 @@ mod harness;
 mod hostile;
 mod hostile_caller;
 mod hot;
+mod leases;
 mod live;
 mod mcp;
 mod postgres;

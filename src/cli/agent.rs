@@ -71,6 +71,7 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
             capabilities,
         } => assist(&client, json, description, &assistance_type, capabilities).await,
         AgentCommand::Task(command) => super::task::task(&client, json, command).await,
+        AgentCommand::Lease(command) => super::lease::lease(&client, json, command).await,
     }
 }
 

@@ -10,6 +10,7 @@
 
 mod admin;
 mod agent;
+mod lease;
 mod task;
 
 use std::process::ExitCode;
@@ -127,6 +128,44 @@ pub enum AgentCommand {
     /// The task protocol.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Leases on named resources: "I am working on this — keep off".
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Take a lease on a name or a path pattern (src/**, docs/*.md, T-42).
+    Take {
+        resource: String,
+        /// Seconds it lives unless extended (default 300, at most 86400).
+        #[arg(long)]
+        ttl: Option<u64>,
+        /// Shared: coexists with other shared leases, not with an exclusive one.
+        #[arg(long)]
+        shared: bool,
+        /// Why, for the others who meet it.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Renew a lease you hold.
+    Extend {
+        lease_id: String,
+        /// Seconds from now (default 300).
+        #[arg(long)]
+        ttl: Option<u64>,
+    },
+    /// Give a lease back.
+    Release { lease_id: String },
+    /// The team's live leases.
+    List {
+        /// Only this agent's.
+        #[arg(long)]
+        holder: Option<String>,
+        /// Only those overlapping this name or pattern.
+        #[arg(long)]
+        resource: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -232,6 +232,11 @@ impl Core {
             .await?;
         // Its token no longer works; its live connections end too.
         self.hub().kick(removed.pk);
+        // Its leases stopped counting with the removal (a lease counts only while its
+        // holder is a member); their rows go now, so the team's list is short.
+        if let Err(err) = self.leases().release_all_of(removed.pk).await {
+            tracing::warn!(error = %err, "a removed agent's leases stay until the sweep");
+        }
         tracing::info!(team_id = %team.team_id, agent_id = %removed.agent_id, "agent removed");
         Ok(AgentRemoved {
             success: true,

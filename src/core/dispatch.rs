@@ -59,6 +59,7 @@ impl Core {
             Operation::Agents(op) => self.dispatch_agent(caller, op).await,
             Operation::Messages(op) => self.dispatch_message(caller, op).await,
             Operation::Tasks(op) => self.dispatch_task(caller, op).await,
+            Operation::Leases(op) => boxed(self.dispatch_lease(caller, op)).await,
         }
     }
 

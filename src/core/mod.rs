@@ -23,6 +23,7 @@ mod fence;
 mod health;
 mod ids;
 mod inbox;
+pub mod leases;
 pub mod live;
 mod loops;
 mod messages;
@@ -169,6 +170,9 @@ services! {
     Tasks by tasks;
     /// The process among the nodes: its name, liveness and readiness, retention passes.
     Node by node;
+    /// Leases on named resources: the server's own sweep of ended ones, and the
+    /// release of a removed agent's (the operations themselves go through `dispatch`).
+    Leases by leases;
 }
 
 impl Core {

@@ -478,10 +478,12 @@ pub struct MessageSweep {
     pub next_after: Option<i64>,
 }
 
+mod leases;
 mod nodes;
 mod posts;
 mod remotes;
 mod webhooks;
+pub use leases::{LeaseChange, LeaseRecord};
 pub use nodes::{Change, NodeConnections};
 pub use posts::{
     Charge, Decided, IdempotencyClaim, MarkOutcome, NewPost, PostContext, PostOutcome, PostResult,

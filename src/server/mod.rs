@@ -137,11 +137,7 @@ impl Server {
             },
         );
         tokio::spawn(delegation.resume());
-        let workers = Workers {
-            saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
-            sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
-            retention: tokio::spawn(retention::run(core.clone(), stop.clone())),
-        };
+        let workers = Workers::spawn(&core, &config, &stop);
         let http = listener::HttpLimits {
             header_timeout: config.http_header_timeout,
         };
@@ -373,6 +369,24 @@ struct Workers {
     saver: JoinHandle<()>,
     sender: JoinHandle<()>,
     retention: JoinHandle<()>,
+    leases: JoinHandle<()>,
+}
+
+impl Workers {
+    /// The background work: presence saved, callbacks sent, retention passes, ended
+    /// leases swept; each until `stop`.
+    fn spawn(core: &Core, config: &ServerConfig, stop: &CancellationToken) -> Workers {
+        Workers {
+            saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
+            sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
+            retention: tokio::spawn(retention::run(core.clone(), stop.clone())),
+            leases: tokio::spawn(crate::core::leases::run(
+                core.clone(),
+                crate::ticks::every(Duration::from_secs(1)),
+                stop.clone(),
+            )),
+        }
+    }
 }
 
 /// Serves until `stop`, then shuts down in order: in-flight requests (bounded by
@@ -413,6 +427,7 @@ async fn serve(
     let _ = workers.saver.await;
     let _ = workers.sender.await;
     let _ = workers.retention.await;
+    let _ = workers.leases.await;
     if let Err(err) = core.live().save_presence().await {
         tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
     }

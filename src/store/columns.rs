@@ -428,6 +428,24 @@ pub(crate) fn webhook(row: &impl Columns) -> Result<WebhookRecord, StoreError> {
     })
 }
 
+/// The columns [`lease`] reads, of `leases` as `l`.
+pub(crate) const LEASE_COLUMNS: &str = "l.pk, l.team_pk, l.lease_id, l.holder_pk, l.resource, \
+     l.exclusive, l.reason, l.acquired_at, l.expires_at";
+
+pub(crate) fn lease(row: &impl Columns) -> Result<crate::model::LeaseRecord, StoreError> {
+    Ok(crate::model::LeaseRecord {
+        pk: row.int("pk")?,
+        team_pk: TeamPk(row.int("team_pk")?),
+        lease_id: row.text("lease_id")?.into(),
+        holder_pk: AgentPk(row.int("holder_pk")?),
+        resource: row.text("resource")?,
+        exclusive: row.flag("exclusive")?,
+        reason: row.opt_text("reason")?,
+        acquired_at: row.time("acquired_at")?,
+        expires_at: row.time("expires_at")?,
+    })
+}
+
 /// The columns [`remote`] reads (quoted: `authorization` is a keyword of PostgreSQL).
 pub(crate) const REMOTE_COLUMNS: &str = "r.agent_pk, r.team_pk, r.card_url, r.interface_url, \
      r.\"authorization\", r.card, r.refreshed_at, r.created_at";

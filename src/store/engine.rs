@@ -24,10 +24,10 @@ use switchboard_types::time::Timestamp;
 use super::StoreError;
 use crate::model::{
     ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Bounded, Counts, DueCallback,
-    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, MarkOutcome, MessageRecord,
-    MessageSweep, MessageSweepSpec, OpenTasks, PresenceRow, QueueCursorRow, RemoteAgentRecord,
-    ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot,
-    TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
+    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, LeaseRecord, MarkOutcome,
+    MessageRecord, MessageSweep, MessageSweepSpec, OpenTasks, PresenceRow, QueueCursorRow,
+    RemoteAgentRecord, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec,
+    TaskRecord, TaskSnapshot, TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
 };
 
 /// Declares one resource trait of the storage contract and gives [`super::Store`] the
@@ -266,5 +266,18 @@ pub trait Tasks {
     ) -> Result<(), StoreError>;
     /// Removes a task's webhook; `false` when it had none of that id.
     async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError>;
+}
+}
+
+contract! {
+/// Leases on named resources: the reads, and the writes that decide nothing (a grant,
+/// an extension and a release are decided: `DecidedWrites::change_leases`).
+pub trait Leases {
+    /// The team's live leases: unexpired, held by members, oldest first.
+    async fn team_leases(&self, team: TeamPk, now: Timestamp) -> Result<Vec<LeaseRecord>, StoreError>;
+    /// Up to `limit` leases that ended by `now`, removed (what the sweep tells the team).
+    async fn expire_leases(&self, now: Timestamp, limit: i64) -> Result<Vec<LeaseRecord>, StoreError>;
+    /// Every lease of an agent that left the team, removed.
+    async fn release_leases_of(&self, holder: AgentPk) -> Result<Vec<LeaseRecord>, StoreError>;
 }
 }

@@ -12,9 +12,11 @@
 use switchboard_types::ids::{AgentPk, TeamPk};
 
 use super::{Store, StoreError};
+use switchboard_types::time::Timestamp;
+
 use crate::model::{
-    AgentRecord, Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome,
-    PostResult, TaskWrite, TeamRecord,
+    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseRecord, NewMessage, NewPost,
+    PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
 };
 
 /// The writes that carry a caller's decision.
@@ -97,6 +99,15 @@ pub trait DecidedWrites: Send + Sync {
         E: From<StoreError> + Send + 'static,
         D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
         A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static;
+
+    /// Changes a team's leases as `decide` chooses, on the team's live leases as of
+    /// `now` as this transaction sees them (no other grant in the team is decided
+    /// meanwhile, on any node): a grant, an extension, a release, or a refusal.
+    async fn change_leases<R, E, D>(&self, team: TeamPk, now: Timestamp, decide: D) -> Result<R, E>
+    where
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static;
 }
 
 /// The engine a [`Store`] holds, as `$engine` in `$body`.
@@ -185,5 +196,20 @@ impl Store {
         A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
     {
         on_engine!(self, |e| e.write_task(write, notices, decide, after).await)
+    }
+
+    /// See [`DecidedWrites::change_leases`].
+    pub async fn change_leases<R, E, D>(
+        &self,
+        team: TeamPk,
+        now: Timestamp,
+        decide: D,
+    ) -> Result<R, E>
+    where
+        R: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+        D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static,
+    {
+        on_engine!(self, |e| e.change_leases(team, now, decide).await)
     }
 }

@@ -415,7 +415,28 @@ async def traced(base, token_a, token_b):
         return {"sent": sent["data"]["message_id"], "read": inbox["data"]["messages"][0]}
 
 
-SCENARIOS = {"traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def leases(base, token_a, token_b):
+    """A coding agent's day with leases, through the stock SDK: A takes src/**, B meets
+    the conflict (a tool error with our code and the holder), lists who holds what, and
+    gets the file once A releases; B renews its lease."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b:
+        taken = await a.call("acquire_lease", resource="src/**", ttl_seconds=600,
+                             reason="refactor")
+        assert not taken["error"], taken
+        conflict = await b.call("acquire_lease", resource="src/main.rs")
+        held = await b.call("list_leases", resource="src/main.rs")
+        released = await a.call("release_lease", lease_id=taken["data"]["lease"]["lease_id"])
+        mine = await b.call("acquire_lease", resource="src/main.rs", exclusive=True)
+        assert not mine["error"], mine
+        extended = await b.call("extend_lease", lease_id=mine["data"]["lease"]["lease_id"],
+                                ttl_seconds=900)
+        bad = await b.call("acquire_lease", resource="src//x")
+        return {"taken": taken["data"], "conflict": conflict, "held": held["data"],
+                "released": released["data"], "mine": mine["data"],
+                "extended": extended["data"], "bad": bad}
+
+
+SCENARIOS = {"leases": leases, "traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

@@ -32,6 +32,7 @@ mod hostile;
 mod inbox;
 mod large_inbox;
 mod layout;
+mod leases;
 mod live;
 mod loops;
 mod mcp;

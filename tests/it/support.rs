@@ -198,6 +198,10 @@ impl TestApp {
         self.req(Method::PATCH, path)
     }
 
+    pub fn put(&self, path: &str) -> Req {
+        self.req(Method::PUT, path)
+    }
+
     pub fn delete(&self, path: &str) -> Req {
         self.req(Method::DELETE, path)
     }

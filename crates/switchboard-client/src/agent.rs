@@ -7,6 +7,7 @@ use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
 use switchboard_types::inbox::{InboxPage, InboxQuery};
+use switchboard_types::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use switchboard_types::messages::{
     MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
     SendResult,
@@ -17,7 +18,7 @@ use switchboard_types::tasks::{
     TaskSubmitted, TaskUpdated,
 };
 use switchboard_types::teams::WhoAmI;
-use switchboard_types::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
+use switchboard_types::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 use tokio::sync::mpsc;
 
 use crate::{ClientError, HttpTransport, Incoming, Transport, WsTransport, decode};
@@ -313,5 +314,43 @@ impl Client {
             cancel,
         }))
         .await
+    }
+
+    /// Takes a lease on a resource (`docs/leases.md`): `LEASE_CONFLICT` names who holds
+    /// what overlaps it.
+    pub async fn acquire_lease(&self, lease: AcquireLease) -> Result<LeaseEnvelope, ClientError> {
+        let team_id = Some(self.team_id.clone().into());
+        self.call(Operation::Leases(LeaseOp::AcquireLease { team_id, lease }))
+            .await
+    }
+
+    /// Renews a lease this agent holds.
+    pub async fn extend_lease(
+        &self,
+        lease_id: &str,
+        extend: ExtendLease,
+    ) -> Result<LeaseEnvelope, ClientError> {
+        self.call(Operation::Leases(LeaseOp::ExtendLease {
+            team_id: Some(self.team_id.clone().into()),
+            lease_id: lease_id.to_owned().into(),
+            extend,
+        }))
+        .await
+    }
+
+    /// Gives a lease back.
+    pub async fn release_lease(&self, lease_id: &str) -> Result<LeaseEnvelope, ClientError> {
+        self.call(Operation::Leases(LeaseOp::ReleaseLease {
+            team_id: Some(self.team_id.clone().into()),
+            lease_id: lease_id.to_owned().into(),
+        }))
+        .await
+    }
+
+    /// The team's live leases, optionally one holder's or those overlapping a resource.
+    pub async fn list_leases(&self, query: LeaseQuery) -> Result<LeaseList, ClientError> {
+        let team_id = Some(self.team_id.clone().into());
+        self.call(Operation::Leases(LeaseOp::ListLeases { team_id, query }))
+            .await
     }
 }

@@ -3,7 +3,8 @@
 use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use switchboard_types::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
+use switchboard_types::ids::TeamId;
+use switchboard_types::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 
 use crate::ClientError;
 
@@ -93,6 +94,34 @@ fn query_string(value: &Value) -> String {
         }
     }
     out.finish()
+}
+
+/// The REST request of a lease operation: on the team's path, so the team is named.
+fn lease_call(op: &LeaseOp) -> Result<RestCall, ClientError> {
+    let team = |team_id: &Option<TeamId>| match team_id {
+        Some(team_id) => Ok(format!("/v1/teams/{}/leases", seg(team_id))),
+        None => Err(ClientError::Transport(
+            "a lease operation over REST names its team_id".into(),
+        )),
+    };
+    match op {
+        LeaseOp::AcquireLease { team_id, lease } => {
+            RestCall::write(Method::PUT, team(team_id)?, lease)
+        }
+        LeaseOp::ListLeases { team_id, query } => RestCall::read(team(team_id)?, query),
+        LeaseOp::ExtendLease {
+            team_id,
+            lease_id,
+            extend,
+        } => RestCall::post(
+            format!("{}/{}/extend", team(team_id)?, seg(lease_id)),
+            extend,
+        ),
+        LeaseOp::ReleaseLease { team_id, lease_id } => Ok(RestCall::new(
+            Method::DELETE,
+            format!("{}/{}", team(team_id)?, seg(lease_id)),
+        )),
+    }
 }
 
 /// The REST request that performs `op`.
@@ -249,6 +278,7 @@ fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Tasks(TaskOp::CancelTask { task_id, cancel }) => {
             action(task_id, "cancel", cancel)
         }
+        Operation::Leases(op) => lease_call(op),
         other => Err(ClientError::Transport(format!(
             "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",
             other.name()

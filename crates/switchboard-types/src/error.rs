@@ -50,6 +50,13 @@ pub enum ErrorCode {
     /// No member can take the task: the target does not accept tasks, or no available
     /// agent has the required capabilities.
     NoSuitableAgent,
+    /// A lease overlapping the one asked for is held by another agent (an exclusive one,
+    /// or any when an exclusive one is asked for); `details.conflicts` names each holder,
+    /// its resource and when it ends.
+    LeaseConflict,
+    /// The lease does not exist (it ended, was released, or never was), or is not the
+    /// caller's to change.
+    LeaseNotFound,
     /// No token, or a token the server does not know.
     Unauthorized,
     /// A valid token acting outside its rights.
@@ -121,6 +128,12 @@ impl ErrorCode {
             }
             ErrorCode::NoSuitableAgent => {
                 "Register an agent with the required capabilities, or wait until one is available."
+            }
+            ErrorCode::LeaseConflict => {
+                "Work on something else, or ask the holders named in details.conflicts; retry after their expires_at."
+            }
+            ErrorCode::LeaseNotFound => {
+                "List the team's leases; the lease may have ended, and only its holder (or the team key) changes it."
             }
             ErrorCode::Unauthorized => "Send a valid token as 'Authorization: Bearer <token>'.",
             ErrorCode::Forbidden => "Use a token that has rights on this resource.",

@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use crate::error::ErrorBody;
 use crate::messages::MessageView;
 use crate::operation::{
-    AgentOp, AgentOpName, MessageOp, MessageOpName, Operation, OperationName, TaskOp, TaskOpName,
-    TeamOp, TeamOpName,
+    AgentOp, AgentOpName, LeaseOp, LeaseOpName, MessageOp, MessageOpName, Operation, OperationName,
+    TaskOp, TaskOpName, TeamOp, TeamOpName,
 };
 use crate::trace::TraceContext;
 
@@ -256,7 +256,33 @@ pub fn operation_of(name: OperationName, fields: Fields) -> Result<Operation, Er
         OperationName::Tasks(name) => decode_task(name, fields),
         OperationName::Agents(name) => decode_agent(name, fields),
         OperationName::Teams(name) => decode_team(name, fields),
+        OperationName::Leases(name) => decode_lease(name, fields),
     }
+}
+
+/// Leases: the team is the caller's own unless `team_id` names it.
+fn decode_lease(name: LeaseOpName, mut f: Fields) -> Result<Operation, ErrorBody> {
+    let team_id = take(&mut f, "team_id")?;
+    Ok(Operation::Leases(match name {
+        LeaseOpName::AcquireLease => LeaseOp::AcquireLease {
+            team_id,
+            lease: rest(f)?,
+        },
+        LeaseOpName::ExtendLease => LeaseOp::ExtendLease {
+            team_id,
+            lease_id: take(&mut f, "lease_id")?,
+            extend: rest(f)?,
+        },
+        LeaseOpName::ReleaseLease => {
+            let lease_id = take(&mut f, "lease_id")?;
+            none_left(f)?;
+            LeaseOp::ReleaseLease { team_id, lease_id }
+        }
+        LeaseOpName::ListLeases => LeaseOp::ListLeases {
+            team_id,
+            query: rest(f)?,
+        },
+    }))
 }
 
 fn decode_message(name: MessageOpName, mut f: Fields) -> Result<Operation, ErrorBody> {

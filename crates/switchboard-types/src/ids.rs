@@ -228,6 +228,8 @@ name_id! {
     WebhookId;
     /// A clarification's id within its task.
     ClarificationId;
+    /// A lease's id (the server chooses it).
+    LeaseId;
 }
 
 impl TeamId {

@@ -14,7 +14,7 @@
 //! * [`decode`], [`strict`], [`validate`] — input decoding that names the field and
 //!   refuses what serde alone would let through; value rules.
 //! * [`teams`], [`agents`], [`messages`], [`inbox`], [`broadcasts`], [`assistance`],
-//!   [`metrics`], [`tasks`], [`task_state`], [`publish`], [`traffic`], [`loops`] — the
+//!   [`metrics`], [`tasks`], [`task_state`], [`publish`], [`traffic`], [`loops`], [`leases`] — the
 //!   bodies, one module per resource.
 //! * [`operation`] — [`Operation`] and [`Reply`].
 //! * [`frames`] — [`ClientFrame`] and [`ServerFrame`], push rendering.
@@ -30,6 +30,7 @@ pub mod error;
 pub mod frames;
 pub mod ids;
 pub mod inbox;
+pub mod leases;
 pub mod loops;
 pub mod messages;
 pub mod metrics;
@@ -52,7 +53,7 @@ pub mod validate;
 pub use error::{ErrorBody, ErrorCode};
 pub use frames::{ClientFrame, ServerFrame};
 pub use operation::{
-    AgentOp, AgentOpName, MessageOp, MessageOpName, Operation, OperationName, Reply, TaskOp,
-    TaskOpName, TeamOp, TeamOpName,
+    AgentOp, AgentOpName, LeaseOp, LeaseOpName, MessageOp, MessageOpName, Operation, OperationName,
+    Reply, TaskOp, TaskOpName, TeamOp, TeamOpName,
 };
 pub use time::Timestamp;

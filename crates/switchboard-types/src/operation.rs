@@ -13,8 +13,9 @@ use crate::agents::{
 };
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
-use crate::ids::{AgentId, ClarificationId, MessageId, TaskRef, TeamId};
+use crate::ids::{AgentId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
+use crate::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use crate::messages::{
     MarkRead, MarkReadResult, MessageDetail, RespondResult, RespondToMessage, SendMessage,
     SendResult,
@@ -39,6 +40,7 @@ pub enum Operation {
     Agents(AgentOp),
     Messages(MessageOp),
     Tasks(TaskOp),
+    Leases(LeaseOp),
 }
 
 /// What is done to a team: its settings, its figures, its callback key, its activity.
@@ -256,6 +258,44 @@ impl From<TaskOp> for Operation {
     }
 }
 
+/// Leases on named resources (`docs/leases.md`): taken, renewed and released by the
+/// agent that holds them; listed by anyone of the team; released by the team key too.
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(LeaseOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
+pub enum LeaseOp {
+    /// Take a lease as the calling agent, or be told who holds what overlaps it.
+    AcquireLease {
+        team_id: Option<TeamId>,
+        lease: AcquireLease,
+    },
+    /// The holder renews its lease.
+    ExtendLease {
+        team_id: Option<TeamId>,
+        lease_id: LeaseId,
+        extend: ExtendLease,
+    },
+    /// The holder (or the team key) ends a lease.
+    ReleaseLease {
+        team_id: Option<TeamId>,
+        lease_id: LeaseId,
+    },
+    /// The team's live leases.
+    ListLeases {
+        team_id: Option<TeamId>,
+        query: LeaseQuery,
+    },
+}
+
+impl From<LeaseOp> for Operation {
+    fn from(op: LeaseOp) -> Operation {
+        Operation::Leases(op)
+    }
+}
+
 impl Operation {
     /// The operation's name (see the enum's documentation).
     pub fn name(&self) -> &'static str {
@@ -269,6 +309,7 @@ impl Operation {
             Operation::Agents(op) => OperationName::Agents(op.into()),
             Operation::Messages(op) => OperationName::Messages(op.into()),
             Operation::Tasks(op) => OperationName::Tasks(op.into()),
+            Operation::Leases(op) => OperationName::Leases(op.into()),
         }
     }
 }
@@ -281,6 +322,7 @@ pub enum OperationName {
     Agents(AgentOpName),
     Messages(MessageOpName),
     Tasks(TaskOpName),
+    Leases(LeaseOpName),
 }
 
 /// A resource's operation name as one of all operations' names.
@@ -299,6 +341,7 @@ operation_names! {
     Agents(AgentOpName);
     Messages(MessageOpName);
     Tasks(TaskOpName);
+    Leases(LeaseOpName);
 }
 
 impl OperationName {
@@ -313,6 +356,7 @@ impl OperationName {
         .or_else(|| TaskOpName::from_str(name).ok().map(OperationName::Tasks))
         .or_else(|| AgentOpName::from_str(name).ok().map(OperationName::Agents))
         .or_else(|| TeamOpName::from_str(name).ok().map(OperationName::Teams))
+        .or_else(|| LeaseOpName::from_str(name).ok().map(OperationName::Leases))
     }
 
     /// Its name: the frame `type` (the task protocol's keep the document's type names).
@@ -322,6 +366,7 @@ impl OperationName {
             OperationName::Agents(n) => n.into(),
             OperationName::Messages(n) => n.into(),
             OperationName::Tasks(n) => n.into(),
+            OperationName::Leases(n) => n.into(),
         }
     }
 
@@ -349,7 +394,7 @@ impl OperationName {
                 | AgentOpName::UpdateAgent
                 | AgentOpName::RemoveAgent => false,
             },
-            OperationName::Messages(_) | OperationName::Tasks(_) => true,
+            OperationName::Messages(_) | OperationName::Tasks(_) | OperationName::Leases(_) => true,
         }
     }
 
@@ -368,7 +413,14 @@ impl OperationName {
         let tasks = TaskOpName::VARIANTS
             .iter()
             .map(|n| OperationName::Tasks(*n));
-        teams.chain(agents).chain(messages).chain(tasks)
+        let leases = LeaseOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Leases(*n));
+        teams
+            .chain(agents)
+            .chain(messages)
+            .chain(tasks)
+            .chain(leases)
     }
 }
 
@@ -428,6 +480,8 @@ pub enum Reply {
     Activity(TeamActivity),
     Traffic(TrafficPage),
     Trace(crate::trace::TraceView),
+    Lease(LeaseEnvelope),
+    Leases(LeaseList),
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod copy;
 mod engine;
 pub(crate) use crate::store::sql::idempotency::postgres as idempotency;
 pub(crate) use crate::store::sql::inbox::postgres as inbox;
+pub(crate) use crate::store::sql::leases::postgres as leases;
 mod listen;
 mod message_staging;
 pub(crate) mod messages;

@@ -7,10 +7,11 @@
 
 use futures_util::future::BoxFuture;
 use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    AgentRecord, Decided, IdempotencyClaim, NewMessage, NewPost, PostContext, PostOutcome,
-    PostResult, TaskWrite, TeamRecord,
+    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseRecord, NewMessage, NewPost,
+    PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
 };
 use crate::store::typed::DecidedWrites;
 use crate::store::writer::Writes;
@@ -128,6 +129,33 @@ for_each_engine! {
             A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static,
         {
             self.stage_task_write(write, notices, decide, after).await
+        }
+
+        async fn change_leases<R, E, D>(
+            &self,
+            team: TeamPk,
+            now: Timestamp,
+            decide: D,
+        ) -> Result<R, E>
+        where
+            R: Send + 'static,
+            E: From<StoreError> + Send + 'static,
+            D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static,
+        {
+            self.write_then(
+                move |tx: &mut Tx| -> BoxFuture<'_, Result<R, E>> {
+                    Box::pin(async move {
+                        let conn = tx.conn().await?;
+                        engine::leases::lock_team(&mut *conn, team).await?;
+                        let live = engine::leases::live(&mut *conn, team, now).await?;
+                        let (change, answer) = decide(live)?;
+                        engine::leases::apply(conn, &change).await?;
+                        Ok(answer)
+                    })
+                },
+                Ok,
+            )
+            .await
         }
     }
 

@@ -111,6 +111,7 @@ pub(crate) mod callbacks;
 pub(crate) mod decided;
 pub(crate) mod idempotency;
 pub(crate) mod inbox;
+pub(crate) mod leases;
 pub(crate) mod messages;
 pub(crate) mod registry;
 pub(crate) mod remotes;

@@ -14,6 +14,7 @@ mod direct;
 mod engine;
 pub(crate) use crate::store::sql::idempotency::sqlite as idempotency;
 pub(crate) use crate::store::sql::inbox::sqlite as inbox;
+pub(crate) use crate::store::sql::leases::sqlite as leases;
 pub(crate) mod lock;
 mod message_row;
 mod message_staging;

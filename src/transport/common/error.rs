@@ -36,7 +36,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         ErrorCode::NotFound
         | ErrorCode::AgentNotFound
         | ErrorCode::MessageNotFound
-        | ErrorCode::TaskNotFound => StatusCode::NOT_FOUND,
+        | ErrorCode::TaskNotFound
+        | ErrorCode::LeaseNotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Conflict
         | ErrorCode::AgentAlreadyRegistered
@@ -44,7 +45,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::ResponseDeadlinePassed
         | ErrorCode::InvalidTaskTransition
         | ErrorCode::NoSuitableAgent
-        | ErrorCode::LoopDetected => StatusCode::CONFLICT,
+        | ErrorCode::LoopDetected
+        | ErrorCode::LeaseConflict => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,

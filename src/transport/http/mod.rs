@@ -9,6 +9,7 @@ mod agents;
 mod assistance;
 mod broadcasts;
 mod console;
+mod leases;
 mod linger;
 mod messages;
 mod openapi;
@@ -88,6 +89,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(broadcasts::router())
         .merge(assistance::router())
         .merge(tasks::router())
+        .merge(leases::router())
         .merge(publish::router())
         .merge(ops::router())
         .merge(traffic::router())

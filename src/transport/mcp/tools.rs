@@ -10,7 +10,7 @@ use switchboard_types::AgentOp;
 use switchboard_types::decode::decode_value;
 use switchboard_types::frames::operation_of;
 use switchboard_types::inbox::{DEFAULT_WAIT_MS, WaitForMessages};
-use switchboard_types::{AgentOpName, MessageOpName, OperationName, TaskOpName};
+use switchboard_types::{AgentOpName, LeaseOpName, MessageOpName, OperationName, TaskOpName};
 use switchboard_types::{ErrorBody, Operation, Reply};
 
 use super::schema;
@@ -325,7 +325,7 @@ static TOOLS: [Spec; 20] = [
 ];
 
 /// Tools kept apart only to keep [`TOOLS`] under the line bound.
-static MORE: [Spec; 3] = [
+static MORE: [Spec; 7] = [
     spec(
         "cancel_task",
         Frame(OperationName::Tasks(TaskOpName::CancelTask)),
@@ -353,6 +353,39 @@ static MORE: [Spec; 3] = [
         "Add an agent to your team (agent_id, role, capabilities) and get its token, to \
          hand to the helper you start. Only with the team key (a lead's connection); an \
          agent token is refused.",
+    ),
+    spec(
+        "acquire_lease",
+        Frame(OperationName::Leases(LeaseOpName::AcquireLease)),
+        ("put", "/v1/teams/{team_id}/leases"),
+    )
+    .about(
+        "Before you change something others may change too, take a lease on it: resource \
+         is a name (a ticket id) or a path pattern (src/**, docs/*.md), ttl_seconds how \
+         long (default 300). Refused with LEASE_CONFLICT naming who holds what overlaps \
+         and until when: then work on something else. Release it when done.",
+    ),
+    spec(
+        "extend_lease",
+        Frame(OperationName::Leases(LeaseOpName::ExtendLease)),
+        (POST, "/v1/teams/{team_id}/leases/{lease_id}/extend"),
+    )
+    .about("Keep a lease you hold for ttl_seconds more (default 300), counted from now."),
+    spec(
+        "release_lease",
+        Frame(OperationName::Leases(LeaseOpName::ReleaseLease)),
+        ("delete", "/v1/teams/{team_id}/leases/{lease_id}"),
+    )
+    .about("Give back a lease you hold (lease_id), as soon as you are done with it."),
+    spec(
+        "list_leases",
+        Frame(OperationName::Leases(LeaseOpName::ListLeases)),
+        (GET, "/v1/teams/{team_id}/leases"),
+    )
+    .reads()
+    .about(
+        "Who holds what in your team: the live leases, optionally only one holder's or \
+         only those overlapping a resource (a name or a path pattern).",
     ),
 ];
 

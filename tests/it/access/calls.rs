@@ -4,7 +4,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use super::Fixture;
+use super::{FRAMES, Fixture};
 use crate::support::Agent;
 
 impl Fixture {
@@ -85,6 +85,50 @@ impl Fixture {
             ),
             "report" => post("/v1/tasks/t1/result", json!({"status": "success"}), r),
             other => panic!("no call for operation {other}: add it to the access test"),
+        }
+    }
+
+    /// The frame for a WebSocket operation, naming the party as the REST body does.
+    pub(super) fn frame(&self, kind: &str) -> Value {
+        let (msg, clar) = (&self.message, &self.clarification);
+        match kind {
+            "whoami" | "get_messages" | "list_tasks" => json!({}),
+            "get_message" => json!({"message_id": msg}),
+            // The fixture's message started a trace: its id names it.
+            "get_trace" => json!({"trace_id": msg.trim_start_matches("msg_")}),
+            "mark_message_read" => json!({"agent_id": "r", "message_ids": [msg]}),
+            "respond_to_message" => {
+                json!({"original_message_id": msg, "responder_agent_id": "r", "response_content": {"text": "ok", "status": "completed"}})
+            }
+            "get_task" => json!({"task_id": "t1"}),
+            "cancel_task" => json!({"task_id": "t1"}),
+            "ClarificationRequest" => {
+                json!({"task_id": "t1", "requested_by": "r", "question": "how?"})
+            }
+            "ClarificationResponse" => {
+                json!({"task_id": "t2", "clarification_id": clar, "response_provided_by": "s", "answer": "so"})
+            }
+            "HandoffNotification" => {
+                json!({"task_id": "t1", "current_agent_id": "r", "new_agent_id": "m", "reason": "m knows"})
+            }
+            "TaskResponse" => json!({"task_id": "t1", "agent_id": "r", "status": "success"}),
+            "CallbackNotification" => {
+                json!({"task_id": "t1", "status": "complete", "result_data": {}})
+            }
+            "ErrorMessage" => {
+                json!({"task_id": "t1", "error_message": "broke", "originating_agent_id": "r"})
+            }
+            // The team is named, so that another team's agent is refused for the team
+            // (as on REST), not told the lease is unknown in its own.
+            "acquire_lease" => json!({"team_id": self.team.id, "resource": "docs/*.md"}),
+            "list_leases" => json!({"team_id": self.team.id}),
+            "extend_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
+            "release_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
+            _ => {
+                let rest = FRAMES.iter().find(|(f, ..)| *f == kind).map(|(_, r, _)| *r);
+                let (_, _, body, _) = self.agent_call(rest.unwrap_or(kind), msg, clar);
+                body.unwrap_or_else(|| json!({}))
+            }
         }
     }
 }

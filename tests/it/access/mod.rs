@@ -70,6 +70,10 @@ const PARTY_ELSE_HIDDEN_201: Row = [403, 403, 403, 201, 404, 404, 401, 401, 401]
 /// The status a frame that names its acting agent gets from anyone else: refused before
 /// the task is looked up (so it reveals nothing, see `hidden_and_missing_answer_alike`).
 const CLAIM_REFUSED: u16 = 403;
+/// Done as an agent of the team (its own lease): the keys are refused, they hold none.
+const TEAM_AGENT: Row = [403, 403, 403, 200, 200, 403, 401, 401, 401];
+/// A lease is released by its holder, or by the team key (or the admin) for anyone.
+const HOLDER_OR_KEY: Row = [200, 200, 403, 200, 403, 403, 401, 401, 401];
 
 /// Every REST operation (by `operationId`) and its row.
 const MATRIX: &[(&str, Row)] = &[
@@ -125,6 +129,10 @@ const MATRIX: &[(&str, Row)] = &[
     ("answer", PARTY_ELSE_HIDDEN),
     ("handoff", PARTY_ELSE_HIDDEN),
     ("report", PARTY_ELSE_HIDDEN),
+    ("acquire_lease", TEAM_AGENT),
+    ("list_leases", TEAM_READ),
+    ("extend_lease", AS_PARTY_200),
+    ("release_lease", HOLDER_OR_KEY),
     // The upgrade answers 101; a refusal is the HTTP error before it.
     ("connect", [403, 403, 403, 101, 101, 101, 401, 401, 401]),
     // STOMP authenticates in its CONNECT frame, not in the upgrade (tests/it/stomp).
@@ -158,11 +166,16 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("TaskResponse", "report", true),
     ("CallbackNotification", "report", false),
     ("ErrorMessage", "report", true),
+    ("acquire_lease", "acquire_lease", false),
+    ("list_leases", "list_leases", false),
+    ("extend_lease", "extend_lease", false),
+    ("release_lease", "release_lease", false),
 ];
 
 /// A team `a…` with sender `s`, recipient `r`, bystander `m` and removed `x`; a team
 /// `b…` with `z`. `s` sent `r` a message that wants an answer, and gave `r` task `t1`
-/// and task `t2`, on which `r` has an open question.
+/// and task `t2`, on which `r` has an open question; `s` holds lease `lease` on
+/// `fixture/**`.
 struct Fixture {
     team: Team,
     other: Team,
@@ -173,6 +186,7 @@ struct Fixture {
     removed: String,
     message: String,
     clarification: String,
+    lease: String,
 }
 
 async fn fixture(app: &TestApp, n: usize) -> Fixture {
@@ -215,6 +229,17 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
         .as_str()
         .expect("clarification id")
         .to_owned();
+    let lease = app
+        .put(&format!("/v1/teams/{}/leases", team.id))
+        .token(&s.token)
+        .json(json!({"resource": "fixture/**"}))
+        .send()
+        .await
+        .expect_status(200);
+    let lease = lease.body["lease"]["lease_id"]
+        .as_str()
+        .expect("lease id")
+        .to_owned();
     Fixture {
         team,
         other,
@@ -225,6 +250,7 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
         removed: x.token,
         message,
         clarification,
+        lease,
     }
 }
 
@@ -294,47 +320,27 @@ impl Fixture {
             "activity" => get(format!("/v1/teams/{t}/activity"), s),
             "team_messages" => get(format!("/v1/teams/{t}/messages"), s),
             "team_tasks" => get(format!("/v1/teams/{t}/tasks"), s),
+            "acquire_lease" => (
+                Method::PUT,
+                format!("/v1/teams/{t}/leases"),
+                Some(json!({"resource": "docs/*.md"})),
+                s,
+            ),
+            "list_leases" => get(format!("/v1/teams/{t}/leases"), s),
+            "extend_lease" => post(
+                format!("/v1/teams/{t}/leases/{}/extend", self.lease),
+                json!({"ttl_seconds": 60}),
+                s,
+            ),
+            "release_lease" => (
+                Method::DELETE,
+                format!("/v1/teams/{t}/leases/{}", self.lease),
+                None,
+                s,
+            ),
             "connect" => get("/v1/ws".into(), s),
             "stomp_over_websocket" => get("/v1/stomp".into(), s),
             _ => self.agent_call(op, msg, clar),
-        }
-    }
-
-    /// The frame for a WebSocket operation, naming the party as the REST body does.
-    fn frame(&self, kind: &str) -> Value {
-        let (msg, clar) = (&self.message, &self.clarification);
-        match kind {
-            "whoami" | "get_messages" | "list_tasks" => json!({}),
-            "get_message" => json!({"message_id": msg}),
-            // The fixture's message started a trace: its id names it.
-            "get_trace" => json!({"trace_id": msg.trim_start_matches("msg_")}),
-            "mark_message_read" => json!({"agent_id": "r", "message_ids": [msg]}),
-            "respond_to_message" => {
-                json!({"original_message_id": msg, "responder_agent_id": "r", "response_content": {"text": "ok", "status": "completed"}})
-            }
-            "get_task" => json!({"task_id": "t1"}),
-            "cancel_task" => json!({"task_id": "t1"}),
-            "ClarificationRequest" => {
-                json!({"task_id": "t1", "requested_by": "r", "question": "how?"})
-            }
-            "ClarificationResponse" => {
-                json!({"task_id": "t2", "clarification_id": clar, "response_provided_by": "s", "answer": "so"})
-            }
-            "HandoffNotification" => {
-                json!({"task_id": "t1", "current_agent_id": "r", "new_agent_id": "m", "reason": "m knows"})
-            }
-            "TaskResponse" => json!({"task_id": "t1", "agent_id": "r", "status": "success"}),
-            "CallbackNotification" => {
-                json!({"task_id": "t1", "status": "complete", "result_data": {}})
-            }
-            "ErrorMessage" => {
-                json!({"task_id": "t1", "error_message": "broke", "originating_agent_id": "r"})
-            }
-            _ => {
-                let rest = FRAMES.iter().find(|(f, ..)| *f == kind).map(|(_, r, _)| *r);
-                let (_, _, body, _) = self.agent_call(rest.unwrap_or(kind), msg, clar);
-                body.unwrap_or_else(|| json!({}))
-            }
         }
     }
 

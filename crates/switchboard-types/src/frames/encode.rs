@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Fields;
-use crate::operation::{AgentOp, MessageOp, Operation, TaskOp, TeamOp};
+use crate::operation::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 
 /// An operation's frame fields (without `type` and `request_id`); `None` for the
 /// operations the socket does not carry.
@@ -118,9 +118,39 @@ fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::E
         }
         Operation::Tasks(TaskOp::GetTask { task_id }) => put("task_id", json!(task_id)),
         Operation::Tasks(TaskOp::ListTasks(query)) => return merged(f, query),
+        Operation::Leases(op) => return lease_operation_fields(f, op),
         _ => return Ok(None),
     }
     Ok(Some(f))
+}
+
+fn lease_operation_fields(
+    mut f: Fields,
+    op: &LeaseOp,
+) -> Result<Option<Fields>, serde_json::Error> {
+    let team_id = match op {
+        LeaseOp::AcquireLease { team_id, .. }
+        | LeaseOp::ExtendLease { team_id, .. }
+        | LeaseOp::ReleaseLease { team_id, .. }
+        | LeaseOp::ListLeases { team_id, .. } => team_id,
+    };
+    if let Some(team_id) = team_id {
+        f.insert("team_id".into(), json!(team_id));
+    }
+    match op {
+        LeaseOp::AcquireLease { lease, .. } => merged(f, lease),
+        LeaseOp::ExtendLease {
+            lease_id, extend, ..
+        } => {
+            f.insert("lease_id".into(), json!(lease_id));
+            merged(f, extend)
+        }
+        LeaseOp::ReleaseLease { lease_id, .. } => {
+            f.insert("lease_id".into(), json!(lease_id));
+            Ok(Some(f))
+        }
+        LeaseOp::ListLeases { query, .. } => merged(f, query),
+    }
 }
 
 /// `fields` with the non-null fields of `body` (an object) added.

@@ -1,0 +1,73 @@
+//! `switchboard agent lease …`: leases on named resources from a terminal
+//! (`docs/leases.md`).
+
+use switchboard_client::Client;
+use switchboard_types::leases::{AcquireLease, ExtendLease, Lease, LeaseQuery};
+
+use super::{Failure, LeaseCommand, inert, show};
+
+pub(super) async fn lease(
+    client: &Client,
+    json: bool,
+    command: LeaseCommand,
+) -> Result<(), Failure> {
+    let one = |lease: &Lease, what: &str| {
+        format!(
+            "{what} {} on {} ({}), until {}",
+            inert(&lease.lease_id),
+            inert(&lease.resource),
+            if lease.exclusive {
+                "exclusive"
+            } else {
+                "shared"
+            },
+            lease.expires_at
+        )
+    };
+    match command {
+        LeaseCommand::Take {
+            resource,
+            ttl,
+            shared,
+            reason,
+        } => {
+            let asked = AcquireLease {
+                resource,
+                ttl_seconds: ttl,
+                exclusive: Some(!shared),
+                reason,
+            };
+            let answer = client.acquire_lease(asked).await?;
+            show(json, &answer, || one(&answer.lease, "holding"));
+        }
+        LeaseCommand::Extend { lease_id, ttl } => {
+            let extend = ExtendLease { ttl_seconds: ttl };
+            let answer = client.extend_lease(&lease_id, extend).await?;
+            show(json, &answer, || one(&answer.lease, "holding"));
+        }
+        LeaseCommand::Release { lease_id } => {
+            let answer = client.release_lease(&lease_id).await?;
+            show(json, &answer, || one(&answer.lease, "released"));
+        }
+        LeaseCommand::List { holder, resource } => {
+            let query = LeaseQuery {
+                holder: holder.map(Into::into),
+                resource,
+            };
+            let answer = client.list_leases(query).await?;
+            show(json, &answer, || {
+                let lines: Vec<String> = answer
+                    .leases
+                    .iter()
+                    .map(|l| format!("{}: {}", inert(&l.holder), one(l, "holds")))
+                    .collect();
+                if lines.is_empty() {
+                    "no live leases".to_owned()
+                } else {
+                    lines.join("\n")
+                }
+            });
+        }
+    }
+    Ok(())
+}
