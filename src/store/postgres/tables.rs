@@ -304,6 +304,22 @@ pub(super) const TABLES: &[Table] = &[
         ],
     },
     Table {
+        name: "leases",
+        order: "pk",
+        identity: true,
+        columns: &[
+            ("pk", Int),
+            ("team_pk", Int),
+            ("lease_id", Text),
+            ("holder_pk", Int),
+            ("resource", Text),
+            ("exclusive", Flag),
+            ("reason", Text),
+            ("acquired_at", Int),
+            ("expires_at", Int),
+        ],
+    },
+    Table {
         name: "row_counts",
         order: "family",
         identity: false,
