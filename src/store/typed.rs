@@ -101,8 +101,9 @@ pub trait DecidedWrites: Send + Sync {
         A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static;
 
     /// Changes a team's leases as `decide` chooses, on the team's live leases as of
-    /// `now` as this transaction sees them (no other grant in the team is decided
-    /// meanwhile, on any node): a grant, an extension, a release, or a refusal.
+    /// `now` as this transaction sees them (no other grant is decided meanwhile, on any
+    /// node: PostgreSQL's batches that run statements hold the writers' advisory lock
+    /// exclusively): a grant, an extension, a release, or a refusal.
     async fn change_leases<R, E, D>(&self, team: TeamPk, now: Timestamp, decide: D) -> Result<R, E>
     where
         R: Send + 'static,

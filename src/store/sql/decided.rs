@@ -146,7 +146,6 @@ for_each_engine! {
                 move |tx: &mut Tx| -> BoxFuture<'_, Result<R, E>> {
                     Box::pin(async move {
                         let conn = tx.conn().await?;
-                        engine::leases::lock_team(&mut *conn, team).await?;
                         let live = engine::leases::live(&mut *conn, team, now).await?;
                         let (change, answer) = decide(live)?;
                         engine::leases::apply(conn, &change).await?;

@@ -1,8 +1,9 @@
 //! Leases on named resources, one implementation for both engines. Whether a grant
 //! conflicts is the core's rule (`core/leases.rs`), decided inside the writer's
 //! transaction on the team's live rows as this transaction sees them: SQLite has one
-//! writer; on PostgreSQL the team's row is locked first, so the nodes decide one team's
-//! grants one at a time.
+//! writer; on PostgreSQL a batch that runs statements of its own holds the writers'
+//! advisory lock exclusively (`postgres/writer.rs`), so the nodes decide grants one batch
+//! at a time.
 
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
@@ -33,17 +34,6 @@ for_each_engine! {
             .fetch_all(ex)
             .await?;
         rows.iter().map(lease).collect()
-    }
-
-    /// Holds the team's row until the commit (PostgreSQL; SQLite's one writer needs no
-    /// lock), so that one team's grants are decided one at a time.
-    pub(crate) async fn lock_team(conn: &mut Conn, team: TeamPk) -> Result<(), StoreError> {
-        let sql = format!("SELECT pk FROM teams WHERE pk = $1{FOR_UPDATE}");
-        sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
-            .bind(team.0)
-            .fetch_optional(conn)
-            .await?;
-        Ok(())
     }
 
     /// Writes what a decision on the team's leases chose.

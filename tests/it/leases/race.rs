@@ -123,8 +123,8 @@ async fn racing_agents_never_hold_overlapping_exclusive_leases_at_once() {
 }
 
 /// On two nodes of one PostgreSQL database, 16 agents ask at the same moment for the
-/// same resource, round after round: exactly one gets it each time (the grant locks the
-/// team's row, so the nodes decide one team's grants one at a time). Without
+/// same resource, round after round: exactly one gets it each time (grants are decided in
+/// batches that hold the writers' advisory lock exclusively, across the nodes). Without
 /// PostgreSQL: skipped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_grant_one_exclusive_lease_to_racers() {
@@ -138,7 +138,7 @@ async fn two_nodes_grant_one_exclusive_lease_to_racers() {
     }
     let two = one.another_node().await;
     let nodes = [&one, &two];
-    for round in 0..5 {
+    for round in 0..10 {
         let resource = if round % 2 == 0 { "t/**" } else { "t/file" };
         let asks = agents.iter().enumerate().map(|(i, agent)| {
             nodes[i % 2]
