@@ -18,8 +18,8 @@ use crate::time::Timestamp;
 pub const DEFAULT_TTL_SECONDS: u64 = 300;
 /// The longest a lease lives without being extended: one day.
 pub const MAX_TTL_SECONDS: u64 = 86_400;
-/// The longest resource name or pattern, in bytes.
-pub const MAX_RESOURCE_BYTES: usize = 512;
+/// The longest resource name or pattern, in characters.
+pub const MAX_RESOURCE_CHARS: usize = 512;
 /// The most segments (`/`-separated) a resource has.
 pub const MAX_RESOURCE_SEGMENTS: usize = 32;
 /// The longest reason, in characters.
@@ -28,6 +28,16 @@ pub const MAX_REASON_CHARS: usize = 500;
 pub const MAX_LEASES_PER_AGENT: usize = 100;
 /// The most live leases one team holds.
 pub const MAX_LEASES_PER_TEAM: usize = 10_000;
+
+/// [`Pattern::parse`]'s rule as a JSON Schema pattern (ECMA-262 and Python's `re` read it
+/// alike, without look-ahead): 1–32 segments split at `/`, each `**`, `*`, or text with
+/// no control character in which stars stand alone (the length is the schema's
+/// `maxLength`). A rule the document did not state was a request a generated client
+/// built and the server refused (the spec fuzzer sent `""`).
+pub const RESOURCE_PATTERN: &str = concat!(
+    r"^(?:\*\*|\*|\*?[^/*\u0000-\u001f\u007f-\u009f]+(?:\*[^/*\u0000-\u001f\u007f-\u009f]+)*\*?)",
+    r"(?:/(?:\*\*|\*|\*?[^/*\u0000-\u001f\u007f-\u009f]+(?:\*[^/*\u0000-\u001f\u007f-\u009f]+)*\*?)){0,31}$"
+);
 
 /// `PUT /v1/teams/{team_id}/leases`: take a lease, as the calling agent.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -159,12 +169,12 @@ enum Part {
 }
 
 impl Pattern {
-    /// The one parser for a resource a client names: 1–512 bytes, at most 32 segments,
+    /// The one parser for a resource a client names: 1–512 characters, at most 32 segments,
     /// no empty segment, no control character, `**` only as a whole segment.
     pub fn parse(field: &str, text: &str) -> Result<Pattern, ErrorBody> {
         let refuse = |why: &str| Err(ErrorBody::validation(field, why.to_owned()));
-        if text.is_empty() || text.len() > MAX_RESOURCE_BYTES {
-            return refuse("a resource is 1 to 512 bytes");
+        if text.is_empty() || text.chars().count() > MAX_RESOURCE_CHARS {
+            return refuse("a resource is 1 to 512 characters");
         }
         if text.chars().any(char::is_control) {
             return refuse("a resource has no control characters");

@@ -104,6 +104,8 @@ pub enum Rule {
     TaskRef,
     /// A W3C trace id.
     TraceId,
+    /// A lease's resource: a name or a path pattern (`leases::Pattern::parse`).
+    Resource,
 }
 
 const ID: &Rule = &Rule::Id;
@@ -254,6 +256,12 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
         },
     ),
     ("Publish", "thread_id", Rule::Text(MAX_REFERENCE)),
+    ("AcquireLease", "resource", Rule::Resource),
+    (
+        "AcquireLease",
+        "reason",
+        Rule::UpTo(crate::leases::MAX_REASON_CHARS),
+    ),
 ];
 
 /// Bodies of which at least one field must be given (the PATCH bodies).
@@ -277,6 +285,8 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("status", Rule::CommaList(names::<TaskStatus>)),
     ("senders", Rule::CommaText),
     ("capability", Rule::CommaText),
+    ("resource", Rule::Resource),
+    ("holder", Rule::Id),
 ];
 
 /// `status` on the agent list is one value, not a list: the enum itself says so.
@@ -408,6 +418,12 @@ fn apply_scalar(object: &mut Object, rule: &Rule) -> bool {
             Some(format!("^{ID_PART}(?:@{ID_PART})?$")),
         ),
         Rule::TraceId => text(object, 32, 32, Some(TRACE_ID_PATTERN.into())),
+        Rule::Resource => text(
+            object,
+            1,
+            crate::leases::MAX_RESOURCE_CHARS,
+            Some(crate::leases::RESOURCE_PATTERN.into()),
+        ),
         Rule::Base64(bytes) => text(
             object,
             0,

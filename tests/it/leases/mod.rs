@@ -502,3 +502,47 @@ async fn mcp_agents_take_meet_and_release_leases_through_the_stock_sdk() {
     assert_eq!(held[0]["holder"], "b");
     app.stop().await;
 }
+
+/// The pattern the OpenAPI document states for a resource and the server's parser agree:
+/// a generated client never builds a resource the server refuses, nor the other way.
+#[test]
+fn the_documented_resource_pattern_is_the_parsers_rule() {
+    use switchboard_types::leases::{MAX_RESOURCE_CHARS, Pattern, RESOURCE_PATTERN};
+    let stated = regex::Regex::new(RESOURCE_PATTERN).expect("the pattern compiles");
+    let long = "a".repeat(MAX_RESOURCE_CHARS);
+    let deep = vec!["d"; 32].join("/");
+    let deeper = vec!["d"; 33].join("/");
+    for sample in [
+        "src/**",
+        "**",
+        "*",
+        "a",
+        "T-42",
+        "docs/*.md",
+        "a*b*c",
+        "*a*",
+        "a/**/**/z",
+        "é/ü",
+        &long,
+        &deep,
+        "",
+        "/a",
+        "a/",
+        "a//b",
+        "a**",
+        "src/x**",
+        "***",
+        "a\u{0}b",
+        "a\u{7f}",
+        "a\u{87}",
+        "tab\there",
+        &deeper,
+    ] {
+        let fits_length = sample.chars().count() <= MAX_RESOURCE_CHARS;
+        assert_eq!(
+            stated.is_match(sample) && fits_length,
+            Pattern::parse("resource", sample).is_ok(),
+            "{sample:?}"
+        );
+    }
+}
