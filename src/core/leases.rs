@@ -21,7 +21,7 @@ use switchboard_types::{LeaseOp, Reply};
 use tokio_util::sync::CancellationToken;
 
 use super::{Caller, Core, CoreError, CoreResult, Leases, Need};
-use crate::model::{LeaseChange, LeaseRecord, TeamRecord};
+use crate::model::{LeaseChange, LeaseRecord, LeaseScope, LeaseView, TeamRecord};
 
 /// How many ended leases one sweep step removes.
 const SWEEP_BATCH: i64 = 500;
@@ -103,10 +103,14 @@ impl Core {
             acquired_at: now,
             expires_at: later(now, ttl),
         };
+        let scope = LeaseScope::Around {
+            holder: me.pk,
+            prefix: Pattern::literal_prefix(&asked.resource).to_owned(),
+        };
         let decision = self
             .store()
-            .change_leases(team.pk, now, move |live: Vec<LeaseRecord>| {
-                Ok::<_, CoreError>(decide_grant(asked, &pattern, live))
+            .change_leases(team.pk, now, scope, move |view: LeaseView| {
+                Ok::<_, CoreError>(decide_grant(asked, &pattern, view))
             })
             .await?;
         self.lease_answer(&team, decision, "granted")
@@ -126,20 +130,29 @@ impl Core {
         let holder = me.pk;
         let decision = self
             .store()
-            .change_leases(team.pk, now, move |live: Vec<LeaseRecord>| {
-                Ok::<_, CoreError>(match live.into_iter().find(|l| l.lease_id == lease_id) {
-                    None => (LeaseChange::Nothing, Decision::NotFound),
-                    Some(l) if l.holder_pk != holder => (LeaseChange::Nothing, Decision::NotYours),
-                    Some(mut l) => {
-                        l.expires_at = later(now, ttl);
-                        let change = LeaseChange::Extend {
-                            pk: l.pk,
-                            expires_at: l.expires_at,
-                        };
-                        (change, Decision::Done(l))
-                    }
-                })
-            })
+            .change_leases(
+                team.pk,
+                now,
+                LeaseScope::Id(lease_id.clone()),
+                move |view: LeaseView| {
+                    Ok::<_, CoreError>(
+                        match view.leases.into_iter().find(|l| l.lease_id == lease_id) {
+                            None => (LeaseChange::Nothing, Decision::NotFound),
+                            Some(l) if l.holder_pk != holder => {
+                                (LeaseChange::Nothing, Decision::NotYours)
+                            }
+                            Some(mut l) => {
+                                l.expires_at = later(now, ttl);
+                                let change = LeaseChange::Extend {
+                                    pk: l.pk,
+                                    expires_at: l.expires_at,
+                                };
+                                (change, Decision::Done(l))
+                            }
+                        },
+                    )
+                },
+            )
             .await?;
         self.lease_answer(&team, decision, "extended")
     }
@@ -159,15 +172,22 @@ impl Core {
         let now = Timestamp::now();
         let decision = self
             .store()
-            .change_leases(team.pk, now, move |live: Vec<LeaseRecord>| {
-                Ok::<_, CoreError>(match live.into_iter().find(|l| l.lease_id == lease_id) {
-                    None => (LeaseChange::Nothing, Decision::NotFound),
-                    Some(l) if holder.is_some_and(|h| h != l.holder_pk) => {
-                        (LeaseChange::Nothing, Decision::NotYours)
-                    }
-                    Some(l) => (LeaseChange::Release { pk: l.pk }, Decision::Done(l)),
-                })
-            })
+            .change_leases(
+                team.pk,
+                now,
+                LeaseScope::Id(lease_id.clone()),
+                move |view: LeaseView| {
+                    Ok::<_, CoreError>(
+                        match view.leases.into_iter().find(|l| l.lease_id == lease_id) {
+                            None => (LeaseChange::Nothing, Decision::NotFound),
+                            Some(l) if holder.is_some_and(|h| h != l.holder_pk) => {
+                                (LeaseChange::Nothing, Decision::NotYours)
+                            }
+                            Some(l) => (LeaseChange::Release { pk: l.pk }, Decision::Done(l)),
+                        },
+                    )
+                },
+            )
             .await?;
         self.lease_answer(&team, decision, "released")
     }
@@ -285,12 +305,9 @@ impl Core {
 
 /// The grant rule: the caller's own lease on the same resource and kind is renewed; a
 /// lease of someone else that overlaps conflicts when either is exclusive; the limits
-/// hold.
-fn decide_grant(
-    asked: LeaseRecord,
-    pattern: &Pattern,
-    live: Vec<LeaseRecord>,
-) -> (LeaseChange, Decision) {
+/// hold. `view` holds every live lease that may overlap (`LeaseScope::Around`).
+fn decide_grant(asked: LeaseRecord, pattern: &Pattern, view: LeaseView) -> (LeaseChange, Decision) {
+    let live = view.leases;
     if let Some(mut same) = live
         .iter()
         .find(|l| {
@@ -317,11 +334,7 @@ fn decide_grant(
     if !conflicts.is_empty() {
         return (LeaseChange::Nothing, Decision::Conflicts(conflicts));
     }
-    let mine = live
-        .iter()
-        .filter(|l| l.holder_pk == asked.holder_pk)
-        .count();
-    if mine >= MAX_LEASES_PER_AGENT {
+    if view.held_by_holder >= MAX_LEASES_PER_AGENT {
         let limit = "leases_per_agent";
         return (
             LeaseChange::Nothing,
@@ -331,7 +344,7 @@ fn decide_grant(
             },
         );
     }
-    if live.len() >= MAX_LEASES_PER_TEAM {
+    if view.held_in_team >= MAX_LEASES_PER_TEAM {
         let limit = "leases_per_team";
         return (
             LeaseChange::Nothing,

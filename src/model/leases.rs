@@ -33,3 +33,27 @@ pub enum LeaseChange {
         pk: i64,
     },
 }
+
+/// Which of a team's live leases a decision reads: never all of them, so a grant costs
+/// the same with ten live leases or ten thousand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseScope {
+    /// The lease with this id (an extension or a release).
+    Id(LeaseId),
+    /// The leases that may overlap a resource with this literal prefix
+    /// (`Pattern::literal_prefix`), with what the limits count for `holder`.
+    Around { holder: AgentPk, prefix: String },
+}
+
+/// What a decision on a team's leases sees.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseView {
+    /// The live leases in the scope, oldest first.
+    pub leases: Vec<LeaseRecord>,
+    /// Live leases of the scope's holder (zero for [`LeaseScope::Id`]).
+    pub held_by_holder: usize,
+    /// Unexpired leases of the team (zero for [`LeaseScope::Id`]); a lease of an agent
+    /// removed in a crash before its leases were given back counts until it ends, which
+    /// can only refuse early, never grant past the limit.
+    pub held_in_team: usize,
+}

@@ -483,7 +483,7 @@ mod nodes;
 mod posts;
 mod remotes;
 mod webhooks;
-pub use leases::{LeaseChange, LeaseRecord};
+pub use leases::{LeaseChange, LeaseRecord, LeaseScope, LeaseView};
 pub use nodes::{Change, NodeConnections};
 pub use posts::{
     Charge, Decided, IdempotencyClaim, MarkOutcome, NewPost, PostContext, PostOutcome, PostResult,

@@ -15,8 +15,8 @@ use super::{Store, StoreError};
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseRecord, NewMessage, NewPost,
-    PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
+    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseScope, LeaseView, NewMessage,
+    NewPost, PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
 };
 
 /// The writes that carry a caller's decision.
@@ -100,15 +100,21 @@ pub trait DecidedWrites: Send + Sync {
         D: FnOnce(&[&NewMessage]) -> T + Send + 'static,
         A: FnOnce(T, Vec<Result<PostResult, StoreError>>) -> Result<R, E> + Send + 'static;
 
-    /// Changes a team's leases as `decide` chooses, on the team's live leases as of
-    /// `now` as this transaction sees them (no other grant is decided meanwhile, on any
+    /// Changes a team's leases as `decide` chooses, on the team's live leases in `scope`
+    /// as of `now` as this transaction sees them (no other grant is decided meanwhile, on any
     /// node: PostgreSQL's batches that run statements hold the writers' advisory lock
     /// exclusively): a grant, an extension, a release, or a refusal.
-    async fn change_leases<R, E, D>(&self, team: TeamPk, now: Timestamp, decide: D) -> Result<R, E>
+    async fn change_leases<R, E, D>(
+        &self,
+        team: TeamPk,
+        now: Timestamp,
+        scope: LeaseScope,
+        decide: D,
+    ) -> Result<R, E>
     where
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static;
+        D: FnOnce(LeaseView) -> Result<(LeaseChange, R), E> + Send + 'static;
 }
 
 /// The engine a [`Store`] holds, as `$engine` in `$body`.
@@ -204,13 +210,14 @@ impl Store {
         &self,
         team: TeamPk,
         now: Timestamp,
+        scope: LeaseScope,
         decide: D,
     ) -> Result<R, E>
     where
         R: Send + 'static,
         E: From<StoreError> + Send + 'static,
-        D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static,
+        D: FnOnce(LeaseView) -> Result<(LeaseChange, R), E> + Send + 'static,
     {
-        on_engine!(self, |e| e.change_leases(team, now, decide).await)
+        on_engine!(self, |e| e.change_leases(team, now, scope, decide).await)
     }
 }

@@ -209,6 +209,38 @@ impl Pattern {
         Ok(Pattern { segments })
     }
 
+    /// The leading segments of `text` that hold no `*` (`src/a` of `src/a/*.rs`; empty
+    /// for `*.md`), as it was written. Two resources overlap only when one's literal
+    /// prefix is a segment-wise prefix of the other's (a literal segment matches only
+    /// itself), which is what lets the store read just the leases that may conflict
+    /// instead of every live lease of the team.
+    pub fn literal_prefix(text: &str) -> &str {
+        let mut end = 0;
+        for (i, segment) in text.split('/').enumerate() {
+            if segment.contains('*') {
+                break;
+            }
+            end = if i == 0 {
+                segment.len()
+            } else {
+                end + 1 + segment.len()
+            };
+        }
+        &text[..end]
+    }
+
+    /// The literal prefixes a lease must have to possibly overlap a resource with
+    /// `prefix`, besides those that extend it: `prefix` itself and each of its
+    /// segment-wise prefixes, the empty one included.
+    pub fn enclosing_prefixes(prefix: &str) -> Vec<&str> {
+        let mut out = vec![""];
+        if !prefix.is_empty() {
+            out.extend(prefix.match_indices('/').map(|(i, _)| &prefix[..i]));
+            out.push(prefix);
+        }
+        out
+    }
+
     /// Whether some path matches both patterns.
     pub fn overlaps(&self, other: &Pattern) -> bool {
         let mut memo = vec![vec![None; other.segments.len() + 1]; self.segments.len() + 1];
@@ -292,20 +324,7 @@ mod tests {
 
     #[test]
     fn patterns_overlap_as_paths_do() {
-        for (a, b) in [
-            ("src/**", "src/main.rs"),
-            ("src/**", "src"),
-            ("src/**", "src/store/sql/mod.rs"),
-            ("**", "anything/at/all"),
-            ("docs/*.md", "docs/leases.md"),
-            ("docs/*.md", "docs/*"),
-            ("docs/a*", "docs/*b"),
-            ("src/*/mod.rs", "src/store/*"),
-            ("a/**/z", "a/b/c/z"),
-            ("a/**/z", "**/z"),
-            ("TICKET-42", "TICKET-42"),
-            ("*", "TICKET-42"),
-        ] {
+        for (a, b) in OVERLAPPING {
             assert!(overlap(a, b), "{a} and {b} overlap");
         }
         for (a, b) in [
@@ -320,6 +339,62 @@ mod tests {
             assert!(!overlap(a, b), "{a} and {b} do not overlap");
         }
     }
+
+    /// The store reads only the leases whose literal prefix encloses or extends the asked
+    /// one's; if two patterns could overlap without that, a conflict would be missed.
+    #[test]
+    fn overlapping_patterns_have_related_literal_prefixes() {
+        let mut pool: Vec<&str> = OVERLAPPING.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        pool.extend([
+            "src",
+            "src/main.rs",
+            "src/main.rs/x",
+            "srcx/**",
+            "src/*",
+            "*/main.rs",
+            "a/b",
+            "a/b/c",
+            "a/bc",
+            "a/**",
+            "**/b",
+            "x*/y",
+            "a/b*/c",
+        ]);
+        for a in &pool {
+            for b in &pool {
+                let (pa, pb) = (Pattern::literal_prefix(a), Pattern::literal_prefix(b));
+                // As the store reads: an empty prefix reads every lease.
+                let related = pa.is_empty()
+                    || Pattern::enclosing_prefixes(pa).contains(&pb)
+                    || pb
+                        .strip_prefix(pa)
+                        .is_some_and(|rest| rest.starts_with('/'));
+                if overlap(a, b) {
+                    assert!(related, "{a} ({pa:?}) and {b} ({pb:?}) overlap");
+                }
+            }
+        }
+        assert_eq!(Pattern::literal_prefix("src/a/*.rs"), "src/a");
+        assert_eq!(Pattern::literal_prefix("*.md"), "");
+        assert_eq!(Pattern::literal_prefix("a/b"), "a/b");
+        assert_eq!(Pattern::enclosing_prefixes("a/b"), ["", "a", "a/b"]);
+        assert_eq!(Pattern::enclosing_prefixes(""), [""]);
+    }
+
+    const OVERLAPPING: [(&str, &str); 12] = [
+        ("src/**", "src/main.rs"),
+        ("src/**", "src"),
+        ("src/**", "src/store/sql/mod.rs"),
+        ("**", "anything/at/all"),
+        ("docs/*.md", "docs/leases.md"),
+        ("docs/*.md", "docs/*"),
+        ("docs/a*", "docs/*b"),
+        ("src/*/mod.rs", "src/store/*"),
+        ("a/**/z", "a/b/c/z"),
+        ("a/**/z", "**/z"),
+        ("TICKET-42", "TICKET-42"),
+        ("*", "TICKET-42"),
+    ];
 
     #[test]
     fn a_resource_breaking_a_rule_is_refused_naming_the_field() {

@@ -313,6 +313,7 @@ pub(super) const TABLES: &[Table] = &[
             ("lease_id", Text),
             ("holder_pk", Int),
             ("resource", Text),
+            ("prefix", Text),
             ("exclusive", Flag),
             ("reason", Text),
             ("acquired_at", Int),

@@ -10,8 +10,8 @@ use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
 use crate::model::{
-    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseRecord, NewMessage, NewPost,
-    PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
+    AgentRecord, Decided, IdempotencyClaim, LeaseChange, LeaseScope, LeaseView, NewMessage,
+    NewPost, PostContext, PostOutcome, PostResult, TaskWrite, TeamRecord,
 };
 use crate::store::typed::DecidedWrites;
 use crate::store::writer::Writes;
@@ -135,19 +135,20 @@ for_each_engine! {
             &self,
             team: TeamPk,
             now: Timestamp,
+            scope: LeaseScope,
             decide: D,
         ) -> Result<R, E>
         where
             R: Send + 'static,
             E: From<StoreError> + Send + 'static,
-            D: FnOnce(Vec<LeaseRecord>) -> Result<(LeaseChange, R), E> + Send + 'static,
+            D: FnOnce(LeaseView) -> Result<(LeaseChange, R), E> + Send + 'static,
         {
             self.write_then(
                 move |tx: &mut Tx| -> BoxFuture<'_, Result<R, E>> {
                     Box::pin(async move {
                         let conn = tx.conn().await?;
-                        let live = engine::leases::live(&mut *conn, team, now).await?;
-                        let (change, answer) = decide(live)?;
+                        let view = engine::leases::scoped(conn, team, now, &scope).await?;
+                        let (change, answer) = decide(view)?;
                         engine::leases::apply(conn, &change).await?;
                         Ok(answer)
                     })

@@ -8,7 +8,9 @@
 use switchboard_types::ids::{AgentPk, TeamPk};
 use switchboard_types::time::Timestamp;
 
-use crate::model::{LeaseChange, LeaseRecord};
+use switchboard_types::leases::Pattern;
+
+use crate::model::{LeaseChange, LeaseRecord, LeaseScope, LeaseView};
 use crate::store::StoreError;
 use crate::store::columns::{LEASE_COLUMNS, lease};
 use crate::store::engine::Leases;
@@ -36,20 +38,95 @@ for_each_engine! {
         rows.iter().map(lease).collect()
     }
 
+    /// The team's live leases a decision on `scope` needs, and the counts its limits need.
+    pub(crate) async fn scoped(
+        conn: &mut Conn,
+        team: TeamPk,
+        now: Timestamp,
+        scope: &LeaseScope,
+    ) -> Result<LeaseView, StoreError> {
+        const LIVE: &str = "FROM leases l JOIN agents a ON a.pk = l.holder_pk
+             WHERE l.team_pk = $1 AND l.expires_at > $2 AND a.removed_at IS NULL
+               AND l.acquired_at >= a.registered_at";
+        let (holder, prefix) = match scope {
+            LeaseScope::Id(id) => {
+                // Built from constants only.
+                let sql = format!("SELECT {LEASE_COLUMNS} {LIVE} AND l.lease_id = $3");
+                let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
+                    .bind(team.0)
+                    .bind(now.micros())
+                    .bind(id.as_str())
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let leases = rows.iter().map(lease).collect::<Result<_, _>>()?;
+                return Ok(LeaseView { leases, ..LeaseView::default() });
+            }
+            LeaseScope::Around { holder, prefix } => (*holder, prefix.as_str()),
+        };
+        // The prefixes that enclose this one ($4…), and those that extend it: a byte
+        // range from "prefix/" up to "prefix0" ('0' follows '/'), both engines comparing
+        // bytes (PostgreSQL's column is of collation "C"). An empty prefix encloses all.
+        let enclosing = Pattern::enclosing_prefixes(prefix);
+        let marks: Vec<String> = (0..enclosing.len()).map(|i| format!("${}", i + 4)).collect();
+        // Built from constants and placeholders only.
+        let sql = if prefix.is_empty() {
+            format!("SELECT {LEASE_COLUMNS} {LIVE} AND $3 = '' ORDER BY l.pk")
+        } else {
+            format!(
+                "SELECT {LEASE_COLUMNS} {LIVE}
+                   AND (l.prefix IN ({}) OR (l.prefix >= ($3 || '/') AND l.prefix < ($3 || '0')))
+                 ORDER BY l.pk",
+                marks.join(", ")
+            )
+        };
+        let mut query = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql))
+            .bind(team.0)
+            .bind(now.micros())
+            .bind(prefix);
+        if !prefix.is_empty() {
+            for p in &enclosing {
+                query = query.bind(*p);
+            }
+        }
+        let rows = query.fetch_all(&mut *conn).await?;
+        let leases = rows.iter().map(lease).collect::<Result<_, _>>()?;
+        // Built from constants only.
+        let sql = format!("SELECT COUNT(*) {LIVE} AND l.holder_pk = $3");
+        let mine: i64 = sqlx::query_scalar::<Db, i64>(sqlx::AssertSqlSafe(sql))
+            .bind(team.0)
+            .bind(now.micros())
+            .bind(holder.0)
+            .fetch_one(&mut *conn)
+            .await?;
+        let all: i64 = sqlx::query_scalar::<Db, i64>(
+            "SELECT COUNT(*) FROM leases WHERE team_pk = $1 AND expires_at > $2",
+        )
+        .bind(team.0)
+        .bind(now.micros())
+        .fetch_one(&mut *conn)
+        .await?;
+        Ok(LeaseView {
+            leases,
+            held_by_holder: usize::try_from(mine).unwrap_or(usize::MAX),
+            held_in_team: usize::try_from(all).unwrap_or(usize::MAX),
+        })
+    }
+
     /// Writes what a decision on the team's leases chose.
     pub(crate) async fn apply(conn: &mut Conn, change: &LeaseChange) -> Result<(), StoreError> {
         match change {
             LeaseChange::Nothing => {}
             LeaseChange::Grant(l) => {
                 sqlx::query::<Db>(
-                    "INSERT INTO leases (team_pk, lease_id, holder_pk, resource, exclusive,
-                                         reason, acquired_at, expires_at)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                    "INSERT INTO leases (team_pk, lease_id, holder_pk, resource, prefix,
+                                         exclusive, reason, acquired_at, expires_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 )
                 .bind(l.team_pk.0)
                 .bind(l.lease_id.as_str())
                 .bind(l.holder_pk.0)
                 .bind(&l.resource)
+                .bind(Pattern::literal_prefix(&l.resource))
                 .bind(l.exclusive)
                 .bind(l.reason.as_deref())
                 .bind(l.acquired_at.micros())
