@@ -169,11 +169,13 @@ const visible = (view) => !$("#view-" + view).hidden;
 async function pollTeam() {
   // A 1,000-agent team is a large answer: read it while someone looks at it.
   if (!visible("team") && $("#agents tbody").children.length) return false;
-  const [agents, activity, metrics] = await Promise.all([
+  const [agents, activity, metrics, leases] = await Promise.all([
     api("GET", teamPath() + "/agents"),
     api("GET", teamPath() + "/activity"),
     api("GET", teamPath() + "/metrics"),
+    api("GET", teamPath() + "/leases"),
   ]);
+  if (leases.ok) showLeases(leases.body.leases || []);
   if (!agents.ok) {
     status("agents: " + (agents.body.error_message || agents.status));
     return false;
@@ -228,6 +230,35 @@ async function pollTeam() {
       (activity.ok ? ", " + activity.body.open_tasks + " open tasks, " + (activity.body.idle ? "idle" : "busy") : "")
   );
   return false;
+}
+
+// The team's live leases (docs/leases.md), oldest first, as the list answers them.
+function showLeases(leases) {
+  const tbody = $("#leases tbody");
+  const rows = new Map([...tbody.children].map((tr) => [tr.dataset.lease, tr]));
+  for (const l of leases) {
+    let tr = rows.get(l.lease_id);
+    if (!tr) {
+      tr = h("tr", { "data-lease": l.lease_id });
+      for (const c of ["resource", "holder", "kind", "reason", "ends"]) tr.append(h("td", { class: c }));
+      tbody.append(tr);
+    }
+    rows.delete(l.lease_id);
+    const cells = {
+      resource: l.resource,
+      holder: l.holder,
+      kind: l.exclusive ? "exclusive" : "shared",
+      reason: l.reason || "",
+      ends: short(l.expires_at),
+    };
+    for (const [c, v] of Object.entries(cells)) {
+      const td = tr.querySelector("td." + c);
+      if (td.textContent !== String(v)) text(td, v);
+    }
+  }
+  for (const tr of rows.values()) tr.remove();
+  const n = leases.length;
+  text($("#leases-summary"), n ? n + (n === 1 ? " live lease" : " live leases") : "no live leases");
 }
 
 // ---- traffic ------------------------------------------------------------------------
@@ -583,6 +614,7 @@ async function broadcast() {
 
 // ---- health -------------------------------------------------------------------------
 
+// Each metric's sum over its labels, and each labelled series as `name{labels}`.
 function parseMetrics(textBody) {
   const sums = {};
   for (const line of textBody.split("\n")) {
@@ -590,7 +622,9 @@ function parseMetrics(textBody) {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
     if (!m) continue;
     const v = Number(m[3]);
-    if (!isNaN(v)) sums[m[1]] = (sums[m[1]] || 0) + v;
+    if (isNaN(v)) continue;
+    sums[m[1]] = (sums[m[1]] || 0) + v;
+    if (m[2]) sums[m[1] + m[2]] = v;
   }
   return sums;
 }
@@ -643,7 +677,10 @@ async function pollHealth() {
     ["server: callbacks failed", sums.switchboard_callbacks_failed_total || 0],
     ["server: chains stopped by the loop guard", sums.switchboard_loops_stopped_total || 0],
     ["server: sends refused by a budget", sums.switchboard_budgets_exhausted_total || 0],
-    ["server: WebSocket connections", sums.switchboard_ws_connections || 0]
+    ["server: WebSocket connections", sums.switchboard_ws_connections || 0],
+    ["server: live leases", sums.switchboard_leases_live || 0],
+    ["server: lease conflicts", sums['switchboard_leases_total{outcome="conflict"}'] || 0],
+    ["server: leases ended by their time", sums.switchboard_lease_expiries_total || 0]
   );
   const dl = $("#health");
   dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-figure": k }, v)]));

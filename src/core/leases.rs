@@ -376,7 +376,8 @@ fn later(now: Timestamp, ttl: Duration) -> Timestamp {
 
 impl<'a> Leases<'a> {
     /// Removes the leases that ended by `now` (they stopped counting at their end; this
-    /// tells the metrics and keeps the table small). Answers how many.
+    /// tells the metrics and keeps the table small) and sets the live-leases gauge from
+    /// the store, so it counts every node's grants. Answers how many ended.
     pub async fn sweep(self, now: Timestamp) -> CoreResult<u64> {
         let mut ended = 0;
         loop {
@@ -387,6 +388,8 @@ impl<'a> Leases<'a> {
             }
         }
         metrics::counter!("switchboard_lease_expiries_total").increment(ended);
+        let live = self.core.store().count_live_leases(now).await?;
+        metrics::gauge!("switchboard_leases_live").set(live as f64);
         Ok(ended)
     }
 

@@ -279,5 +279,7 @@ pub trait Leases {
     async fn expire_leases(&self, now: Timestamp, limit: i64) -> Result<Vec<LeaseRecord>, StoreError>;
     /// Every lease of an agent that left the team, removed.
     async fn release_leases_of(&self, holder: AgentPk) -> Result<Vec<LeaseRecord>, StoreError>;
+    /// How many leases of every team are live at `now` (the operator's gauge).
+    async fn count_live_leases(&self, now: Timestamp) -> Result<i64, StoreError>;
 }
 }

@@ -135,6 +135,18 @@ def main():
                          {"agent_id": "late", "role": "Latecomer", "capabilities": ["python"]})
         assert status == 201
         expect(page.locator('tr[data-agent="late"] td.caps')).to_have_text("python")
+        # Leases: one taken over REST shows on the team view with its holder; a second
+        # agent's overlapping request is refused and counted (Health, below).
+        status, taken = rest("PUT", "/v1/teams/%s/leases" % TEAM, TOKENS["worker"],
+                             {"resource": "src/**", "reason": "refactoring the store"})
+        assert status == 200, taken
+        lease_row = page.locator('tr[data-lease="%s"]' % taken["lease"]["lease_id"])
+        expect(lease_row.locator("td.holder")).to_have_text("worker")
+        expect(lease_row.locator("td.resource")).to_have_text("src/**")
+        expect(page.locator("#leases-summary")).to_have_text("1 live lease")
+        status, refused = rest("PUT", "/v1/teams/%s/leases" % TEAM, TOKENS["planner"],
+                               {"resource": "src/main.rs"})
+        assert status == 409 and refused["error_code"] == "LEASE_CONFLICT", refused
         page.screenshot(path=os.path.join(SHOTS, "console-team.png"))
 
         # Traffic: a message sent over REST appears live (how long it took is measured and
@@ -243,6 +255,9 @@ def main():
         # The budgets in force, and what budgets refused on this server.
         expect(page.locator('dd[data-figure="budgets in force"]')).to_contain_text("thread messages per day: 500")
         expect(page.locator('dd[data-figure="server: sends refused by a budget"]')).to_be_visible()
+        # The lease refused above, and the one live.
+        expect(page.locator('dd[data-figure="server: lease conflicts"]')).to_have_text("1")
+        expect(page.locator('dd[data-figure="server: live leases"]')).to_have_text("1")
 
         # An agent token sees only its own: its inbox, its tasks.
         secret = send("worker", ["bystander"], "only for the bystander")

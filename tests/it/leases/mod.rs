@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::support::{ADMIN, Agent, Res, Team, TestApp};
 
 mod race;
+mod scope;
 
 async fn acquire(app: &TestApp, team: &Team, who: &Agent, body: Value) -> Res {
     app.put(&format!("/v1/teams/{}/leases", team.id))
