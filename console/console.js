@@ -14,7 +14,7 @@ const TRAFFIC_POLL_MS = 250;
 const BOARD_POLL_MS = 1000;
 const TEAM_POLL_MS = 2000;
 const HEALTH_POLL_MS = 3000;
-const STATUSES = ["in-progress", "input-required", "success", "failed", "canceled"];
+const STATUSES = ["open", "in-progress", "input-required", "success", "failed", "canceled"];
 
 const S = {
   cred: null, // the signed-in credential
@@ -468,16 +468,40 @@ async function pollBoard() {
     }
     const parts = [
       h("strong", {}, t.task_id),
-      h("span", { class: "who" }, t.originating_agent_id + " → " + (t.assignee_agent_id || "nobody")),
+      h("span", { class: "who" }, t.originating_agent_id + " → " + (t.assignee_agent_id || (t.assignee_role ? "any " + t.assignee_role : "nobody"))),
       h("span", { class: "desc" }, t.description),
     ];
+    if (t.assignee_role) parts.push(h("span", { class: "role" }, claimText(t)));
     if (t.open_clarification) parts.push(h("span", { class: "question" }, "? " + t.open_clarification.question));
     card.replaceChildren(...parts);
     const column = document.querySelector('.column[data-status="' + t.status + '"] .cards');
     if (column && card.parentElement !== column) column.prepend(card);
     if (S.openTask === key && (!old || old.updated_at !== t.updated_at)) openTask(key);
   }
+  showRoles();
   return false;
+}
+
+// A task offered to a role, on its card: the role, and its claims so far.
+function claimText(t) {
+  const tries = t.attempts ? " · attempt " + t.attempts : "";
+  const back = t.status === "open" && t.attempts ? " · came back (a claim ended)" : "";
+  return "role " + t.assignee_role + tries + back;
+}
+
+// Per role: open, claimed, and open again after a claim ended (docs/tasks.md).
+function showRoles() {
+  const roles = new Map();
+  for (const t of S.tasks.values()) {
+    if (!t.assignee_role) continue;
+    const r = roles.get(t.assignee_role) || { open: 0, claimed: 0, back: 0 };
+    if (t.status === "open") r.open++;
+    if (t.status === "open" && t.attempts) r.back++;
+    if (t.status === "in-progress" || t.status === "input-required") r.claimed++;
+    roles.set(t.assignee_role, r);
+  }
+  const parts = [...roles].map(([role, r]) => `${role}: ${r.open} open, ${r.claimed} claimed, ${r.back} came back`);
+  text($("#board-roles"), parts.length ? "Offered to roles — " + parts.join(" · ") : "");
 }
 
 async function openTask(key) {

@@ -122,6 +122,7 @@ async fn architect(a: Client, rounds: u32) -> Result<(), ClientError> {
                 required_capabilities: vec!["code".into()],
                 target_agent_id: None,
                 parent_task_id: None,
+                assignee_role: None,
             })
             .await?;
         }

@@ -12,6 +12,7 @@
 mod a2a;
 mod ab;
 mod checker;
+mod claims;
 mod console;
 mod cpu;
 mod fanout;

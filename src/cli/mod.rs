@@ -171,23 +171,7 @@ pub enum LeaseCommand {
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Submit a TaskRequest.
-    Submit {
-        description: String,
-        #[arg(long)]
-        task_id: Option<TaskId>,
-        /// Required capabilities, comma-separated.
-        #[arg(long, value_delimiter = ',')]
-        capabilities: Vec<String>,
-        /// Give it to this agent.
-        #[arg(long)]
-        target: Option<AgentId>,
-        /// An http(s) URL or an agent id to report status changes to.
-        #[arg(long)]
-        callback_url: Option<String>,
-        /// Task data, a JSON object.
-        #[arg(long)]
-        data: Option<String>,
-    },
+    Submit(SubmitTask),
     /// A task with its history.
     Show { task_id: String },
     /// Hand a task to another agent.
@@ -231,6 +215,44 @@ pub enum TaskCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Take the next task offered to your role (prints nothing to do when none came).
+    Claim {
+        /// Wait up to this many seconds (0–60) for a task to be offered.
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
+        /// Seconds the claim holds without progress (1–3600; default 300).
+        #[arg(long)]
+        lease: Option<u64>,
+    },
+    /// Give a task you claimed back to its role.
+    Release {
+        task_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+}
+
+/// `task submit`'s arguments.
+#[derive(Debug, Args)]
+pub struct SubmitTask {
+    description: String,
+    #[arg(long)]
+    task_id: Option<TaskId>,
+    /// Required capabilities, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    capabilities: Vec<String>,
+    /// Give it to this agent.
+    #[arg(long)]
+    target: Option<AgentId>,
+    /// Offer it to any agent of this role instead: one of them claims it.
+    #[arg(long, conflicts_with = "target")]
+    role: Option<String>,
+    /// An http(s) URL or an agent id to report status changes to.
+    #[arg(long)]
+    callback_url: Option<String>,
+    /// Task data, a JSON object.
+    #[arg(long)]
+    data: Option<String>,
 }
 
 /// `switchboard admin …`.

@@ -2,13 +2,14 @@
 
 use serde_json::Value;
 use switchboard_client::{Client, ClientError};
+use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed};
 use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskDetail, TaskRequest, TaskResponseStatus, TaskResult,
     TaskSubmitted, TaskUpdated,
 };
 use switchboard_types::{ErrorBody, ErrorCode};
 
-use super::{Failure, TaskCommand, inert, json_object, json_value, show};
+use super::{Failure, SubmitTask, TaskCommand, inert, json_object, json_value, show};
 
 pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> Result<(), Failure> {
     let result = |status, data: Option<String>| -> Result<TaskResult, Failure> {
@@ -18,26 +19,8 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
         })
     };
     let updated = match command {
-        TaskCommand::Submit {
-            description,
-            task_id,
-            capabilities,
-            target,
-            callback_url,
-            data,
-        } => {
-            let request = TaskRequest {
-                task_id,
-                description,
-                data: json_object("data", data.as_deref())?,
-                originating_agent_id: client.agent_id().into(),
-                callback_url,
-                priority: None,
-                required_capabilities: capabilities,
-                target_agent_id: target,
-                parent_task_id: None,
-            };
-            return submitted(json, client.submit_task(request).await?);
+        TaskCommand::Submit(submit) => {
+            return submitted(json, client.submit_task(request(client, submit)?).await?);
         }
         TaskCommand::Show { task_id } => {
             shown(json, &client.get_task(&task_id).await?);
@@ -82,9 +65,63 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
         TaskCommand::Cancel { task_id, reason } => {
             client.cancel(&task_id, Cancel { reason }).await?
         }
+        TaskCommand::Claim { wait, lease } => {
+            let claim = ClaimTask {
+                wait_seconds: Some(wait),
+                lease_seconds: lease,
+            };
+            claimed(json, &client.claim_task(claim).await?);
+            return Ok(());
+        }
+        TaskCommand::Release { task_id, reason } => {
+            client
+                .release_task(&task_id, ReleaseTask { reason })
+                .await?
+        }
     };
     show_updated(json, &updated);
     Ok(())
+}
+
+/// The TaskRequest a `task submit` asks for, as the calling agent.
+fn request(client: &Client, submit: SubmitTask) -> Result<TaskRequest, Failure> {
+    let SubmitTask {
+        description,
+        task_id,
+        capabilities,
+        target,
+        role,
+        callback_url,
+        data,
+    } = submit;
+    Ok(TaskRequest {
+        task_id,
+        description,
+        data: json_object("data", data.as_deref())?,
+        originating_agent_id: client.agent_id().into(),
+        callback_url,
+        priority: None,
+        required_capabilities: capabilities,
+        target_agent_id: target,
+        parent_task_id: None,
+        assignee_role: role,
+    })
+}
+
+/// Shows what a claim got: the task (as `show` shows one), or that nothing came.
+fn claimed(json: bool, answer: &TaskClaimed) {
+    show(json, answer, || match &answer.task {
+        Some(t) => format!(
+            "claimed {} (attempt {}, lease until {}): {}",
+            inert(&t.task_id),
+            t.attempts,
+            t.lease_expires_at
+                .map(|at| at.to_string())
+                .unwrap_or_default(),
+            inert(&t.description)
+        ),
+        None => "nothing to do: no task is open for your role".to_owned(),
+    });
 }
 
 /// Shows a submission; a stored but failed task (or a refused registry request) is a

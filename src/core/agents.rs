@@ -234,9 +234,8 @@ impl Core {
         self.hub().kick(removed.pk);
         // Its leases stopped counting with the removal (a lease counts only while its
         // holder is a member); their rows go now, so the team's list is short.
-        if let Err(err) = self.leases().release_all_of(removed.pk).await {
-            tracing::warn!(error = %err, "a removed agent's leases stay until the sweep");
-        }
+        // Work it claimed goes back to its role now, not when the claim's lease ends.
+        self.holds().release_all_of(&removed).await;
         tracing::info!(team_id = %team.team_id, agent_id = %removed.agent_id, "agent removed");
         Ok(AgentRemoved {
             success: true,

@@ -218,6 +218,12 @@ impl Core {
             Op::CancelTask { task_id, cancel } => {
                 updated(boxed(self.cancel_task(caller, &task_id, cancel)).await?)
             }
+            Op::ClaimTask(claim) => {
+                Reply::TaskClaimed(Box::new(boxed(self.claim_task(caller, claim)).await?))
+            }
+            Op::ReleaseTask { task_id, release } => {
+                updated(boxed(self.release_task(caller, &task_id, release)).await?)
+            }
         })
     }
 }

@@ -18,9 +18,8 @@ use switchboard_types::leases::{
 };
 use switchboard_types::time::Timestamp;
 use switchboard_types::{LeaseOp, Reply};
-use tokio_util::sync::CancellationToken;
 
-use super::{Caller, Core, CoreError, CoreResult, Leases, Need};
+use super::{Caller, Core, CoreError, CoreResult, Need};
 use crate::model::{LeaseChange, LeaseRecord, LeaseScope, LeaseView, TeamRecord};
 
 /// How many ended leases one sweep step removes.
@@ -374,41 +373,28 @@ fn later(now: Timestamp, ttl: Duration) -> Timestamp {
     Timestamp::from_micros(now.micros().saturating_add(micros))
 }
 
-impl<'a> Leases<'a> {
+impl Core {
     /// Removes the leases that ended by `now` (they stopped counting at their end; this
     /// tells the metrics and keeps the table small) and sets the live-leases gauge from
     /// the store, so it counts every node's grants. Answers how many ended.
-    pub async fn sweep(self, now: Timestamp) -> CoreResult<u64> {
+    pub(super) async fn sweep_leases(&self, now: Timestamp) -> CoreResult<u64> {
         let mut ended = 0;
         loop {
-            let gone = self.core.store().expire_leases(now, SWEEP_BATCH).await?;
+            let gone = self.store().expire_leases(now, SWEEP_BATCH).await?;
             ended += gone.len() as u64;
             if gone.len() < SWEEP_BATCH as usize {
                 break;
             }
         }
         metrics::counter!("switchboard_lease_expiries_total").increment(ended);
-        let live = self.core.store().count_live_leases(now).await?;
+        let live = self.store().count_live_leases(now).await?;
         metrics::gauge!("switchboard_leases_live").set(live as f64);
         Ok(ended)
     }
 
     /// Gives back every lease of an agent that left its team, at once.
-    pub async fn release_all_of(self, holder: AgentPk) -> CoreResult<u64> {
-        let gone = self.core.store().release_leases_of(holder).await?;
+    pub(super) async fn release_leases_of(&self, holder: AgentPk) -> CoreResult<u64> {
+        let gone = self.store().release_leases_of(holder).await?;
         Ok(gone.len() as u64)
-    }
-}
-
-/// Sweeps ended leases every `interval` until `stop` is cancelled.
-pub async fn run(core: Core, interval: Duration, stop: CancellationToken) {
-    loop {
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = tokio::time::sleep(interval) => {}
-        }
-        if let Err(err) = core.leases().sweep(Timestamp::now()).await {
-            tracing::warn!(error = %err, "lease sweep failed; retrying next interval");
-        }
     }
 }

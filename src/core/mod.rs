@@ -21,6 +21,7 @@ pub mod error;
 pub mod feed;
 mod fence;
 mod health;
+pub mod holds;
 mod ids;
 mod inbox;
 pub mod leases;
@@ -170,9 +171,10 @@ services! {
     Tasks by tasks;
     /// The process among the nodes: its name, liveness and readiness, retention passes.
     Node by node;
-    /// Leases on named resources: the server's own sweep of ended ones, and the
-    /// release of a removed agent's (the operations themselves go through `dispatch`).
-    Leases by leases;
+    /// What agents hold for a while — leases on resources, claims on tasks offered to a
+    /// role: the server's own sweep of those that ended, and the give-back of a removed
+    /// agent's (taking and giving back themselves go through `dispatch`).
+    Holds by holds;
 }
 
 impl Core {

@@ -40,7 +40,7 @@ pub enum SessionKind {
     A2aStream,
     /// A call answered when something happens or its time is up: MCP
     /// `wait_for_messages` (in a session or not), an MCP `subscriptions/listen` stream,
-    /// an A2A blocking `SendMessage`. The server's own waits (an outside A2A agent's
+    /// an A2A blocking `SendMessage`, a claim with `wait_seconds`. The server's own waits (an outside A2A agent's
     /// follow) take none: no client can make more of them.
     Wait,
 }

@@ -3,7 +3,9 @@
 
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::TeamId;
-use switchboard_types::teams::{CreateTeam, TeamCreated, TeamView, TokenKind, UpdateTeam, WhoAmI};
+use switchboard_types::teams::{
+    CreateTeam, DEFAULT_MAX_ATTEMPTS, TeamCreated, TeamView, TokenKind, UpdateTeam, WhoAmI,
+};
 use switchboard_types::time::Timestamp;
 
 use super::auth;
@@ -41,6 +43,7 @@ impl Core {
             retention: Default::default(),
             loop_guard: Default::default(),
             budgets: Default::default(),
+            max_attempts: i64::from(DEFAULT_MAX_ATTEMPTS),
             created_at: now,
             updated_at: now,
         };
@@ -130,6 +133,9 @@ impl Core {
                     if let Some(budgets) = patch.budgets {
                         team.budgets = budgets;
                     }
+                    if let Some(n) = patch.max_attempts {
+                        team.max_attempts = i64::from(n);
+                    }
                     team.updated_at = Timestamp::now();
                     Ok::<_, CoreError>(())
                 },
@@ -156,6 +162,7 @@ impl Core {
             loop_guard: team.loop_guard.clone(),
             budgets: team.budgets,
             budgets_in_force: team.budgets.within(self.budget_ceiling()),
+            max_attempts: u32::try_from(team.max_attempts).unwrap_or(DEFAULT_MAX_ATTEMPTS),
             created_at: team.created_at,
             updated_at: team.updated_at,
         }

@@ -47,6 +47,8 @@ pub struct TeamRecord {
     pub loop_guard: switchboard_types::loops::LoopGuard,
     /// The team's own budgets (each `None`: the server's ceiling).
     pub budgets: switchboard_types::budgets::Budgets,
+    /// Claims a task offered to a role gets before a lease that runs out fails it.
+    pub max_attempts: i64,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }

@@ -46,9 +46,35 @@ pub struct TaskRecord {
     pub trace: Option<super::MessageTrace>,
     /// Bytes of data its history's entries hold (what the history bound counts).
     pub history_bytes: i64,
+    /// The role it is offered to (`None`: given to an agent).
+    pub assignee_role: Option<String>,
+    /// How many times it was claimed.
+    pub attempts: i64,
+    /// The current claim's lease length (offered tasks, once claimed).
+    pub lease_seconds: Option<i64>,
+    /// When the current claim ends without progress (claimed and in progress only).
+    pub lease_expires_at: Option<Timestamp>,
 }
 
 impl TaskRecord {
+    /// Sets the claim's lease for the task as it now is: running from `now` while a
+    /// claimed task is in progress (so each change of it — progress, an answer, a
+    /// handoff — starts the clock again), stopped while its question waits for the
+    /// originator, none for a task given to an agent, an open one or a finished one.
+    pub fn set_lease(&mut self, now: Timestamp) {
+        self.lease_expires_at = match (self.status, self.lease_seconds) {
+            (TaskStatus::InProgress, Some(seconds))
+                if self.assignee_role.is_some() && self.assignee_pk.is_some() =>
+            {
+                Some(Timestamp::from_micros(
+                    now.micros()
+                        .saturating_add(seconds.saturating_mul(1_000_000)),
+                ))
+            }
+            _ => None,
+        };
+    }
+
     /// Its chain: the stored one, or itself when it started one.
     pub fn chain(&self) -> super::Chain {
         self.chain.clone().unwrap_or_else(|| {

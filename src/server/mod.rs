@@ -369,18 +369,18 @@ struct Workers {
     saver: JoinHandle<()>,
     sender: JoinHandle<()>,
     retention: JoinHandle<()>,
-    leases: JoinHandle<()>,
+    holds: JoinHandle<()>,
 }
 
 impl Workers {
     /// The background work: presence saved, callbacks sent, retention passes, ended
-    /// leases swept; each until `stop`.
+    /// leases and lapsed claims swept; each until `stop`.
     fn spawn(core: &Core, config: &ServerConfig, stop: &CancellationToken) -> Workers {
         Workers {
             saver: tokio::spawn(save_presence_every_second(core.clone(), stop.clone())),
             sender: tokio::spawn(callbacks::run(core.clone(), config.callbacks, stop.clone())),
             retention: tokio::spawn(retention::run(core.clone(), stop.clone())),
-            leases: tokio::spawn(crate::core::leases::run(
+            holds: tokio::spawn(crate::core::holds::run(
                 core.clone(),
                 crate::ticks::every(Duration::from_secs(1)),
                 stop.clone(),
@@ -427,7 +427,7 @@ async fn serve(
     let _ = workers.saver.await;
     let _ = workers.sender.await;
     let _ = workers.retention.await;
-    let _ = workers.leases.await;
+    let _ = workers.holds.await;
     if let Err(err) = core.live().save_presence().await {
         tracing::warn!(error = %err, "saving acknowledged cursors at shutdown failed");
     }

@@ -264,7 +264,7 @@ pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
 /// The columns [`team`] reads.
 pub(crate) const TEAM_COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
     retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at,
-    loop_guard, budgets, stomp_default_context";
+    loop_guard, budgets, stomp_default_context, max_attempts";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &impl Columns, column: &str) -> Result<Option<u64>, StoreError> {
@@ -293,6 +293,7 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
         },
         loop_guard: row.opt_json("loop_guard")?.unwrap_or_default(),
         budgets: row.opt_json("budgets")?.unwrap_or_default(),
+        max_attempts: row.int("max_attempts")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -345,7 +346,8 @@ pub(crate) fn agent(row: &impl Columns) -> Result<AgentRecord, StoreError> {
 pub(crate) const TASK_COLUMNS: &str = "pk, team_pk, task_id, description, data, originator_pk, assignee_pk, \
      callback_url, priority, required_capabilities, target_agent_id, status, clarification_id, \
      question, context, result_data, callback_delivery, version, created_at, updated_at, \
-     originator_inbox, chain, trace, history_bytes";
+     originator_inbox, chain, trace, history_bytes, assignee_role, attempts, lease_seconds, \
+     lease_expires_at";
 
 pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
     let clarification_id = row.opt_text("clarification_id")?.map(ClarificationId::from);
@@ -374,6 +376,10 @@ pub(crate) fn task(row: &impl Columns) -> Result<TaskRecord, StoreError> {
         chain: row.opt_json("chain")?,
         trace: row.opt_json("trace")?,
         history_bytes: row.int("history_bytes")?,
+        assignee_role: row.opt_text("assignee_role")?,
+        attempts: row.int("attempts")?,
+        lease_seconds: row.opt_int("lease_seconds")?,
+        lease_expires_at: row.opt_time("lease_expires_at")?,
     })
 }
 

@@ -283,3 +283,18 @@ pub trait Leases {
     async fn count_live_leases(&self, now: Timestamp) -> Result<i64, StoreError>;
 }
 }
+
+contract! {
+/// Claimable work: the reads a claim and the claims' sweep need. A claim itself, a give
+/// back and an expiry are task changes (`DecidedWrites::write_task`), guarded by the
+/// task's version, so exactly one claim of a task wins on any node.
+pub trait Claims {
+    /// Up to `limit` open tasks of the team offered to `role`, most urgent first, then
+    /// oldest.
+    async fn offered_tasks(&self, team: TeamPk, role: String, limit: i64) -> Result<Vec<TaskRecord>, StoreError>;
+    /// Up to `limit` claimed tasks whose lease ended by `now`, the longest ended first.
+    async fn lapsed_claims(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskRecord>, StoreError>;
+    /// The claimed tasks `agent` holds (in progress or waiting for an answer).
+    async fn claims_of(&self, team: TeamPk, agent: AgentPk) -> Result<Vec<TaskRecord>, StoreError>;
+}
+}

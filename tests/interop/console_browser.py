@@ -75,7 +75,18 @@ class Worker(threading.Thread):
             for raw in self.ws:
                 frame = json.loads(raw)
                 kind = frame.get("type")
-                if kind == "TaskRequest":
+                if kind == "TaskOffer":
+                    # Offered to its role: claim it over the socket (operation frame).
+                    self.ws.send(json.dumps({"type": "claim_task", "request_id": "claim"}))
+                elif kind == "reply" and frame.get("request_id") == "claim" and frame.get("ok"):
+                    task = (frame.get("result") or {}).get("task")
+                    if task:
+                        self.ws.send(json.dumps({
+                            "type": "TaskResponse", "request_id": "claimed-done",
+                            "task_id": task["task_id"], "status": "success",
+                            "result_data": {"claimed": True},
+                        }))
+                elif kind == "TaskRequest":
                     self.ws.send(json.dumps({
                         "type": "ClarificationRequest",
                         "request_id": "q",
@@ -213,6 +224,24 @@ def main():
         expect(page.locator("#task-history")).to_contain_text("clarification")
         assert worker.answers == ["Yesterday"], worker.answers
         page.screenshot(path=os.path.join(SHOTS, "console-tasks.png"))
+
+        # Work offered to a role: the online worker is offered it, claims it over its
+        # socket and finishes it; one offered to an offline agent's role stays open.
+        status, offered = rest("POST", "/v1/tasks", TOKENS["operator"], {
+            "task_id": "t-role", "description": "Whoever counts first",
+            "originating_agent_id": "operator", "assignee_role": "role of worker",
+        })
+        assert status == 201 and offered["task"]["status"] == "open", offered
+        done = page.locator('.column[data-status="success"] .card[data-task="t-role@operator"]')
+        expect(done).to_be_visible()
+        expect(done.locator(".role")).to_have_text("role role of worker · attempt 1")
+        status, waiting = rest("POST", "/v1/tasks", TOKENS["operator"], {
+            "task_id": "t-open", "description": "For a latecomer",
+            "originating_agent_id": "operator", "assignee_role": "Latecomer",
+        })
+        assert status == 201, waiting
+        expect(page.locator('.column[data-status="open"] .card[data-task="t-open@operator"]')).to_be_visible()
+        expect(page.locator("#board-roles")).to_contain_text("Latecomer: 1 open, 0 claimed, 0 came back")
 
         # Reassign, then cancel, a second task from its panel.
         status, submitted = rest("POST", "/v1/tasks", TOKENS["operator"], {

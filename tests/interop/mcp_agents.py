@@ -436,7 +436,26 @@ async def leases(base, token_a, token_b):
                 "extended": extended["data"], "bad": bad}
 
 
-SCENARIOS = {"leases": leases, "traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def claims(base, token_a, token_b):
+    """Work offered to a role, through the stock SDK: A offers a task to B's role, B claims
+    it, reports progress, gives it back, claims it again (its second attempt) and
+    completes it; a further claim finds nothing."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b:
+        offered = await a.call("submit_task", description="Triage the new issues",
+                               assignee_role="role of b")
+        first = await b.call("claim_task", wait_seconds=5, lease_seconds=120)
+        task_id = first["data"]["task"]["task_id"]
+        progress = await b.call("report_progress", task_id=task_id, result_data={"done": 3})
+        released = await b.call("release_task", task_id=task_id, reason="lunch")
+        second = await b.call("claim_task")
+        done = await b.call("complete_task", task_id=task_id, result_data={"triaged": 12})
+        empty = await b.call("claim_task")
+        return {"offered": offered["data"], "first": first["data"], "progress": progress,
+                "released": released["data"], "second": second["data"], "done": done["data"],
+                "empty": empty["data"]}
+
+
+SCENARIOS = {"leases": leases, "claims": claims, "traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

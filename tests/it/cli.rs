@@ -264,3 +264,55 @@ async fn output_is_quiet_on_a_closed_pipe_and_inert_on_a_terminal() {
     }
     app.stop().await;
 }
+
+/// Work offered to a role from the shell: alice offers (`--role`), bob claims, gives it
+/// back and claims it again; a claim with nothing open says so and succeeds.
+#[tokio::test]
+async fn the_command_line_offers_claims_and_gives_back_work() {
+    let app = TestApp::start().await;
+    let (alice, bob) = shell_team(&app).await;
+    let task = ["agent", "task"];
+    let offered = cli_ok(
+        &app,
+        &alice,
+        &[
+            &task[..],
+            &[
+                "submit",
+                "triage",
+                "--task-id",
+                "t-role",
+                "--role",
+                "agent",
+                "--json",
+            ],
+        ]
+        .concat(),
+    )
+    .await;
+    let answer: serde_json::Value = serde_json::from_slice(&offered.stdout).expect("json");
+    assert_eq!(answer["task"]["status"], "open", "{answer}");
+    let first = cli_ok(
+        &app,
+        &bob,
+        &[&task[..], &["claim", "--lease", "60"]].concat(),
+    )
+    .await;
+    let line = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        line.starts_with("claimed t-role (attempt 1, lease until "),
+        "{line}"
+    );
+    cli_ok(
+        &app,
+        &bob,
+        &[&task[..], &["release", "t-role", "--reason", "later"]].concat(),
+    )
+    .await;
+    let again = cli_ok(&app, &bob, &[&task[..], &["claim", "--json"]].concat()).await;
+    let claimed: serde_json::Value = serde_json::from_slice(&again.stdout).expect("json");
+    assert_eq!(claimed["task"]["attempts"], 2, "{claimed}");
+    let none = cli_ok(&app, &bob, &[&task[..], &["claim"]].concat()).await;
+    assert!(String::from_utf8_lossy(&none.stdout).starts_with("nothing to do"));
+    app.stop().await;
+}

@@ -61,6 +61,7 @@ fn task(me: &str, id: &str, caps: &[&str]) -> TaskRequest {
         required_capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
         target_agent_id: None,
         parent_task_id: None,
+        assignee_role: None,
     }
 }
 

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
+use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed};
 use switchboard_types::inbox::{InboxPage, InboxQuery};
 use switchboard_types::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use switchboard_types::messages::{
@@ -312,6 +313,26 @@ impl Client {
         self.call(Operation::Tasks(TaskOp::CancelTask {
             task_id: task_id.into(),
             cancel,
+        }))
+        .await
+    }
+
+    /// Takes the next task offered to this agent's role, waiting up to `wait_seconds`
+    /// for one (`docs/tasks.md`, "Work any free agent can take"); `task: None` when none
+    /// came. Keep it by reporting progress within the claim's lease.
+    pub async fn claim_task(&self, claim: ClaimTask) -> Result<TaskClaimed, ClientError> {
+        self.call(Operation::Tasks(TaskOp::ClaimTask(claim))).await
+    }
+
+    /// Gives a claimed task back to its role.
+    pub async fn release_task(
+        &self,
+        task_id: &str,
+        release: ReleaseTask,
+    ) -> Result<TaskUpdated, ClientError> {
+        self.call(Operation::Tasks(TaskOp::ReleaseTask {
+            task_id: task_id.into(),
+            release,
         }))
         .await
     }

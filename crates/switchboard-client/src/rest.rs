@@ -278,6 +278,12 @@ fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Tasks(TaskOp::CancelTask { task_id, cancel }) => {
             action(task_id, "cancel", cancel)
         }
+        Operation::Tasks(TaskOp::ClaimTask(claim)) => {
+            RestCall::post("/v1/tasks/claim".into(), claim)
+        }
+        Operation::Tasks(TaskOp::ReleaseTask { task_id, release }) => {
+            action(task_id, "release", release)
+        }
         Operation::Leases(op) => lease_call(op),
         other => Err(ClientError::Transport(format!(
             "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",

@@ -369,6 +369,11 @@ fn decode_task(name: TaskOpName, mut f: Fields) -> Result<Operation, ErrorBody> 
             Operation::Tasks(TaskOp::GetTask { task_id })
         }
         TaskOpName::ListTasks => Operation::Tasks(TaskOp::ListTasks(rest(f)?)),
+        TaskOpName::ClaimTask => Operation::Tasks(TaskOp::ClaimTask(rest(f)?)),
+        TaskOpName::ReleaseTask => Operation::Tasks(TaskOp::ReleaseTask {
+            task_id: take(&mut f, "task_id")?,
+            release: rest(f)?,
+        }),
     })
 }
 

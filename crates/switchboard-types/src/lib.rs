@@ -25,6 +25,8 @@ pub mod agents;
 pub mod assistance;
 pub mod broadcasts;
 pub mod budgets;
+pub mod callbacks;
+pub mod claims;
 pub mod decode;
 pub mod error;
 pub mod frames;

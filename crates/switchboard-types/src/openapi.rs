@@ -230,6 +230,8 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
     ),
     ("TaskRequest", "callback_url", Rule::UpTo(MAX_CALLBACK_URL)),
     ("TaskRequest", "parent_task_id", Rule::TaskRef),
+    ("TaskRequest", "assignee_role", Rule::Text(MAX_ROLE)),
+    ("ReleaseTask", "reason", Rule::Text(MAX_REASON)),
     ("LoopGuard", "supervisor_agent_id", Rule::Id),
     ("Handoff", "current_agent_id", Rule::Id),
     ("Handoff", "new_agent_id", Rule::Id),

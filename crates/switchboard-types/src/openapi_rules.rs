@@ -42,6 +42,15 @@ fn between_fields() -> Vec<(&'static str, &'static str, serde_json::Value)> {
                  "properties": {"requires_response": {"const": true}}},
             ]),
         ),
+        // A task goes to a named agent or is offered to a role, not both.
+        (
+            "TaskRequest",
+            "anyOf",
+            json!([
+                {"properties": {"target_agent_id": {"type": "null"}}},
+                {"properties": {"assignee_role": {"type": "null"}}},
+            ]),
+        ),
         (
             "SetWatch",
             "anyOf",

@@ -13,6 +13,7 @@ use crate::agents::{
 };
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
+use crate::claims::{ClaimTask, ReleaseTask, TaskClaimed};
 use crate::ids::{AgentId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
 use crate::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
@@ -250,6 +251,13 @@ pub enum TaskOp {
         task_id: TaskRef,
         cancel: Cancel,
     },
+    /// An agent takes the next task offered to its role (or waits for one).
+    ClaimTask(ClaimTask),
+    /// The claimer gives a task back to its role.
+    ReleaseTask {
+        task_id: TaskRef,
+        release: ReleaseTask,
+    },
 }
 
 impl From<TaskOp> for Operation {
@@ -476,6 +484,7 @@ pub enum Reply {
     Task(Box<TaskDetail>),
     Tasks(TaskList),
     TaskUpdated(Box<TaskUpdated>),
+    TaskClaimed(Box<TaskClaimed>),
     Published(PublishResult),
     Activity(TeamActivity),
     Traffic(TrafficPage),

@@ -25,6 +25,8 @@ use serde::{Deserialize, Serialize};
 #[strum(serialize_all = "kebab-case")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum TaskStatus {
+    /// Offered to a role (`assignee_role`), waiting for one of its agents to claim it.
+    Open,
     /// Assigned and being worked on.
     InProgress,
     /// The assignee asked a question; waiting for the originator's answer.
@@ -53,6 +55,8 @@ impl TaskStatus {
 pub struct Party {
     pub originator: bool,
     pub assignee: bool,
+    /// The caller may claim the task: of its role, with a capability it asks for.
+    pub claimant: bool,
 }
 
 /// What someone wants to do to a task.
@@ -70,6 +74,10 @@ pub enum Action {
     Finish { success: bool },
     /// The originator calls the task off.
     Cancel,
+    /// An agent of the task's role takes the open task.
+    Claim,
+    /// The assignee of a claimed task gives it back (or its lease ran out): open again.
+    Release,
 }
 
 impl Action {
@@ -84,6 +92,8 @@ impl Action {
                 party.assignee || party.originator,
                 "the task's assignee or originator",
             ),
+            Action::Claim => (party.claimant, "an agent of the task's role"),
+            Action::Release => (party.assignee, "the task's assignee"),
         }
     }
 
@@ -95,6 +105,8 @@ impl Action {
             Action::Progress => "report progress",
             Action::Finish { .. } => "report a result",
             Action::Cancel => "cancel",
+            Action::Claim => "be claimed",
+            Action::Release => "be given back",
         }
     }
 }
@@ -105,6 +117,8 @@ pub struct TaskState {
     pub status: TaskStatus,
     /// The open question while `status` is input-required.
     pub clarification_id: Option<ClarificationId>,
+    /// Offered to a role: it can be claimed while open and given back once claimed.
+    pub offered: bool,
 }
 
 /// Why an action was refused.
@@ -154,9 +168,31 @@ impl TaskState {
             Ok(TaskState {
                 status,
                 clarification_id,
+                offered: self.offered,
             })
         };
         match (self.status, action) {
+            (TaskStatus::Open, Action::Claim) => next(TaskStatus::InProgress, None),
+            (_, Action::Claim) => Err(Refusal::WrongState(format!(
+                "the task is {}: only an open task can be claimed",
+                self.status.as_str()
+            ))),
+            (TaskStatus::InProgress | TaskStatus::InputRequired, Action::Release)
+                if self.offered =>
+            {
+                next(TaskStatus::Open, None)
+            }
+            (_, Action::Release) if !self.offered => Err(Refusal::WrongState(
+                "only a task offered to a role can be given back; hand it off instead".into(),
+            )),
+            // An open task is nobody's yet: only its originator may act on it (hand it
+            // to a named agent, or cancel it).
+            (TaskStatus::Open, Action::Handoff) => next(TaskStatus::InProgress, None),
+            (TaskStatus::Open, Action::Cancel) => next(TaskStatus::Canceled, None),
+            (TaskStatus::Open, action) => Err(Refusal::WrongState(format!(
+                "the task is open (not claimed yet); it cannot {}",
+                action.name()
+            ))),
             (TaskStatus::InProgress, Action::Clarify) => {
                 next(TaskStatus::InputRequired, new_clarification_id.cloned())
             }
@@ -208,20 +244,29 @@ mod tests {
     const ORIGINATOR: Party = Party {
         originator: true,
         assignee: false,
+        claimant: false,
     };
     const ASSIGNEE: Party = Party {
         originator: false,
         assignee: true,
+        claimant: false,
     };
     const STRANGER: Party = Party {
         originator: false,
         assignee: false,
+        claimant: false,
+    };
+    const CLAIMANT: Party = Party {
+        originator: false,
+        assignee: false,
+        claimant: true,
     };
 
     fn state(status: TaskStatus) -> TaskState {
         TaskState {
             status,
             clarification_id: (status == TaskStatus::InputRequired).then(|| "c1".into()),
+            offered: false,
         }
     }
 
@@ -313,6 +358,7 @@ mod tests {
         let both = Party {
             originator: true,
             assignee: true,
+            claimant: true,
         };
         for from in [Success, Failed, Canceled] {
             for action in [
@@ -323,7 +369,14 @@ mod tests {
                 Action::Finish { success: true },
                 Action::Finish { success: false },
                 Action::Cancel,
+                Action::Claim,
+                Action::Release,
             ] {
+                let refused = offered(from).apply(both, &action, None);
+                assert!(
+                    matches!(refused, Err(Refusal::WrongState(_))),
+                    "{from:?} {action:?}"
+                );
                 wrong_state(from, both, action);
             }
         }
@@ -362,5 +415,65 @@ mod tests {
             );
         }
         assert!("done".parse::<TaskStatus>().is_err());
+    }
+
+    fn offered(status: TaskStatus) -> TaskState {
+        TaskState {
+            offered: true,
+            ..state(status)
+        }
+    }
+
+    #[test]
+    fn an_offered_task_is_claimed_given_back_and_claimed_again() {
+        use TaskStatus::*;
+        let claimed = offered(Open)
+            .apply(CLAIMANT, &Action::Claim, None)
+            .expect("claim");
+        assert_eq!(claimed, offered(InProgress));
+        let back = claimed
+            .apply(ASSIGNEE, &Action::Release, None)
+            .expect("release");
+        assert_eq!(back, offered(Open));
+        let asked = offered(InputRequired);
+        assert_eq!(
+            asked
+                .apply(ASSIGNEE, &Action::Release, None)
+                .map(|s| s.status),
+            Ok(Open)
+        );
+    }
+
+    #[test]
+    fn only_open_tasks_are_claimed_and_only_offered_ones_given_back() {
+        use TaskStatus::*;
+        for status in [InProgress, InputRequired, Success, Failed, Canceled] {
+            let refused = offered(status).apply(CLAIMANT, &Action::Claim, None);
+            assert!(matches!(refused, Err(Refusal::WrongState(_))), "{status:?}");
+        }
+        // A task given to a named agent is handed off, not given back.
+        wrong_state(InProgress, ASSIGNEE, Action::Release);
+        // Claiming is for the role's agents; giving back for the one that claimed.
+        let refused = offered(Open).apply(STRANGER, &Action::Claim, None);
+        assert!(matches!(refused, Err(Refusal::NotYourRole(_))));
+        let refused = offered(InProgress).apply(CLAIMANT, &Action::Release, None);
+        assert!(matches!(refused, Err(Refusal::NotYourRole(_))));
+    }
+
+    #[test]
+    fn an_open_task_is_only_handed_off_or_canceled_by_its_originator() {
+        use TaskStatus::*;
+        let open = offered(Open);
+        let goes_to = |party, action: Action| open.apply(party, &action, None).map(|s| s.status);
+        assert_eq!(goes_to(ORIGINATOR, Action::Handoff), Ok(InProgress));
+        assert_eq!(goes_to(ORIGINATOR, Action::Cancel), Ok(Canceled));
+        for action in [
+            Action::Progress,
+            Action::Clarify,
+            Action::Finish { success: true },
+        ] {
+            let refused = open.apply(ASSIGNEE, &action, None);
+            assert!(matches!(refused, Err(Refusal::WrongState(_))), "{action:?}");
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! The task protocol of `003_…`: its seven message types, the REST bodies of a task's
 //! life, and tasks as their parties see them.
 
-use crate::ids::{AgentId, ClarificationId, TaskId, TaskRef, TeamId};
+use crate::ids::{AgentId, ClarificationId, TaskId, TaskRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::callbacks::{CallbackDelivery, CallbackSecret, DeliveryState};
 use crate::decode::{CommaList, null_as_default};
 use crate::error::ErrorBody;
 use crate::messages::{Priority, wire_enum};
@@ -44,6 +45,9 @@ pub const SERVER_AGENT_ID: &str = "switchboard";
     strum::VariantArray,
 )]
 pub enum TaskFrame {
+    /// A task offered to the recipient's role (an extension of the protocol): claim it
+    /// with `POST /v1/tasks/claim`; another agent of the role may be first.
+    TaskOffer,
     TaskRequest,
     TaskResponse,
     HandoffNotification,
@@ -79,14 +83,23 @@ wire_enum! {
         Succeeded,
         Failed,
         Canceled,
+        /// An agent of the task's role claimed it.
+        Claimed,
+        /// Its claimer gave it back, or was removed: open again.
+        Released,
+        /// Its claimer's lease ran out: open again, or failed after the team's
+        /// `max_attempts`.
+        LeaseExpired,
     }
 }
 
 /// `TaskRequest`: ask for work to be done (body of `POST /v1/tasks`, or a frame).
 ///
-/// With `target_agent_id` the task goes to that agent; otherwise the available member
-/// with the best match of `required_capabilities` gets it (connected agents first, then
-/// the one with the fewest open tasks). Without either, and with a description
+/// With `target_agent_id` the task goes to that agent; with `assignee_role` it is offered
+/// to the agents of that role and waits, `open`, until one of them claims it
+/// (`POST /v1/tasks/claim`); otherwise the available member with the best match of
+/// `required_capabilities` gets it (connected agents first, then the one with the fewest
+/// open tasks). Without either, and with a description
 /// containing "register me as an agent" or "find an agent", the server itself handles
 /// it (the registry by message).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,6 +148,13 @@ pub struct TaskRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub parent_task_id: Option<TaskRef>,
+    /// Offer the task to any agent of this role (1–100 characters, as agents' roles are
+    /// written) instead of choosing one: it is `open` until one claims it, and comes back
+    /// when its claimer's lease runs out (an extension of the protocol). Not with
+    /// `target_agent_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(example = "coder"))]
+    pub assignee_role: Option<String>,
 }
 
 wire_enum! {
@@ -320,36 +340,6 @@ pub struct ClarificationRound {
     pub answered_at: Timestamp,
 }
 
-wire_enum! {
-    "lowercase";
-    /// What became of a callback POST.
-    pub enum DeliveryState {
-        /// Not delivered yet; will be tried again.
-        Pending,
-        /// The receiver answered 2xx.
-        Delivered,
-        /// Every attempt failed; given up.
-        Failed,
-    }
-}
-
-/// One CallbackNotification POSTed (or being POSTed) to the task's callback URL.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct CallbackDelivery {
-    /// Also sent as the `Switchboard-Delivery` header.
-    pub delivery_id: i64,
-    /// The task event it reports.
-    pub event_seq: i64,
-    pub state: DeliveryState,
-    pub attempts: i64,
-    /// The receiver's last HTTP status, if it answered.
-    pub last_status: Option<i64>,
-    pub last_error: Option<String>,
-    /// When it was delivered or given up.
-    pub finished_at: Option<Timestamp>,
-}
-
 /// A task as its parties see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -379,6 +369,17 @@ pub struct Task {
     pub result_data: Value,
     /// The latest callback's delivery (URL callbacks only).
     pub callback_delivery: Option<CallbackDelivery>,
+    /// The role the task is offered to (absent: given to an agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee_role: Option<String>,
+    /// How many times it was claimed (offered tasks only).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempts: i64,
+    /// When the claimer's lease runs out unless it reports progress (claimed and in
+    /// progress only; a question waiting for its answer stops the clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
+    pub lease_expires_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// W3C `traceparent` naming the task's span in its trace: its notifications are its
@@ -401,6 +402,10 @@ impl Task {
     pub fn trace_fields(&self) -> impl Iterator<Item = (&'static str, &str)> {
         crate::trace::fields(&self.traceparent, &self.tracestate)
     }
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// One entry of a task's history.
@@ -502,18 +507,6 @@ pub struct TaskList {
     pub next_cursor: Option<String>,
 }
 
-/// Answer of the team's callback secret endpoints.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct CallbackSecret {
-    pub success: bool,
-    #[cfg_attr(feature = "openapi", schema(value_type = String))]
-    pub team_id: TeamId,
-    /// The HMAC-SHA256 key of the `Switchboard-Signature` header.
-    pub secret: String,
-    pub rotated_at: Timestamp,
-}
-
 impl TaskRequest {
     /// The value rules: a well-formed task id when given, the description, and the
     /// required capabilities (returned cleaned).
@@ -523,6 +516,15 @@ impl TaskRequest {
         }
         check_message_text("description", &self.description, MAX_TASK_TEXT)?;
         crate::messages::check_data_size("data", &self.data)?;
+        if let Some(role) = &self.assignee_role {
+            check_text("assignee_role", role, crate::agents::MAX_ROLE)?;
+            if self.target_agent_id.is_some() {
+                return Err(ErrorBody::validation(
+                    "assignee_role",
+                    "give target_agent_id or assignee_role, not both",
+                ));
+            }
+        }
         clean_capabilities(
             "required_capabilities",
             self.required_capabilities.clone(),
@@ -570,7 +572,9 @@ impl From<TaskStatus> for CallbackStatus {
     /// The status a callback reports for a task in `status`.
     fn from(status: TaskStatus) -> Self {
         match status {
-            TaskStatus::InProgress | TaskStatus::InputRequired => CallbackStatus::InProgress,
+            TaskStatus::Open | TaskStatus::InProgress | TaskStatus::InputRequired => {
+                CallbackStatus::InProgress
+            }
             TaskStatus::Success => CallbackStatus::Complete,
             TaskStatus::Failed | TaskStatus::Canceled => CallbackStatus::Failed,
         }

@@ -81,6 +81,9 @@ pub struct TeamView {
     pub budgets: Budgets,
     /// What is applied: the lower of the team's and the server's (`null`: no limit).
     pub budgets_in_force: Budgets,
+    /// How many times a task offered to a role may be claimed before a lease that runs
+    /// out fails it (default 3).
+    pub max_attempts: u32,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -119,7 +122,20 @@ pub struct UpdateTeam {
     #[serde(default, deserialize_with = "crate::decode::no_null")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub budgets: Option<Budgets>,
+    /// How many claims a task offered to a role gets before a lease that runs out fails
+    /// it (1–100).
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(nullable = false, example = 3, minimum = 1, maximum = 100)
+    )]
+    pub max_attempts: Option<u32>,
 }
+
+/// A team's `max_attempts` until it sets one.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The most claims a team may allow a task.
+pub const MAX_MAX_ATTEMPTS: u32 = 100;
 
 /// Longest Wise Agents context name a team may set as its default.
 pub const MAX_CONTEXT_NAME: usize = 255;
@@ -212,10 +228,19 @@ impl UpdateTeam {
             && self.retention.is_none()
             && self.loop_guard.is_none()
             && self.budgets.is_none()
+            && self.max_attempts.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, stomp_auto_register, stomp_default_context, retention, loop_guard, budgets",
+                "give at least one of: name, communication_enabled, stomp_auto_register, stomp_default_context, retention, loop_guard, budgets, max_attempts",
+            ));
+        }
+        if let Some(n) = self.max_attempts
+            && !(1..=MAX_MAX_ATTEMPTS).contains(&n)
+        {
+            return Err(ErrorBody::validation(
+                "max_attempts",
+                format!("max_attempts is 1 to {MAX_MAX_ATTEMPTS}"),
             ));
         }
         if let Some(context) = &self.stomp_default_context

@@ -363,6 +363,7 @@ impl Core {
         let party = Party {
             originator: task.originator_pk == me.pk,
             assignee: task.assignee_pk == Some(me.pk),
+            claimant: false,
         };
         Ok(Loaded {
             team,
@@ -409,7 +410,12 @@ impl Core {
     /// Decides an action with `plan` on the current task and writes it; decided again
     /// if the task changed in between. After the last attempt the answer is a plain
     /// `CONFLICT`.
-    async fn act<F>(&self, caller: &Caller, task_id: &TaskRef, plan: F) -> CoreResult<TaskUpdated>
+    pub(super) async fn act<F>(
+        &self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        plan: F,
+    ) -> CoreResult<TaskUpdated>
     where
         F: Fn(&Core, &Loaded) -> CoreResult<Change>,
     {

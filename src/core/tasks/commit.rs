@@ -272,6 +272,7 @@ impl Core {
         );
         let message_type = match frame {
             TaskFrame::TaskRequest | TaskFrame::ClarificationRequest => MessageType::Request,
+            TaskFrame::TaskOffer => MessageType::Coordination,
             TaskFrame::TaskResponse | TaskFrame::ClarificationResponse => MessageType::Response,
             TaskFrame::HandoffNotification => MessageType::Coordination,
             TaskFrame::CallbackNotification | TaskFrame::ErrorMessage => MessageType::Information,
@@ -313,6 +314,7 @@ impl Core {
             required_capabilities: task.required_capabilities.clone(),
             target_agent_id: task.target_agent_id.clone(),
             parent_task_id: None,
+            assignee_role: task.assignee_role.clone(),
         };
         let mut notice = Notice::new(TaskFrame::TaskRequest, &request, vec![assignee.clone()])?;
         if let Value::Object(fields) = &mut notice.body {
@@ -367,6 +369,9 @@ impl Core {
             context: t.context.clone(),
             result_data: t.result_data.clone(),
             callback_delivery: t.callback_delivery.clone(),
+            assignee_role: t.assignee_role.clone(),
+            attempts: t.attempts,
+            lease_expires_at: t.lease_expires_at,
             created_at: t.created_at,
             updated_at: t.updated_at,
             traceparent: Some(traceparent(&t.task_id, t.trace.as_ref())),
@@ -385,6 +390,7 @@ impl Loaded {
         }
         task.version += 1;
         task.updated_at = Timestamp::now().max(self.task.updated_at);
+        task.set_lease(task.updated_at);
         task
     }
 
@@ -429,6 +435,7 @@ fn summary(frame: TaskFrame, task: &TaskRecord, data: &Map<String, Value>) -> St
     let text = |name: &str| field(name).unwrap_or_default().to_owned();
     match frame {
         TaskFrame::TaskRequest => task.description.clone(),
+        TaskFrame::TaskOffer => format!("offered: {}", task.description),
         TaskFrame::TaskResponse => format!("status {}", named("status")),
         TaskFrame::HandoffNotification => format!("handed off to {}", named("new_agent_id")),
         TaskFrame::ClarificationRequest => text("question"),

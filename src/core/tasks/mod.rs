@@ -20,6 +20,7 @@
 
 mod actions;
 mod callbacks;
+pub mod claims;
 mod commit;
 pub mod follow;
 mod read;
@@ -62,6 +63,9 @@ pub struct TaskRuntime {
     callbacks_queued: tokio::sync::Notify,
     /// How each transport renders its webhooks' bodies, by the transport's name.
     formats: RwLock<HashMap<String, Arc<dyn WebhookFormat>>>,
+    /// Woken when a task was offered (again) on this node, so waiting claims look at
+    /// once; other nodes' offers are seen by the claims' one-second look.
+    offered: tokio::sync::Notify,
 }
 
 impl TaskRuntime {
@@ -71,6 +75,7 @@ impl TaskRuntime {
             open: Mutex::new(open.into_iter().map(|o| (o.agent, o.open)).collect()),
             callbacks_queued: tokio::sync::Notify::new(),
             formats: RwLock::default(),
+            offered: tokio::sync::Notify::new(),
         }
     }
 
@@ -223,6 +228,7 @@ impl Loaded {
         TaskState {
             status: self.task.status,
             clarification_id: self.task.clarification.as_ref().map(|(id, _)| id.clone()),
+            offered: self.task.assignee_role.is_some(),
         }
     }
 }

@@ -31,6 +31,7 @@ impl Core {
         following: Following,
     ) -> CoreResult<TaskSubmitted> {
         if req.target_agent_id.is_none()
+            && req.assignee_role.is_none()
             && req.required_capabilities.is_empty()
             && let Some(kind) = RegistryRequest::of(&req.description)
         {
@@ -56,46 +57,31 @@ impl Core {
             ),
             None => None,
         };
-        let chosen = self.choose_assignee(&team, &me, target.as_ref(), &capabilities);
-        let now = Timestamp::now();
+        let role = req.assignee_role.clone();
+        let chosen = match role {
+            Some(_) => None,
+            None => Some(self.choose_assignee(&team, &me, target.as_ref(), &capabilities)),
+        };
         let trace = self.task_trace(req.task_id.is_none(), parent.as_ref());
-        let task_id = req
-            .task_id
-            .unwrap_or_else(|| ids::ordered_id("task").into());
-        let task = TaskRecord {
-            pk: Default::default(),
-            team_pk: team.pk,
-            task_id,
-            description: req.description,
-            data: req.data,
-            originator_pk: me.pk,
-            assignee_pk: None,
-            callback_url: callback,
-            priority: req.priority.unwrap_or_default(),
-            required_capabilities: capabilities,
-            target_agent_id: req.target_agent_id,
-            status: TaskStatus::InProgress,
-            originator_inbox: following == Following::Inbox,
-            clarification: None,
-            context: Vec::new(),
-            result_data: Value::Null,
-            callback_delivery: None,
-            version: 1,
-            created_at: now,
-            updated_at: now,
+        let stored = Stored {
+            capabilities,
+            callback,
             chain,
             trace,
-            history_bytes: 0,
+            following,
         };
-        let (change, task_response, error_message) = match chosen {
-            Ok(assignee) => self.assigned(task, &me, &assignee)?,
-            Err(why) => self.unassigned(task, &me, why)?,
+        let task = new_task(&team, &me, req, stored);
+        let (change, task_response, error_message) = match (chosen, role) {
+            (Some(Ok(assignee)), _) => self.assigned(task, &me, &assignee)?,
+            (Some(Err(why)), _) => self.unassigned(task, &me, why)?,
+            (None, role) => self.offered(task, &me, role.unwrap_or_default())?,
         };
         let task = self.commit(change).await.map_err(|err| match err {
             NotWritten::Failed(err) => err,
             NotWritten::Stale => CoreError::internal("a new task cannot be stale"),
         })?;
         tracing::debug!(task_id = %task.task_id, status = task.status.as_str(), "task submitted");
+        self.note_offered(&task);
         Ok(TaskSubmitted {
             success: error_message.is_none(),
             task_response,
@@ -271,5 +257,50 @@ impl Core {
                 .with("required_capabilities", capabilities.to_vec())
             }
         })
+    }
+}
+
+/// What the checks of a submission settled, beside the request itself.
+struct Stored {
+    capabilities: Vec<String>,
+    callback: Option<String>,
+    chain: Option<crate::model::Chain>,
+    trace: Option<crate::model::MessageTrace>,
+    following: Following,
+}
+
+/// The task a submission stores before its first change decides where it goes.
+fn new_task(team: &TeamRecord, me: &AgentRecord, req: TaskRequest, stored: Stored) -> TaskRecord {
+    let now = Timestamp::now();
+    TaskRecord {
+        pk: Default::default(),
+        team_pk: team.pk,
+        task_id: req
+            .task_id
+            .unwrap_or_else(|| ids::ordered_id("task").into()),
+        description: req.description,
+        data: req.data,
+        originator_pk: me.pk,
+        assignee_pk: None,
+        callback_url: stored.callback,
+        priority: req.priority.unwrap_or_default(),
+        required_capabilities: stored.capabilities,
+        target_agent_id: req.target_agent_id,
+        status: TaskStatus::InProgress,
+        originator_inbox: stored.following == Following::Inbox,
+        clarification: None,
+        context: Vec::new(),
+        result_data: Value::Null,
+        callback_delivery: None,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+        chain: stored.chain,
+        trace: stored.trace,
+        history_bytes: 0,
+        assignee_role: None,
+        attempts: 0,
+        lease_seconds: None,
+        lease_expires_at: None,
     }
 }

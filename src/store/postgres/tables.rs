@@ -52,6 +52,7 @@ pub(super) const TABLES: &[Table] = &[
             ("loop_guard", Text),
             ("budgets", Text),
             ("stomp_default_context", Text),
+            ("max_attempts", Int),
         ],
     },
     Table {
@@ -232,6 +233,10 @@ pub(super) const TABLES: &[Table] = &[
             ("trace_id", Text),
             ("trace", Text),
             ("history_bytes", Int),
+            ("assignee_role", Text),
+            ("attempts", Int),
+            ("lease_seconds", Int),
+            ("lease_expires_at", Int),
         ],
     },
     Table {

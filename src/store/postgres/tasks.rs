@@ -23,9 +23,9 @@ const INSERT_TASK: &str = "
                            callback_url, priority, required_capabilities, target_agent_id,
                            status, clarification_id, question, context, result_data,
                            callback_delivery, version, created_at, updated_at,
-                           originator_inbox, chain, trace_id, trace)
+                           originator_inbox, chain, trace_id, trace, assignee_role)
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, NULL, $16,
-                $17, $18, $27, $28, $29, $30)
+                $17, $18, $27, $28, $29, $30, $31)
         RETURNING pk, team_pk, assignee_pk, created_at),
     a AS (INSERT INTO task_assignees (task_pk, agent_pk)
           SELECT pk, assignee_pk FROM t WHERE assignee_pk IS NOT NULL),
@@ -72,6 +72,7 @@ pub(super) async fn insert(conn: &mut PgConnection, w: &TaskWrite) -> Result<Tas
         .bind(t.chain.as_ref().map(to_json).transpose()?)
         .bind(t.trace.as_ref().map(|trace| trace.trace_id.as_str()))
         .bind(t.trace.as_ref().map(to_json).transpose()?)
+        .bind(t.assignee_role.as_deref())
         .fetch_one(conn)
         .await?;
     Ok(TaskPk(pk))
@@ -83,7 +84,8 @@ const UPDATE_TASK: &str = "
     WITH u AS (
         UPDATE tasks SET assignee_pk = $1, status = $2, clarification_id = $3, question = $4,
                          context = $5, result_data = $6, version = $7, updated_at = $8,
-                         chain = COALESCE($19, chain), history_bytes = $20
+                         chain = COALESCE($19, chain), history_bytes = $20,
+                         attempts = $21, lease_seconds = $22, lease_expires_at = $23
         WHERE pk = $9 AND version = $10
         RETURNING pk, team_pk),
     e AS (INSERT INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
@@ -128,6 +130,9 @@ pub(super) async fn update(
         .bind(body)
         .bind(t.chain.as_ref().map(to_json).transpose()?)
         .bind(t.history_bytes)
+        .bind(t.attempts)
+        .bind(t.lease_seconds)
+        .bind(t.lease_expires_at.map(|at| at.micros()))
         .fetch_one(conn)
         .await?;
     Ok(applied == 1)

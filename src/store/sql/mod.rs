@@ -108,6 +108,7 @@ macro_rules! for_each_engine {
 pub(crate) mod agents;
 pub(crate) mod budgets;
 pub(crate) mod callbacks;
+pub(crate) mod claims;
 pub(crate) mod decided;
 pub(crate) mod idempotency;
 pub(crate) mod inbox;

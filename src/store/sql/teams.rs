@@ -31,7 +31,8 @@ for_each_engine! {
         sqlx::query::<Db>(
             "UPDATE teams SET name = $1, communication_enabled = $2, stomp_auto_register = $3,
                retain_read_s = $4, retain_unread_s = $5, retain_tasks_s = $6, updated_at = $7,
-               loop_guard = $9, budgets = $10, stomp_default_context = $11
+               loop_guard = $9, budgets = $10, stomp_default_context = $11,
+               max_attempts = $12
              WHERE pk = $8",
         )
         .bind(&t.name)
@@ -45,6 +46,7 @@ for_each_engine! {
         .bind(loop_guard(t)?)
         .bind(budgets(t)?)
         .bind(&t.stomp_default_context)
+        .bind(t.max_attempts)
         .execute(conn)
         .await?;
         Ok(())

@@ -101,11 +101,12 @@ fn chunk_statements(size: usize, callbacks: bool) -> Vec<String> {
             "INSERT INTO tasks (pk, team_pk, task_id, description, data, originator_pk, assignee_pk,
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data, version,
-                       created_at, updated_at, originator_inbox, chain, trace_id, trace)
+                       created_at, updated_at, originator_inbox, chain, trace_id, trace,
+                       assignee_role)
     SELECT (SELECT COALESCE(MAX(pk), 0) FROM tasks) + column1, column2, column3, column4,
            column5, column6, column7, column8, column9, column10, column11, column12,
            column13, column14, column15, column16, column17, column18, column19, column20,
-           column21, column22, column23
+           column21, column22, column23, column24
     FROM (VALUES {}) WHERE column1 IS NOT NULL",
             rows(tasks::NEW_TASK_COLUMNS + 1)
         ),

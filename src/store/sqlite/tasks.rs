@@ -27,8 +27,8 @@ macro_rules! insert_task_sql {
                        callback_url, priority, required_capabilities, target_agent_id,
                        status, clarification_id, question, context, result_data,
                        callback_delivery, version, created_at, updated_at, originator_inbox,
-                       chain, trace_id, trace)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?);
+                       chain, trace_id, trace, assignee_role)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?);
     INSERT INTO task_assignees (task_pk, agent_pk)
     SELECT pk, assignee_pk FROM tasks
     WHERE team_pk = ? AND originator_pk = ? AND task_id = ? AND assignee_pk IS NOT NULL;
@@ -83,8 +83,8 @@ pub(super) async fn insert(conn: &mut SqliteConnection, w: &TaskWrite) -> Result
 /// `task_id`, `description`, `data`, `originator_pk`, `assignee_pk`, `callback_url`,
 /// `priority`, `required_capabilities`, `target_agent_id`, `status`, `clarification_id`,
 /// `question`, `context`, `result_data`, `version`, `created_at`, `updated_at`,
-/// `originator_inbox`, `chain`, `trace_id`, `trace` ([`NEW_TASK_COLUMNS`];
-/// `callback_delivery` starts NULL).
+/// `originator_inbox`, `chain`, `trace_id`, `trace`, `assignee_role`
+/// ([`NEW_TASK_COLUMNS`]; `callback_delivery` starts NULL, a new task is not claimed).
 pub(super) fn bind_new_task<'q>(
     query: Query<'q>,
     t: &'q TaskRecord,
@@ -95,7 +95,7 @@ pub(super) fn bind_new_task<'q>(
 }
 
 /// How many columns [`bind_new_task`] binds.
-pub(super) const NEW_TASK_COLUMNS: usize = 22;
+pub(super) const NEW_TASK_COLUMNS: usize = 23;
 
 /// A new task's columns in [`bind_new_task`]'s order, for either driver.
 pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; NEW_TASK_COLUMNS], StoreError> {
@@ -132,6 +132,7 @@ pub(super) fn new_task_columns(t: &TaskRecord) -> Result<[Col<'_>; NEW_TASK_COLU
             Some(trace) => Col::Owned(to_json(trace)?),
             None => Col::Null,
         },
+        Col::text(t.assignee_role.as_deref()),
     ])
 }
 
@@ -179,7 +180,8 @@ macro_rules! update_task_sql {
         "
     UPDATE tasks SET assignee_pk = ?, status = ?, clarification_id = ?, question = ?,
                      context = ?, result_data = ?, version = ?, updated_at = ?,
-                     chain = COALESCE(?, chain), history_bytes = ?
+                     chain = COALESCE(?, chain), history_bytes = ?, attempts = ?,
+                     lease_seconds = ?, lease_expires_at = ?
     WHERE pk = ? AND version = ?;
     INSERT OR IGNORE INTO task_events (task_pk, seq, kind, actor_pk, status, data, created_at)
     VALUES (IIF(changes() = 1, ?, NULL), ?, ?, ?, ?, ?, ?);"
@@ -237,6 +239,9 @@ pub(super) async fn update(
         .bind(t.updated_at.micros())
         .bind(t.chain.as_ref().map(to_json).transpose()?)
         .bind(t.history_bytes)
+        .bind(t.attempts)
+        .bind(t.lease_seconds)
+        .bind(t.lease_expires_at.map(|at| at.micros()))
         .bind(t.pk.0)
         .bind(expected_version)
         .bind(t.pk.0);
@@ -394,6 +399,10 @@ mod tests {
                 chain: None,
                 trace: None,
                 history_bytes: 0,
+                assignee_role: None,
+                attempts: 0,
+                lease_seconds: None,
+                lease_expires_at: None,
             },
             expected_version: (version > 1).then_some(version - 1),
             event: TaskEventRecord {

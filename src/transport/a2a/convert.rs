@@ -105,6 +105,7 @@ pub fn task_request(
             .as_ref()
             .and_then(|ids| ids.first())
             .map(|id| id.as_str().into()),
+        assignee_role: None,
     }
 }
 
@@ -128,7 +129,7 @@ pub fn context_of(task: &Task) -> String {
 pub fn state_of(status: TaskStatus, reported: bool) -> TaskState {
     match status {
         TaskStatus::InProgress if reported => TaskState::Working,
-        TaskStatus::InProgress => TaskState::Submitted,
+        TaskStatus::InProgress | TaskStatus::Open => TaskState::Submitted,
         TaskStatus::InputRequired => TaskState::InputRequired,
         TaskStatus::Success => TaskState::Completed,
         TaskStatus::Failed => TaskState::Failed,

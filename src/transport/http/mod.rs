@@ -8,6 +8,7 @@
 mod agents;
 mod assistance;
 mod broadcasts;
+mod claims;
 mod console;
 mod leases;
 mod linger;
@@ -89,6 +90,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(broadcasts::router())
         .merge(assistance::router())
         .merge(tasks::router())
+        .merge(claims::router())
         .merge(leases::router())
         .merge(publish::router())
         .merge(ops::router())

@@ -20,8 +20,8 @@ pub const BEARER: &str = "bearer";
         license(name = "Apache-2.0")
     ),
     modifiers(&BearerScheme),
-    // The task protocol's seven types are WebSocket frames too; the ones no REST body
-    // names are listed here so every one of them is in the document.
+    // The task protocol's seven types (and our `TaskOffer`) are WebSocket frames too; the
+    // ones no REST body names are listed here so every one of them is in the document.
     components(schemas(
         switchboard_types::tasks::TaskRequest,
         switchboard_types::tasks::TaskResponse,
@@ -30,6 +30,7 @@ pub const BEARER: &str = "bearer";
         switchboard_types::tasks::ClarificationResponse,
         switchboard_types::tasks::CallbackNotification,
         switchboard_types::tasks::ErrorMessage,
+        switchboard_types::claims::TaskOffer,
     )),
     tags(
         (name = "teams", description = "Teams and their communication switch"),

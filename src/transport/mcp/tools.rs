@@ -325,13 +325,30 @@ static TOOLS: [Spec; 20] = [
 ];
 
 /// Tools kept apart only to keep [`TOOLS`] under the line bound.
-static MORE: [Spec; 7] = [
+static MORE: [Spec; 9] = [
     spec(
         "cancel_task",
         Frame(OperationName::Tasks(TaskOpName::CancelTask)),
         (POST, "/v1/tasks/{task_id}/cancel"),
     )
     .about("Cancel a task you gave, with an optional reason."),
+    spec(
+        "claim_task",
+        Frame(OperationName::Tasks(TaskOpName::ClaimTask)),
+        (POST, "/v1/tasks/claim"),
+    )
+    .about(
+        "Take the next task offered to your role (most urgent, then oldest), waiting up \
+         to wait_seconds (at most 60) for one; task is null when none came. It is yours \
+         for lease_seconds (default 300): report progress (report_progress) \
+         before that runs out, or it goes back to the next agent of your role.",
+    ),
+    spec(
+        "release_task",
+        Frame(OperationName::Tasks(TaskOpName::ReleaseTask)),
+        (POST, "/v1/tasks/{task_id}/release"),
+    )
+    .about("Give a task you claimed back to your role, with an optional reason."),
     Spec {
         source: Source::Component("WaitForMessages"),
         ..spec("wait_for_messages", Wait, ("", ""))

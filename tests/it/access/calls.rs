@@ -84,6 +84,8 @@ impl Fixture {
                 r,
             ),
             "report" => post("/v1/tasks/t1/result", json!({"status": "success"}), r),
+            "claim" => post("/v1/tasks/claim", json!({}), r),
+            "release" => post("/v1/tasks/t3/release", json!({}), r),
             other => panic!("no call for operation {other}: add it to the access test"),
         }
     }
@@ -124,6 +126,8 @@ impl Fixture {
             "list_leases" => json!({"team_id": self.team.id}),
             "extend_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
             "release_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
+            "claim_task" => json!({}),
+            "release_task" => json!({"task_id": "t3"}),
             _ => {
                 let rest = FRAMES.iter().find(|(f, ..)| *f == kind).map(|(_, r, _)| *r);
                 let (_, _, body, _) = self.agent_call(rest.unwrap_or(kind), msg, clar);

@@ -133,6 +133,9 @@ const MATRIX: &[(&str, Row)] = &[
     ("list_leases", TEAM_READ),
     ("extend_lease", AS_PARTY_200),
     ("release_lease", HOLDER_OR_KEY),
+    // Any agent claims for itself (nothing offered to its role: `task: null`).
+    ("claim", ANY_AGENT),
+    ("release", PARTY_ELSE_HIDDEN),
     // The upgrade answers 101; a refusal is the HTTP error before it.
     ("connect", [403, 403, 403, 101, 101, 101, 401, 401, 401]),
     // STOMP authenticates in its CONNECT frame, not in the upgrade (tests/it/stomp).
@@ -170,12 +173,14 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("list_leases", "list_leases", false),
     ("extend_lease", "extend_lease", false),
     ("release_lease", "release_lease", false),
+    ("claim_task", "claim", false),
+    ("release_task", "release", false),
 ];
 
 /// A team `a…` with sender `s`, recipient `r`, bystander `m` and removed `x`; a team
 /// `b…` with `z`. `s` sent `r` a message that wants an answer, and gave `r` task `t1`
-/// and task `t2`, on which `r` has an open question; `s` holds lease `lease` on
-/// `fixture/**`.
+/// and task `t2`, on which `r` has an open question, and offered `t3` to `r`'s role,
+/// which `r` claimed; `s` holds lease `lease` on `fixture/**`.
 struct Fixture {
     team: Team,
     other: Team,
@@ -218,6 +223,22 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
             .await
             .expect_status(201);
     }
+    app.post("/v1/tasks")
+        .token(&s.token)
+        .json(
+            json!({"task_id": "t3", "description": "d", "originating_agent_id": "s",
+                     "assignee_role": "role of r"}),
+        )
+        .send()
+        .await
+        .expect_status(201);
+    let claimed = app
+        .post("/v1/tasks/claim")
+        .token(&r.token)
+        .json(json!({}))
+        .send()
+        .await;
+    assert_eq!(claimed.expect_status(200).body["task"]["task_id"], "t3");
     let asked = app
         .post("/v1/tasks/t2/clarifications")
         .token(&r.token)
@@ -545,7 +566,8 @@ async fn hidden_and_missing_answer_alike() {
                 "0123456789abcdef0123456789abcdef",
             )
             .replace("/t1", "/t-missing")
-            .replace("/t2/", "/t-missing/");
+            .replace("/t2/", "/t-missing/")
+            .replace("/t3/", "/t-missing/");
         assert_ne!(path, missing, "{op} names a message or task");
         for stranger in [&fx.m, &fx.z] {
             let seen = answer(&app, method.clone(), &path, body.clone(), &stranger.token).await;

@@ -85,6 +85,7 @@ fn team(id: &str) -> TeamRecord {
         retention: Default::default(),
         loop_guard: Default::default(),
         budgets: Default::default(),
+        max_attempts: 3,
         created_at: now,
         updated_at: now,
     }

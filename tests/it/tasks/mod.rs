@@ -200,6 +200,8 @@ pub(crate) fn kinds(detail: &Value) -> Vec<String> {
         .collect()
 }
 
+mod claims;
+mod claims_race;
 mod lifecycle;
 mod namesakes;
 mod registry;

@@ -118,6 +118,11 @@ fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::E
         }
         Operation::Tasks(TaskOp::GetTask { task_id }) => put("task_id", json!(task_id)),
         Operation::Tasks(TaskOp::ListTasks(query)) => return merged(f, query),
+        Operation::Tasks(TaskOp::ClaimTask(claim)) => return merged(f, claim),
+        Operation::Tasks(TaskOp::ReleaseTask { task_id, release }) => {
+            put("task_id", json!(task_id));
+            return merged(f, release);
+        }
         Operation::Leases(op) => return lease_operation_fields(f, op),
         _ => return Ok(None),
     }

@@ -1,0 +1,417 @@
+//! Work offered to a role (`docs/tasks.md`, "Work any free agent can take"): a task
+//! submitted with `assignee_role` waits, `open`, until an agent of that role claims it.
+//! A claim is a lease: the claimer keeps the task by changing it (a progress report
+//! starts the clock again) within `lease_seconds`; a lease that runs out puts the task
+//! back for the next claimer, counting `attempts`, and after the team's `max_attempts`
+//! fails it and tells the originator. An agent removed from the team gives its claims
+//! back at once.
+//!
+//! Every one of these is an ordinary task change, decided by `TaskState::apply` and
+//! written guarded by the task's version, so two claims of one task never both win, on
+//! any node: the second finds the version moved and tries the next task.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use serde_json::{Value, json};
+use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed, TaskOffer};
+use switchboard_types::ids::TaskRef;
+use switchboard_types::task_state::{Action, Party, TaskStatus};
+use switchboard_types::tasks::{
+    CallbackStatus, ErrorMessage, SERVER_AGENT_ID, TaskEventKind, TaskFrame, TaskResponse,
+    TaskResponseStatus, TaskUpdated,
+};
+use switchboard_types::time::Timestamp;
+
+use super::commit::NotWritten;
+use super::{Change, Loaded, Notice, accepts_tasks, map, refused};
+use crate::core::assistance::capability_match;
+use crate::core::{Caller, Core, CoreResult};
+use crate::model::{AgentRecord, TaskRecord, TeamRecord};
+
+/// How many of a role's open tasks one claim looks at.
+const CANDIDATES: i64 = 32;
+/// How often a waiting claim looks again without being woken (offers made on other
+/// nodes wake nobody here).
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+/// How many lapsed claims one sweep step takes back.
+const SWEEP_BATCH: i64 = 200;
+
+impl Core {
+    /// The first change of a task offered to `role`: open, nobody's, its role's online
+    /// agents offered it, its originator told where it went.
+    pub(super) fn offered(
+        &self,
+        mut task: TaskRecord,
+        me: &Arc<AgentRecord>,
+        role: String,
+    ) -> CoreResult<(Change, TaskResponse, Option<ErrorMessage>)> {
+        task.status = TaskStatus::Open;
+        task.assignee_role = Some(role.clone());
+        let response = TaskResponse {
+            task_id: task.task_id.clone(),
+            result_data: json!({
+                "assignee_role": role,
+                "message": format!("task {} is offered to the agents of role '{role}'", task.task_id),
+            }),
+            status: TaskResponseStatus::InProgress,
+            agent_id: SERVER_AGENT_ID.to_owned().into(),
+        };
+        let details = json!({"assignee_role": role});
+        let change = Change {
+            event: self.event(&task, TaskEventKind::Submitted, me, map(details.clone())),
+            callback: (CallbackStatus::InProgress, details),
+            notices: vec![
+                self.offer_notice(&task)?,
+                Notice::new(
+                    TaskFrame::TaskResponse,
+                    &response,
+                    self.originator_told(&task),
+                )?,
+            ],
+            open_delta: Vec::new(),
+            expected_version: None,
+            actor: me.clone(),
+            task,
+        };
+        Ok((change, response, None))
+    }
+
+    /// A `TaskOffer` for the agents that may claim `task` and hold a live connection, on
+    /// this node or another (an inbox entry, so every transport pushes it as it pushes
+    /// any task notification).
+    fn offer_notice(&self, task: &TaskRecord) -> CoreResult<Notice> {
+        let hub = self.hub();
+        let online: Vec<Arc<AgentRecord>> = self
+            .registry()
+            .members(task.team_pk)
+            .into_iter()
+            .filter(|a| {
+                may_claim(a, task)
+                    && (hub.is_connected(a.pk) || hub.is_connected_elsewhere(a.pk, None))
+            })
+            .collect();
+        let offer = TaskOffer {
+            task_id: task.task_id.clone(),
+            originating_agent_id: self.agent_name(task.originator_pk),
+            description: task.description.clone(),
+            priority: task.priority,
+            assignee_role: task.assignee_role.clone().unwrap_or_default(),
+            required_capabilities: task.required_capabilities.clone(),
+            attempts: task.attempts,
+        };
+        Notice::new(TaskFrame::TaskOffer, &offer, online)
+    }
+
+    /// After a commit: a task that is open now wakes this node's waiting claims.
+    pub(super) fn note_offered(&self, task: &TaskRecord) {
+        if task.status == TaskStatus::Open {
+            self.inner.tasks.offered.notify_waiters();
+        }
+    }
+
+    /// `POST /v1/tasks/claim`: the next task offered to the caller's role that it may
+    /// take — most urgent first, then oldest — now the caller's; waiting up to
+    /// `wait_seconds` for one; `task: null` when none came.
+    pub(in crate::core) async fn claim_task(
+        &self,
+        caller: &Caller,
+        input: ClaimTask,
+    ) -> CoreResult<TaskClaimed> {
+        let (wait, lease) = input.validate()?;
+        let (team, me) = self.identity().acting_agent(caller)?;
+        self.check_can_send(&team, &me)?;
+        // A claim that may wait is a waiting call: it takes one of the credential's
+        // places for those, or is refused before it waits.
+        let _place = match wait {
+            0 => None,
+            _ => Some(self.live().hold_wait(caller)?),
+        };
+        let deadline = Instant::now() + Duration::from_secs(wait);
+        loop {
+            // Armed before the read: an offer committed after it wakes this wait.
+            let offered = self.inner.tasks.offered.notified();
+            tokio::pin!(offered);
+            offered.as_mut().enable();
+            let (claimed, contended) = self.try_claim(&team, &me, lease).await?;
+            if let Some(task) = claimed {
+                return Ok(TaskClaimed {
+                    success: true,
+                    task: Some(self.task_view(&task)),
+                });
+            }
+            if contended {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(TaskClaimed {
+                    success: true,
+                    task: None,
+                });
+            }
+            tokio::select! {
+                () = &mut offered => {}
+                () = tokio::time::sleep(left.min(LOOK_AGAIN)) => {}
+            }
+        }
+    }
+
+    /// One look at the role's open tasks: the one claimed, or whether every candidate
+    /// was taken by another claim meanwhile (then there may be more to look at).
+    async fn try_claim(
+        &self,
+        team: &Arc<TeamRecord>,
+        me: &Arc<AgentRecord>,
+        lease: u64,
+    ) -> CoreResult<(Option<TaskRecord>, bool)> {
+        let found = self
+            .store()
+            .offered_tasks(team.pk, me.role.clone(), CANDIDATES)
+            .await?;
+        let mine: Vec<TaskRecord> = found.into_iter().filter(|t| may_claim(me, t)).collect();
+        if mine.is_empty() {
+            return Ok((None, false));
+        }
+        // The first in claim order first; after it was taken, the others from a random
+        // place, so claims racing each other spread over the open tasks instead of all
+        // deciding on the same one again.
+        let start = rand::rng().random_range(0..mine.len());
+        let order = std::iter::once(0).chain((0..mine.len()).map(|i| (start + i) % mine.len()));
+        let mut tried = vec![false; mine.len()];
+        for i in order {
+            if std::mem::replace(&mut tried[i], true) {
+                continue;
+            }
+            let loaded = Loaded {
+                team: team.clone(),
+                me: me.clone(),
+                task: mine[i].clone(),
+                party: Party {
+                    claimant: true,
+                    ..Party::default()
+                },
+            };
+            match self.commit(self.plan_claim(&loaded, lease)?).await {
+                Ok(task) => return Ok((Some(task), false)),
+                Err(NotWritten::Stale) => continue,
+                Err(NotWritten::Failed(err)) => return Err(err),
+            }
+        }
+        Ok((None, true))
+    }
+
+    fn plan_claim(&self, l: &Loaded, lease: u64) -> CoreResult<Change> {
+        let next = l
+            .task_state()
+            .apply(l.party, &Action::Claim, None)
+            .map_err(|r| refused(r, &l.task))?;
+        let mut task = l.next(next);
+        task.assignee_pk = Some(l.me.pk);
+        task.attempts += 1;
+        task.lease_seconds = Some(i64::try_from(lease).unwrap_or(i64::MAX));
+        task.set_lease(task.updated_at);
+        let details = json!({
+            "agent_id": l.me.agent_id,
+            "attempt": task.attempts,
+            "lease_expires_at": task.lease_expires_at,
+        });
+        let response = TaskResponse {
+            task_id: task.task_id.clone(),
+            result_data: json!({
+                "assignee_agent_id": l.me.agent_id,
+                "message": format!("task {} was claimed by {}", task.task_id, l.me.agent_id),
+            }),
+            status: TaskResponseStatus::InProgress,
+            agent_id: l.me.agent_id.clone(),
+        };
+        let change = l.change(task, TaskEventKind::Claimed, map(details.clone()));
+        Ok(Change {
+            notices: vec![Notice::new(
+                TaskFrame::TaskResponse,
+                &response,
+                self.originator_told(&change.task),
+            )?],
+            callback: (CallbackStatus::InProgress, details),
+            open_delta: vec![(l.me.pk, 1)],
+            ..change
+        })
+    }
+
+    /// `POST /v1/tasks/{task_id}/release`: the claimer gives the task back to its role.
+    pub(in crate::core) async fn release_task(
+        &self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        input: ReleaseTask,
+    ) -> CoreResult<TaskUpdated> {
+        input.validate()?;
+        let updated = self
+            .act(caller, task_id, |core, l| {
+                let details = json!({"agent_id": l.me.agent_id, "reason": input.reason});
+                core.plan_give_back(l, TaskEventKind::Released, details)
+            })
+            .await?;
+        self.inner.tasks.offered.notify_waiters();
+        Ok(updated)
+    }
+
+    /// The claim of `l.me` ends (`Released`, or `LeaseExpired`): the task is open again
+    /// and offered, or — a lease that ran out on the team's last attempt — failed, its
+    /// originator told why.
+    fn plan_give_back(
+        &self,
+        l: &Loaded,
+        kind: TaskEventKind,
+        details: Value,
+    ) -> CoreResult<Change> {
+        let exhausted =
+            kind == TaskEventKind::LeaseExpired && l.task.attempts >= l.team.max_attempts;
+        let action = if exhausted {
+            Action::Finish { success: false }
+        } else {
+            Action::Release
+        };
+        let next = l
+            .task_state()
+            .apply(l.party, &action, None)
+            .map_err(|r| refused(r, &l.task))?;
+        let mut task = l.next(next);
+        let open_delta = vec![(l.me.pk, -1)];
+        if !exhausted {
+            task.assignee_pk = None;
+            let change = l.change(task, kind, map(details.clone()));
+            return Ok(Change {
+                notices: vec![self.offer_notice(&change.task)?],
+                callback: (CallbackStatus::InProgress, details),
+                open_delta,
+                ..change
+            });
+        }
+        let why = format!(
+            "the task's lease ran out on each of its {} claims (the team's max_attempts)",
+            l.task.attempts
+        );
+        let failure = json!({"error_code": "LEASE_EXPIRED", "error_message": why});
+        task.result_data = failure.clone();
+        let response = TaskResponse {
+            task_id: task.task_id.clone(),
+            result_data: failure.clone(),
+            status: TaskResponseStatus::Failed,
+            agent_id: SERVER_AGENT_ID.to_owned().into(),
+        };
+        let error = ErrorMessage {
+            task_id: Some(task.task_id.clone()),
+            error_code: "LEASE_EXPIRED".into(),
+            error_message: why,
+            originating_agent_id: self.agent_name(task.originator_pk),
+        };
+        let told = self.originator_told(&task);
+        let mut data = map(details);
+        data.insert("error".into(), failure.clone());
+        let change = l.change(task, kind, data);
+        Ok(Change {
+            notices: vec![
+                Notice::new(TaskFrame::TaskResponse, &response, told.clone())?,
+                Notice::new(TaskFrame::ErrorMessage, &error, told)?,
+            ],
+            callback: (CallbackStatus::Failed, failure),
+            open_delta,
+            ..change
+        })
+    }
+
+    /// Ends the claim of `task` held by `holder` as `kind` says, unless the task changed
+    /// since it was read (then whoever changed it decided, and the next sweep looks
+    /// again). Whether it was written.
+    async fn end_claim(
+        &self,
+        task: TaskRecord,
+        holder: Arc<AgentRecord>,
+        kind: TaskEventKind,
+        details: Value,
+    ) -> CoreResult<bool> {
+        let Some(team) = self.registry().team(task.team_pk) else {
+            return Ok(false);
+        };
+        let loaded = Loaded {
+            team,
+            me: holder,
+            task,
+            party: Party {
+                assignee: true,
+                ..Party::default()
+            },
+        };
+        let change = self.plan_give_back(&loaded, kind, details)?;
+        match self.commit(change).await {
+            Ok(task) => {
+                self.note_offered(&task);
+                Ok(true)
+            }
+            Err(NotWritten::Stale) => Ok(false),
+            Err(NotWritten::Failed(err)) => Err(err),
+        }
+    }
+}
+
+/// Whether `agent` may claim `task`: of its role, accepting work, not its originator,
+/// with a capability it asks for (any, as assignment matches).
+fn may_claim(agent: &AgentRecord, task: &TaskRecord) -> bool {
+    task.assignee_role.as_deref() == Some(agent.role.as_str())
+        && agent.pk != task.originator_pk
+        && accepts_tasks(agent).is_ok()
+        && capability_match(agent, &task.required_capabilities) > 0.0
+}
+
+impl Core {
+    /// Takes back the claims whose lease ran out by `now` (each open again, or failed
+    /// after the team's `max_attempts`). Answers how many.
+    pub(in crate::core) async fn sweep_claims(&self, now: Timestamp) -> CoreResult<u64> {
+        let mut ended = 0;
+        loop {
+            let lapsed = self.store().lapsed_claims(now, SWEEP_BATCH).await?;
+            let full = lapsed.len() as i64 == SWEEP_BATCH;
+            let mut written = 0;
+            for task in lapsed {
+                let Some(holder) = task.assignee_pk.and_then(|pk| self.registry().agent(pk)) else {
+                    continue;
+                };
+                let details = json!({"agent_id": holder.agent_id, "attempt": task.attempts});
+                if self
+                    .end_claim(task, holder, TaskEventKind::LeaseExpired, details)
+                    .await?
+                {
+                    written += 1;
+                }
+            }
+            ended += written;
+            if !full || written == 0 {
+                break;
+            }
+        }
+        metrics::counter!("switchboard_claim_expiries_total").increment(ended);
+        Ok(ended)
+    }
+
+    /// Gives back every claim of an agent that left its team, at once.
+    pub(in crate::core) async fn give_back_claims_of(
+        &self,
+        agent: &AgentRecord,
+    ) -> CoreResult<u64> {
+        let agent = Arc::new(agent.clone());
+        let held = self.store().claims_of(agent.team_pk, agent.pk).await?;
+        let mut given = 0;
+        for task in held {
+            let details = json!({"agent_id": agent.agent_id, "reason": "the agent was removed"});
+            if self
+                .end_claim(task, agent.clone(), TaskEventKind::Released, details)
+                .await?
+            {
+                given += 1;
+            }
+        }
+        Ok(given)
+    }
+}
