@@ -66,6 +66,13 @@ for_each_engine! {
         // The prefixes that enclose this one ($4…), and those that extend it: a byte
         // range from "prefix/" up to "prefix0" ('0' follows '/'), both engines comparing
         // bytes (PostgreSQL's column is of collation "C"). An empty prefix encloses all.
+        // Two branches, each by `leases_by_prefix`: with an OR between them SQLite read
+        // every live lease of the team by `leases_by_team`, and `+` keeps `expires_at`
+        // from being offered as an index constraint it would prefer. A compound select is
+        // ordered by position (SQLite matches no `l.pk` by name there).
+        const BY_PREFIX: &str = "FROM leases l JOIN agents a ON a.pk = l.holder_pk
+             WHERE l.team_pk = $1 AND +l.expires_at > $2 AND a.removed_at IS NULL
+               AND l.acquired_at >= a.registered_at";
         let enclosing = Pattern::enclosing_prefixes(prefix);
         let marks: Vec<String> = (0..enclosing.len()).map(|i| format!("${}", i + 4)).collect();
         // Built from constants and placeholders only.
@@ -73,9 +80,11 @@ for_each_engine! {
             format!("SELECT {LEASE_COLUMNS} {LIVE} AND $3 = '' ORDER BY l.pk")
         } else {
             format!(
-                "SELECT {LEASE_COLUMNS} {LIVE}
-                   AND (l.prefix IN ({}) OR (l.prefix >= ($3 || '/') AND l.prefix < ($3 || '0')))
-                 ORDER BY l.pk",
+                "SELECT {LEASE_COLUMNS} {BY_PREFIX} AND l.prefix IN ({})
+                 UNION ALL
+                 SELECT {LEASE_COLUMNS} {BY_PREFIX}
+                   AND l.prefix >= ($3 || '/') AND l.prefix < ($3 || '0')
+                 ORDER BY 1",
                 marks.join(", ")
             )
         };
