@@ -57,10 +57,12 @@ impl Core {
             ),
             None => None,
         };
-        let role = req.assignee_role.clone();
-        let chosen = match role {
-            Some(_) => None,
-            None => Some(self.choose_assignee(&team, &me, target.as_ref(), &capabilities)),
+        let goes_to = match req.assignee_role.clone() {
+            Some(role) => GoesTo::Role(role),
+            None => match self.choose_assignee(&team, &me, target.as_ref(), &capabilities) {
+                Ok(assignee) => GoesTo::Agent(assignee),
+                Err(why) => GoesTo::Nobody(why),
+            },
         };
         let trace = self.task_trace(req.task_id.is_none(), parent.as_ref());
         let stored = Stored {
@@ -71,10 +73,10 @@ impl Core {
             following,
         };
         let task = new_task(&team, &me, req, stored);
-        let (change, task_response, error_message) = match (chosen, role) {
-            (Some(Ok(assignee)), _) => self.assigned(task, &me, &assignee)?,
-            (Some(Err(why)), _) => self.unassigned(task, &me, why)?,
-            (None, role) => self.offered(task, &me, role.unwrap_or_default())?,
+        let (change, task_response, error_message) = match goes_to {
+            GoesTo::Agent(assignee) => self.assigned(task, &me, &assignee)?,
+            GoesTo::Nobody(why) => self.unassigned(task, &me, why)?,
+            GoesTo::Role(role) => self.offered(task, &me, role)?,
         };
         let task = self.commit(change).await.map_err(|err| match err {
             NotWritten::Failed(err) => err,
@@ -258,6 +260,14 @@ impl Core {
             }
         })
     }
+}
+
+/// Where a new task goes: to the named or chosen agent, to nobody (it fails at once, for
+/// the reason given), or to any agent of a role that claims it.
+enum GoesTo {
+    Agent(Arc<AgentRecord>),
+    Nobody(CoreError),
+    Role(String),
 }
 
 /// What the checks of a submission settled, beside the request itself.
