@@ -62,9 +62,26 @@ def _loopback_urls(body) -> None:
                 body[field] = LOOPBACK
 
 
+# Fields that make the server hold a request open. A valid value may be as long as the
+# contract allows (60 s), far past the fuzz's 10 s request timeout, so a valid request
+# would be reported as a network error; the waits themselves are tested in tests/it.
+# Invalid values are left alone: the server refuses those before it waits.
+WAIT_FIELDS = {"wait_seconds": 1}
+
+
+def _short_waits(case) -> None:
+    if not _positive(case) or not isinstance(case.body, dict):
+        return
+    for field, most in WAIT_FIELDS.items():
+        value = case.body.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and value > most:
+            case.body[field] = most
+
+
 @schemathesis.hook
 def before_call(ctx, case, **kwargs):
     _loopback_urls(case.body)
+    _short_waits(case)
     # Three in four valid requests use real ids; the rest keep the generated ones,
     # which exercise the not-found and forbidden paths.
     if not _positive(case) or _stateful(case) or RNG.random() < 0.25:
