@@ -207,6 +207,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SWITCHBOARD_ALLOW_PRIVATE_CALLBACKS")]
     pub allow_private_callbacks: bool,
 
+    /// Seconds an agent that claimed tasks may be without any live connection (WebSocket
+    /// or STOMP) and silent on its claims before they go back to their role at once;
+    /// an agent that never connected keeps its claims until their lease runs out.
+    #[arg(long, env = "SWITCHBOARD_CLAIM_GRACE", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub claim_grace: u64,
+
     /// Seconds one callback attempt may take before it counts as failed.
     #[arg(long, env = "SWITCHBOARD_CALLBACK_TIMEOUT", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub callback_timeout: u64,

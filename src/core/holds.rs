@@ -14,12 +14,14 @@ use crate::model::AgentRecord;
 
 impl Holds<'_> {
     /// Ends what ran out by `now`: removes ended leases (they stopped counting at their
-    /// end) and takes back lapsed claims (open again, or failed on the last attempt).
-    /// Answers how many of each.
+    /// end), takes back lapsed claims (open again, or failed on the last attempt) and
+    /// gives back the claims of agents gone past the grace time. Answers how many leases
+    /// and claims.
     pub async fn sweep(self, now: Timestamp) -> CoreResult<(u64, u64)> {
         let leases = self.core.sweep_leases(now).await?;
         let claims = self.core.sweep_claims(now).await?;
-        Ok((leases, claims))
+        let departed = self.core.give_back_departed(now).await?;
+        Ok((leases, claims + departed))
     }
 
     /// Gives back, at once, everything an agent that left its team held: its leases end

@@ -26,6 +26,7 @@ use switchboard_types::time::Timestamp;
 use tokio::sync::{Notify, mpsc};
 pub use watch::Watch;
 
+mod departures;
 mod event;
 mod watch;
 
@@ -192,6 +193,8 @@ pub struct Hub {
     /// must end with the agent too: a STOMP session before it subscribes, an A2A stream,
     /// an MCP wait or subscription. Made on first ask; gone with the removal.
     removals: std::sync::Mutex<HashMap<AgentPk, tokio_util::sync::CancellationToken>>,
+    /// Agents whose last connection here ended (see `departures`).
+    departures: departures::Departures,
 }
 
 /// A registered connection: its outbox and lag flag. Dropping it unregisters.
@@ -289,6 +292,7 @@ impl Hub {
             waiting: AtomicU64::new(0),
             elsewhere: RwLock::new(HashMap::new()),
             removals: std::sync::Mutex::new(HashMap::new()),
+            departures: departures::Departures::default(),
         })
     }
 
@@ -377,7 +381,11 @@ impl Hub {
         let mut agents = self.write();
         if let Some(state) = agents.get_mut(&agent_pk) {
             state.conns.retain(|c| c.id != id);
-            state.last_seen = Some(Timestamp::now());
+            let now = Timestamp::now();
+            state.last_seen = Some(now);
+            if state.conns.is_empty() {
+                self.departures.record(agent_pk, now);
+            }
         }
         drop(agents);
         let open = self.open.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);

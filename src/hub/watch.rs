@@ -82,6 +82,19 @@ impl Hub {
         self.wake(Watched::Inbox(agent_pk));
     }
 
+    /// Whether something on this node waits for `agent_pk`'s inbox right now: an MCP
+    /// listener (`wait_for_messages`, `subscriptions/listen`, a resource subscription)
+    /// or an outside agent's gateway. Such an agent hears what its inbox gets without
+    /// a live connection, so it is offered work as a connected one is.
+    pub fn is_watching_inbox(&self, agent_pk: AgentPk) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
+            && self
+                .signals
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&Watched::Inbox(agent_pk))
+    }
+
     /// Starts waiting for a task to change.
     pub fn watch_task(self: &Arc<Self>, task_pk: TaskPk) -> Watch {
         self.watch(Watched::Task(task_pk))

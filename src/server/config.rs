@@ -62,6 +62,8 @@ pub struct ServerConfig {
     pub stomp_anonymous_team: Option<String>,
     /// How often an outside A2A agent's card is read again.
     pub a2a_card_refresh: Duration,
+    /// How long a claimer may be gone before its claims go back (`--claim-grace`).
+    pub claim_grace: Duration,
 }
 
 impl ServerConfig {
@@ -94,6 +96,7 @@ impl ServerConfig {
             stomp_heart_beat: Duration::ZERO,
             stomp_anonymous_team: None,
             a2a_card_refresh: Duration::from_secs(600),
+            claim_grace: Duration::from_secs(30),
         }
     }
 }
@@ -133,6 +136,7 @@ impl TryFrom<&ServeArgs> for ServerConfig {
             },
             otlp_endpoint: args.otlp_endpoint.clone(),
             a2a_card_refresh: Duration::from_secs(args.a2a_card_refresh),
+            claim_grace: Duration::from_secs(args.claim_grace),
             ws_ping_interval: Duration::from_secs(args.ws_ping_interval),
             tick_scale: args.tick_scale,
             ws_outbox: usize::try_from(args.ws_outbox).unwrap_or(usize::MAX),

@@ -267,6 +267,7 @@ async fn open_core(config: &ServerConfig) -> Result<(Store, Core, AdminToken), S
         },
         tasks: TaskSettings {
             allow_private_callbacks: config.callbacks.allow_private,
+            claim_grace: config.claim_grace,
         },
         retention: config.retention,
         node_id: config.node_id.clone(),

@@ -436,13 +436,32 @@ async def leases(base, token_a, token_b):
                 "extended": extended["data"], "bad": bad}
 
 
+async def offer_heard(base, token_b, offer):
+    """B listens to its inbox (`subscriptions/listen`, no live connection) while `offer()`
+    offers a task to its role: the offer reaches its inbox, as it reaches a connected
+    agent's. Answers what `offer()` answered and the TaskOffer entries B then reads."""
+    headers = {"Authorization": f"Bearer {token_b}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        transport = streamable_http_client(base + "/mcp", http_client=http)
+        async with Client(transport, mode="auto") as client:
+            async with client.listen(resource_subscriptions=["switchboard://inbox"]) as sub:
+                events = aiter(sub)
+                await asyncio.sleep(0.3)
+                offered = await offer()
+                while (await asyncio.wait_for(anext(events), 30)).uri != "switchboard://inbox":
+                    pass
+            inbox = await client.call_tool("get_messages", {})
+    entries = inbox.structured_content["messages"]
+    return offered, [m for m in entries if m["content"]["text"].startswith("TaskOffer")]
+
+
 async def claims(base, token_a, token_b):
-    """Work offered to a role, through the stock SDK: A offers a task to B's role, B claims
-    it, reports progress, gives it back, claims it again (its second attempt) and
-    completes it; a further claim finds nothing."""
+    """Work offered to a role, through the stock SDK: A offers a task to B's role while B
+    listens (B hears the offer), B claims it, reports progress, gives it back, claims it
+    again (its second attempt) and completes it; a further claim finds nothing."""
     async with agent(base, token_a) as a, agent(base, token_b) as b:
-        offered = await a.call("submit_task", description="Triage the new issues",
-                               assignee_role="role of b")
+        offered, heard = await offer_heard(base, token_b, lambda: a.call(
+            "submit_task", description="Triage the new issues", assignee_role="role of b"))
         first = await b.call("claim_task", wait_seconds=5, lease_seconds=120)
         task_id = first["data"]["task"]["task_id"]
         progress = await b.call("report_progress", task_id=task_id, result_data={"done": 3})
@@ -450,7 +469,8 @@ async def claims(base, token_a, token_b):
         second = await b.call("claim_task")
         done = await b.call("complete_task", task_id=task_id, result_data={"triaged": 12})
         empty = await b.call("claim_task")
-        return {"offered": offered["data"], "first": first["data"], "progress": progress,
+        return {"offered": offered["data"], "heard": heard, "first": first["data"],
+                "progress": progress,
                 "released": released["data"], "second": second["data"], "done": done["data"],
                 "empty": empty["data"]}
 

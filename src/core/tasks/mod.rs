@@ -46,10 +46,22 @@ use super::{Core, CoreError};
 use crate::model::{AgentRecord, OpenTasks, TaskEventRecord, TaskRecord, TeamRecord};
 
 /// Settings of the task protocol.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct TaskSettings {
     /// Accept callback URLs on loopback and private networks (tests, closed networks).
     pub allow_private_callbacks: bool,
+    /// How long a claimer may be without a live connection, and silent on its claims,
+    /// before they go back to the role (`--claim-grace`).
+    pub claim_grace: std::time::Duration,
+}
+
+impl Default for TaskSettings {
+    fn default() -> Self {
+        TaskSettings {
+            allow_private_callbacks: false,
+            claim_grace: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 /// The task protocol's state held in memory beside the store.
@@ -66,6 +78,9 @@ pub struct TaskRuntime {
     /// Woken when a task was offered (again) on this node, so waiting claims look at
     /// once; other nodes' offers are seen by the claims' one-second look.
     offered: tokio::sync::Notify,
+    /// Claims looking at the open tasks on this node right now, and a ticket counter:
+    /// claims in flight together start at different tasks (`claims::try_claim`).
+    claiming: claims::Claiming,
 }
 
 impl TaskRuntime {
@@ -76,6 +91,7 @@ impl TaskRuntime {
             callbacks_queued: tokio::sync::Notify::new(),
             formats: RwLock::default(),
             offered: tokio::sync::Notify::new(),
+            claiming: claims::Claiming::default(),
         }
     }
 

@@ -465,6 +465,13 @@ async fn mcp_agents_claim_and_give_back_through_the_stock_sdk() {
     let b = app.agent(&team, "b", &[]).await;
     let out = crate::python::run("mcp_agents.py", &["claims", &app.base, &a.token, &b.token]).await;
     assert_eq!(out["offered"]["task"]["status"], "open", "{out:#}");
+    // B only listened over MCP (no live connection), and was offered the task.
+    let heard = out["heard"].as_array().expect("heard");
+    assert_eq!(heard.len(), 1, "{out:#}");
+    assert_eq!(
+        heard[0]["content"]["data"]["task_id"],
+        out["offered"]["task"]["task_id"]
+    );
     assert_eq!(out["first"]["task"]["assignee_agent_id"], "b");
     assert_eq!(out["progress"]["error"], false, "{out:#}");
     assert_eq!(out["released"]["task"]["status"], "open");

@@ -201,6 +201,7 @@ pub(crate) fn kinds(detail: &Value) -> Vec<String> {
 }
 
 mod claims;
+mod claims_gone;
 mod claims_race;
 mod lifecycle;
 mod namesakes;
