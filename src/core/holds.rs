@@ -4,6 +4,7 @@
 //! and one give-back at a removal — so the two kinds of hold cannot drift apart in when
 //! they end.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use switchboard_types::time::Timestamp;
@@ -28,7 +29,7 @@ impl Holds<'_> {
     /// and the tasks it claimed go back to their role. Best effort after the removal's
     /// commit: what fails here ends by time (a lease of a non-member never counts).
     pub async fn release_all_of(self, agent: &AgentRecord) {
-        if let Err(err) = self.core.release_leases_of(agent.pk).await {
+        if let Err(err) = self.core.release_leases_of(&Arc::new(agent.clone())).await {
             tracing::warn!(error = %err, "a removed agent's leases stay until the sweep");
         }
         if let Err(err) = self.core.give_back_claims_of(agent).await {

@@ -12,21 +12,21 @@ use serde_json::json;
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::{AgentPk, LeaseId, TeamId};
 use switchboard_types::leases::{
-    AcquireLease, DEFAULT_TTL_SECONDS, ExtendLease, Lease, LeaseConflict, LeaseEnvelope, LeaseList,
-    LeaseQuery, MAX_LEASES_PER_AGENT, MAX_LEASES_PER_TEAM, MAX_REASON_CHARS, MAX_TTL_SECONDS,
-    Pattern,
+    AcquireLease, DEFAULT_TTL_SECONDS, ExtendLease, Lease, LeaseConflict, LeaseEnvelope,
+    LeaseEventKind, LeaseList, LeaseQuery, MAX_LEASES_PER_AGENT, MAX_LEASES_PER_TEAM,
+    MAX_REASON_CHARS, MAX_TTL_SECONDS, Pattern,
 };
 use switchboard_types::time::Timestamp;
 use switchboard_types::{LeaseOp, Reply};
 
 use super::{Caller, Core, CoreError, CoreResult, Need};
-use crate::model::{LeaseChange, LeaseRecord, LeaseScope, LeaseView, TeamRecord};
+use crate::model::{AgentRecord, LeaseChange, LeaseRecord, LeaseScope, LeaseView, TeamRecord};
 
 /// How many ended leases one sweep step removes.
 const SWEEP_BATCH: i64 = 500;
 
 /// What a decision on the team's leases found, before it becomes an answer.
-enum Decision {
+pub(super) enum Decision {
     Done(LeaseRecord),
     Conflicts(Vec<LeaseRecord>),
     TooMany { limit: &'static str, max: usize },
@@ -106,12 +106,21 @@ impl Core {
             holder: me.pk,
             prefix: Pattern::literal_prefix(&asked.resource).to_owned(),
         };
+        let refused = asked.clone();
         let decision = self
             .store()
             .change_leases(team.pk, now, scope, move |view: LeaseView| {
                 Ok::<_, CoreError>(decide_grant(asked, &pattern, view))
             })
             .await?;
+        self.announce_decision(
+            &team,
+            &decision,
+            LeaseEventKind::Granted,
+            Some(&refused),
+            None,
+        )
+        .await;
         self.lease_answer(&team, decision, "granted")
     }
 
@@ -153,6 +162,8 @@ impl Core {
                 },
             )
             .await?;
+        self.announce_decision(&team, &decision, LeaseEventKind::Extended, None, None)
+            .await;
         self.lease_answer(&team, decision, "extended")
     }
 
@@ -188,6 +199,11 @@ impl Core {
                 },
             )
             .await?;
+        let reason = holder
+            .is_none()
+            .then(|| "released by the team key".to_owned());
+        self.announce_decision(&team, &decision, LeaseEventKind::Released, None, reason)
+            .await;
         self.lease_answer(&team, decision, "released")
     }
 
@@ -283,7 +299,7 @@ impl Core {
         }
     }
 
-    fn lease_view(&self, team: &TeamRecord, l: LeaseRecord) -> Lease {
+    pub(super) fn lease_view(&self, team: &TeamRecord, l: LeaseRecord) -> Lease {
         let holder = self
             .registry()
             .agent(l.holder_pk)
@@ -382,7 +398,10 @@ impl Core {
         loop {
             let gone = self.store().expire_leases(now, SWEEP_BATCH).await?;
             ended += gone.len() as u64;
-            if gone.len() < SWEEP_BATCH as usize {
+            let full = gone.len() >= SWEEP_BATCH as usize;
+            self.announce_ended(gone, None, LeaseEventKind::Expired, None)
+                .await;
+            if !full {
                 break;
             }
         }
@@ -393,8 +412,28 @@ impl Core {
     }
 
     /// Gives back every lease of an agent that left its team, at once.
-    pub(super) async fn release_leases_of(&self, holder: AgentPk) -> CoreResult<u64> {
-        let gone = self.store().release_leases_of(holder).await?;
-        Ok(gone.len() as u64)
+    pub(super) async fn release_leases_of(&self, holder: &Arc<AgentRecord>) -> CoreResult<u64> {
+        let gone = self.store().release_leases_of(holder.pk).await?;
+        let count = gone.len() as u64;
+        let why = Some("the holder was removed".to_owned());
+        self.announce_ended(gone, Some(holder.clone()), LeaseEventKind::Released, why)
+            .await;
+        Ok(count)
+    }
+
+    /// Tells the lease watchers of each lease's team that it ended.
+    async fn announce_ended(
+        &self,
+        gone: Vec<LeaseRecord>,
+        holder: Option<Arc<AgentRecord>>,
+        kind: LeaseEventKind,
+        reason: Option<String>,
+    ) {
+        for lease in gone {
+            if let Some(team) = self.registry().team(lease.team_pk) {
+                self.announce_lease(&team, holder.clone(), kind, &lease, &[], reason.clone())
+                    .await;
+            }
+        }
     }
 }

@@ -24,6 +24,7 @@ mod health;
 pub mod holds;
 mod ids;
 mod inbox;
+mod lease_events;
 pub mod leases;
 pub mod live;
 mod loops;

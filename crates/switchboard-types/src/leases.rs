@@ -148,6 +148,66 @@ pub struct LeaseConflict {
     pub expires_at: Timestamp,
 }
 
+/// The tag a team's lease events are published under: an agent that watches it
+/// (`PUT /v1/watch`, `set_watch`, or `watch` at registration) gets every grant,
+/// extension, release, conflict and end of its team's leases in its inbox, pushed live
+/// on whatever transport it listens by and replayed after it was away. Nobody else
+/// gets them, and a team nobody watches pays nothing for them.
+pub const LEASE_EVENTS_TAG: &str = "switchboard.lease";
+
+/// What happened to a lease: the `instruct_content` of a lease event (and
+/// `content.data`, beside `"type": "lease_event"`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct LeaseEvent {
+    pub event: LeaseEventKind,
+    /// The lease as it now stands (as it was, once ended); for a conflict, the lease that
+    /// was asked for and not granted.
+    pub lease: Lease,
+    /// For a conflict: the leases that kept it off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<LeaseConflict>,
+    /// Why it ended, when not by its holder or its time: `released by the team key`,
+    /// `the holder was removed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The kinds of lease event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeaseEventKind {
+    Granted,
+    Extended,
+    Released,
+    Expired,
+    Conflict,
+}
+
+impl LeaseEventKind {
+    /// The word a lease event's text starts with.
+    pub fn name(self) -> &'static str {
+        match self {
+            LeaseEventKind::Granted => "granted",
+            LeaseEventKind::Extended => "extended",
+            LeaseEventKind::Released => "released",
+            LeaseEventKind::Expired => "expired",
+            LeaseEventKind::Conflict => "conflict",
+        }
+    }
+}
+
+impl From<Lease> for LeaseConflict {
+    fn from(l: Lease) -> LeaseConflict {
+        LeaseConflict {
+            lease_id: l.lease_id,
+            holder: l.holder,
+            resource: l.resource,
+            exclusive: l.exclusive,
+            expires_at: l.expires_at,
+        }
+    }
+}
+
 /// A resource checked: its segments, each split at its `*`s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pattern {

@@ -24,7 +24,18 @@ use crate::openapi::{JSON_VALUE, NO_NUL};
 /// (schema, keyword, value). utoipa's `Object` has no `oneOf`/`anyOf` of its own; its
 /// extensions are written flat into the schema, so they carry them.
 fn between_fields() -> Vec<(&'static str, &'static str, serde_json::Value)> {
+    // The server's own tags, written with `not` because a pattern that says "does not
+    // start with" needs a look-ahead, which not every validator's regex has.
+    let reserved = format!(
+        "^{}",
+        crate::publish::RESERVED_TAG_PREFIX.replace('.', r"\.")
+    );
     vec![
+        (
+            "Publish",
+            "not",
+            json!({"required": ["cause_by"], "properties": {"cause_by": {"type": "string", "pattern": reserved}}}),
+        ),
         (
             "Attachment",
             "oneOf",

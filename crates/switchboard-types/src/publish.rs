@@ -52,6 +52,10 @@ pub fn clean_tags(field: &str, tags: &[String], max: usize) -> Result<Vec<String
     Ok(out)
 }
 
+/// Tags only the server publishes under (`leases::LEASE_EVENTS_TAG`): a publish of a
+/// client's under one is refused, so an event under it is the server's word.
+pub const RESERVED_TAG_PREFIX: &str = "switchboard.";
+
 /// Whether a watch list takes `cause_by` up as news: an entry matches exactly, and an
 /// entry ending in `*` matches every tag that starts with what precedes it (`review.*`
 /// watches `review.code` and `review.docs`; ours, beyond MetaGPT).
@@ -106,6 +110,16 @@ impl Publish {
     /// The value rules; returns `send_to` cleaned (`["<all>"]` when not given).
     pub fn validate(&self) -> Result<Vec<String>, ErrorBody> {
         check_text("cause_by", &self.cause_by, MAX_TAG)?;
+        if self.cause_by.starts_with(RESERVED_TAG_PREFIX) {
+            return Err(ErrorBody::validation(
+                "cause_by",
+                format!(
+                    "tags starting with '{RESERVED_TAG_PREFIX}' are the server's own (lease \
+                     events): a watcher must be able to trust them"
+                ),
+            )
+            .with("reserved_prefix", RESERVED_TAG_PREFIX));
+        }
         self.content.validate()?;
         check_optional("thread_id", &self.thread_id, MAX_REFERENCE)?;
         match &self.send_to {

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::{ADMIN, Agent, Res, Team, TestApp};
 
+mod events;
 mod race;
 mod scope;
 

@@ -24,6 +24,15 @@ async fn publish_bodies_are_validated() {
     app.publish(&a, body(json!({"cause_by": "x".repeat(201)})))
         .await
         .expect_invalid("cause_by");
+    // The server's own tags (lease events) are not a client's to publish under.
+    let reserved = app
+        .publish(&a, body(json!({"cause_by": "switchboard.lease"})))
+        .await
+        .expect_invalid("cause_by");
+    assert_eq!(reserved.body["details"]["reserved_prefix"], "switchboard.");
+    app.publish(&a, body(json!({"cause_by": "Switchboard.lease"})))
+        .await
+        .expect_status(201);
     app.publish(&a, body(json!({"send_to": []})))
         .await
         .expect_invalid("send_to");
