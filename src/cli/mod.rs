@@ -230,6 +230,13 @@ pub enum TaskCommand {
         #[arg(long)]
         reason: Option<String>,
     },
+    /// Keep a task you claimed without reporting progress (renew its lease).
+    Extend {
+        task_id: String,
+        /// Seconds from now the lease ends (1–3600; default the claim's own lease).
+        #[arg(long)]
+        lease: Option<u64>,
+    },
 }
 
 /// `task submit`'s arguments.

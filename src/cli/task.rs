@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 use switchboard_client::{Client, ClientError};
-use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed};
+use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
 use switchboard_types::tasks::{
     Answer, Cancel, Clarify, Handoff, TaskDetail, TaskRequest, TaskResponseStatus, TaskResult,
     TaskSubmitted, TaskUpdated,
@@ -77,6 +77,12 @@ pub(super) async fn task(client: &Client, json: bool, command: TaskCommand) -> R
             client
                 .release_task(&task_id, ReleaseTask { reason })
                 .await?
+        }
+        TaskCommand::Extend { task_id, lease } => {
+            let extend = ExtendClaim {
+                lease_seconds: lease,
+            };
+            client.extend_claim(&task_id, extend).await?
         }
     };
     show_updated(json, &updated);

@@ -224,6 +224,9 @@ impl Core {
             Op::ReleaseTask { task_id, release } => {
                 updated(boxed(self.release_task(caller, &task_id, release)).await?)
             }
+            Op::ExtendClaim { task_id, extend } => {
+                updated(boxed(self.extend_claim(caller, &task_id, extend)).await?)
+            }
         })
     }
 }

@@ -465,12 +465,13 @@ async def claims(base, token_a, token_b):
         first = await b.call("claim_task", wait_seconds=5, lease_seconds=120)
         task_id = first["data"]["task"]["task_id"]
         progress = await b.call("report_progress", task_id=task_id, result_data={"done": 3})
+        extended = await b.call("extend_claim", task_id=task_id, lease_seconds=600)
         released = await b.call("release_task", task_id=task_id, reason="lunch")
         second = await b.call("claim_task")
         done = await b.call("complete_task", task_id=task_id, result_data={"triaged": 12})
         empty = await b.call("claim_task")
         return {"offered": offered["data"], "heard": heard, "first": first["data"],
-                "progress": progress,
+                "progress": progress, "extended": extended["data"],
                 "released": released["data"], "second": second["data"], "done": done["data"],
                 "empty": empty["data"]}
 

@@ -303,6 +303,14 @@ async fn the_command_line_offers_claims_and_gives_back_work() {
         line.starts_with("claimed t-role (attempt 1, lease until "),
         "{line}"
     );
+    let extended = cli_ok(
+        &app,
+        &bob,
+        &[&task[..], &["extend", "t-role", "--lease", "600", "--json"]].concat(),
+    )
+    .await;
+    let extended: serde_json::Value = serde_json::from_slice(&extended.stdout).expect("json");
+    assert_eq!(extended["task"]["status"], "in-progress", "{extended}");
     cli_ok(
         &app,
         &bob,

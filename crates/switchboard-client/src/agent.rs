@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use switchboard_types::agents::AgentEnvelope;
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
-use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed};
+use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
 use switchboard_types::inbox::{InboxPage, InboxQuery};
 use switchboard_types::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use switchboard_types::messages::{
@@ -333,6 +333,19 @@ impl Client {
         self.call(Operation::Tasks(TaskOp::ReleaseTask {
             task_id: task_id.into(),
             release,
+        }))
+        .await
+    }
+
+    /// Renews the lease of a task this agent claimed without reporting progress.
+    pub async fn extend_claim(
+        &self,
+        task_id: &str,
+        extend: ExtendClaim,
+    ) -> Result<TaskUpdated, ClientError> {
+        self.call(Operation::Tasks(TaskOp::ExtendClaim {
+            task_id: task_id.into(),
+            extend,
         }))
         .await
     }

@@ -284,6 +284,9 @@ fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Tasks(TaskOp::ReleaseTask { task_id, release }) => {
             action(task_id, "release", release)
         }
+        Operation::Tasks(TaskOp::ExtendClaim { task_id, extend }) => {
+            action(task_id, "extend", extend)
+        }
         Operation::Leases(op) => lease_call(op),
         other => Err(ClientError::Transport(format!(
             "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",

@@ -1,5 +1,5 @@
 //! Work offered to a role (an extension of the task protocol, `docs/tasks.md`): the
-//! bodies of a claim and a give-back, a claim's answer, and the `TaskOffer` frame.
+//! bodies of a claim, an extension and a give-back, a claim's answer, and the `TaskOffer` frame.
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,37 @@ pub struct ReleaseTask {
     /// Why, for the task's history (at most 1000 characters).
     #[serde(default)]
     pub reason: Option<String>,
+}
+
+/// Body of `POST /v1/tasks/{task_id}/extend`: the claimer renews its claim's lease
+/// without reporting progress (a long step with nothing to report yet).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ExtendClaim {
+    /// The lease from now (1–3600 s); by default the claim's own `lease_seconds`. It
+    /// becomes the claim's lease for the progress reports that follow.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(example = 900, minimum = 1, maximum = 3600)
+    )]
+    pub lease_seconds: Option<u64>,
+}
+
+impl ExtendClaim {
+    /// The lease asked for, within its bounds (`None`: keep the claim's own).
+    pub fn validate(&self) -> Result<Option<u64>, ErrorBody> {
+        match self.lease_seconds {
+            Some(lease) if !(1..=MAX_CLAIM_LEASE_SECONDS).contains(&lease) => {
+                Err(ErrorBody::validation(
+                    "lease_seconds",
+                    format!("lease_seconds is 1 to {MAX_CLAIM_LEASE_SECONDS}"),
+                ))
+            }
+            lease => Ok(lease),
+        }
+    }
 }
 
 /// `TaskOffer`: pushed to the online agents of a task's role when it is offered (again).

@@ -374,6 +374,10 @@ fn decode_task(name: TaskOpName, mut f: Fields) -> Result<Operation, ErrorBody> 
             task_id: take(&mut f, "task_id")?,
             release: rest(f)?,
         }),
+        TaskOpName::ExtendClaim => Operation::Tasks(TaskOp::ExtendClaim {
+            task_id: take(&mut f, "task_id")?,
+            extend: rest(f)?,
+        }),
     })
 }
 

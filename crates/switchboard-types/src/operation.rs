@@ -13,7 +13,7 @@ use crate::agents::{
 };
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
-use crate::claims::{ClaimTask, ReleaseTask, TaskClaimed};
+use crate::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
 use crate::ids::{AgentId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
 use crate::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
@@ -257,6 +257,11 @@ pub enum TaskOp {
     ReleaseTask {
         task_id: TaskRef,
         release: ReleaseTask,
+    },
+    /// The claimer renews its claim's lease.
+    ExtendClaim {
+        task_id: TaskRef,
+        extend: ExtendClaim,
     },
 }
 

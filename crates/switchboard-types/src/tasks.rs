@@ -90,6 +90,8 @@ wire_enum! {
         /// Its claimer's lease ran out: open again, or failed after the team's
         /// `max_attempts`.
         LeaseExpired,
+        /// Its claimer renewed the lease without reporting progress.
+        LeaseExtended,
     }
 }
 

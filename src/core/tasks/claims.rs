@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use serde_json::{Value, json};
-use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed, TaskOffer};
+use switchboard_types::ErrorCode;
+use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed, TaskOffer};
 use switchboard_types::ids::TaskRef;
 use switchboard_types::task_state::{Action, Party, TaskStatus};
 use switchboard_types::tasks::{
@@ -29,7 +30,7 @@ use switchboard_types::time::Timestamp;
 use super::commit::NotWritten;
 use super::{Change, Loaded, Notice, accepts_tasks, map, refused};
 use crate::core::assistance::capability_match;
-use crate::core::{Caller, Core, CoreResult};
+use crate::core::{Caller, Core, CoreError, CoreResult};
 use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
 /// How many of a role's open tasks one claim looks at.
@@ -294,6 +295,47 @@ impl Core {
             .await?;
         self.inner.tasks.offered.notify_waiters();
         Ok(updated)
+    }
+
+    /// `POST /v1/tasks/{task_id}/extend`: the claimer renews its lease without a progress
+    /// report, for `lease_seconds` from now (which stays the claim's lease) or the
+    /// claim's own. Who may, and when, is progress's rule; a task given to a named agent
+    /// has no lease to renew.
+    pub(in crate::core) async fn extend_claim(
+        &self,
+        caller: &Caller,
+        task_id: &TaskRef,
+        input: ExtendClaim,
+    ) -> CoreResult<TaskUpdated> {
+        let lease = input.validate()?;
+        self.act(caller, task_id, |_, l| {
+            let next = l
+                .task_state()
+                .apply(l.party, &Action::Progress, None)
+                .map_err(|r| refused(r, &l.task))?;
+            if l.task.assignee_role.is_none() {
+                return Err(CoreError::new(
+                    ErrorCode::InvalidTaskTransition,
+                    format!(
+                        "task {} was given to an agent, not claimed: it has no lease to extend",
+                        l.task.task_id
+                    ),
+                )
+                .with("task_id", l.task.task_id.as_str()));
+            }
+            let mut task = l.next(next);
+            if let Some(lease) = lease {
+                task.lease_seconds = Some(i64::try_from(lease).unwrap_or(i64::MAX));
+                task.set_lease(task.updated_at);
+            }
+            let details = json!({
+                "agent_id": l.me.agent_id,
+                "lease_seconds": task.lease_seconds,
+                "lease_expires_at": task.lease_expires_at,
+            });
+            Ok(l.change(task, TaskEventKind::LeaseExtended, map(details)))
+        })
+        .await
     }
 
     /// The claim of `l.me` ends (`Released`, or `LeaseExpired`): the task is open again

@@ -1,9 +1,9 @@
-//! `/v1/tasks/claim` and `/v1/tasks/{task_id}/release`: work offered to a role, taken
-//! and given back (`docs/tasks.md`, "Work any free agent can take").
+//! `/v1/tasks/claim`, `/v1/tasks/{task_id}/extend` and `/v1/tasks/{task_id}/release`:
+//! work offered to a role, taken, held and given back (`docs/tasks.md`, "Work any free agent can take").
 
 use axum::Json;
 use axum::extract::State;
-use switchboard_types::claims::{ClaimTask, ReleaseTask, TaskClaimed};
+use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
 use switchboard_types::ids::TaskRef;
 use switchboard_types::tasks::TaskUpdated;
 use switchboard_types::{ErrorBody, Operation, Reply, TaskOp};
@@ -15,6 +15,7 @@ use crate::transport::common::{ApiResult, Auth, JsonBody, PathParams};
 pub fn router() -> OpenApiRouter<HttpState> {
     OpenApiRouter::new()
         .routes(routes!(claim))
+        .routes(routes!(extend))
         .routes(routes!(release))
 }
 
@@ -68,6 +69,38 @@ async fn release(
         Operation::Tasks(TaskOp::ReleaseTask {
             task_id,
             release: input,
+        }),
+    )
+    .await
+}
+
+/// Renew a claim's lease without a progress report (its claimer): it ends
+/// `lease_seconds` from now (which becomes the claim's lease), or the claim's own lease
+/// from now. For a long step with nothing to report yet; a progress report renews it
+/// too.
+#[utoipa::path(post, path = "/v1/tasks/{task_id}/extend", tag = "tasks", security(("bearer" = [])),
+    params(("task_id" = String, Path, description = "The task: its id, or `id@originator` where the id alone names several of the caller's tasks")),
+    request_body = ExtendClaim,
+    responses(
+        (status = 200, description = "The task with its new `lease_expires_at`", body = TaskUpdated),
+        (status = 400, description = "VALIDATION_ERROR: lease_seconds out of range", body = ErrorBody),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: only the task's claimer extends it", body = ErrorBody),
+        (status = 404, description = "TASK_NOT_FOUND", body = ErrorBody),
+        (status = 409, description = "CONFLICT (an ambiguous task id) or INVALID_TASK_TRANSITION: not claimed, waiting for an answer, or finished", body = ErrorBody),
+    ))]
+async fn extend(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(task_id): PathParams<TaskRef>,
+    JsonBody(input): JsonBody<ExtendClaim>,
+) -> ApiResult<Json<Reply>> {
+    ok(
+        state,
+        &caller,
+        Operation::Tasks(TaskOp::ExtendClaim {
+            task_id,
+            extend: input,
         }),
     )
     .await

@@ -325,7 +325,7 @@ static TOOLS: [Spec; 20] = [
 ];
 
 /// Tools kept apart only to keep [`TOOLS`] under the line bound.
-static MORE: [Spec; 9] = [
+static MORE: [Spec; 10] = [
     spec(
         "cancel_task",
         Frame(OperationName::Tasks(TaskOpName::CancelTask)),
@@ -349,6 +349,15 @@ static MORE: [Spec; 9] = [
         (POST, "/v1/tasks/{task_id}/release"),
     )
     .about("Give a task you claimed back to your role, with an optional reason."),
+    spec(
+        "extend_claim",
+        Frame(OperationName::Tasks(TaskOpName::ExtendClaim)),
+        (POST, "/v1/tasks/{task_id}/extend"),
+    )
+    .about(
+        "Keep a task you claimed without reporting progress: its lease ends lease_seconds \
+         from now (at most 3600; default the claim's own lease).",
+    ),
     Spec {
         source: Source::Component("WaitForMessages"),
         ..spec("wait_for_messages", Wait, ("", ""))

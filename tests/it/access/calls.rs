@@ -60,6 +60,17 @@ impl Fixture {
                 r,
             ),
             "own_activity" => get("/v1/activity".into(), r),
+            other => self.task_call(other, clar),
+        }
+    }
+
+    /// The task calls (`agent_call`'s rest).
+    fn task_call(&self, op: &str, clar: &str) -> (Method, String, Option<Value>, &Agent) {
+        let (s, r) = (&self.s, &self.r);
+        let get = |path: String, party| (Method::GET, path, None, party);
+        let post =
+            |path: &str, body: Value, party| (Method::POST, path.to_owned(), Some(body), party);
+        match op {
             "submit_task" => post(
                 "/v1/tasks",
                 json!({"description": "d", "originating_agent_id": "s", "target_agent_id": "r"}),
@@ -86,6 +97,7 @@ impl Fixture {
             "report" => post("/v1/tasks/t1/result", json!({"status": "success"}), r),
             "claim" => post("/v1/tasks/claim", json!({}), r),
             "release" => post("/v1/tasks/t3/release", json!({}), r),
+            "extend" => post("/v1/tasks/t3/extend", json!({}), r),
             other => panic!("no call for operation {other}: add it to the access test"),
         }
     }
@@ -128,6 +140,7 @@ impl Fixture {
             "release_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
             "claim_task" => json!({}),
             "release_task" => json!({"task_id": "t3"}),
+            "extend_claim" => json!({"task_id": "t3"}),
             _ => {
                 let rest = FRAMES.iter().find(|(f, ..)| *f == kind).map(|(_, r, _)| *r);
                 let (_, _, body, _) = self.agent_call(rest.unwrap_or(kind), msg, clar);

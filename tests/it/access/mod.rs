@@ -136,6 +136,7 @@ const MATRIX: &[(&str, Row)] = &[
     // Any agent claims for itself (nothing offered to its role: `task: null`).
     ("claim", ANY_AGENT),
     ("release", PARTY_ELSE_HIDDEN),
+    ("extend", PARTY_ELSE_HIDDEN),
     // The upgrade answers 101; a refusal is the HTTP error before it.
     ("connect", [403, 403, 403, 101, 101, 101, 401, 401, 401]),
     // STOMP authenticates in its CONNECT frame, not in the upgrade (tests/it/stomp).
@@ -175,6 +176,7 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("release_lease", "release_lease", false),
     ("claim_task", "claim", false),
     ("release_task", "release", false),
+    ("extend_claim", "extend", false),
 ];
 
 /// A team `a…` with sender `s`, recipient `r`, bystander `m` and removed `x`; a team

@@ -474,6 +474,11 @@ async fn mcp_agents_claim_and_give_back_through_the_stock_sdk() {
     );
     assert_eq!(out["first"]["task"]["assignee_agent_id"], "b");
     assert_eq!(out["progress"]["error"], false, "{out:#}");
+    let first_end = out["first"]["task"]["lease_expires_at"].as_str();
+    assert!(
+        out["extended"]["task"]["lease_expires_at"].as_str() > first_end,
+        "{out:#}"
+    );
     assert_eq!(out["released"]["task"]["status"], "open");
     assert_eq!(out["second"]["task"]["attempts"], 2);
     assert_eq!(out["done"]["task"]["status"], "success");

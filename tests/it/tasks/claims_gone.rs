@@ -96,3 +96,66 @@ async fn a_claimer_gone_past_the_grace_gives_back_what_it_did_not_renew_since() 
     assert_eq!(res.body["task"]["attempts"], 2);
     app.stop().await;
 }
+
+/// `POST /v1/tasks/{task_id}/extend`: the claimer renews its lease without a progress
+/// report, for the claim's own lease or a new one (which stays the claim's); the history
+/// says so. Out-of-range leases are refused naming the field, and a task given to an
+/// agent by name has no lease to extend.
+#[tokio::test]
+async fn a_claimer_extends_its_lease_without_reporting_progress() {
+    let app = TestApp::start().await;
+    let team = app.team("claims-extend").await;
+    let planner = member(&app, &team, "planner", "planner", &[]).await;
+    let coder = member(&app, &team, "coder", "coder", &[]).await;
+    offer(&app, &planner, "long", "coder", json!({}))
+        .await
+        .expect_status(201);
+    let claimed = claim(&app, &coder, json!({"lease_seconds": 60}))
+        .await
+        .expect_status(200);
+    let first_end = claimed.body["task"]["lease_expires_at"].clone();
+    let extend = |body: Value| {
+        app.post("/v1/tasks/long/extend")
+            .token(&coder.token)
+            .json(body)
+            .send()
+    };
+    for bad in [0, 3601] {
+        let res = extend(json!({"lease_seconds": bad}))
+            .await
+            .expect_error(400, "VALIDATION_ERROR");
+        assert_eq!(res.body["details"]["field"], "lease_seconds");
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let same = extend(json!({})).await.expect_status(200);
+    assert!(same.body["task"]["lease_expires_at"].as_str() > first_end.as_str());
+    let longer = extend(json!({"lease_seconds": 1800}))
+        .await
+        .expect_status(200);
+    assert_eq!(longer.body["task"]["status"], "in-progress");
+    let end = longer.body["task"]["lease_expires_at"]
+        .as_str()
+        .expect("end");
+    let detail = status(&app, &planner, "long").await;
+    let last = detail["events"].as_array().expect("events").last().cloned();
+    let last = last.expect("an event");
+    assert_eq!(last["kind"], "lease_extended", "{detail}");
+    assert_eq!(last["data"]["lease_seconds"], 1800);
+    assert_eq!(last["data"]["lease_expires_at"], end);
+
+    // A task given by name is in progress too, but it was never claimed.
+    app.post("/v1/tasks")
+        .token(&planner.token)
+        .json(json!({"task_id": "named", "description": "d",
+                     "originating_agent_id": "planner", "target_agent_id": "coder"}))
+        .send()
+        .await
+        .expect_status(201);
+    app.post("/v1/tasks/named/extend")
+        .token(&coder.token)
+        .json(json!({}))
+        .send()
+        .await
+        .expect_error(409, "INVALID_TASK_TRANSITION");
+    app.stop().await;
+}

@@ -123,6 +123,10 @@ fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::E
             put("task_id", json!(task_id));
             return merged(f, release);
         }
+        Operation::Tasks(TaskOp::ExtendClaim { task_id, extend }) => {
+            put("task_id", json!(task_id));
+            return merged(f, extend);
+        }
         Operation::Leases(op) => return lease_operation_fields(f, op),
         _ => return Ok(None),
     }
