@@ -12,14 +12,12 @@
 //! any node: the second finds the version moved and tries the next task.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use serde_json::{Value, json};
 use switchboard_types::ErrorCode;
 use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed, TaskOffer};
-use switchboard_types::ids::TaskRef;
+use switchboard_types::ids::{TaskPk, TaskRef};
 use switchboard_types::task_state::{Action, Party, TaskStatus};
 use switchboard_types::tasks::{
     CallbackStatus, ErrorMessage, SERVER_AGENT_ID, TaskEventKind, TaskFrame, TaskResponse,
@@ -33,45 +31,18 @@ use crate::core::assistance::capability_match;
 use crate::core::{Caller, Core, CoreError, CoreResult};
 use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 
-/// How many of a role's open tasks one claim looks at.
+/// How many of a role's open tasks one claim looks at, at least.
 const CANDIDATES: i64 = 32;
+/// How many more than the claims deciding on this node a claim reads.
+const SPARE_CANDIDATES: i64 = 8;
 /// How often a waiting claim looks again without being woken (offers made on other
 /// nodes wake nobody here).
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
+/// The longest a claim that found every candidate being decided on by others waits for
+/// one of those decisions before it reads again.
+const CONTENDED_LOOK: Duration = Duration::from_millis(50);
 /// How many lapsed claims one sweep step takes back.
 const SWEEP_BATCH: i64 = 200;
-
-/// The claims looking at open tasks on this node right now.
-///
-/// Why: claims in flight together read the same candidates in the same order. When
-/// each decided on the first, one won and every other lost a write and read again
-/// (64 claimers: 26-30 % of the `tasks` rate, claim p99 0.7-0.9 s). Claims in flight
-/// together take the first tasks in claim order one each instead — the k-th of k
-/// starts at the k-th — which is the order the contract promises to a set of claims
-/// that arrive at once; a claim alone still takes the first.
-#[derive(Default)]
-pub struct Claiming {
-    in_flight: AtomicUsize,
-    tickets: AtomicUsize,
-}
-
-/// One claim in flight; dropping it ends it.
-struct InFlight<'a>(&'a Claiming);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-impl Claiming {
-    /// Enters a claim; with it, where among `candidates` it starts.
-    fn enter(&self, candidates: usize) -> (InFlight<'_>, usize) {
-        let together = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
-        (InFlight(self), ticket % together.min(candidates).max(1))
-    }
-}
 
 impl Core {
     /// The first change of a task offered to `role`: open, nobody's, its role's online
@@ -146,6 +117,7 @@ impl Core {
     /// After a commit: a task that is open now wakes this node's waiting claims.
     pub(super) fn note_offered(&self, task: &TaskRecord) {
         if task.status == TaskStatus::Open {
+            self.inner.tasks.claiming.forget(task.pk);
             self.inner.tasks.offered.notify_waiters();
         }
     }
@@ -173,6 +145,9 @@ impl Core {
             let offered = self.inner.tasks.offered.notified();
             tokio::pin!(offered);
             offered.as_mut().enable();
+            let decided = self.inner.tasks.claiming.decided.notified();
+            tokio::pin!(decided);
+            decided.as_mut().enable();
             let (claimed, contended) = self.try_claim(&team, &me, lease).await?;
             if let Some(task) = claimed {
                 return Ok(TaskClaimed {
@@ -181,6 +156,12 @@ impl Core {
                 });
             }
             if contended {
+                // Other claims here decide on every candidate left: look again once one
+                // of them is decided (at once when this claim lost its own).
+                tokio::select! {
+                    () = &mut decided => {}
+                    () = tokio::time::sleep(CONTENDED_LOOK) => {}
+                }
                 continue;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -205,25 +186,24 @@ impl Core {
         me: &Arc<AgentRecord>,
         lease: u64,
     ) -> CoreResult<(Option<TaskRecord>, bool)> {
+        // Enough candidates for every claim deciding here to have one of its own, and a
+        // few more (each candidate read costs: 64 claimers reading 96 rows each spent
+        // more on reading than on deciding).
+        let deciding = self.inner.tasks.claiming.deciding() as i64;
+        let wanted = CANDIDATES.max(deciding + SPARE_CANDIDATES);
         let found = self
             .store()
-            .offered_tasks(team.pk, me.role.clone(), CANDIDATES)
+            .offered_tasks(team.pk, me.role.clone(), wanted)
             .await?;
         let mine: Vec<TaskRecord> = found.into_iter().filter(|t| may_claim(me, t)).collect();
         if mine.is_empty() {
             return Ok((None, false));
         }
-        // Its own place among the claims in flight first (`Claiming`); after that was
-        // taken, the others from a random place, so claims racing each other (on other
-        // nodes too) spread over the open tasks instead of deciding on the same again.
-        let (_in_flight, first) = self.inner.tasks.claiming.enter(mine.len());
-        let start = rand::rng().random_range(0..mine.len());
-        let order = std::iter::once(first).chain((0..mine.len()).map(|i| (start + i) % mine.len()));
-        let mut tried = vec![false; mine.len()];
-        for i in order {
-            if std::mem::replace(&mut tried[i], true) {
-                continue;
-            }
+        // In claim order, skipping what other claims of this node decide on (`Claiming`).
+        let mut from = 0;
+        let pks: Vec<TaskPk> = mine.iter().map(|t| t.pk).collect();
+        while let Some((i, mut deciding)) = self.inner.tasks.claiming.pick(&pks, from) {
+            from = i + 1;
             let loaded = Loaded {
                 team: team.clone(),
                 me: me.clone(),
@@ -234,11 +214,17 @@ impl Core {
                 },
             };
             match self.commit(self.plan_claim(&loaded, lease)?).await {
-                Ok(task) => return Ok((Some(task), false)),
-                Err(NotWritten::Stale) => continue,
+                Ok(task) => {
+                    deciding.taken = true;
+                    return Ok((Some(task), false));
+                }
+                // Taken by a claim of another node (or changed): remembered as taken.
+                Err(NotWritten::Stale) => deciding.taken = true,
                 Err(NotWritten::Failed(err)) => return Err(err),
             }
         }
+        // Every candidate was taken, or is being decided on by another claim here: there
+        // may be more to look at once those are decided.
         Ok((None, true))
     }
 
@@ -287,12 +273,16 @@ impl Core {
         input: ReleaseTask,
     ) -> CoreResult<TaskUpdated> {
         input.validate()?;
+        let released = std::sync::atomic::AtomicI64::new(0);
         let updated = self
             .act(caller, task_id, |core, l| {
+                released.store(l.task.pk.0, std::sync::atomic::Ordering::Relaxed);
                 let details = json!({"agent_id": l.me.agent_id, "reason": input.reason});
                 core.plan_give_back(l, TaskEventKind::Released, details)
             })
             .await?;
+        let released = TaskPk(released.load(std::sync::atomic::Ordering::Relaxed));
+        self.inner.tasks.claiming.forget(released);
         self.inner.tasks.offered.notify_waiters();
         Ok(updated)
     }

@@ -20,6 +20,7 @@
 
 mod actions;
 mod callbacks;
+mod claiming;
 pub mod claims;
 mod commit;
 pub mod follow;
@@ -78,9 +79,9 @@ pub struct TaskRuntime {
     /// Woken when a task was offered (again) on this node, so waiting claims look at
     /// once; other nodes' offers are seen by the claims' one-second look.
     offered: tokio::sync::Notify,
-    /// Claims looking at the open tasks on this node right now, and a ticket counter:
-    /// claims in flight together start at different tasks (`claims::try_claim`).
-    claiming: claims::Claiming,
+    /// The open tasks claims of this node decide on right now and those taken lately,
+    /// so that claims in flight together take different tasks (`claiming`).
+    claiming: claiming::Claiming,
 }
 
 impl TaskRuntime {
@@ -91,7 +92,7 @@ impl TaskRuntime {
             callbacks_queued: tokio::sync::Notify::new(),
             formats: RwLock::default(),
             offered: tokio::sync::Notify::new(),
-            claiming: claims::Claiming::default(),
+            claiming: claiming::Claiming::default(),
         }
     }
 
