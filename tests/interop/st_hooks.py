@@ -74,7 +74,8 @@ def _short_waits(case) -> None:
         return
     for field, most in WAIT_FIELDS.items():
         value = case.body.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and value > most:
+        # A whole number may come as a float (13.0), which the server takes too.
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:
             case.body[field] = most
 
 
