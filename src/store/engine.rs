@@ -19,6 +19,7 @@ use std::time::Duration;
 use switchboard_types::ids::{AgentId, MessageId};
 
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
+use switchboard_types::messages::Priority;
 use switchboard_types::time::Timestamp;
 
 use super::StoreError;
@@ -290,8 +291,9 @@ contract! {
 /// task's version, so exactly one claim of a task wins on any node.
 pub trait Claims {
     /// Up to `limit` open tasks of the team offered to `role`, most urgent first, then
-    /// oldest.
-    async fn offered_tasks(&self, team: TeamPk, role: String, limit: i64) -> Result<Vec<TaskRecord>, StoreError>;
+    /// oldest; with `after` (a priority and a task's key), those that come after it in
+    /// that order (the next page).
+    async fn offered_tasks(&self, team: TeamPk, role: String, after: Option<(Priority, TaskPk)>, limit: i64) -> Result<Vec<TaskRecord>, StoreError>;
     /// Up to `limit` claimed tasks whose lease ended by `now`, the longest ended first.
     async fn lapsed_claims(&self, now: Timestamp, limit: i64) -> Result<Vec<TaskRecord>, StoreError>;
     /// The claimed tasks `agent` holds (in progress or waiting for an answer).

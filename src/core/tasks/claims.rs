@@ -35,6 +35,11 @@ use crate::model::{AgentRecord, TaskRecord, TeamRecord};
 const CANDIDATES: i64 = 32;
 /// How many more than the claims deciding on this node a claim reads.
 const SPARE_CANDIDATES: i64 = 8;
+/// How many of its role's open tasks one look of a claim reads at most, looking for one
+/// the claimer qualifies for (by capability).
+const MAX_SCAN: i64 = 10_000;
+/// The largest page a claim reads.
+const MAX_PAGE: i64 = 1_024;
 /// How often a waiting claim looks again without being woken (offers made on other
 /// nodes wake nobody here).
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
@@ -191,14 +196,9 @@ impl Core {
         // more on reading than on deciding).
         let deciding = self.inner.tasks.claiming.deciding() as i64;
         let wanted = CANDIDATES.max(deciding + SPARE_CANDIDATES);
-        let found = self
-            .store()
-            .offered_tasks(team.pk, me.role.clone(), wanted)
-            .await?;
-        let mine: Vec<TaskRecord> = found.into_iter().filter(|t| may_claim(me, t)).collect();
-        if mine.is_empty() {
+        let Some(mine) = self.qualifying(team, me, wanted).await? else {
             return Ok((None, false));
-        }
+        };
         // In claim order, skipping what other claims of this node decide on (`Claiming`).
         let mut from = 0;
         let pks: Vec<TaskPk> = mine.iter().map(|t| t.pk).collect();
@@ -226,6 +226,37 @@ impl Core {
         // Every candidate was taken, or is being decided on by another claim here: there
         // may be more to look at once those are decided.
         Ok((None, true))
+    }
+
+    /// The first page of the role's open tasks, in claim order, that holds tasks `me` may
+    /// claim: those (`None` when none of the first [`MAX_SCAN`] does). Pages after the
+    /// first grow, so a claimer that qualifies only for tasks far down reads a few large
+    /// pages, not many small ones.
+    async fn qualifying(
+        &self,
+        team: &TeamRecord,
+        me: &AgentRecord,
+        first: i64,
+    ) -> CoreResult<Option<Vec<TaskRecord>>> {
+        let (mut after, mut page, mut scanned) = (None, first, 0);
+        loop {
+            let found = self
+                .store()
+                .offered_tasks(team.pk, me.role.clone(), after, page)
+                .await?;
+            let full = found.len() as i64 == page;
+            scanned += found.len() as i64;
+            let last = found.last().map(|t| (t.priority, t.pk));
+            let mine: Vec<TaskRecord> = found.into_iter().filter(|t| may_claim(me, t)).collect();
+            if !mine.is_empty() {
+                return Ok(Some(mine));
+            }
+            match last {
+                Some(last) if full && scanned < MAX_SCAN => after = Some(last),
+                _ => return Ok(None),
+            }
+            page = (page * 4).min(MAX_PAGE);
+        }
     }
 
     fn plan_claim(&self, l: &Loaded, lease: u64) -> CoreResult<Change> {

@@ -2,7 +2,7 @@
 //! claim order (by the `tasks_offered` index, one seek per priority), the claims whose
 //! lease ran out (by `tasks_leased`), and an agent's claims.
 
-use switchboard_types::ids::{AgentPk, TeamPk};
+use switchboard_types::ids::{AgentPk, TaskPk, TeamPk};
 use switchboard_types::messages::Priority;
 use switchboard_types::time::Timestamp;
 
@@ -25,24 +25,35 @@ for_each_engine! {
             &self,
             team: TeamPk,
             role: String,
+            after: Option<(Priority, TaskPk)>,
             limit: i64,
         ) -> Result<Vec<TaskRecord>, StoreError> {
             // Built from constants only.
             let sql = format!(
                 "SELECT {TASK_COLUMNS} FROM tasks
                  WHERE team_pk = $1 AND assignee_role = $2 AND priority = $3 AND status = 'open'
-                 ORDER BY pk LIMIT $4"
+                   AND pk > $4
+                 ORDER BY pk LIMIT $5"
             );
+            // The priorities from `after`'s on; within its own, the tasks after its key.
+            let start = after.map_or(0, |(priority, _)| {
+                MOST_URGENT_FIRST.iter().position(|p| *p == priority).unwrap_or(0)
+            });
             let mut found = Vec::new();
-            for priority in MOST_URGENT_FIRST {
+            for (i, priority) in MOST_URGENT_FIRST.iter().enumerate().skip(start) {
                 let wanted = limit - found.len() as i64;
                 if wanted <= 0 {
                     break;
                 }
+                let past = match after {
+                    Some((_, pk)) if i == start => pk.0,
+                    _ => 0,
+                };
                 let rows = sqlx::query::<Db>(sqlx::AssertSqlSafe(sql.clone()))
                     .bind(team.0)
                     .bind(role.as_str())
                     .bind(priority.as_str())
+                    .bind(past)
                     .bind(wanted)
                     .fetch_all(&self.read)
                     .await?;

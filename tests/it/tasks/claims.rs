@@ -195,6 +195,31 @@ async fn a_claim_takes_the_most_urgent_then_the_oldest_task_it_qualifies_for() {
     app.stop().await;
 }
 
+/// A claimer finds the one task it qualifies for behind many it does not, in every
+/// priority: a claim reads pages of its role's open tasks until one holds a task for it.
+#[tokio::test]
+async fn a_claim_finds_its_task_behind_many_it_cannot_take() {
+    let app = TestApp::start().await;
+    let (_team, planner, c1, c2) = crew(&app, "claims-deep").await;
+    for i in 0..100 {
+        let priority = if i % 2 == 0 { "urgent" } else { "normal" };
+        let body = json!({"priority": priority, "required_capabilities": ["rust"]});
+        offer(&app, &planner, &format!("rust-{i}"), "coder", body)
+            .await
+            .expect_status(201);
+    }
+    let low = json!({"priority": "low", "required_capabilities": ["python"]});
+    offer(&app, &planner, "python-last", "coder", low)
+        .await
+        .expect_status(201);
+    let res = claim(&app, &c2, json!({})).await.expect_status(200);
+    assert_eq!(claimed(&res).as_deref(), Some("python-last"), "{res:?}");
+    // The rust tasks are all still there for c1, most urgent first.
+    let res = claim(&app, &c1, json!({})).await.expect_status(200);
+    assert_eq!(claimed(&res).as_deref(), Some("rust-0"));
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_claimer_gives_a_task_back_and_the_next_claim_counts_an_attempt() {
     let app = TestApp::start().await;
