@@ -160,3 +160,24 @@ fn presence_and_acks() {
     assert!(hub.presence(five).last_seen_at.is_some());
     assert_eq!(hub.open_connections(), 0);
 }
+
+#[test]
+fn a_departure_is_answered_once_when_due_and_not_for_an_agent_that_came_back() {
+    let hub = Hub::new(HubSettings::with_outbox(4), Vec::new());
+    let first = hub.register(AgentPk(1), Route::Websocket).expect("room");
+    let second = hub.register(AgentPk(1), Route::Stomp).expect("room");
+    let other = hub.register(AgentPk(2), Route::Websocket).expect("room");
+    drop(first);
+    // One of two connections ended: not a departure.
+    assert!(hub.take_departed(Timestamp::now()).is_empty());
+    drop(second);
+    drop(other);
+    let left = hub.presence(AgentPk(1)).last_seen_at.expect("seen");
+    // Not due before its time; due after, once.
+    let before = Timestamp::from_micros(left.micros() - 1);
+    assert!(hub.take_departed(before).is_empty());
+    let _back = hub.register(AgentPk(2), Route::Websocket).expect("room");
+    let due = hub.take_departed(Timestamp::now());
+    assert_eq!(due, vec![(AgentPk(1), left)], "agent 2 came back");
+    assert!(hub.take_departed(Timestamp::now()).is_empty());
+}
