@@ -75,6 +75,13 @@ impl TaskRecord {
         };
     }
 
+    /// Makes `seconds` the claim's lease (for the changes that follow too) and starts it
+    /// at the task's last change: a claim, and an explicit extend.
+    pub fn start_lease(&mut self, seconds: u64) {
+        self.lease_seconds = Some(i64::try_from(seconds).unwrap_or(i64::MAX));
+        self.set_lease(self.updated_at);
+    }
+
     /// Its chain: the stored one, or itself when it started one.
     pub fn chain(&self) -> super::Chain {
         self.chain.clone().unwrap_or_else(|| {

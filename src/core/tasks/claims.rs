@@ -267,8 +267,7 @@ impl Core {
         let mut task = l.next(next);
         task.assignee_pk = Some(l.me.pk);
         task.attempts += 1;
-        task.lease_seconds = Some(i64::try_from(lease).unwrap_or(i64::MAX));
-        task.set_lease(task.updated_at);
+        task.start_lease(lease);
         let details = json!({
             "agent_id": l.me.agent_id,
             "attempt": task.attempts,
@@ -346,8 +345,7 @@ impl Core {
             }
             let mut task = l.next(next);
             if let Some(lease) = lease {
-                task.lease_seconds = Some(i64::try_from(lease).unwrap_or(i64::MAX));
-                task.set_lease(task.updated_at);
+                task.start_lease(lease);
             }
             let details = json!({
                 "agent_id": l.me.agent_id,
