@@ -137,6 +137,8 @@ pub struct TaskListSpec {
     pub before: Option<TaskPk>,
     /// Only tasks submitted with this `target_agent_id`.
     pub target: Option<AgentId>,
+    /// Only tasks offered to this role.
+    pub assignee_role: Option<String>,
     pub limit: i64,
 }
 

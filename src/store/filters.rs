@@ -197,20 +197,24 @@ where
 }
 
 /// Appends a task page's conditions, order and limit, closing the parenthesis the caller
-/// opened: `pk` is the column pages are cut on, `status` and `target` the task's columns
-/// as the query names them.
+/// opened: `pk` is the column pages are cut on, `tasks` what the query puts before the
+/// task's columns (`x.`, or nothing).
 pub(crate) fn push_task_page<DB: Dialect>(
     q: &mut QueryBuilder<DB>,
     spec: &TaskListSpec,
     pk: &str,
-    (status, target): (&str, &str),
+    tasks: &str,
 ) where
     i64: for<'t> Encode<'t, DB> + Type<DB>,
     String: for<'t> Encode<'t, DB> + Type<DB>,
 {
     if let Some(agent_id) = &spec.target {
-        q.push(format_args!(" AND {target} = "))
+        q.push(format_args!(" AND {tasks}target_agent_id = "))
             .push_bind(agent_id.to_string());
+    }
+    if let Some(role) = &spec.assignee_role {
+        q.push(format_args!(" AND {tasks}assignee_role = "))
+            .push_bind(role.clone());
     }
     if !spec.statuses.is_empty() {
         let names = spec
@@ -218,7 +222,7 @@ pub(crate) fn push_task_page<DB: Dialect>(
             .iter()
             .map(|s| s.as_str().to_owned())
             .collect();
-        DB::push_any_text(q, status, names);
+        DB::push_any_text(q, &format!("{tasks}status"), names);
     }
     if let Some(before) = spec.before {
         q.push(format_args!(" AND {pk} < ")).push_bind(before.0);
@@ -240,7 +244,7 @@ where
          (SELECT pk FROM (SELECT pk FROM tasks WHERE team_pk = "
     ));
     q.push_bind(team.0);
-    push_task_page(&mut q, spec, "pk", ("status", "target_agent_id"));
+    push_task_page(&mut q, spec, "pk", "");
     q.push(" AS page) ORDER BY pk DESC LIMIT ")
         .push_bind(spec.limit);
     q

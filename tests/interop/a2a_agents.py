@@ -101,6 +101,9 @@ class Worker:
                     asyncio.create_task(self.take(frame))
                 elif kind == "ClarificationResponse":
                     asyncio.create_task(self.finish(frame["task_id"], frame["answer"]))
+                elif kind == "TaskOffer":
+                    self.seen.append(frame["task_id"])
+                    asyncio.create_task(self.claim())
 
     async def send(self, **frame):
         """Sends an operation frame and waits for its reply (frames are handled
@@ -111,6 +114,13 @@ class Worker:
         await self.ws.send(json.dumps(frame))
         answer = await reply
         assert answer["ok"], answer
+        return answer["result"]
+
+    async def claim(self):
+        """Claims the next task offered to the worker's role, and works it."""
+        claimed = await self.send(type="claim_task")
+        if claimed.get("task"):
+            await self.take(claimed["task"])
 
     async def take(self, task):
         # A worker takes a moment: the client has read what its send answered before the
@@ -452,11 +462,34 @@ async def cards(base, team, token, worker_id, worker_token):
     }
 
 
+async def role(base, team, token, worker_id, worker_token):
+    """A role as an A2A member: the SDK resolves the role's card from the URL it is given
+    (`/a2a/{team}/role:coder`) and streams a message there; the worker, an agent of the
+    role on the WebSocket, is offered the task, claims it and finishes it."""
+    worker = Worker(base, worker_token)
+    running = asyncio.create_task(worker.run())
+    await asyncio.sleep(0.3)
+    out = {}
+    async with client(base, team, "role:coder", token) as a2a:
+        card = await a2a.get_extended_agent_card(GetExtendedAgentCardRequest())
+        out["card"] = {"name": card.name, "skills": [s.id for s in card.skills],
+                       "url": card.supported_interfaces[0].url}
+        events = [e async for e in a2a.send_message(text_message("tidy the changelog"))]
+        out["stream"] = seen(events)
+        task_id = events[0].task.id
+        listed = await a2a.list_tasks(ListTasksRequest())
+        out["listed"] = [t.id for t in listed.tasks]
+        out["task_id"] = task_id
+    out["offered"] = worker.seen
+    running.cancel()
+    return out
+
+
 def main():
     scenario, base, team, token, worker_id, worker_token = sys.argv[1:7]
     run = {"conversation": conversation, "resume": resume, "idempotent": idempotent,
            "legacy": legacy, "push": push, "cards": cards, "loop": loop,
-           "budget": budget}[scenario]
+           "budget": budget, "role": role}[scenario]
     print(json.dumps(asyncio.run(run(base, team, token, worker_id, worker_token))))
 
 

@@ -289,6 +289,7 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("capability", Rule::CommaText),
     ("resource", Rule::Resource),
     ("holder", Rule::Id),
+    ("assignee_role", Rule::Text(MAX_ROLE)),
 ];
 
 /// `status` on the agent list is one value, not a list: the enum itself says so.

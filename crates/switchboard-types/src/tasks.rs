@@ -497,6 +497,21 @@ pub struct TaskQuery {
     #[cfg_attr(feature = "openapi", param(example = "coder", value_type = Option<String>))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub target_agent_id: Option<AgentId>,
+    /// Only tasks offered to this role (`assignee_role`), open or claimed since: what the
+    /// caller gave a role's agents (the role's A2A interface lists its tasks this way).
+    #[cfg_attr(feature = "openapi", param(example = "coder"))]
+    pub assignee_role: Option<String>,
+}
+
+impl TaskQuery {
+    /// The filters' value rules (the status list and the target are checked as they are
+    /// parsed).
+    pub fn validate(&self) -> Result<(), ErrorBody> {
+        if let Some(role) = &self.assignee_role {
+            check_text("assignee_role", role, crate::agents::MAX_ROLE)?;
+        }
+        Ok(())
+    }
 }
 
 /// Answer of `GET /v1/tasks`.

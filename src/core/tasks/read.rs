@@ -60,12 +60,14 @@ impl Core {
         query: TaskQuery,
     ) -> CoreResult<TaskList> {
         let (_, me) = self.identity().acting_agent(caller)?;
+        query.validate()?;
         let (limit, before) = page_start(query.limit, query.cursor.as_deref())?;
         let spec = TaskListSpec {
             role: query.role,
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
             before,
             target: query.target_agent_id,
+            assignee_role: query.assignee_role,
             limit: limit + 1,
         };
         let page = self.store().list_tasks(me.pk, &spec).await?;
@@ -86,6 +88,7 @@ impl Core {
             statuses: query.status.map(|s| s.0).unwrap_or_default(),
             before,
             target: None,
+            assignee_role: None,
             limit: limit + 1,
         };
         let page = self.store().team_tasks(team.pk, &spec).await?;

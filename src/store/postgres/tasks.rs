@@ -178,7 +178,7 @@ pub(crate) async fn list<'e>(
     let originated = |q: &mut QueryBuilder<Postgres>| {
         q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
             .push_bind(agent.0);
-        push_task_page(q, spec, "pk", ("status", "target_agent_id"));
+        push_task_page(q, spec, "pk", "");
         q.push(" AS o");
     };
     let assigned = |q: &mut QueryBuilder<Postgres>| {
@@ -187,7 +187,7 @@ pub(crate) async fn list<'e>(
              JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
         )
         .push_bind(agent.0);
-        push_task_page(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
+        push_task_page(q, spec, "a.task_pk", "x.");
         q.push(" AS s");
     };
     match spec.role {

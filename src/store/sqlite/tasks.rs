@@ -337,7 +337,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
     let originated = |q: &mut QueryBuilder<Sqlite>| {
         q.push("SELECT pk FROM (SELECT pk FROM tasks WHERE originator_pk = ")
             .push_bind(agent.0);
-        push_task_page(q, spec, "pk", ("status", "target_agent_id"));
+        push_task_page(q, spec, "pk", "");
     };
     let assigned = |q: &mut QueryBuilder<Sqlite>| {
         q.push(
@@ -345,7 +345,7 @@ fn list_query(prefix: &str, agent: AgentPk, spec: &TaskListSpec) -> QueryBuilder
              CROSS JOIN tasks x ON x.pk = a.task_pk WHERE a.agent_pk = ",
         )
         .push_bind(agent.0);
-        push_task_page(q, spec, "a.task_pk", ("x.status", "x.target_agent_id"));
+        push_task_page(q, spec, "a.task_pk", "x.");
     };
     match spec.role {
         Some(TaskRole::Originated) => originated(&mut q),
@@ -491,16 +491,18 @@ mod tests {
     async fn a_page_of_tasks_never_sorts_all_of_them() {
         let mut conn = super::super::memory_database().await;
         for role in [None, Some(TaskRole::Originated), Some(TaskRole::Assigned)] {
-            for (statuses, target) in [
-                (vec![], None),
-                (vec![TaskStatus::Success], None),
-                (vec![], Some(AgentId::from("coder"))),
+            for (statuses, target, assignee_role) in [
+                (vec![], None, None),
+                (vec![TaskStatus::Success], None, None),
+                (vec![], Some(AgentId::from("coder")), None),
+                (vec![], None, Some("coder".to_owned())),
             ] {
                 let spec = TaskListSpec {
                     role,
                     statuses,
                     before: Some(TaskPk(100)),
                     target,
+                    assignee_role,
                     limit: 21,
                 };
                 let rows = super::list_query("EXPLAIN QUERY PLAN ", AgentPk(1), &spec)

@@ -1,5 +1,6 @@
 //! Agent cards, built from the registry: one per member at
-//! `/a2a/{team_id}/{agent_id}/.well-known/agent-card.json`, and the team's directory of
+//! `/a2a/{team_id}/{agent_id}/.well-known/agent-card.json`, one per role at
+//! `/a2a/{team_id}/role:{role}/.well-known/agent-card.json`, and the team's directory of
 //! them at `/a2a/{team_id}/agents` (what A2A users ask for and the spec lacks).
 //!
 //! Cards need a credential of the team (an agent token or the team key): membership and
@@ -7,7 +8,7 @@
 //! carry an `ETag` (a hash of the card) and are cacheable privately for a minute.
 
 use crate::core::ask;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use a2a::{
     AgentCapabilities, AgentCard, AgentInterface, AgentProvider, AgentSkill,
@@ -19,8 +20,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use switchboard_types::agents::{AgentQuery, AgentView};
+use switchboard_types::time::Timestamp;
 
 use super::A2aState;
+use super::member::{Member, role_members};
 
 use crate::transport::common::{ApiError, ApiResult};
 
@@ -30,30 +33,33 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 /// How long a client may keep a card without asking again.
 const CACHE_CONTROL: &str = "private, max-age=60";
 
-/// `GET /a2a/{team_id}/{agent_id}/.well-known/agent-card.json`
+/// `GET /a2a/{team_id}/{agent_id}/.well-known/agent-card.json`, and a role's card at
+/// `/a2a/{team_id}/role:{role}/.well-known/agent-card.json`.
 pub async fn card(
     State(state): State<A2aState>,
-    Path((team_id, agent_id)): Path<(String, String)>,
+    Path((team_id, member)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let caller = state.authenticate(&headers).await?;
-    let found = state
-        .core
-        .dispatch(
-            &caller,
-            ask::GetAgent {
-                team_id: team_id.into(),
-                agent_id: agent_id.into(),
-            },
-        )
-        .await
-        .map_err(ApiError)?;
-    let card = build(&found.agent, &base_url(&headers));
-    Ok(cached(
-        &headers,
-        &with_v03(&card),
-        Some(found.agent.updated_at),
-    ))
+    let base = base_url(&headers);
+    let (card, modified) = match Member::named(member) {
+        Member::Agent(agent_id) => {
+            let team_id = team_id.into();
+            let found = state
+                .core
+                .dispatch(&caller, ask::GetAgent { team_id, agent_id })
+                .await
+                .map_err(ApiError)?;
+            (build(&found.agent, &base), found.agent.updated_at)
+        }
+        Member::Role(role) => {
+            let members = role_members(&state.core, &caller, team_id.clone().into(), &role).await?;
+            let card = role_card(&team_id, &role, &members, &base);
+            let modified = members.iter().map(|a| a.updated_at).max();
+            (card, modified.unwrap_or_else(Timestamp::now))
+        }
+    };
+    Ok(cached(&headers, &with_v03(&card), Some(modified)))
 }
 
 /// `GET /a2a/{team_id}/.well-known/agent-card.json`: where a client that resolves the
@@ -88,7 +94,7 @@ pub async fn directory(
         .dispatch(
             &caller,
             ask::ListAgents {
-                team_id: team_id.into(),
+                team_id: team_id.clone().into(),
                 query,
             },
         )
@@ -100,7 +106,19 @@ pub async fn directory(
         .iter()
         .map(|a| with_v03(&build(a, &base)))
         .collect();
-    Ok(cached(&headers, &json!({ "agents": cards }), None))
+    let mut roles: BTreeMap<&str, Vec<AgentView>> = BTreeMap::new();
+    for agent in list.agents.iter().filter(|a| !a.role.trim().is_empty()) {
+        roles.entry(&agent.role).or_default().push(agent.clone());
+    }
+    let roles: Vec<serde_json::Value> = roles
+        .iter()
+        .map(|(role, members)| with_v03(&role_card(&team_id, role, members, &base)))
+        .collect();
+    Ok(cached(
+        &headers,
+        &json!({ "agents": cards, "roles": roles }),
+        None,
+    ))
 }
 
 /// The body with its `ETag`, or `304` when the client already has it.
@@ -158,20 +176,22 @@ pub fn base_url(headers: &HeaderMap) -> String {
     format!("{scheme}://{host}")
 }
 
-/// The interface URL of a member.
-pub fn interface_url(base: &str, team_id: &str, agent_id: &str) -> String {
-    format!("{base}/a2a/{team_id}/{agent_id}")
+/// The interface URL of a member (`segment` is its agent id or `role:{role}`),
+/// percent-encoded as a path segment: a role may hold any character.
+pub fn interface_url(base: &str, team_id: &str, segment: &str) -> String {
+    match url::Url::parse(base) {
+        Ok(mut url) => {
+            if let Ok(mut path) = url.path_segments_mut() {
+                path.clear().extend(["a2a", team_id, segment]);
+            }
+            url.to_string()
+        }
+        Err(_) => format!("{base}/a2a/{team_id}/{segment}"),
+    }
 }
 
 /// A member's card: its role as the description, one skill per capability.
 fn build(agent: &AgentView, base: &str) -> AgentCard {
-    let url = interface_url(base, &agent.team_id, &agent.agent_id);
-    // The same URL answers both versions (`v03.rs`); 1.0 first, as clients prefer it.
-    let interfaces = [PROTOCOL_VERSION, "0.3"].map(|version| {
-        let mut interface = AgentInterface::new(url.clone(), TRANSPORT_PROTOCOL_JSONRPC);
-        interface.protocol_version = version.to_owned();
-        interface
-    });
     let skills = if agent.capabilities.is_empty() {
         vec![skill("tasks", &format!("Tasks for {}", agent.agent_id))]
     } else {
@@ -189,36 +209,98 @@ fn build(agent: &AgentView, base: &str) -> AgentCard {
     } else {
         agent.role.clone()
     };
-    AgentCard {
+    Profile {
         name: agent.agent_id.to_string(),
         description,
         version: agent.updated_at.to_string(),
-        supported_interfaces: interfaces.to_vec(),
-        capabilities: AgentCapabilities {
-            streaming: Some(true),
-            push_notifications: Some(true),
-            extensions: None,
-            extended_agent_card: Some(false),
-        },
-        default_input_modes: vec!["text/plain".into(), "application/json".into()],
-        default_output_modes: vec!["text/plain".into(), "application/json".into()],
+        url: interface_url(base, &agent.team_id, &agent.agent_id),
         skills,
-        provider: Some(AgentProvider {
-            organization: "Switchboard".into(),
-            url: base.to_owned(),
-        }),
-        documentation_url: None,
-        icon_url: None,
-        security_schemes: Some(HashMap::from([(
-            "bearer".to_owned(),
-            SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
-                scheme: "Bearer".into(),
-                description: Some("A Switchboard agent token of the same team".into()),
-                bearer_format: None,
+    }
+    .card(base)
+}
+
+/// A role's card: any of its agents takes what is sent here; its skills are every
+/// capability one of them has (a task a member without it claims is still done by the
+/// role — name `required_capabilities` over REST to narrow who may claim).
+fn role_card(team_id: &str, role: &str, members: &[AgentView], base: &str) -> AgentCard {
+    let capabilities: BTreeSet<&str> = members
+        .iter()
+        .flat_map(|a| a.capabilities.iter().map(String::as_str))
+        .collect();
+    let mut skills: Vec<AgentSkill> = capabilities
+        .iter()
+        .map(|c| skill(c, &format!("an agent of role {role} that has {c}")))
+        .collect();
+    if skills.is_empty() {
+        skills.push(skill(
+            "tasks",
+            &format!("Tasks for any agent of role {role}"),
+        ));
+    }
+    let segment = Member::Role(role.to_owned()).segment();
+    let newest = members.iter().map(|a| a.updated_at).max();
+    Profile {
+        name: segment.clone(),
+        description: format!(
+            "Any free agent of role '{role}' in team {team_id} ({} registered): a task sent \
+             here is offered to them all and worked by the first that claims it",
+            members.len()
+        ),
+        version: newest.map(|at| at.to_string()).unwrap_or_default(),
+        url: interface_url(base, team_id, &segment),
+        skills,
+    }
+    .card(base)
+}
+
+/// What tells one card from another; the rest is the same for every member.
+struct Profile {
+    name: String,
+    description: String,
+    version: String,
+    url: String,
+    skills: Vec<AgentSkill>,
+}
+
+impl Profile {
+    fn card(self, base: &str) -> AgentCard {
+        // The same URL answers both versions (`v03.rs`); 1.0 first, as clients prefer it.
+        let interfaces = [PROTOCOL_VERSION, "0.3"].map(|version| {
+            let mut interface = AgentInterface::new(self.url.clone(), TRANSPORT_PROTOCOL_JSONRPC);
+            interface.protocol_version = version.to_owned();
+            interface
+        });
+        AgentCard {
+            name: self.name,
+            description: self.description,
+            version: self.version,
+            supported_interfaces: interfaces.to_vec(),
+            capabilities: AgentCapabilities {
+                streaming: Some(true),
+                push_notifications: Some(true),
+                extensions: None,
+                extended_agent_card: Some(false),
+            },
+            default_input_modes: vec!["text/plain".into(), "application/json".into()],
+            default_output_modes: vec!["text/plain".into(), "application/json".into()],
+            skills: self.skills,
+            provider: Some(AgentProvider {
+                organization: "Switchboard".into(),
+                url: base.to_owned(),
             }),
-        )])),
-        security_requirements: Some(vec![HashMap::from([("bearer".to_owned(), Vec::new())])]),
-        signatures: None,
+            documentation_url: None,
+            icon_url: None,
+            security_schemes: Some(HashMap::from([(
+                "bearer".to_owned(),
+                SecurityScheme::HttpAuth(HttpAuthSecurityScheme {
+                    scheme: "Bearer".into(),
+                    description: Some("A Switchboard agent token of the same team".into()),
+                    bearer_format: None,
+                }),
+            )])),
+            security_requirements: Some(vec![HashMap::from([("bearer".to_owned(), Vec::new())])]),
+            signatures: None,
+        }
     }
 }
 

@@ -16,6 +16,8 @@ use switchboard_types::task_state::TaskStatus;
 use switchboard_types::tasks::{Task, TaskEvent, TaskEventKind, TaskRequest};
 use switchboard_types::time::Timestamp;
 
+use super::member::Member;
+
 /// The key of a task's data that holds its A2A `contextId` (set on every task made
 /// through A2A; the worker sees it as the conversation the task belongs to).
 pub const CONTEXT_KEY: &str = "a2a_context_id";
@@ -53,7 +55,7 @@ pub fn task_request(
     task_id: String,
     context_id: &str,
     originator: &str,
-    target: &str,
+    to: &Member,
 ) -> TaskRequest {
     let text = text_of(message);
     let mut data = Map::new();
@@ -98,14 +100,20 @@ pub fn task_request(
         callback_url: None,
         priority: None,
         required_capabilities: Vec::new(),
-        target_agent_id: Some(target.into()),
+        target_agent_id: match to {
+            Member::Agent(id) => Some(id.clone()),
+            Member::Role(_) => None,
+        },
         // The task this one continues: the loop guard counts the chain through it.
         parent_task_id: message
             .reference_task_ids
             .as_ref()
             .and_then(|ids| ids.first())
             .map(|id| id.as_str().into()),
-        assignee_role: None,
+        assignee_role: match to {
+            Member::Agent(_) => None,
+            Member::Role(role) => Some(role.clone()),
+        },
     }
 }
 
@@ -137,15 +145,16 @@ pub fn state_of(status: TaskStatus, reported: bool) -> TaskState {
     }
 }
 
-/// The task statuses an A2A state filter means.
-pub fn statuses_of(state: &TaskState) -> Option<TaskStatus> {
+/// The task statuses an A2A state filter means (none: a state no task is in). A task
+/// offered to a role and not claimed, `open`, is `SUBMITTED` too.
+pub fn statuses_of(state: &TaskState) -> Vec<TaskStatus> {
     match state {
-        TaskState::Submitted | TaskState::Working => Some(TaskStatus::InProgress),
-        TaskState::InputRequired => Some(TaskStatus::InputRequired),
-        TaskState::Completed => Some(TaskStatus::Success),
-        TaskState::Failed => Some(TaskStatus::Failed),
-        TaskState::Canceled => Some(TaskStatus::Canceled),
-        _ => None,
+        TaskState::Submitted | TaskState::Working => vec![TaskStatus::InProgress, TaskStatus::Open],
+        TaskState::InputRequired => vec![TaskStatus::InputRequired],
+        TaskState::Completed => vec![TaskStatus::Success],
+        TaskState::Failed => vec![TaskStatus::Failed],
+        TaskState::Canceled => vec![TaskStatus::Canceled],
+        _ => Vec::new(),
     }
 }
 

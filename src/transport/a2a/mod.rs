@@ -1,11 +1,12 @@
 //! A2A (the Agent2Agent protocol, v1.0): every member of a team is an A2A agent at
-//! `/a2a/{team_id}/{agent_id}`, so the stock A2A clients hand it work without knowing
-//! Switchboard. An A2A message becomes a task of the task protocol (targeted at that
+//! `/a2a/{team_id}/{agent_id}`, and every role at `/a2a/{team_id}/role:{role}`, so the
+//! stock A2A clients hand it work without knowing Switchboard. An A2A message becomes a task of the task protocol (targeted at that
 //! member, originated by the caller), its states and questions come back as A2A task
 //! states, its result as an artifact; the task is durable, so a stream that drops resumes
 //! from a sequence number and a retried send never makes a second task.
 //!
-//! * `card.rs` — agent cards and the team directory, from the registry.
+//! * `member.rs` — who an interface URL names: an agent, or any agent of a role.
+//! * `card.rs` — agent cards (a role's too) and the team directory, from the registry.
 //! * `rpc.rs` — JSON-RPC 2.0: the envelope, the method table, errors in A2A's codes.
 //! * `send.rs` — `SendMessage`: a new task, or the answer to the open question.
 //! * `stream.rs` — SSE for `SendStreamingMessage` and `SubscribeToTask`.
@@ -19,6 +20,7 @@
 mod card;
 mod convert;
 mod errors;
+mod member;
 mod outside;
 mod push;
 mod rpc;

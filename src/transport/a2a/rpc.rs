@@ -24,6 +24,7 @@ use switchboard_types::decode::CommaList;
 use switchboard_types::tasks::{Cancel, Task, TaskDetail, TaskQuery, TaskRole};
 
 pub use super::errors::to_a2a;
+use super::member::Member;
 use super::v03::{self, Dialect};
 use super::{A2aState, convert, push, send, stream, wire};
 use crate::core::{Caller, CoreError};
@@ -41,8 +42,8 @@ pub struct Interface {
     pub caller: Caller,
     /// The caller's agent id: the originator of what it sends.
     pub me: AgentId,
-    /// The member called: the target of what is sent.
-    pub agent: AgentId,
+    /// The member called: the target of what is sent (an agent, or a role's agents).
+    pub member: Member,
     /// The protocol version of the request.
     pub dialect: Dialect,
 }
@@ -52,7 +53,7 @@ impl Interface {
     async fn open(
         state: A2aState,
         team_id: TeamId,
-        agent_id: AgentId,
+        member: Member,
         headers: &HeaderMap,
     ) -> Result<Interface, ApiError> {
         let caller = state.authenticate(headers).await?;
@@ -61,10 +62,7 @@ impl Interface {
                 "A2A calls are made by agents: use an agent token of the team",
             )));
         }
-        let found = state
-            .core
-            .dispatch(&caller, ask::GetAgent { team_id, agent_id })
-            .await?;
+        let member = member.find(&state.core, &caller, team_id).await?;
         let whoami = state.core.dispatch(&caller, ask::WhoAmI {}).await?;
         let Some(me) = whoami.agent_id else {
             return Err(ApiError(CoreError::internal(
@@ -75,7 +73,7 @@ impl Interface {
             state,
             caller,
             me,
-            agent: found.agent.agent_id,
+            member,
             dialect: Dialect::V1,
         })
     }
@@ -110,19 +108,19 @@ impl Interface {
 
     /// Whether a task belongs to this interface: the caller gave it to this member.
     pub fn owns(&self, task: &Task) -> bool {
-        task.originating_agent_id == self.me
-            && task.target_agent_id.as_deref() == Some(self.agent.as_str())
+        task.originating_agent_id == self.me && self.member.was_given(task)
     }
 }
 
 /// `POST /a2a/{team_id}/{agent_id}`: one JSON-RPC request.
 pub async fn call(
     State(state): State<A2aState>,
-    Path((team_id, agent_id)): Path<(TeamId, AgentId)>,
+    Path((team_id, member)): Path<(TeamId, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut interface = match Interface::open(state, team_id, agent_id, &headers).await {
+    let member = Member::named(member);
+    let mut interface = match Interface::open(state, team_id, member, &headers).await {
         Ok(interface) => interface,
         Err(err) => return err.into_response(),
     };
@@ -466,7 +464,7 @@ pub fn response(id: JsonRpcId, result: Result<Value, A2AError>) -> Value {
 }
 
 /// `ListTasks`: the caller's tasks given to this member, newest first (the core's
-/// `target_agent_id` filter). `contextId` and `statusTimestampAfter` narrow the page
+/// `target_agent_id` or `assignee_role` filter). `contextId` and `statusTimestampAfter` narrow the page
 /// afterwards, so with them a page may hold fewer than `pageSize`; `totalSize` counts
 /// the page.
 async fn list(
@@ -482,16 +480,21 @@ async fn list(
     let status = match &request.status {
         None | Some(a2a::TaskState::Unspecified) => None,
         Some(state) => match convert::statuses_of(state) {
-            Some(status) => Some(CommaList(vec![status])),
-            None => return Ok(empty_page(size)),
+            statuses if statuses.is_empty() => return Ok(empty_page(size)),
+            statuses => Some(CommaList(statuses)),
         },
+    };
+    let (target_agent_id, assignee_role) = match &interface.member {
+        Member::Agent(id) => (Some(id.clone()), None),
+        Member::Role(role) => (None, Some(role.clone())),
     };
     let query = TaskQuery {
         role: Some(TaskRole::Originated),
         status,
         limit: Some(i64::from(size)),
         cursor: request.page_token.filter(|t| !t.is_empty()),
-        target_agent_id: Some(interface.agent.clone()),
+        target_agent_id,
+        assignee_role,
     };
     let list = interface.call(ask::ListTasks { query }).await?;
     let after = request.status_timestamp_after.map(|t| t.timestamp_micros());

@@ -92,7 +92,7 @@ async fn create(
         task_id.clone(),
         &context,
         &interface.me,
-        &interface.agent,
+        &interface.member,
     );
     let core = &interface.state.core;
     // The caller follows the task here, not in its inbox.
@@ -104,7 +104,8 @@ async fn create(
         None => submit.await,
     };
     let task = match submitted {
-        // A targeted TaskRequest always stores a task (assigned or failed at once).
+        // A targeted or offered TaskRequest always stores a task (assigned, offered, or
+        // failed at once).
         Ok(submitted) => submitted
             .task
             .ok_or_else(|| A2AError::internal("a targeted task was not stored"))?,

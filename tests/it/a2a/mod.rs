@@ -8,6 +8,7 @@ mod js;
 mod outbound;
 mod push;
 mod race;
+mod roles;
 mod rpc;
 
 use serde_json::{Value, json};

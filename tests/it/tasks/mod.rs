@@ -200,7 +200,7 @@ pub(crate) fn kinds(detail: &Value) -> Vec<String> {
         .collect()
 }
 
-mod claims;
+pub(crate) mod claims;
 mod claims_gone;
 mod claims_race;
 mod lifecycle;
