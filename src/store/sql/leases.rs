@@ -99,21 +99,19 @@ for_each_engine! {
         }
         let rows = query.fetch_all(&mut *conn).await?;
         let leases = rows.iter().map(lease).collect::<Result<_, _>>()?;
+        // Both limits' counts in one statement: each statement is a round trip to the
+        // database's thread, inside the writer's job every grant waits behind.
         // Built from constants only.
-        let sql = format!("SELECT COUNT(*) {LIVE} AND l.holder_pk = $3");
-        let mine: i64 = sqlx::query_scalar::<Db, i64>(sqlx::AssertSqlSafe(sql))
+        let sql = format!(
+            "SELECT (SELECT COUNT(*) {LIVE} AND l.holder_pk = $3) AS mine,
+                    (SELECT COUNT(*) FROM leases WHERE team_pk = $1 AND expires_at > $2) AS all_live"
+        );
+        let (mine, all): (i64, i64) = sqlx::query_as::<Db, (i64, i64)>(sqlx::AssertSqlSafe(sql))
             .bind(team.0)
             .bind(now.micros())
             .bind(holder.0)
             .fetch_one(&mut *conn)
             .await?;
-        let all: i64 = sqlx::query_scalar::<Db, i64>(
-            "SELECT COUNT(*) FROM leases WHERE team_pk = $1 AND expires_at > $2",
-        )
-        .bind(team.0)
-        .bind(now.micros())
-        .fetch_one(&mut *conn)
-        .await?;
         Ok(LeaseView {
             leases,
             held_by_holder: usize::try_from(mine).unwrap_or(usize::MAX),
