@@ -73,6 +73,7 @@ async fn main() -> ExitCode {
                     };
                 }
             };
+            announce_urls(&server);
             announce_admin_token(server.admin_token(), &database);
             let stop = server.stop_token();
             tokio::spawn(async move {
@@ -86,12 +87,45 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Where everything is, once, for the person who just started the server: the log line
+/// names the address, but a newcomer looks for the console and the docs.
+fn announce_urls(server: &Server) {
+    let base = server.base_url();
+    let ws = base.replacen("http://", "ws://", 1);
+    let mut lines = vec![
+        format!("  Console     {base}/console"),
+        format!("  API docs    {base}/docs   (OpenAPI: {base}/openapi.json)"),
+        format!("  REST        {base}/v1/…"),
+        format!("  WebSocket   {ws}/v1/ws"),
+        format!("  MCP         {base}/mcp"),
+        format!("  A2A         {base}/a2a/{{team_id}}/agents"),
+    ];
+    if let Some(stomp) = server.stomp_addr() {
+        lines.push(format!("  STOMP       {stomp}"));
+    }
+    lines.push(format!(
+        "  Metrics     {base}/metrics   Health: {base}/healthz"
+    ));
+    print_line(&format!("Switchboard is running:\n{}", lines.join("\n")));
+}
+
 /// Tells the operator which admin token is in force, so that nobody is left without one
 /// and without a clue: a generated one is shown (once: only its digest is stored); a
 /// kept one is named by the day it was set, with the way to replace it.
 fn announce_admin_token(token: &AdminToken, database: &std::path::Path) {
     match token {
         AdminToken::Configured => {}
+        AdminToken::Replaced { was_set_at } => {
+            let when = was_set_at.map_or_else(
+                || "at an earlier start".to_owned(),
+                |at| format!("on {}", &at.to_string()[..10]),
+            );
+            tracing::warn!(
+                "the admin token given by --admin-token or SWITCHBOARD_ADMIN_TOKEN replaces \
+                 the one stored in {} (set {when}): the old one is refused from now on",
+                database.display()
+            );
+        }
         AdminToken::Generated(token) => print_line(&format!(
             "\nNo admin token was configured, so one was generated. It is shown only this once;\n\
              only its digest is stored. Keep it to create teams:\n\n    {token}\n"

@@ -105,8 +105,15 @@ pub fn digest(secret: &str) -> SecretHash {
 /// nothing leaves someone whose first start failed without a token and without a clue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminToken {
-    /// The operator gave one (`--admin-token`).
+    /// The operator gave one (`--admin-token`), the one already in force.
     Configured,
+    /// The operator gave one that differs from the one stored, which it now replaces:
+    /// the old one is refused from this start on. Said aloud, since a variable left set
+    /// in a shell or a unit file would otherwise lock an operator out without a word.
+    Replaced {
+        /// When the replaced one had been set, if that was recorded.
+        was_set_at: Option<switchboard_types::time::Timestamp>,
+    },
     /// None was given or stored: this one was generated, to be shown once.
     Generated(String),
     /// Kept from an earlier start; when it was set, if that was recorded.
@@ -125,12 +132,17 @@ pub async fn settle_admin_token(
     let stored = store.admin_token().await?;
     if let Some(token) = configured {
         let hash = digest(token);
-        if stored.is_none_or(|s| s.hash != hash) {
-            store
-                .set_admin_hash(hash, switchboard_types::time::Timestamp::now())
-                .await?;
-        }
-        return Ok((hash, AdminToken::Configured));
+        let settled = match &stored {
+            Some(s) if s.hash == hash => return Ok((hash, AdminToken::Configured)),
+            Some(s) => AdminToken::Replaced {
+                was_set_at: s.set_at,
+            },
+            None => AdminToken::Configured,
+        };
+        store
+            .set_admin_hash(hash, switchboard_types::time::Timestamp::now())
+            .await?;
+        return Ok((hash, settled));
     }
     if let Some(stored) = stored {
         let set_at = stored.set_at;

@@ -199,7 +199,9 @@ impl<'a> Live<'a> {
     /// Takes a place for a call that waits (see [`SessionKind::Wait`]) before it waits,
     /// or refuses (`RATE_LIMITED`) at once: a refused call has done nothing yet.
     pub fn hold_wait(self, caller: &Caller) -> CoreResult<SessionHold> {
-        self.hold_session(caller, SessionKind::Wait)
+        let hold = self.hold_session(caller, SessionKind::Wait)?;
+        let _ = WAITED.try_with(|waited| waited.set(true));
+        Ok(hold)
     }
 
     /// Refuses (`RATE_LIMITED`) when `caller`'s credential holds the cap of `kind`, and
@@ -212,4 +214,21 @@ impl<'a> Live<'a> {
         }
         Ok(())
     }
+}
+
+tokio::task_local! {
+    /// Whether the call being served took a place for a waiting call ([`Live::hold_wait`]).
+    static WAITED: std::cell::Cell<bool>;
+}
+
+/// Runs a transport's handling of one call, answering with whether it waited for
+/// something (a long poll, a claim, a blocking A2A send): how long such a call took is the
+/// caller's choice, not the server's speed, so the access log does not call it slow.
+pub async fn noting_waits<F: std::future::Future>(call: F) -> (F::Output, bool) {
+    WAITED
+        .scope(std::cell::Cell::new(false), async move {
+            let output = call.await;
+            (output, WAITED.with(std::cell::Cell::get))
+        })
+        .await
 }

@@ -16,7 +16,15 @@ const RESERVE: u64 = 256;
 pub(super) fn connection_gate(asked: Option<usize>) -> crate::transport::common::gate::Gate {
     let descriptors = raise_descriptor_limit();
     let budget = connection_budget(asked, descriptors);
-    tracing::info!(max_connections = budget, ?descriptors, "connection budget");
+    match descriptors {
+        Some(descriptors) => {
+            tracing::info!(max_connections = budget, descriptors, "connection budget");
+        }
+        None => tracing::info!(
+            max_connections = budget,
+            "connection budget (the descriptor limit is unknown)"
+        ),
+    }
     crate::transport::common::gate::Gate::new(budget)
 }
 

@@ -152,10 +152,13 @@ impl Server {
         ));
         // An info metric: the label carries the name, the value is always 1.
         metrics::gauge!("switchboard_node_info", "node_id" => config.node_id.to_string()).set(1.0);
+        let base = base_url(addr);
         tracing::info!(
             %addr,
             node_id = %config.node_id,
             database = %config.database.display(),
+            console = %format_args!("{base}/console"),
+            docs = %format_args!("{base}/docs"),
             "switchboard listening"
         );
         Ok(Server {
@@ -165,6 +168,12 @@ impl Server {
             stop,
             task,
         })
+    }
+
+    /// Where a person on this machine reaches the HTTP listener: `http://host:port`, with
+    /// `localhost` for a wildcard address (`0.0.0.0`, `::`), which no browser opens.
+    pub fn base_url(&self) -> String {
+        base_url(self.addr)
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -247,6 +256,15 @@ fn start_stomp(
     tokio::spawn(stomp::listen(listener, state.clone()));
     tracing::info!(addr = %local, "STOMP listening");
     Some(local)
+}
+
+/// `http://host:port` for `addr`, with `localhost` for a wildcard address.
+fn base_url(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("http://localhost:{}", addr.port())
+    } else {
+        format!("http://{addr}")
+    }
 }
 
 /// Opens storage and the core on it.

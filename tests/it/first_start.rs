@@ -10,22 +10,33 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// A server process started without `--admin-token`, with its stdout collected.
+/// A server process started without `--admin-token` (or with `SWITCHBOARD_ADMIN_TOKEN`),
+/// with its stdout and its log collected.
 struct Started {
     child: Child,
     base: String,
     stdout: Arc<Mutex<String>>,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Started {
     fn start(database: &Path) -> Started {
+        Started::start_with_token(database, None)
+    }
+
+    fn start_with_token(database: &Path, token: Option<&str>) -> Started {
         crate::support::init();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command
             .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"])
             .arg("--database")
             .arg(database)
-            .env_remove("SWITCHBOARD_ADMIN_TOKEN")
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info");
+        match token {
+            Some(token) => command.env("SWITCHBOARD_ADMIN_TOKEN", token),
+            None => command.env_remove("SWITCHBOARD_ADMIN_TOKEN"),
+        };
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -55,12 +66,37 @@ impl Started {
                 break addr.to_owned();
             }
         };
-        std::thread::spawn(move || for _ in lines {});
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().expect("log").push(line);
+            }
+        });
         Started {
             child,
             base: format!("http://{addr}"),
             stdout,
+            log,
         }
+    }
+
+    /// The log lines so far that contain `part`, once one is there (20 s at most).
+    fn logged(&self, part: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let found = self.logged_now(part);
+            if !found.is_empty() || Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The log lines so far that contain `part`.
+    fn logged_now(&self, part: &str) -> Vec<String> {
+        let lines = self.log.lock().expect("log");
+        lines.iter().filter(|l| l.contains(part)).cloned().collect()
     }
 
     /// What the server printed on stdout, once a line containing `part` is there.
@@ -225,4 +261,56 @@ async fn one_sqlite_file_has_one_server() {
     let next = Started::start(&db);
     assert_eq!(creates_teams(&next.base, &token).await, 201);
     next.stop();
+}
+
+/// A token in `SWITCHBOARD_ADMIN_TOKEN` that differs from the stored one replaces it — and
+/// says so at WARN (it used to without a word, and the old token got 401). The same
+/// token again says nothing. The banner names the console and the docs, and `GET /`
+/// leads to the console.
+#[tokio::test]
+async fn a_replaced_admin_token_is_said_aloud_and_the_start_names_every_url() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = dir.path().join("replaced.db");
+    let first = Started::start_with_token(&db, Some("sb_admin_first_token_0123456789"));
+    let banner = first.printed("Metrics");
+    for path in ["/console", "/docs", "/v1/ws", "/mcp", "/metrics"] {
+        assert!(
+            banner.contains(&format!("{}{path}", first.base.replace("http://", ""))),
+            "{banner}"
+        );
+    }
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let root = http
+        .get(format!("{}/", first.base))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(root.status(), 307);
+    assert_eq!(root.headers()["location"], "/console");
+    // (The token is settled before the address is announced: its line would be here.)
+    assert!(first.logged_now("replaces the one stored").is_empty());
+    first.stop();
+
+    let same = Started::start_with_token(&db, Some("sb_admin_first_token_0123456789"));
+    same.printed("Metrics");
+    assert!(same.logged_now("replaces the one stored").is_empty());
+    same.stop();
+    let second = Started::start_with_token(&db, Some("sb_admin_second_token_012345678"));
+    let warned = second.logged("replaces the one stored");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let line: Value = serde_json::from_str(&warned[0]).expect("json");
+    assert_eq!(line["level"], "WARN");
+    assert!(warned[0].contains(&db.display().to_string()), "{warned:?}");
+    assert_eq!(
+        creates_teams(&second.base, "sb_admin_first_token_0123456789").await,
+        401
+    );
+    assert_eq!(
+        creates_teams(&second.base, "sb_admin_second_token_012345678").await,
+        201
+    );
+    second.stop();
 }

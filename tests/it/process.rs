@@ -33,6 +33,13 @@ impl Process {
         )
     }
 
+    /// The server logging at `rust_log` (`RUST_LOG`; `info` otherwise).
+    pub fn start_logging(database: &Path, rust_log: &str) -> Process {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command.env("RUST_LOG", rust_log);
+        Process::spawn(command, database, &[])
+    }
+
     /// The server with at most `descriptors` file descriptors (`ulimit -n`, soft and hard),
     /// as on a machine whose limit is low.
     pub fn start_with_descriptors(database: &Path, descriptors: u32, extra: &[&str]) -> Process {
@@ -66,7 +73,7 @@ impl Process {
     /// Runs `command` with `serve` and its arguments appended; waits for the address.
     fn spawn(mut command: Command, database: &Path, extra: &[&str]) -> Process {
         crate::support::init();
-        let mut child = command
+        command
             .args([
                 "serve",
                 "--listen",
@@ -78,27 +85,34 @@ impl Process {
             ])
             .arg("--database")
             .arg(database)
-            .args(extra)
-            .env("RUST_LOG", "info")
+            .args(extra);
+        if command.get_envs().all(|(name, _)| name != "RUST_LOG") {
+            command.env("RUST_LOG", "info");
+        }
+        let mut child = command
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
             .expect("server binary starts");
         let stderr = child.stderr.take().expect("stderr");
         let mut lines = BufReader::new(stderr).lines();
+        // The lines before the address are the log's too.
+        let mut startup = Vec::new();
         let (addr, listening) = loop {
             let line = lines
                 .next()
                 .expect("server printed its address")
                 .expect("line");
-            if let Ok(entry) = serde_json::from_str::<Value>(&line)
+            let entry = serde_json::from_str::<Value>(&line).ok();
+            startup.push(line);
+            if let Some(entry) = entry
                 && let Some(addr) = entry["addr"].as_str()
             {
                 break (addr.to_owned(), entry.clone());
             }
         };
         // Keep draining the log so the child never blocks on a full pipe.
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(startup));
         let kept = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {

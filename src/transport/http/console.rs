@@ -24,6 +24,8 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 /// The console's routes (state-free: the page talks to the API itself).
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
+        // A person who opens the server's address finds the console, not a JSON 404.
+        .route("/", get(|| async { Redirect::temporary("/console") }))
         .route(
             "/console",
             get(|| async { page(INDEX, "text/html; charset=utf-8") }),

@@ -112,7 +112,15 @@ fn method_label(method: &Method) -> &'static str {
     }
 }
 
-/// Counts requests and their latency by route template, method and status.
+/// A request slower than this (that did not wait for something it asked to wait for) is
+/// logged at WARN: with two cores shared with everything else, a second is far past any
+/// figure the benchmarks report, so it means trouble worth a line.
+const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Counts requests and their latency by route template, method and status, and writes
+/// the access log: every request at DEBUG on its own target (`switchboard::access`, so
+/// an operator turns it on alone), a server error or a slow request at WARN. At INFO a
+/// polling console and a health checker wrote two lines a second that said nothing.
 pub(super) async fn track(
     State(metrics): State<RequestMetrics>,
     req: Request,
@@ -122,31 +130,69 @@ pub(super) async fn track(
     let route = req.extensions().get::<MatchedPath>().cloned();
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
     let label = method_label(req.method());
-    // The access log (one line per request at INFO on its own target, so an operator can
-    // turn it off alone): the method and request id are kept only when it is written.
-    let logged =
-        tracing::enabled!(target: "switchboard::access", tracing::Level::INFO).then(|| {
-            (
-                req.method().clone(),
-                req.headers().get(X_REQUEST_ID).cloned(),
-            )
-        });
-    let response = next.run(req).await;
+    let method = req.method().clone();
+    // The request id is copied only when the DEBUG line may be written (a copy per
+    // request shows in the cost check); a WARN line has it from the request's span.
+    let id = tracing::enabled!(target: "switchboard::access", tracing::Level::DEBUG)
+        .then(|| req.headers().get(X_REQUEST_ID).cloned())
+        .flatten();
+    let (response, waited) = crate::core::sessions::noting_waits(next.run(req)).await;
     let status = response.status();
-    if let Some((method, id)) = &logged {
-        tracing::info!(
+    let took = started.elapsed();
+    let line = AccessLine {
+        method: &method,
+        route,
+        status: status.as_u16(),
+        duration_ms: millis(took),
+        request_id: id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
+    };
+    if status.is_server_error() {
+        line.warn("request answered with a server error");
+    } else if took >= SLOW && !waited {
+        line.warn("slow request");
+    } else {
+        line.debug();
+    }
+    metrics.record(route, label, status, took.as_secs_f64());
+    response
+}
+
+/// One line of the access log.
+struct AccessLine<'a> {
+    method: &'a axum::http::Method,
+    route: &'a str,
+    status: u16,
+    duration_ms: f64,
+    request_id: &'a str,
+}
+
+impl AccessLine<'_> {
+    fn warn(&self, what: &str) {
+        tracing::warn!(
             target: "switchboard::access",
-            method = %method,
-            route = %route,
-            status = status.as_u16(),
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            request_id = id.as_ref().and_then(|id| id.to_str().ok()).unwrap_or("-"),
+            method = %self.method,
+            route = %self.route,
+            status = self.status,
+            duration_ms = self.duration_ms,
+            "{what}"
+        );
+    }
+
+    fn debug(&self) {
+        tracing::debug!(
+            target: "switchboard::access",
+            method = %self.method,
+            route = %self.route,
+            status = self.status,
+            duration_ms = self.duration_ms,
+            request_id = self.request_id,
             "request"
         );
     }
-    metrics.record(route, label, status, started.elapsed().as_secs_f64());
-    if status == StatusCode::INTERNAL_SERVER_ERROR {
-        tracing::error!("request answered 500");
-    }
-    response
+}
+
+/// A duration in milliseconds to the microsecond, as a person reads it (`0.042`, not
+/// `0.041922999999999995`).
+fn millis(took: std::time::Duration) -> f64 {
+    (took.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
