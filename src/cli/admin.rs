@@ -1,8 +1,9 @@
-//! `switchboard admin …`: create a team (admin token), register agents (team key).
+//! `switchboard admin …`: create a team (admin token), register agents (team key), and
+//! give a team a new key or an agent a new token.
 
 use switchboard_client::{HttpTransport, call};
 use switchboard_types::agents::{AgentRegistered, RegisterAgent};
-use switchboard_types::teams::{CreateTeam, TeamCreated};
+use switchboard_types::teams::{CreateTeam, TeamCreated, TeamKeyRotated};
 use switchboard_types::{AgentOp, Operation, TeamOp};
 
 use super::{AdminAgentCommand, AdminArgs, AdminCommand, Failure, TeamCommand, inert, show, token};
@@ -55,6 +56,31 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
             show(c.json, &answer, || {
                 format!(
                     "agent {} registered; its token (shown once): {}",
+                    inert(&answer.agent.agent_id),
+                    answer.token
+                )
+            });
+        }
+        AdminCommand::Team(TeamCommand::RotateKey { team_id }) => {
+            let operation = Operation::Teams(TeamOp::RotateTeamKey { team_id });
+            let answer: TeamKeyRotated = call(&http()?, operation).await?;
+            show(c.json, &answer, || {
+                format!(
+                    "team {} has a new key (shown once; the old one no longer works): {}",
+                    inert(&answer.team_id),
+                    answer.team_key
+                )
+            });
+        }
+        AdminCommand::Agent(AdminAgentCommand::RotateToken { team, agent_id }) => {
+            let operation = Operation::Agents(AgentOp::RotateAgentToken {
+                team_id: team.into(),
+                agent_id: agent_id.into(),
+            });
+            let answer: AgentRegistered = call(&http()?, operation).await?;
+            show(c.json, &answer, || {
+                format!(
+                    "agent {} has a new token (shown once; the old one no longer works): {}",
                     inert(&answer.agent.agent_id),
                     answer.token
                 )

@@ -297,6 +297,12 @@ pub enum TeamCommand {
         #[arg(long)]
         team_id: Option<TeamId>,
     },
+    /// Give a team a new key (with the team key or the admin token); prints it (shown
+    /// once). The old key stops working at once.
+    RotateKey {
+        /// The team whose key is replaced.
+        team_id: TeamId,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -310,6 +316,16 @@ pub enum AdminAgentCommand {
         role: String,
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
+    },
+    /// Give an agent a new token (with the team key, the admin token or the agent's own
+    /// token); prints it (shown once). The old token stops working and the agent's live
+    /// connections end.
+    RotateToken {
+        /// The agent's team.
+        #[arg(long)]
+        team: String,
+        /// The agent whose token is replaced.
+        agent_id: String,
     },
 }
 

@@ -244,6 +244,43 @@ impl Core {
         })
     }
 
+    /// A new token for an agent (team key, admin, or the agent itself). The old one is
+    /// refused from the answer on (the registry of every node holds the change before
+    /// it is answered), and the agent's live connections, opened with the old one, end.
+    pub(super) async fn rotate_agent_token(
+        &self,
+        caller: &Caller,
+        team_id: &TeamId,
+        agent_id: &AgentId,
+    ) -> CoreResult<AgentRegistered> {
+        let team = self.team_for(caller, team_id, Need::Read)?;
+        let agent = self.member_of(&team, agent_id)?;
+        match caller {
+            Caller::Agent { agent: me, .. } if *me != agent.pk => {
+                return Err(CoreError::forbidden(
+                    "an agent may rotate only its own token; the team key rotates any",
+                ));
+            }
+            _ => {}
+        }
+        let token = auth::mint(TokenKind::Agent);
+        let (id, hash) = (token.id.clone(), token.hash);
+        let changed = self
+            .change_agent(&team, agent.pk, move |agent| {
+                agent.token_id = Some(id);
+                agent.token_hash = Some(hash);
+                agent.updated_at = Timestamp::now();
+            })
+            .await?;
+        self.hub().kick(agent.pk);
+        tracing::info!(team_id = %team.team_id, agent_id = %agent.agent_id, "agent token rotated");
+        Ok(AgentRegistered {
+            success: true,
+            agent: changed.agent,
+            token: token.text,
+        })
+    }
+
     fn agent_view(&self, team: &TeamRecord, agent: &AgentRecord) -> AgentView {
         let presence = self.hub().presence(agent.pk);
         let (stomp_queues, deaf) = self.queue_presence(agent.pk);

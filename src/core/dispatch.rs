@@ -82,6 +82,9 @@ impl Core {
             Op::RotateCallbackSecret { team_id } => {
                 Reply::CallbackSecret(boxed(self.rotate_callback_secret(caller, &team_id)).await?)
             }
+            Op::RotateTeamKey { team_id } => {
+                Reply::TeamKeyRotated(boxed(self.rotate_team_key(caller, &team_id)).await?)
+            }
             Op::GetActivity { team_id } => {
                 Reply::Activity(boxed(self.team_activity(caller, team_id.as_ref())).await?)
             }
@@ -114,6 +117,9 @@ impl Core {
             Op::RemoveAgent { team_id, agent_id } => {
                 Reply::AgentRemoved(boxed(self.remove_agent(caller, &team_id, &agent_id)).await?)
             }
+            Op::RotateAgentToken { team_id, agent_id } => Reply::AgentRegistered(
+                boxed(self.rotate_agent_token(caller, &team_id, &agent_id)).await?,
+            ),
             Op::WhoAmI => Reply::WhoAmI(self.whoami(caller)?),
             Op::SetWatch(input) => Reply::Agent(boxed(self.set_watch(caller, input)).await?),
         })

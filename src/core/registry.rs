@@ -202,6 +202,12 @@ impl Registry {
             let at = inner.generation;
             inner.changed_at.insert(key, at);
         }
+        // A rotated key's id leaves the lookup (its secret no longer verifies anyway).
+        if let Some(old) = inner.teams.get(&team.pk).cloned()
+            && old.key_id != team.key_id
+        {
+            inner.team_by_key.remove(&old.key_id);
+        }
         inner.team_by_id.insert(team.team_id.clone(), team.pk);
         inner.team_by_key.insert(team.key_id.clone(), team.pk);
         inner.members.entry(team.pk).or_default();

@@ -4,7 +4,8 @@
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::TeamId;
 use switchboard_types::teams::{
-    CreateTeam, DEFAULT_MAX_ATTEMPTS, TeamCreated, TeamView, TokenKind, UpdateTeam, WhoAmI,
+    CreateTeam, DEFAULT_MAX_ATTEMPTS, TeamCreated, TeamKeyRotated, TeamView, TokenKind, UpdateTeam,
+    WhoAmI,
 };
 use switchboard_types::time::Timestamp;
 
@@ -146,6 +147,43 @@ impl Core {
             )
             .await?;
         Ok(self.team_view(&updated))
+    }
+
+    /// A new team key (team key or admin). The old one is refused from the answer on:
+    /// the registry of every node holds the change before it is answered. A console
+    /// signed in with the old key is refused at its next request.
+    pub(super) async fn rotate_team_key(
+        &self,
+        caller: &Caller,
+        team_id: &TeamId,
+    ) -> CoreResult<TeamKeyRotated> {
+        let team = self.team_for(caller, team_id, Need::Manage)?;
+        let key = auth::mint(TokenKind::Team);
+        let (id, hash) = (key.id.clone(), key.hash);
+        let core = self.clone();
+        let updated = self
+            .store()
+            .update_team(
+                team.pk,
+                move |team| {
+                    team.key_id = id;
+                    team.key_hash = hash;
+                    team.updated_at = Timestamp::now();
+                    Ok::<_, CoreError>(())
+                },
+                move |team| {
+                    core.registry().put_team(team.clone());
+                    team
+                },
+            )
+            .await?;
+        tracing::info!(team_id = %updated.team_id, "team key rotated");
+        Ok(TeamKeyRotated {
+            success: true,
+            team_id: updated.team_id.clone(),
+            team_key: key.text,
+            rotated_at: updated.updated_at,
+        })
     }
 
     fn team_view(&self, team: &TeamRecord) -> TeamView {

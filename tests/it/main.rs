@@ -45,6 +45,7 @@ mod publish;
 mod readme;
 mod respond;
 mod retention;
+mod rotation;
 mod send;
 mod services;
 mod stomp;

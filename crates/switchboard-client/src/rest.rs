@@ -161,6 +161,13 @@ pub fn rest_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Agents(AgentOp::RemoveAgent { team_id, agent_id }) => {
             Ok(RestCall::new(Method::DELETE, agent_path(team_id, agent_id)))
         }
+        Operation::Agents(AgentOp::RotateAgentToken { team_id, agent_id }) => RestCall::post(
+            format!("{}/token", agent_path(team_id, agent_id)),
+            &Map::new(),
+        ),
+        Operation::Teams(TeamOp::RotateTeamKey { team_id }) => {
+            RestCall::post(format!("/v1/teams/{}/key", seg(team_id)), &Map::new())
+        }
         Operation::Agents(AgentOp::WhoAmI) => RestCall::get("/v1/whoami".into()),
         messaging => messaging_call(messaging),
     }

@@ -392,7 +392,8 @@ fn decode_agent(name: AgentOpName, f: Fields) -> Result<Operation, ErrorBody> {
         | AgentOpName::ListAgents
         | AgentOpName::GetAgent
         | AgentOpName::UpdateAgent
-        | AgentOpName::RemoveAgent => return Err(unknown_type(name.into())),
+        | AgentOpName::RemoveAgent
+        | AgentOpName::RotateAgentToken => return Err(unknown_type(name.into())),
     })
 }
 
@@ -409,6 +410,7 @@ fn decode_team(name: TeamOpName, mut f: Fields) -> Result<Operation, ErrorBody> 
         | TeamOpName::TeamMetrics
         | TeamOpName::CallbackSecret
         | TeamOpName::RotateCallbackSecret
+        | TeamOpName::RotateTeamKey
         | TeamOpName::Traffic
         | TeamOpName::TeamTasks => return Err(unknown_type(name.into())),
     })

@@ -27,7 +27,7 @@ use crate::tasks::{
     Answer, CallbackSecret, CallbackStatus, Cancel, Clarify, Handoff, TaskDetail, TaskList,
     TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
 };
-use crate::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
+use crate::teams::{CreateTeam, TeamCreated, TeamKeyRotated, TeamView, UpdateTeam, WhoAmI};
 use crate::traffic::{TeamTaskQuery, TrafficPage, TrafficQuery};
 
 /// One operation with all of its input, by the resource it acts on: the core has one
@@ -71,6 +71,10 @@ pub enum TeamOp {
         team_id: TeamId,
     },
     RotateCallbackSecret {
+        team_id: TeamId,
+    },
+    /// A new team key (team key or admin): the old one is refused from the answer on.
+    RotateTeamKey {
         team_id: TeamId,
     },
     /// Per member, unread news and open tasks; whether the team is idle. Without a
@@ -128,6 +132,12 @@ pub enum AgentOp {
     },
     /// Remove an agent (team key): its token stops working, its connections end.
     RemoveAgent {
+        team_id: TeamId,
+        agent_id: AgentId,
+    },
+    /// A new token for an agent (team key, admin, or the agent itself): the old one is
+    /// refused from the answer on and the agent's live connections end.
+    RotateAgentToken {
         team_id: TeamId,
         agent_id: AgentId,
     },
@@ -396,6 +406,7 @@ impl OperationName {
                 | TeamOpName::TeamMetrics
                 | TeamOpName::CallbackSecret
                 | TeamOpName::RotateCallbackSecret
+                | TeamOpName::RotateTeamKey
                 | TeamOpName::Traffic
                 | TeamOpName::TeamTasks => false,
             },
@@ -405,7 +416,8 @@ impl OperationName {
                 | AgentOpName::ListAgents
                 | AgentOpName::GetAgent
                 | AgentOpName::UpdateAgent
-                | AgentOpName::RemoveAgent => false,
+                | AgentOpName::RemoveAgent
+                | AgentOpName::RotateAgentToken => false,
             },
             OperationName::Messages(_) | OperationName::Tasks(_) | OperationName::Leases(_) => true,
         }
@@ -470,6 +482,7 @@ pub struct ErrorReport {
 #[serde(untagged)]
 pub enum Reply {
     TeamCreated(TeamCreated),
+    TeamKeyRotated(TeamKeyRotated),
     Team(TeamView),
     TeamMetrics(TeamMetrics),
     CallbackSecret(CallbackSecret),

@@ -51,6 +51,19 @@ pub struct TeamCreated {
     pub created_at: Timestamp,
 }
 
+/// Answer of `POST /v1/teams/{team_id}/key`: the team's new key, shown here once. The
+/// old key is refused from this answer on, on every node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TeamKeyRotated {
+    pub success: bool,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub team_id: TeamId,
+    /// The new team key. Store it: it cannot be shown again.
+    pub team_key: String,
+    pub rotated_at: Timestamp,
+}
+
 /// A team as its members and owner see it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

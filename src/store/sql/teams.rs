@@ -32,7 +32,7 @@ for_each_engine! {
             "UPDATE teams SET name = $1, communication_enabled = $2, stomp_auto_register = $3,
                retain_read_s = $4, retain_unread_s = $5, retain_tasks_s = $6, updated_at = $7,
                loop_guard = $9, budgets = $10, stomp_default_context = $11,
-               max_attempts = $12
+               max_attempts = $12, key_id = $13, key_hash = $14
              WHERE pk = $8",
         )
         .bind(&t.name)
@@ -47,6 +47,8 @@ for_each_engine! {
         .bind(budgets(t)?)
         .bind(&t.stomp_default_context)
         .bind(t.max_attempts)
+        .bind(&t.key_id)
+        .bind(t.key_hash.as_slice())
         .execute(conn)
         .await?;
         Ok(())

@@ -19,6 +19,7 @@ pub fn router() -> OpenApiRouter<HttpState> {
     OpenApiRouter::new()
         .routes(routes!(register_agent, list_agents))
         .routes(routes!(get_agent, update_agent, remove_agent))
+        .routes(routes!(rotate_agent_token))
 }
 
 /// Register an agent (team key). Answers the agent's token, once.
@@ -149,6 +150,32 @@ async fn remove_agent(
         state,
         &caller,
         Operation::Agents(AgentOp::RemoveAgent { team_id, agent_id }),
+    )
+    .await
+}
+
+/// Give an agent a new token (team key, admin, or the agent itself). The old token is
+/// refused from this answer on, on every node; the agent's live connections end (they
+/// were opened with the old one). Answers the new token, once.
+#[utoipa::path(post, path = "/v1/teams/{team_id}/agents/{agent_id}/token", tag = "agents", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id"),
+           ("agent_id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The agent with its new token; store it", body = AgentRegistered),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: another agent's token, or another team", body = ErrorBody),
+        (status = 404, description = "AGENT_NOT_FOUND", body = ErrorBody),
+        (status = 503, description = "UNAVAILABLE", body = ErrorBody),
+    ))]
+async fn rotate_agent_token(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams((team_id, agent_id)): PathParams<(TeamId, AgentId)>,
+) -> ApiResult<Json<Reply>> {
+    ok(
+        state,
+        &caller,
+        Operation::Agents(AgentOp::RotateAgentToken { team_id, agent_id }),
     )
     .await
 }

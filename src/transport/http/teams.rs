@@ -1,4 +1,4 @@
-//! `/v1/teams`: create (admin), read, update.
+//! `/v1/teams`: create (admin), read, update, a new key.
 
 use axum::Json;
 use axum::extract::State;
@@ -7,7 +7,9 @@ use switchboard_types::ids::TeamId;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::metrics::TeamMetrics;
-use switchboard_types::teams::{CreateTeam, TeamCreated, TeamView, UpdateTeam, WhoAmI};
+use switchboard_types::teams::{
+    CreateTeam, TeamCreated, TeamKeyRotated, TeamView, UpdateTeam, WhoAmI,
+};
 use switchboard_types::{AgentOp, ErrorBody, Operation, Reply, TeamOp};
 
 use super::{HttpState, created, ok};
@@ -17,6 +19,7 @@ pub fn router() -> OpenApiRouter<HttpState> {
     OpenApiRouter::new()
         .routes(routes!(create_team))
         .routes(routes!(get_team, update_team))
+        .routes(routes!(rotate_team_key))
         .routes(routes!(team_metrics))
         .routes(routes!(whoami))
 }
@@ -121,4 +124,29 @@ async fn team_metrics(
     ))]
 async fn whoami(State(state): State<HttpState>, Auth(caller): Auth) -> ApiResult<Json<Reply>> {
     ok(state, &caller, Operation::Agents(AgentOp::WhoAmI)).await
+}
+
+/// Give the team a new key (team key or admin). The old key is refused from this answer
+/// on, on every node (a console signed in with it is refused at its next request).
+/// Answers the new key, once.
+#[utoipa::path(post, path = "/v1/teams/{team_id}/key", tag = "teams", security(("bearer" = [])),
+    params(("team_id" = String, Path, description = "The team's id")),
+    responses(
+        (status = 200, description = "The new team key; store it", body = TeamKeyRotated),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not the team key", body = ErrorBody),
+        (status = 404, description = "NOT_FOUND: no such team (admin)", body = ErrorBody),
+        (status = 503, description = "UNAVAILABLE", body = ErrorBody),
+    ))]
+async fn rotate_team_key(
+    State(state): State<HttpState>,
+    Auth(caller): Auth,
+    PathParams(team_id): PathParams<TeamId>,
+) -> ApiResult<Json<Reply>> {
+    ok(
+        state,
+        &caller,
+        Operation::Teams(TeamOp::RotateTeamKey { team_id }),
+    )
+    .await
 }

@@ -102,6 +102,12 @@ const MATRIX: &[(&str, Row)] = &[
         [200, 200, 403, 200, 403, 403, 401, 401, 401],
     ),
     ("remove_agent", TEAM_MANAGE),
+    // An agent may give itself a new token; the key any agent of its team.
+    (
+        "rotate_agent_token",
+        [200, 200, 403, 200, 403, 403, 401, 401, 401],
+    ),
+    ("rotate_team_key", TEAM_MANAGE),
     ("get_callback_secret", TEAM_MANAGE),
     ("rotate_callback_secret", TEAM_MANAGE),
     ("team_metrics", TEAM_READ),
@@ -335,6 +341,8 @@ impl Fixture {
                 r,
             ),
             "remove_agent" => (Method::DELETE, format!("/v1/teams/{t}/agents/r"), None, r),
+            "rotate_agent_token" => post(format!("/v1/teams/{t}/agents/r/token"), json!({}), r),
+            "rotate_team_key" => post(format!("/v1/teams/{t}/key"), json!({}), s),
             "get_callback_secret" => get(format!("/v1/teams/{t}/callback-secret"), s),
             "rotate_callback_secret" => {
                 post(format!("/v1/teams/{t}/callback-secret"), json!({}), s)

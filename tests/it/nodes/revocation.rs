@@ -1,5 +1,6 @@
 //! Revocation across nodes (issue 42): what one node took away is refused on every node
-//! from the moment its answer was sent, not "within milliseconds".
+//! from the moment its answer was sent, not "within milliseconds" — a removal, a switch,
+//! a replaced token or key.
 
 use std::time::{Duration, Instant};
 
@@ -68,6 +69,65 @@ async fn a_removal_or_a_switch_holds_on_every_node_from_its_answer_on() {
                 res.body
             );
         }
+    }
+}
+
+/// A token or a key replaced on node 1 is refused on node 2 by the very next request,
+/// and the new one works there at once.
+#[tokio::test]
+async fn a_rotated_token_or_key_is_refused_on_every_node_from_its_answer_on() {
+    let Some(one) = TestApp::start_on_postgres().await else {
+        return;
+    };
+    let team = one.team("rotate").await;
+    let agent = one.agent(&team, "agent", &[]).await;
+    let two = one.another_node().await;
+    let mut token = agent.token.clone();
+    let mut key = team.key.clone();
+    for _ in 0..10 {
+        two.get("/v1/whoami")
+            .token(&token)
+            .send()
+            .await
+            .expect_status(200);
+        let fresh = one
+            .post("/v1/teams/rotate/agents/agent/token")
+            .token(&key)
+            .json(json!({}))
+            .send()
+            .await
+            .expect_status(200)
+            .str("token");
+        two.get("/v1/whoami")
+            .token(&token)
+            .send()
+            .await
+            .expect_error(401, "UNAUTHORIZED");
+        two.get("/v1/whoami")
+            .token(&fresh)
+            .send()
+            .await
+            .expect_status(200);
+        token = fresh;
+        let new_key = one
+            .post("/v1/teams/rotate/key")
+            .token(&key)
+            .json(json!({}))
+            .send()
+            .await
+            .expect_status(200)
+            .str("team_key");
+        two.get("/v1/teams/rotate")
+            .token(&key)
+            .send()
+            .await
+            .expect_error(401, "UNAUTHORIZED");
+        two.get("/v1/teams/rotate")
+            .token(&new_key)
+            .send()
+            .await
+            .expect_status(200);
+        key = new_key;
     }
 }
 

@@ -53,6 +53,24 @@ async fn the_mcp_walkthrough_works_as_written() {
     app.stop().await;
 }
 
+/// The coder gets a new token as `docs/operations.md` shows it: the new one is the
+/// coder's, the old one is refused.
+#[tokio::test]
+async fn the_credentials_walkthrough_works_as_written() {
+    let app = walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/operations.md'\n{}",
+        readme(),
+        walkthrough("docs/operations.md", "rotate")
+    );
+    let out = run(&app, &script).await;
+    let answers = page_answers(&out, "docs/operations.md");
+    assert_eq!(answers.len(), 1, "{out}");
+    assert_eq!(answers[0]["agent_id"], "coder", "{out}");
+    assert!(out.trim_end().ends_with("401"), "{out}");
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_retention_walkthrough_works_as_written() {
     let app = walkthrough_server().await;
