@@ -3,7 +3,7 @@
 
 use switchboard_client::{HttpTransport, call};
 use switchboard_types::agents::{AgentRegistered, RegisterAgent};
-use switchboard_types::teams::{CreateTeam, TeamCreated, TeamKeyRotated};
+use switchboard_types::teams::{CreateTeam, TeamCreated, TeamKeyRotated, TeamList};
 use switchboard_types::{AgentOp, Operation, TeamOp};
 
 use super::{AdminAgentCommand, AdminArgs, AdminCommand, Failure, TeamCommand, inert, show, token};
@@ -13,17 +13,22 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
     let http = || -> Result<HttpTransport, Failure> { Ok(HttpTransport::new(&c.url, token(c)?)?) };
     match args.command {
         // Not a call to a server: the binary's main opens the database for it.
-        AdminCommand::ResetToken { .. } => {
-            return Err(Failure::Usage(
-                "reset-token works on the database, not through a server".into(),
-            ));
-        }
-        AdminCommand::Team(TeamCommand::Create { name, team_id }) => {
-            let http = http()?;
+        AdminCommand::ResetToken { .. } => Err(Failure::Usage(
+            "reset-token works on the database, not through a server".into(),
+        )),
+        AdminCommand::Team(command) => team(command, &http()?, c.json).await,
+        AdminCommand::Agent(command) => agent(command, &http()?, c.json).await,
+    }
+}
+
+/// `switchboard admin team …`.
+async fn team(command: TeamCommand, http: &HttpTransport, json: bool) -> Result<(), Failure> {
+    match command {
+        TeamCommand::Create { name, team_id } => {
             let input = CreateTeam { name, team_id };
             let answer: TeamCreated =
-                call(&http, Operation::Teams(TeamOp::CreateTeam(input))).await?;
-            show(c.json, &answer, || {
+                call(http, Operation::Teams(TeamOp::CreateTeam(input))).await?;
+            show(json, &answer, || {
                 format!(
                     "team {} created; its key (shown once): {}",
                     inert(&answer.team_id),
@@ -31,12 +36,56 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 )
             });
         }
-        AdminCommand::Agent(AdminAgentCommand::Register {
+        TeamCommand::List => {
+            let answer: TeamList = call(http, Operation::Teams(TeamOp::ListTeams)).await?;
+            show(json, &answer, || {
+                let lines: Vec<String> = answer
+                    .teams
+                    .iter()
+                    .map(|t| {
+                        format!(
+                            "{}  {} ({} agents)",
+                            inert(&t.team_id),
+                            inert(&t.name),
+                            t.agent_count
+                        )
+                    })
+                    .collect();
+                if lines.is_empty() {
+                    "no teams".to_owned()
+                } else {
+                    lines.join("\n")
+                }
+            });
+        }
+        TeamCommand::RotateKey { team_id } => {
+            let operation = Operation::Teams(TeamOp::RotateTeamKey { team_id });
+            let answer: TeamKeyRotated = call(http, operation).await?;
+            show(json, &answer, || {
+                format!(
+                    "team {} has a new key (shown once; the old one no longer works): {}",
+                    inert(&answer.team_id),
+                    answer.team_key
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `switchboard admin agent …`.
+async fn agent(
+    command: AdminAgentCommand,
+    http: &HttpTransport,
+    json: bool,
+) -> Result<(), Failure> {
+    match command {
+        AdminAgentCommand::Register {
             team,
             agent_id,
             role,
             capabilities,
-        }) => {
+        } => {
             let agent = RegisterAgent {
                 agent_id: agent_id.into(),
                 role,
@@ -47,13 +96,12 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 watch: None,
                 stomp_bridge: None,
             };
-            let http = http()?;
             let operation = Operation::Agents(AgentOp::RegisterAgent {
                 team_id: team.into(),
                 agent,
             });
-            let answer: AgentRegistered = call(&http, operation).await?;
-            show(c.json, &answer, || {
+            let answer: AgentRegistered = call(http, operation).await?;
+            show(json, &answer, || {
                 format!(
                     "agent {} registered; its token (shown once): {}",
                     inert(&answer.agent.agent_id),
@@ -61,24 +109,13 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
                 )
             });
         }
-        AdminCommand::Team(TeamCommand::RotateKey { team_id }) => {
-            let operation = Operation::Teams(TeamOp::RotateTeamKey { team_id });
-            let answer: TeamKeyRotated = call(&http()?, operation).await?;
-            show(c.json, &answer, || {
-                format!(
-                    "team {} has a new key (shown once; the old one no longer works): {}",
-                    inert(&answer.team_id),
-                    answer.team_key
-                )
-            });
-        }
-        AdminCommand::Agent(AdminAgentCommand::RotateToken { team, agent_id }) => {
+        AdminAgentCommand::RotateToken { team, agent_id } => {
             let operation = Operation::Agents(AgentOp::RotateAgentToken {
                 team_id: team.into(),
                 agent_id: agent_id.into(),
             });
-            let answer: AgentRegistered = call(&http()?, operation).await?;
-            show(c.json, &answer, || {
+            let answer: AgentRegistered = call(http, operation).await?;
+            show(json, &answer, || {
                 format!(
                     "agent {} has a new token (shown once; the old one no longer works): {}",
                     inert(&answer.agent.agent_id),

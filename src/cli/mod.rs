@@ -297,6 +297,8 @@ pub enum TeamCommand {
         #[arg(long)]
         team_id: Option<TeamId>,
     },
+    /// List every team of the server (admin token).
+    List,
     /// Give a team a new key (with the team key or the admin token); prints it (shown
     /// once). The old key stops working at once.
     RotateKey {

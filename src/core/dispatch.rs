@@ -69,6 +69,7 @@ impl Core {
             Op::CreateTeam(input) => {
                 Reply::TeamCreated(boxed(self.create_team(caller, input)).await?)
             }
+            Op::ListTeams => Reply::Teams(self.list_teams(caller)?),
             Op::GetTeam { team_id } => Reply::Team(self.get_team(caller, &team_id)?),
             Op::UpdateTeam { team_id, patch } => {
                 Reply::Team(boxed(self.update_team(caller, &team_id, patch)).await?)

@@ -4,8 +4,8 @@
 use switchboard_types::ErrorCode;
 use switchboard_types::ids::TeamId;
 use switchboard_types::teams::{
-    CreateTeam, DEFAULT_MAX_ATTEMPTS, TeamCreated, TeamKeyRotated, TeamView, TokenKind, UpdateTeam,
-    WhoAmI,
+    CreateTeam, DEFAULT_MAX_ATTEMPTS, TeamCreated, TeamKeyRotated, TeamList, TeamView, TokenKind,
+    UpdateTeam, WhoAmI,
 };
 use switchboard_types::time::Timestamp;
 
@@ -72,6 +72,22 @@ impl Core {
             name: team.name,
             team_key: key.text,
             created_at: team.created_at,
+        })
+    }
+
+    /// Every team of the server, by id (admin): what an operator cleans up or audits. A
+    /// team key reads its own team at `GET /v1/teams/{team_id}`; it is not told of others.
+    pub(super) fn list_teams(&self, caller: &Caller) -> CoreResult<TeamList> {
+        if *caller != Caller::Admin {
+            return Err(CoreError::forbidden(
+                "only the server admin token lists teams; a team key reads its own team",
+            ));
+        }
+        let mut teams = self.registry().teams();
+        teams.sort_by(|a, b| a.team_id.cmp(&b.team_id));
+        Ok(TeamList {
+            success: true,
+            teams: teams.iter().map(|t| self.team_view(t)).collect(),
         })
     }
 

@@ -247,3 +247,41 @@ async fn teams_are_isolated_from_each_other() {
     assert!(!ids.contains(&a1.id.as_str()));
     app.stop().await;
 }
+
+/// `GET /v1/teams` (it was 405): every team, by id, for the admin token only; the CLI's
+/// `admin team list` reads it.
+#[tokio::test]
+async fn the_admin_lists_every_team() {
+    let app = TestApp::start().await;
+    let second = app.team("second").await;
+    let first = app.team("first").await;
+    app.agent(&first, "one", &[]).await;
+    let list = app
+        .get("/v1/teams")
+        .token(ADMIN)
+        .send()
+        .await
+        .expect_status(200);
+    let teams = list.body["teams"].as_array().cloned().unwrap_or_default();
+    let ids: Vec<&str> = teams.iter().filter_map(|t| t["team_id"].as_str()).collect();
+    assert_eq!(ids, ["first", "second"]);
+    assert_eq!(teams[0]["agent_count"], 1);
+    for key in [&first.key, &second.key] {
+        app.get("/v1/teams")
+            .token(key)
+            .send()
+            .await
+            .expect_error(403, "FORBIDDEN");
+    }
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .env("SWITCHBOARD_URL", &app.base)
+        .env("SWITCHBOARD_TOKEN", ADMIN)
+        .args(["admin", "team", "list"])
+        .output()
+        .await
+        .expect("runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("first  Team first (1 agents)"), "{text}");
+    assert!(text.contains("second"), "{text}");
+}

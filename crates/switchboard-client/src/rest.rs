@@ -128,6 +128,7 @@ fn lease_call(op: &LeaseOp) -> Result<RestCall, ClientError> {
 pub fn rest_call(op: &Operation) -> Result<RestCall, ClientError> {
     match op {
         Operation::Teams(TeamOp::CreateTeam(body)) => RestCall::post("/v1/teams".into(), body),
+        Operation::Teams(TeamOp::ListTeams) => RestCall::get("/v1/teams".into()),
         Operation::Teams(TeamOp::GetTeam { team_id }) => {
             RestCall::get(format!("/v1/teams/{}", seg(team_id)))
         }

@@ -405,6 +405,7 @@ fn decode_team(name: TeamOpName, mut f: Fields) -> Result<Operation, ErrorBody> 
             Operation::Teams(TeamOp::GetActivity { team_id })
         }
         TeamOpName::CreateTeam
+        | TeamOpName::ListTeams
         | TeamOpName::GetTeam
         | TeamOpName::UpdateTeam
         | TeamOpName::TeamMetrics

@@ -27,7 +27,9 @@ use crate::tasks::{
     Answer, CallbackSecret, CallbackStatus, Cancel, Clarify, Handoff, TaskDetail, TaskList,
     TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
 };
-use crate::teams::{CreateTeam, TeamCreated, TeamKeyRotated, TeamView, UpdateTeam, WhoAmI};
+use crate::teams::{
+    CreateTeam, TeamCreated, TeamKeyRotated, TeamList, TeamView, UpdateTeam, WhoAmI,
+};
 use crate::traffic::{TeamTaskQuery, TrafficPage, TrafficQuery};
 
 /// One operation with all of its input, by the resource it acts on: the core has one
@@ -54,6 +56,8 @@ pub enum Operation {
 pub enum TeamOp {
     /// Create a team (admin).
     CreateTeam(CreateTeam),
+    /// Every team of the server (admin).
+    ListTeams,
     GetTeam {
         team_id: TeamId,
     },
@@ -401,6 +405,7 @@ impl OperationName {
             OperationName::Teams(name) => match name {
                 TeamOpName::GetActivity => true,
                 TeamOpName::CreateTeam
+                | TeamOpName::ListTeams
                 | TeamOpName::GetTeam
                 | TeamOpName::UpdateTeam
                 | TeamOpName::TeamMetrics
@@ -483,6 +488,7 @@ pub struct ErrorReport {
 pub enum Reply {
     TeamCreated(TeamCreated),
     TeamKeyRotated(TeamKeyRotated),
+    Teams(TeamList),
     Team(TeamView),
     TeamMetrics(TeamMetrics),
     CallbackSecret(CallbackSecret),

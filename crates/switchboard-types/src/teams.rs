@@ -51,6 +51,14 @@ pub struct TeamCreated {
     pub created_at: Timestamp,
 }
 
+/// Answer of `GET /v1/teams` (admin): every team of the server, by id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct TeamList {
+    pub success: bool,
+    pub teams: Vec<TeamView>,
+}
+
 /// Answer of `POST /v1/teams/{team_id}/key`: the team's new key, shown here once. The
 /// old key is refused from this answer on, on every node.
 #[derive(Debug, Clone, Serialize, Deserialize)]

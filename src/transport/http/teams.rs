@@ -1,4 +1,4 @@
-//! `/v1/teams`: create (admin), read, update, a new key.
+//! `/v1/teams`: create and list (admin), read, update, a new key.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,7 +8,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use switchboard_types::metrics::TeamMetrics;
 use switchboard_types::teams::{
-    CreateTeam, TeamCreated, TeamKeyRotated, TeamView, UpdateTeam, WhoAmI,
+    CreateTeam, TeamCreated, TeamKeyRotated, TeamList, TeamView, UpdateTeam, WhoAmI,
 };
 use switchboard_types::{AgentOp, ErrorBody, Operation, Reply, TeamOp};
 
@@ -17,7 +17,7 @@ use crate::transport::common::{ApiResult, Auth, JsonBody, PathParams};
 
 pub fn router() -> OpenApiRouter<HttpState> {
     OpenApiRouter::new()
-        .routes(routes!(create_team))
+        .routes(routes!(create_team, list_teams))
         .routes(routes!(get_team, update_team))
         .routes(routes!(rotate_team_key))
         .routes(routes!(team_metrics))
@@ -149,4 +149,16 @@ async fn rotate_team_key(
         Operation::Teams(TeamOp::RotateTeamKey { team_id }),
     )
     .await
+}
+
+/// Every team of the server, by id (admin token). A team key reads its own team at
+/// `GET /v1/teams/{team_id}`.
+#[utoipa::path(get, path = "/v1/teams", tag = "teams", security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Every team", body = TeamList),
+        (status = 401, description = "UNAUTHORIZED", body = ErrorBody),
+        (status = 403, description = "FORBIDDEN: not the admin token", body = ErrorBody),
+    ))]
+async fn list_teams(State(state): State<HttpState>, Auth(caller): Auth) -> ApiResult<Json<Reply>> {
+    ok(state, &caller, Operation::Teams(TeamOp::ListTeams)).await
 }

@@ -82,6 +82,7 @@ const MATRIX: &[(&str, Row)] = &[
     ("metrics_text", PUBLIC),
     ("whoami", EVERY_TOKEN),
     ("create_team", ADMIN_ONLY),
+    ("list_teams", [200, 403, 403, 403, 403, 403, 401, 401, 401]),
     ("get_team", TEAM_READ),
     ("update_team", TEAM_MANAGE),
     ("list_agents", TEAM_READ),
@@ -298,81 +299,6 @@ impl Fixture {
             Who::NoToken => return None,
             Who::Malformed => "sb_agent_not-a-token".to_owned(),
         })
-    }
-
-    /// The REST call of an operation: method, path, body, and its party.
-    fn call(&self, op: &str) -> (Method, String, Option<Value>, &Agent) {
-        let (t, msg, clar) = (&self.team.id, &self.message, &self.clarification);
-        let (s, r) = (&self.s, &self.r);
-        let get = |path: String, party| (Method::GET, path, None, party);
-        let post = |path: String, body: Value, party| (Method::POST, path, Some(body), party);
-        match op {
-            "healthz" | "readyz" => get(format!("/{op}"), s),
-            "metrics_text" => get("/metrics".into(), s),
-            "whoami" => get("/v1/whoami".into(), s),
-            "create_team" => post(
-                "/v1/teams".into(),
-                json!({"name": "new", "team_id": format!("{t}-new")}),
-                s,
-            ),
-            "get_team" => get(format!("/v1/teams/{t}"), s),
-            "update_team" => (
-                Method::PATCH,
-                format!("/v1/teams/{t}"),
-                Some(json!({"name": "renamed"})),
-                s,
-            ),
-            "list_agents" => get(format!("/v1/teams/{t}/agents"), s),
-            "register_agent" => post(
-                format!("/v1/teams/{t}/agents"),
-                json!({"agent_id": "new", "role": "r", "capabilities": []}),
-                s,
-            ),
-            "register_remote_agent" => post(
-                format!("/v1/teams/{t}/a2a-agents"),
-                json!({"card_url": "ftp://example.com/card.json"}),
-                s,
-            ),
-            "get_agent" => get(format!("/v1/teams/{t}/agents/r"), r),
-            "update_agent" => (
-                Method::PATCH,
-                format!("/v1/teams/{t}/agents/r"),
-                Some(json!({"status": "busy"})),
-                r,
-            ),
-            "remove_agent" => (Method::DELETE, format!("/v1/teams/{t}/agents/r"), None, r),
-            "rotate_agent_token" => post(format!("/v1/teams/{t}/agents/r/token"), json!({}), r),
-            "rotate_team_key" => post(format!("/v1/teams/{t}/key"), json!({}), s),
-            "get_callback_secret" => get(format!("/v1/teams/{t}/callback-secret"), s),
-            "rotate_callback_secret" => {
-                post(format!("/v1/teams/{t}/callback-secret"), json!({}), s)
-            }
-            "team_metrics" => get(format!("/v1/teams/{t}/metrics"), s),
-            "activity" => get(format!("/v1/teams/{t}/activity"), s),
-            "team_messages" => get(format!("/v1/teams/{t}/messages"), s),
-            "team_tasks" => get(format!("/v1/teams/{t}/tasks"), s),
-            "acquire_lease" => (
-                Method::PUT,
-                format!("/v1/teams/{t}/leases"),
-                Some(json!({"resource": "docs/*.md"})),
-                s,
-            ),
-            "list_leases" => get(format!("/v1/teams/{t}/leases"), s),
-            "extend_lease" => post(
-                format!("/v1/teams/{t}/leases/{}/extend", self.lease),
-                json!({"ttl_seconds": 60}),
-                s,
-            ),
-            "release_lease" => (
-                Method::DELETE,
-                format!("/v1/teams/{t}/leases/{}", self.lease),
-                None,
-                s,
-            ),
-            "connect" => get("/v1/ws".into(), s),
-            "stomp_over_websocket" => get("/v1/stomp".into(), s),
-            _ => self.agent_call(op, msg, clar),
-        }
     }
 
     /// The party of a frame: the party of its REST twin.
