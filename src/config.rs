@@ -13,9 +13,10 @@ use switchboard_types::budgets::{Budget, MAX_BUDGET};
 
 /// Switchboard: a coordination server for teams of AI agents.
 ///
-/// Agents register with a team and talk through Switchboard: REST for request/response
-/// work, a WebSocket for live push. Everything is committed to a SQLite file before
-/// anyone is told it exists.
+/// Agents register with a team and talk through Switchboard over REST, a WebSocket for
+/// live push, STOMP (Wise Agents), MCP or A2A, and an operator watches and steps in from
+/// the console at /console. Everything is committed (to a SQLite file, or PostgreSQL)
+/// before anyone is told it exists.
 #[derive(Debug, Parser)]
 #[command(name = "switchboard", version, about, long_about)]
 pub struct Cli {

@@ -30,10 +30,12 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
             priority,
             requires_response,
             data,
+            thread,
         } => {
             let message = SendMessage {
                 priority: parse::<Priority>("priority", &priority)?,
                 requires_response,
+                thread_id: thread,
                 content: Content {
                     text,
                     data: json_object("data", data.as_deref())?,

@@ -61,7 +61,7 @@ pub enum AgentCommand {
         #[arg(long)]
         count: Option<usize>,
     },
-    /// SEND_MESSAGE.
+    /// Send a message (the contract's SEND_MESSAGE).
     Send {
         /// Recipients, comma-separated, or ALL.
         #[arg(long, value_delimiter = ',', required = true)]
@@ -80,6 +80,9 @@ pub enum AgentCommand {
         /// content.data, a JSON object.
         #[arg(long)]
         data: Option<String>,
+        /// The conversation it belongs to (`thread_id`): replies and follow-ups share one.
+        #[arg(long)]
+        thread: Option<String>,
     },
     /// GET_MESSAGES: your inbox, newest first.
     Inbox {

@@ -131,26 +131,21 @@ fn claimed(json: bool, answer: &TaskClaimed) {
 }
 
 /// Shows a submission; a stored but failed task (or a refused registry request) is a
-/// failure for the shell, with the code the server gave.
+/// failure for the shell, with the code the server gave, said once: on stderr for a
+/// person (it was printed on stdout too), the server's JSON on stdout with `--json`.
 fn submitted(json: bool, answer: TaskSubmitted) -> Result<(), Failure> {
-    show(json, &answer, || {
-        let r = &answer.task_response;
-        match &answer.error_message {
-            Some(e) => format!(
-                "task {} failed: {} ({})",
-                inert(&r.task_id),
-                inert(&e.error_message),
-                e.error_code
-            ),
-            None => format!(
+    let r = &answer.task_response;
+    if json || answer.error_message.is_none() {
+        show(json, &answer, || {
+            format!(
                 "task {} is {} (agent {}): {}",
                 inert(&r.task_id),
                 r.status.as_str(),
                 inert(&r.agent_id),
                 inert(&r.result_data.to_string())
-            ),
-        }
-    });
+            )
+        });
+    }
     match answer.error_message {
         None => Ok(()),
         Some(e) => {
@@ -158,9 +153,10 @@ fn submitted(json: bool, answer: TaskSubmitted) -> Result<(), Failure> {
                 .error_code
                 .parse::<ErrorCode>()
                 .unwrap_or(ErrorCode::InternalError);
+            let why = format!("task {} failed: {}", r.task_id, e.error_message);
             Err(Failure::Client(ClientError::Server {
                 status: None,
-                error: Box::new(ErrorBody::new(code, e.error_message)),
+                error: Box::new(ErrorBody::new(code, why)),
             }))
         }
     }

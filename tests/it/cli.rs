@@ -324,3 +324,50 @@ async fn the_command_line_offers_claims_and_gives_back_work() {
     assert!(String::from_utf8_lossy(&none.stdout).starts_with("nothing to do"));
     app.stop().await;
 }
+
+/// The CLI in plain words (issue 68, point 5): the top-level help names every way in,
+/// `agent send --thread` puts a message in a conversation, and a task stored as failed
+/// is said once (on stderr, with the task's id), not on stdout and again on stderr.
+#[tokio::test]
+async fn the_cli_names_every_way_in_threads_and_says_a_failure_once() {
+    let app = TestApp::start().await;
+    let (alice, bob) = shell_team(&app).await;
+    let help = cli_ok(&app, &alice, &["--help"]).await;
+    let help = String::from_utf8_lossy(&help.stdout);
+    for way in ["REST", "WebSocket", "STOMP", "MCP", "A2A", "/console"] {
+        assert!(help.contains(way), "{way}: {help}");
+    }
+    let args = [
+        "agent",
+        "send",
+        "--to",
+        "bob",
+        "in a thread",
+        "--thread",
+        "t-7",
+    ];
+    cli_ok(&app, &alice, &args).await;
+    let inbox = app.get("/v1/messages").token(&bob).send().await;
+    let inbox = inbox.expect_status(200);
+    assert_eq!(
+        inbox.body["messages"][0]["thread_id"], "t-7",
+        "{}",
+        inbox.body
+    );
+    let args = [
+        "agent",
+        "task",
+        "submit",
+        "needs nobody",
+        "--task-id",
+        "lonely",
+        "--capabilities",
+        "juggling",
+    ];
+    let out = cli(&app, &alice).args(args).output().await.expect("runs");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(out.stdout.is_empty(), "said on stdout too: {out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.matches("NO_SUITABLE_AGENT").count(), 1, "{stderr}");
+    assert!(stderr.contains("task lonely failed"), "{stderr}");
+}
