@@ -123,36 +123,51 @@ impl Core {
         if let Some(budgets) = &patch.budgets {
             budgets.validate(self.budget_ceiling())?;
         }
-        let core = self.clone();
         let updated = self
-            .store()
+            .change_team(team.pk, move |team| {
+                if let Some(name) = patch.name {
+                    team.name = name.trim().to_owned();
+                }
+                if let Some(enabled) = patch.communication_enabled {
+                    team.communication_enabled = enabled;
+                }
+                if let Some(register) = patch.stomp_auto_register {
+                    team.stomp_auto_register = register;
+                }
+                if let Some(context) = patch.stomp_default_context {
+                    team.stomp_default_context = Some(context).filter(|c| !c.is_empty());
+                }
+                if let Some(retention) = patch.retention {
+                    team.retention = retention;
+                }
+                if let Some(guard) = patch.loop_guard {
+                    team.loop_guard = guard;
+                }
+                if let Some(budgets) = patch.budgets {
+                    team.budgets = budgets;
+                }
+                if let Some(n) = patch.max_attempts {
+                    team.max_attempts = i64::from(n);
+                }
+            })
+            .await?;
+        Ok(self.team_view(&updated))
+    }
+
+    /// Applies `change` to a team's row as the writer's transaction sees it (so
+    /// concurrent changes compose), stamps it, and puts it in the registry after the
+    /// commit (every node's, before the answer).
+    async fn change_team(
+        &self,
+        team: switchboard_types::ids::TeamPk,
+        change: impl FnOnce(&mut TeamRecord) + Send + 'static,
+    ) -> CoreResult<TeamRecord> {
+        let core = self.clone();
+        self.store()
             .update_team(
-                team.pk,
+                team,
                 move |team| {
-                    if let Some(name) = patch.name {
-                        team.name = name.trim().to_owned();
-                    }
-                    if let Some(enabled) = patch.communication_enabled {
-                        team.communication_enabled = enabled;
-                    }
-                    if let Some(register) = patch.stomp_auto_register {
-                        team.stomp_auto_register = register;
-                    }
-                    if let Some(context) = patch.stomp_default_context {
-                        team.stomp_default_context = Some(context).filter(|c| !c.is_empty());
-                    }
-                    if let Some(retention) = patch.retention {
-                        team.retention = retention;
-                    }
-                    if let Some(guard) = patch.loop_guard {
-                        team.loop_guard = guard;
-                    }
-                    if let Some(budgets) = patch.budgets {
-                        team.budgets = budgets;
-                    }
-                    if let Some(n) = patch.max_attempts {
-                        team.max_attempts = i64::from(n);
-                    }
+                    change(team);
                     team.updated_at = Timestamp::now();
                     Ok::<_, CoreError>(())
                 },
@@ -161,8 +176,7 @@ impl Core {
                     team
                 },
             )
-            .await?;
-        Ok(self.team_view(&updated))
+            .await
     }
 
     /// A new team key (team key or admin). The old one is refused from the answer on:
@@ -176,22 +190,11 @@ impl Core {
         let team = self.team_for(caller, team_id, Need::Manage)?;
         let key = auth::mint(TokenKind::Team);
         let (id, hash) = (key.id.clone(), key.hash);
-        let core = self.clone();
         let updated = self
-            .store()
-            .update_team(
-                team.pk,
-                move |team| {
-                    team.key_id = id;
-                    team.key_hash = hash;
-                    team.updated_at = Timestamp::now();
-                    Ok::<_, CoreError>(())
-                },
-                move |team| {
-                    core.registry().put_team(team.clone());
-                    team
-                },
-            )
+            .change_team(team.pk, move |team| {
+                team.key_id = id;
+                team.key_hash = hash;
+            })
             .await?;
         tracing::info!(team_id = %updated.team_id, "team key rotated");
         Ok(TeamKeyRotated {
