@@ -17,7 +17,8 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
     let c = &args.connection;
     let token = token(c)?;
     if let AgentCommand::Listen { since, count } = args.command {
-        return listen(&Client::websocket(&c.url, token).await?, since, count).await;
+        let client = Client::websocket(&c.url, token).await?;
+        return listen(&client, c.json, since, count).await;
     }
     let client = Client::http(&c.url, token).await?;
     let json = c.json;
@@ -77,16 +78,26 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
     }
 }
 
-/// Prints every incoming frame as one JSON line, inert on a terminal (see
-/// [`super::inert_json`]).
-async fn listen(client: &Client, since: Option<i64>, count: Option<usize>) -> Result<(), Failure> {
+/// Prints every incoming frame as it comes: one short line for a person, or with `--json`
+/// the frame itself as one JSON line; either inert on a terminal (see [`super::inert`]).
+async fn listen(
+    client: &Client,
+    json: bool,
+    since: Option<i64>,
+    count: Option<usize>,
+) -> Result<(), Failure> {
     let mut incoming = match since {
         Some(after) => client.incoming_after(after),
         None => client.incoming(),
     };
     let mut seen = 0;
     while let Some(entry) = incoming.recv().await {
-        super::print_line(&super::inert_json(&entry.frame.to_string()));
+        let line = if json {
+            super::inert_json(&entry.frame.to_string())
+        } else {
+            super::inert(&heard(&entry.frame))
+        };
+        super::print_line(&line);
         seen += 1;
         if count.is_some_and(|n| seen >= n) {
             break;
@@ -252,4 +263,42 @@ async fn assist(
         )
     });
     Ok(())
+}
+
+/// A frame as one line for a person: `#12 request from planner: Review PR 42`, a task
+/// notification by its type and task, anything else by its type.
+fn heard(frame: &serde_json::Value) -> String {
+    let seq = frame["seq"]
+        .as_i64()
+        .map_or_else(String::new, |s| format!("#{s} "));
+    let kind = frame["type"].as_str().unwrap_or("frame");
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    if kind == "message" {
+        let m = &frame["message"];
+        return format!(
+            "{seq}{} from {}: {}",
+            text(&m["message_type"]),
+            text(&m["sender_agent_id"]),
+            text(&m["content"]["text"])
+        );
+    }
+    match frame["task_id"].as_str() {
+        Some(task) => {
+            let about = [
+                "description",
+                "question",
+                "answer",
+                "reason",
+                "error_message",
+            ]
+            .iter()
+            .find_map(|k| frame[*k].as_str())
+            .map_or_else(
+                || frame["status"].as_str().unwrap_or_default().to_owned(),
+                str::to_owned,
+            );
+            format!("{seq}{kind} {task}: {about}")
+        }
+        None => format!("{seq}{kind}"),
+    }
 }

@@ -51,8 +51,8 @@ pub struct AgentArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
-    /// Print every incoming frame as one JSON line, live; reconnects and resumes by
-    /// itself. Ctrl-C to stop.
+    /// Print every incoming frame, live: one line each (the frame's JSON with --json);
+    /// reconnects and resumes by itself. Ctrl-C to stop.
     Listen {
         /// Start after this sequence number (default: after your last acknowledged one).
         #[arg(long)]

@@ -161,7 +161,7 @@ async fn the_command_line_acts_as_an_agent() {
 
     // Bob listens; alice sends and submits a task.
     let mut listener = cli(&app, &bob)
-        .args(["agent", "listen", "--count", "2"])
+        .args(["agent", "listen", "--count", "2", "--json"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("listen starts");
@@ -354,6 +354,14 @@ async fn the_cli_names_every_way_in_threads_and_says_a_failure_once() {
         "{}",
         inbox.body
     );
+    // `listen` prints a line for a person; `--json` the frame itself.
+    let heard = cli_ok(&app, &bob, &["agent", "listen", "--count", "1"]).await;
+    let heard = String::from_utf8_lossy(&heard.stdout);
+    assert_eq!(heard.trim(), "#1 information from alice: in a thread");
+    let args = ["agent", "listen", "--count", "1", "--since", "0", "--json"];
+    let heard = cli_ok(&app, &bob, &args).await;
+    let frame: serde_json::Value = serde_json::from_slice(&heard.stdout).expect("json");
+    assert_eq!(frame["message"]["thread_id"], "t-7");
     let args = [
         "agent",
         "task",
