@@ -158,14 +158,15 @@ impl Core {
             whole &= self.registry().put_team_loaded(team, since);
         }
         for agent in agents {
-            let was_member = self
-                .registry()
-                .agent(agent.pk)
-                .is_some_and(|a| a.is_member());
+            // A removal, or a new token (its connections were opened with the old one),
+            // ends the agent's connections here too, as it did on the node that made it.
+            let known = self.registry().agent(agent.pk);
+            let was_member = known.as_ref().is_some_and(|a| a.is_member());
             let removed = was_member && !agent.is_member();
+            let rotated = was_member && known.is_some_and(|a| a.token_id != agent.token_id);
             let pk = agent.pk;
             whole &= self.registry().put_agent_loaded(agent, since);
-            if removed {
+            if removed || rotated {
                 self.hub().kick(pk);
             }
         }

@@ -82,9 +82,11 @@ async fn a_rotated_token_or_key_is_refused_on_every_node_from_its_answer_on() {
     let team = one.team("rotate").await;
     let agent = one.agent(&team, "agent", &[]).await;
     let two = one.another_node().await;
+    // A connection to node 2 opened with the token ends when node 1 replaces it.
+    let mut live = two.ws(&agent, "").await;
     let mut token = agent.token.clone();
     let mut key = team.key.clone();
-    for _ in 0..10 {
+    for round in 0..10 {
         two.get("/v1/whoami")
             .token(&token)
             .send()
@@ -108,6 +110,9 @@ async fn a_rotated_token_or_key_is_refused_on_every_node_from_its_answer_on() {
             .send()
             .await
             .expect_status(200);
+        if round == 0 {
+            live.closed().await;
+        }
         token = fresh;
         let new_key = one
             .post("/v1/teams/rotate/key")
