@@ -18,6 +18,9 @@ pub(super) async fn admin(args: AdminArgs) -> Result<(), Failure> {
         )),
         AdminCommand::Team(command) => team(command, &http()?, c.json).await,
         AdminCommand::Agent(command) => agent(command, &http()?, c.json).await,
+        AdminCommand::Approval(command) => {
+            super::approval::approval(&http()?, c.json, command).await
+        }
     }
 }
 

@@ -75,6 +75,10 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
         } => assist(&client, json, description, &assistance_type, capabilities).await,
         AgentCommand::Task(command) => super::task::task(&client, json, command).await,
         AgentCommand::Lease(command) => super::lease::lease(&client, json, command).await,
+        AgentCommand::Approval(command) => {
+            let http = switchboard_client::HttpTransport::new(&c.url, token)?;
+            super::approval::approval(&http, json, command).await
+        }
     }
 }
 

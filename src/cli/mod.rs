@@ -10,9 +10,11 @@
 
 mod admin;
 mod agent;
+mod approval;
 mod lease;
 mod task;
 
+pub use approval::ApprovalCommand;
 use std::process::ExitCode;
 use switchboard_types::ids::{AgentId, TaskId, TeamId};
 
@@ -134,6 +136,9 @@ pub enum AgentCommand {
     /// Leases on named resources: "I am working on this — keep off".
     #[command(subcommand)]
     Lease(LeaseCommand),
+    /// Ask a person to decide, and read the outcome.
+    #[command(subcommand)]
+    Approval(ApprovalCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -285,6 +290,9 @@ pub enum AdminCommand {
     /// Replace a lost admin token: sets a new one in the database and prints it (shown
     /// once). Offline: run it while no server serves a SQLite file (it refuses
     /// otherwise); on PostgreSQL, restart the nodes afterwards.
+    /// List and decide the team's approvals (team key).
+    #[command(subcommand)]
+    Approval(ApprovalCommand),
     ResetToken {
         /// The database, as `serve --database` names it.
         #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]

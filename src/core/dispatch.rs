@@ -60,6 +60,7 @@ impl Core {
             Operation::Messages(op) => self.dispatch_message(caller, op).await,
             Operation::Tasks(op) => self.dispatch_task(caller, op).await,
             Operation::Leases(op) => boxed(self.dispatch_lease(caller, op)).await,
+            Operation::Approvals(op) => boxed(self.dispatch_approval(caller, op)).await,
         }
     }
 

@@ -45,8 +45,13 @@ pub async fn run(core: Core, interval: Duration, stop: CancellationToken) {
             () = stop.cancelled() => break,
             () = tokio::time::sleep(interval) => {}
         }
-        if let Err(err) = core.holds().sweep(Timestamp::now()).await {
+        let now = Timestamp::now();
+        if let Err(err) = core.holds().sweep(now).await {
             tracing::warn!(error = %err, "sweep of leases and claims failed; retrying next interval");
+        }
+        // Approvals are not holds, but end by time on the same clock.
+        if let Err(err) = core.expire_approvals(now).await {
+            tracing::warn!(error = %err, "sweep of approvals failed; retrying next interval");
         }
     }
 }

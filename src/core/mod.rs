@@ -8,6 +8,8 @@
 
 pub mod activity;
 mod agents;
+mod approval_events;
+pub mod approvals;
 pub mod ask;
 mod assistance;
 pub mod auth;
@@ -96,6 +98,8 @@ struct Inner {
     fence: fence::Fence,
     /// Registry reads from the database run one at a time (`other_nodes`).
     reloading: tokio::sync::Mutex<()>,
+    /// Woken when an approval of this node is decided or expires (`approvals`).
+    approvals: tokio::sync::Notify,
 }
 
 /// Settings of the core.
@@ -237,6 +241,7 @@ impl Core {
                 registry_reload: tokio::sync::Mutex::new(None),
                 fence: fence::Fence::default(),
                 reloading: tokio::sync::Mutex::new(()),
+                approvals: tokio::sync::Notify::new(),
             }),
         };
         store_epoch(&core, epoch).await?;

@@ -45,6 +45,7 @@ impl Core {
             loop_guard: Default::default(),
             budgets: Default::default(),
             max_attempts: i64::from(DEFAULT_MAX_ATTEMPTS),
+            approvers: Vec::new(),
             created_at: now,
             updated_at: now,
         };
@@ -123,6 +124,9 @@ impl Core {
         if let Some(budgets) = &patch.budgets {
             budgets.validate(self.budget_ceiling())?;
         }
+        if let Some(approvers) = &patch.approvers {
+            super::approvals::check_approvers(self, &team, approvers)?;
+        }
         let updated = self
             .change_team(team.pk, move |team| {
                 if let Some(name) = patch.name {
@@ -148,6 +152,9 @@ impl Core {
                 }
                 if let Some(n) = patch.max_attempts {
                     team.max_attempts = i64::from(n);
+                }
+                if let Some(approvers) = patch.approvers {
+                    team.approvers = approvers;
                 }
             })
             .await?;
@@ -220,6 +227,7 @@ impl Core {
             budgets: team.budgets,
             budgets_in_force: team.budgets.within(self.budget_ceiling()),
             max_attempts: u32::try_from(team.max_attempts).unwrap_or(DEFAULT_MAX_ATTEMPTS),
+            approvers: team.approvers.clone(),
             created_at: team.created_at,
             updated_at: team.updated_at,
         }

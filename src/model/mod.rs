@@ -49,6 +49,8 @@ pub struct TeamRecord {
     pub budgets: switchboard_types::budgets::Budgets,
     /// Claims a task offered to a role gets before a lease that runs out fails it.
     pub max_attempts: i64,
+    /// The agents (by id) that may decide the team's approvals besides the team key.
+    pub approvers: Vec<switchboard_types::ids::AgentId>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -480,11 +482,13 @@ pub struct MessageSweep {
     pub next_after: Option<i64>,
 }
 
+mod approvals;
 mod leases;
 mod nodes;
 mod posts;
 mod remotes;
 mod webhooks;
+pub use approvals::{ApprovalDecision, ApprovalListSpec, ApprovalRecord};
 pub use leases::{LeaseChange, LeaseRecord, LeaseScope, LeaseView};
 pub use nodes::{Change, NodeConnections};
 pub use posts::{

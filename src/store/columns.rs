@@ -264,7 +264,7 @@ pub(crate) fn hash_from(bytes: Vec<u8>) -> Result<SecretHash, StoreError> {
 /// The columns [`team`] reads.
 pub(crate) const TEAM_COLUMNS: &str = "pk, team_id, name, key_id, key_hash, communication_enabled,
     retain_read_s, retain_unread_s, retain_tasks_s, stomp_auto_register, created_at, updated_at,
-    loop_guard, budgets, stomp_default_context, max_attempts";
+    loop_guard, budgets, stomp_default_context, max_attempts, approvers";
 
 /// A stored retention column: positive seconds or NULL.
 fn seconds(row: &impl Columns, column: &str) -> Result<Option<u64>, StoreError> {
@@ -294,6 +294,7 @@ pub(crate) fn team(row: &impl Columns) -> Result<TeamRecord, StoreError> {
         loop_guard: row.opt_json("loop_guard")?.unwrap_or_default(),
         budgets: row.opt_json("budgets")?.unwrap_or_default(),
         max_attempts: row.int("max_attempts")?,
+        approvers: row.json("approvers")?,
         created_at: row.time("created_at")?,
         updated_at: row.time("updated_at")?,
     })
@@ -449,6 +450,33 @@ pub(crate) fn lease(row: &impl Columns) -> Result<crate::model::LeaseRecord, Sto
         reason: row.opt_text("reason")?,
         acquired_at: row.time("acquired_at")?,
         expires_at: row.time("expires_at")?,
+    })
+}
+
+/// The columns [`approval`] reads.
+pub(crate) const APPROVAL_COLUMNS: &str = "pk, team_pk, approval_id, asker_pk, task_pk, task_id, \
+     summary, details, options, status, decision, comment, decider_pk, decided_with, \
+     created_at, expires_at, decided_at";
+
+pub(crate) fn approval(row: &impl Columns) -> Result<crate::model::ApprovalRecord, StoreError> {
+    Ok(crate::model::ApprovalRecord {
+        pk: row.int("pk")?,
+        team_pk: TeamPk(row.int("team_pk")?),
+        approval_id: row.text("approval_id")?.into(),
+        asker_pk: AgentPk(row.int("asker_pk")?),
+        task_pk: row.opt_int("task_pk")?.map(switchboard_types::ids::TaskPk),
+        task_id: row.opt_text("task_id")?,
+        summary: row.text("summary")?,
+        details: row.opt_text("details")?,
+        options: row.json("options")?,
+        status: row.parse("status")?,
+        decision: row.opt_text("decision")?,
+        comment: row.opt_text("comment")?,
+        decider_pk: row.opt_int("decider_pk")?.map(AgentPk),
+        decided_with: row.opt_parse("decided_with")?,
+        created_at: row.time("created_at")?,
+        expires_at: row.time("expires_at")?,
+        decided_at: row.opt_time("decided_at")?,
     })
 }
 

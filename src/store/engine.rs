@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::time::Duration;
-use switchboard_types::ids::{AgentId, MessageId};
+use switchboard_types::ids::{AgentId, ApprovalId, MessageId};
 
 use switchboard_types::ids::{AgentPk, MessagePk, TaskPk, TeamPk};
 use switchboard_types::messages::Priority;
@@ -24,11 +24,12 @@ use switchboard_types::time::Timestamp;
 
 use super::StoreError;
 use crate::model::{
-    ActivityCounts, AdminTokenRecord, AgentRecord, Attempt, Bounded, Counts, DueCallback,
-    InboxCounts, InboxEntry, InboxFilter, InboxPageSpec, InboxSlice, LeaseRecord, MarkOutcome,
-    MessageRecord, MessageSweep, MessageSweepSpec, OpenTasks, PresenceRow, QueueCursorRow,
-    RemoteAgentRecord, ResponseLatency, ResponseRow, SecretHash, StoredAnswer, TaskListSpec,
-    TaskRecord, TaskSnapshot, TeamRecord, TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
+    ActivityCounts, AdminTokenRecord, AgentRecord, ApprovalDecision, ApprovalListSpec,
+    ApprovalRecord, Attempt, Bounded, Counts, DueCallback, InboxCounts, InboxEntry, InboxFilter,
+    InboxPageSpec, InboxSlice, LeaseRecord, MarkOutcome, MessageRecord, MessageSweep,
+    MessageSweepSpec, OpenTasks, PresenceRow, QueueCursorRow, RemoteAgentRecord, ResponseLatency,
+    ResponseRow, SecretHash, StoredAnswer, TaskListSpec, TaskRecord, TaskSnapshot, TeamRecord,
+    TeamSecret, TrafficRow, TrafficSpec, WebhookRecord,
 };
 
 /// Declares one resource trait of the storage contract and gives [`super::Store`] the
@@ -267,6 +268,28 @@ pub trait Tasks {
     ) -> Result<(), StoreError>;
     /// Removes a task's webhook; `false` when it had none of that id.
     async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError>;
+}
+}
+
+contract! {
+/// Approval checkpoints (`docs/approvals.md`): a decision and an expiry each change a
+/// pending approval once, whichever commits first.
+pub trait Approvals {
+    async fn insert_approval(&self, record: ApprovalRecord) -> Result<(), StoreError>;
+    /// Writes the decision if the approval is still pending and unexpired at its time:
+    /// the approval as decided, or `None` when it was not (decided or expired already).
+    async fn decide_approval(&self, decision: ApprovalDecision) -> Result<Option<ApprovalRecord>, StoreError>;
+    /// Up to `limit` pending approvals whose time ran out by `now`, now expired.
+    async fn expire_approvals(&self, now: Timestamp, limit: i64) -> Result<Vec<ApprovalRecord>, StoreError>;
+    async fn approval(&self, team: TeamPk, approval_id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
+    /// A page of the team's approvals, newest first.
+    async fn list_approvals(&self, team: TeamPk, spec: ApprovalListSpec) -> Result<Vec<ApprovalRecord>, StoreError>;
+    /// How many approvals `asker` has pending (its bound).
+    async fn pending_approvals_of(&self, asker: AgentPk) -> Result<i64, StoreError>;
+    /// A task's approvals, oldest first.
+    async fn task_approvals(&self, task: TaskPk) -> Result<Vec<ApprovalRecord>, StoreError>;
+    /// How many approvals of every team are pending (the operator's gauge).
+    async fn count_pending_approvals(&self) -> Result<i64, StoreError>;
 }
 }
 

@@ -4,6 +4,9 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use switchboard_types::agents::AgentEnvelope;
+use switchboard_types::approvals::{
+    ApprovalEnvelope, ApprovalList, ApprovalQuery, ApprovalWait, DecideApproval, RequestApproval,
+};
 use switchboard_types::assistance::{AssistanceResult, RequestAssistance};
 use switchboard_types::broadcasts::{BroadcastResult, BroadcastUpdate};
 use switchboard_types::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
@@ -19,7 +22,7 @@ use switchboard_types::tasks::{
     TaskSubmitted, TaskUpdated,
 };
 use switchboard_types::teams::WhoAmI;
-use switchboard_types::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
+use switchboard_types::{AgentOp, ApprovalOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 use tokio::sync::mpsc;
 
 use crate::{ClientError, HttpTransport, Incoming, Transport, WsTransport, decode};
@@ -386,5 +389,46 @@ impl Client {
         let team_id = Some(self.team_id.clone().into());
         self.call(Operation::Leases(LeaseOp::ListLeases { team_id, query }))
             .await
+    }
+
+    /// Asks a person to decide (`docs/approvals.md`); the answer is the pending approval.
+    pub async fn request_approval(
+        &self,
+        request: RequestApproval,
+    ) -> Result<ApprovalEnvelope, ClientError> {
+        self.call(Operation::Approvals(ApprovalOp::RequestApproval(request)))
+            .await
+    }
+
+    /// One approval; with `wait_seconds` (at most 60), once decided or expired.
+    pub async fn get_approval(
+        &self,
+        approval_id: &str,
+        wait_seconds: Option<u64>,
+    ) -> Result<ApprovalEnvelope, ClientError> {
+        self.call(Operation::Approvals(ApprovalOp::GetApproval {
+            approval_id: approval_id.to_owned().into(),
+            wait: ApprovalWait { wait_seconds },
+        }))
+        .await
+    }
+
+    /// The approvals this agent may see, newest first.
+    pub async fn list_approvals(&self, query: ApprovalQuery) -> Result<ApprovalList, ClientError> {
+        self.call(Operation::Approvals(ApprovalOp::ListApprovals(query)))
+            .await
+    }
+
+    /// Decides an approval, as an agent the team names in its `approvers`.
+    pub async fn decide_approval(
+        &self,
+        approval_id: &str,
+        decision: DecideApproval,
+    ) -> Result<ApprovalEnvelope, ClientError> {
+        self.call(Operation::Approvals(ApprovalOp::DecideApproval {
+            approval_id: approval_id.to_owned().into(),
+            decision,
+        }))
+        .await
     }
 }

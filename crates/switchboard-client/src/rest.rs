@@ -4,7 +4,7 @@ use reqwest::Method;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use switchboard_types::ids::TeamId;
-use switchboard_types::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
+use switchboard_types::{AgentOp, ApprovalOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 
 use crate::ClientError;
 
@@ -121,6 +121,24 @@ fn lease_call(op: &LeaseOp) -> Result<RestCall, ClientError> {
             Method::DELETE,
             format!("{}/{}", team(team_id)?, seg(lease_id)),
         )),
+    }
+}
+
+/// The REST request of an approval operation.
+fn approval_call(op: &ApprovalOp) -> Result<RestCall, ClientError> {
+    match op {
+        ApprovalOp::RequestApproval(body) => RestCall::post("/v1/approvals".into(), body),
+        ApprovalOp::ListApprovals(query) => RestCall::read("/v1/approvals".into(), query),
+        ApprovalOp::GetApproval { approval_id, wait } => {
+            RestCall::read(format!("/v1/approvals/{}", seg(approval_id)), wait)
+        }
+        ApprovalOp::DecideApproval {
+            approval_id,
+            decision,
+        } => RestCall::post(
+            format!("/v1/approvals/{}/decision", seg(approval_id)),
+            decision,
+        ),
     }
 }
 
@@ -296,6 +314,7 @@ fn task_call(op: &Operation) -> Result<RestCall, ClientError> {
             action(task_id, "extend", extend)
         }
         Operation::Leases(op) => lease_call(op),
+        Operation::Approvals(op) => approval_call(op),
         other => Err(ClientError::Transport(format!(
             "{} exists only as a WebSocket frame; over REST report with TaskResponse (`report`)",
             other.name()

@@ -57,6 +57,11 @@ pub enum ErrorCode {
     /// The lease does not exist (it ended, was released, or never was), or is not the
     /// caller's to change.
     LeaseNotFound,
+    /// The approval does not exist, or is not one the caller may see.
+    ApprovalNotFound,
+    /// The approval was decided already, or expired: `details.status` says which, and
+    /// `details.decision` what was decided.
+    ApprovalClosed,
     /// No token, or a token the server does not know.
     Unauthorized,
     /// A valid token acting outside its rights.
@@ -134,6 +139,12 @@ impl ErrorCode {
             }
             ErrorCode::LeaseNotFound => {
                 "List the team's leases; the lease may have ended, and only its holder (or the team key) changes it."
+            }
+            ErrorCode::ApprovalNotFound => {
+                "Check the approval id; an agent sees the approvals it asked, the team key every one of its team."
+            }
+            ErrorCode::ApprovalClosed => {
+                "Read the approval: it was decided or it expired; ask again with a new request if it still matters."
             }
             ErrorCode::Unauthorized => "Send a valid token as 'Authorization: Bearer <token>'.",
             ErrorCode::Forbidden => "Use a token that has rights on this resource.",

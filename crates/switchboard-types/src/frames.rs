@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use crate::error::ErrorBody;
 use crate::messages::MessageView;
 use crate::operation::{
-    AgentOp, AgentOpName, LeaseOp, LeaseOpName, MessageOp, MessageOpName, Operation, OperationName,
-    TaskOp, TaskOpName, TeamOp, TeamOpName,
+    AgentOp, AgentOpName, ApprovalOp, ApprovalOpName, LeaseOp, LeaseOpName, MessageOp,
+    MessageOpName, Operation, OperationName, TaskOp, TaskOpName, TeamOp, TeamOpName,
 };
 use crate::trace::TraceContext;
 
@@ -257,7 +257,24 @@ pub fn operation_of(name: OperationName, fields: Fields) -> Result<Operation, Er
         OperationName::Agents(name) => decode_agent(name, fields),
         OperationName::Teams(name) => decode_team(name, fields),
         OperationName::Leases(name) => decode_lease(name, fields),
+        OperationName::Approvals(name) => decode_approval(name, fields),
     }
+}
+
+/// Approvals: the team is always the caller's own.
+fn decode_approval(name: ApprovalOpName, mut f: Fields) -> Result<Operation, ErrorBody> {
+    Ok(Operation::Approvals(match name {
+        ApprovalOpName::RequestApproval => ApprovalOp::RequestApproval(rest(f)?),
+        ApprovalOpName::DecideApproval => ApprovalOp::DecideApproval {
+            approval_id: take(&mut f, "approval_id")?,
+            decision: rest(f)?,
+        },
+        ApprovalOpName::GetApproval => ApprovalOp::GetApproval {
+            approval_id: take(&mut f, "approval_id")?,
+            wait: rest(f)?,
+        },
+        ApprovalOpName::ListApprovals => ApprovalOp::ListApprovals(rest(f)?),
+    }))
 }
 
 /// Leases: the team is the caller's own unless `team_id` names it.

@@ -230,6 +230,8 @@ name_id! {
     ClarificationId;
     /// A lease's id (the server chooses it).
     LeaseId;
+    /// An approval's id (the server chooses it).
+    ApprovalId;
 }
 
 impl TeamId {

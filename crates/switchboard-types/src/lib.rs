@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agents;
+pub mod approvals;
 pub mod assistance;
 pub mod broadcasts;
 pub mod budgets;
@@ -55,7 +56,7 @@ pub mod validate;
 pub use error::{ErrorBody, ErrorCode};
 pub use frames::{ClientFrame, ServerFrame};
 pub use operation::{
-    AgentOp, AgentOpName, LeaseOp, LeaseOpName, MessageOp, MessageOpName, Operation, OperationName,
-    Reply, TaskOp, TaskOpName, TeamOp, TeamOpName,
+    AgentOp, AgentOpName, ApprovalOp, ApprovalOpName, LeaseOp, LeaseOpName, MessageOp,
+    MessageOpName, Operation, OperationName, Reply, TaskOp, TaskOpName, TeamOp, TeamOpName,
 };
 pub use time::Timestamp;

@@ -11,10 +11,13 @@ use serde_json::Value;
 use crate::agents::{
     AgentEnvelope, AgentList, AgentQuery, AgentRegistered, AgentRemoved, RegisterAgent, UpdateAgent,
 };
+use crate::approvals::{
+    ApprovalEnvelope, ApprovalList, ApprovalQuery, ApprovalWait, DecideApproval, RequestApproval,
+};
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
 use crate::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
-use crate::ids::{AgentId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
+use crate::ids::{AgentId, ApprovalId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
 use crate::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use crate::messages::{
@@ -44,6 +47,7 @@ pub enum Operation {
     Messages(MessageOp),
     Tasks(TaskOp),
     Leases(LeaseOp),
+    Approvals(ApprovalOp),
 }
 
 /// What is done to a team: its settings, its figures, its callback key, its activity.
@@ -323,6 +327,37 @@ impl From<LeaseOp> for Operation {
     }
 }
 
+/// Approval checkpoints (`docs/approvals.md`): an agent asks, a person (the team key)
+/// or an approver agent decides; the asker reads, or waits for, the outcome.
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(ApprovalOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
+pub enum ApprovalOp {
+    /// Ask, as the calling agent, for a decision.
+    RequestApproval(RequestApproval),
+    /// Decide a pending approval (team key, or an agent of the team's `approvers`).
+    DecideApproval {
+        approval_id: ApprovalId,
+        decision: DecideApproval,
+    },
+    /// One approval, at once or once decided (`wait_seconds`).
+    GetApproval {
+        approval_id: ApprovalId,
+        wait: ApprovalWait,
+    },
+    /// The team's approvals, newest first.
+    ListApprovals(ApprovalQuery),
+}
+
+impl From<ApprovalOp> for Operation {
+    fn from(op: ApprovalOp) -> Operation {
+        Operation::Approvals(op)
+    }
+}
+
 impl Operation {
     /// The operation's name (see the enum's documentation).
     pub fn name(&self) -> &'static str {
@@ -337,6 +372,7 @@ impl Operation {
             Operation::Messages(op) => OperationName::Messages(op.into()),
             Operation::Tasks(op) => OperationName::Tasks(op.into()),
             Operation::Leases(op) => OperationName::Leases(op.into()),
+            Operation::Approvals(op) => OperationName::Approvals(op.into()),
         }
     }
 }
@@ -350,6 +386,7 @@ pub enum OperationName {
     Messages(MessageOpName),
     Tasks(TaskOpName),
     Leases(LeaseOpName),
+    Approvals(ApprovalOpName),
 }
 
 /// A resource's operation name as one of all operations' names.
@@ -369,6 +406,7 @@ operation_names! {
     Messages(MessageOpName);
     Tasks(TaskOpName);
     Leases(LeaseOpName);
+    Approvals(ApprovalOpName);
 }
 
 impl OperationName {
@@ -384,6 +422,11 @@ impl OperationName {
         .or_else(|| AgentOpName::from_str(name).ok().map(OperationName::Agents))
         .or_else(|| TeamOpName::from_str(name).ok().map(OperationName::Teams))
         .or_else(|| LeaseOpName::from_str(name).ok().map(OperationName::Leases))
+        .or_else(|| {
+            ApprovalOpName::from_str(name)
+                .ok()
+                .map(OperationName::Approvals)
+        })
     }
 
     /// Its name: the frame `type` (the task protocol's keep the document's type names).
@@ -394,6 +437,7 @@ impl OperationName {
             OperationName::Messages(n) => n.into(),
             OperationName::Tasks(n) => n.into(),
             OperationName::Leases(n) => n.into(),
+            OperationName::Approvals(n) => n.into(),
         }
     }
 
@@ -424,7 +468,10 @@ impl OperationName {
                 | AgentOpName::RemoveAgent
                 | AgentOpName::RotateAgentToken => false,
             },
-            OperationName::Messages(_) | OperationName::Tasks(_) | OperationName::Leases(_) => true,
+            OperationName::Messages(_)
+            | OperationName::Tasks(_)
+            | OperationName::Leases(_)
+            | OperationName::Approvals(_) => true,
         }
     }
 
@@ -446,11 +493,15 @@ impl OperationName {
         let leases = LeaseOpName::VARIANTS
             .iter()
             .map(|n| OperationName::Leases(*n));
+        let approvals = ApprovalOpName::VARIANTS
+            .iter()
+            .map(|n| OperationName::Approvals(*n));
         teams
             .chain(agents)
             .chain(messages)
             .chain(tasks)
             .chain(leases)
+            .chain(approvals)
     }
 }
 
@@ -515,6 +566,8 @@ pub enum Reply {
     Trace(crate::trace::TraceView),
     Lease(LeaseEnvelope),
     Leases(LeaseList),
+    Approval(Box<ApprovalEnvelope>),
+    Approvals(ApprovalList),
 }
 
 #[cfg(test)]

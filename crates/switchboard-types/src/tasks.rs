@@ -92,6 +92,11 @@ wire_enum! {
         LeaseExpired,
         /// Its claimer renewed the lease without reporting progress.
         LeaseExtended,
+        /// A party asked a person to decide something about it (`docs/approvals.md`);
+        /// `data` holds the approval.
+        ApprovalRequested,
+        /// That approval was decided or expired; `data` holds the outcome.
+        ApprovalDecided,
     }
 }
 
@@ -439,6 +444,10 @@ pub struct TaskDetail {
     pub events: Vec<TaskEvent>,
     /// Every callback POST of the task, oldest first, with its outcome.
     pub callbacks: Vec<CallbackDelivery>,
+    /// The approvals asked about the task, oldest first (`docs/approvals.md`): a
+    /// `pending` one is what the task waits on.
+    #[serde(default)]
+    pub approvals: Vec<crate::approvals::Approval>,
 }
 
 /// Answer of a task action (handoff, clarification, answer, result, cancel).

@@ -105,6 +105,9 @@ pub struct TeamView {
     /// How many times a task offered to a role may be claimed before a lease that runs
     /// out fails it (default 3).
     pub max_attempts: u32,
+    /// The agents that may decide the team's approvals besides the team key.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub approvers: Vec<crate::ids::AgentId>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -151,6 +154,11 @@ pub struct UpdateTeam {
         schema(nullable = false, example = 3, minimum = 1, maximum = 100)
     )]
     pub max_attempts: Option<u32>,
+    /// Replaces the agents (by id, members of the team) that may decide the team's
+    /// approvals besides the team key (`[]`: the team key alone).
+    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<Vec<String>>, example = json!(["release-manager"])))]
+    pub approvers: Option<Vec<crate::ids::AgentId>>,
 }
 
 /// A team's `max_attempts` until it sets one.
@@ -250,10 +258,11 @@ impl UpdateTeam {
             && self.loop_guard.is_none()
             && self.budgets.is_none()
             && self.max_attempts.is_none()
+            && self.approvers.is_none()
         {
             return Err(ErrorBody::validation(
                 "body",
-                "give at least one of: name, communication_enabled, stomp_auto_register, stomp_default_context, retention, loop_guard, budgets, max_attempts",
+                "give at least one of: name, communication_enabled, stomp_auto_register, stomp_default_context, retention, loop_guard, budgets, max_attempts, approvers",
             ));
         }
         if let Some(n) = self.max_attempts

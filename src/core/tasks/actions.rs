@@ -376,7 +376,7 @@ impl Core {
     /// The one task `reference` names among those `viewer` takes part in (every task of
     /// the team without a viewer): `NOT_FOUND`, or `CONFLICT` when the id alone names
     /// several.
-    pub(super) async fn find_one_task(
+    pub(in crate::core) async fn find_one_task(
         &self,
         team: &TeamRecord,
         viewer: Option<AgentPk>,

@@ -19,6 +19,7 @@
 //! and the action is decided again on the new state.
 
 mod actions;
+mod approvals;
 mod callbacks;
 mod claiming;
 pub mod claims;

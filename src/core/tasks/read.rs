@@ -29,8 +29,17 @@ impl Core {
             .task_snapshot(task.pk)
             .await?
             .ok_or_else(|| super::task_not_found(task_id))?;
+        let now = switchboard_types::time::Timestamp::now();
+        let approvals = self
+            .store()
+            .task_approvals(task.pk)
+            .await?
+            .iter()
+            .map(|a| self.approval_view(&team, a, now))
+            .collect();
         Ok(TaskDetail {
             success: true,
+            approvals,
             task: self.task_view(&snapshot.task),
             events: snapshot
                 .events

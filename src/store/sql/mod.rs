@@ -106,6 +106,7 @@ macro_rules! for_each_engine {
 }
 
 pub(crate) mod agents;
+pub(crate) mod approvals;
 pub(crate) mod budgets;
 pub(crate) mod callbacks;
 pub(crate) mod claims;

@@ -6,7 +6,7 @@ use switchboard_types::ids::TeamPk;
 
 use crate::model::TeamRecord;
 use crate::store::StoreError;
-use crate::store::columns::{TEAM_COLUMNS, budgets, loop_guard, team};
+use crate::store::columns::{TEAM_COLUMNS, budgets, loop_guard, team, to_json};
 
 /// A retention for its column (the type caps it far below `i64::MAX`).
 fn retention(seconds: Option<u64>) -> Option<i64> {
@@ -32,7 +32,7 @@ for_each_engine! {
             "UPDATE teams SET name = $1, communication_enabled = $2, stomp_auto_register = $3,
                retain_read_s = $4, retain_unread_s = $5, retain_tasks_s = $6, updated_at = $7,
                loop_guard = $9, budgets = $10, stomp_default_context = $11,
-               max_attempts = $12, key_id = $13, key_hash = $14
+               max_attempts = $12, key_id = $13, key_hash = $14, approvers = $15
              WHERE pk = $8",
         )
         .bind(&t.name)
@@ -49,6 +49,7 @@ for_each_engine! {
         .bind(t.max_attempts)
         .bind(&t.key_id)
         .bind(t.key_hash.as_slice())
+        .bind(to_json(&t.approvers)?)
         .execute(conn)
         .await?;
         Ok(())

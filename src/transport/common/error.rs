@@ -37,7 +37,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::AgentNotFound
         | ErrorCode::MessageNotFound
         | ErrorCode::TaskNotFound
-        | ErrorCode::LeaseNotFound => StatusCode::NOT_FOUND,
+        | ErrorCode::LeaseNotFound
+        | ErrorCode::ApprovalNotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::Conflict
         | ErrorCode::AgentAlreadyRegistered
@@ -46,7 +47,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::InvalidTaskTransition
         | ErrorCode::NoSuitableAgent
         | ErrorCode::LoopDetected
-        | ErrorCode::LeaseConflict => StatusCode::CONFLICT,
+        | ErrorCode::LeaseConflict
+        | ErrorCode::ApprovalClosed => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::UriTooLong => StatusCode::URI_TOO_LONG,
         ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,

@@ -6,6 +6,7 @@
 //! server mounts (REST and those composed beside it) in the HTTP middleware.
 
 mod agents;
+mod approvals;
 mod assistance;
 mod broadcasts;
 mod claims;
@@ -92,6 +93,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(tasks::router())
         .merge(claims::router())
         .merge(leases::router())
+        .merge(approvals::router())
         .merge(publish::router())
         .merge(ops::router())
         .merge(traffic::router())

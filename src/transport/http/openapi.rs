@@ -38,6 +38,7 @@ pub const BEARER: &str = "bearer";
         (name = "messages", description = "The agent communication contract: send, inbox, read, respond, broadcast, assistance"),
         (name = "publish", description = "Publish and watch (MetaGPT-style): tags, address sets, news, team activity"),
         (name = "tasks", description = "The task protocol: submit, assign, hand off, clarify, report, cancel; signed callbacks"),
+        (name = "approvals", description = "Approval checkpoints: an agent asks, a person (the team key) or an approver decides; read or wait for the outcome"),
         (name = "leases", description = "Leases on named resources: take, renew, release, list; conflicts name their holders"),
         (name = "live", description = "The WebSocket: live push, replay, operations as frames"),
         (name = "operations", description = "Health, readiness and metrics"),

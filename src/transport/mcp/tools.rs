@@ -10,10 +10,12 @@ use switchboard_types::AgentOp;
 use switchboard_types::decode::decode_value;
 use switchboard_types::frames::operation_of;
 use switchboard_types::inbox::{DEFAULT_WAIT_MS, WaitForMessages};
-use switchboard_types::{AgentOpName, LeaseOpName, MessageOpName, OperationName, TaskOpName};
+use switchboard_types::{AgentOpName, ApprovalOpName, MessageOpName, OperationName, TaskOpName};
 use switchboard_types::{ErrorBody, Operation, Reply};
 
 use super::schema;
+
+mod held;
 use crate::core::{Caller, Core, CoreError};
 
 /// What the server tells a model when it connects.
@@ -39,6 +41,9 @@ enum Decode {
     Wait,
     /// REGISTER_AGENT in the caller's own team (a team key's; an agent token is refused).
     Register,
+    /// REQUEST_APPROVAL that waits for the decision ([`held::ASK_WAIT_SECONDS`] unless
+    /// the call says otherwise): the one tool call a model makes to ask and be answered.
+    Ask,
 }
 
 /// Where a tool's input schema comes from.
@@ -107,7 +112,7 @@ impl Spec {
     }
 }
 
-use Decode::{FindAgents, Frame, Register, Report, Wait};
+use Decode::{Ask, FindAgents, Frame, Register, Report, Wait};
 
 const GET: &str = "get";
 const POST: &str = "post";
@@ -325,7 +330,7 @@ static TOOLS: [Spec; 20] = [
 ];
 
 /// Tools kept apart only to keep [`TOOLS`] under the line bound.
-static MORE: [Spec; 10] = [
+static MORE: [Spec; 6] = [
     spec(
         "cancel_task",
         Frame(OperationName::Tasks(TaskOpName::CancelTask)),
@@ -380,43 +385,10 @@ static MORE: [Spec; 10] = [
          hand to the helper you start. Only with the team key (a lead's connection); an \
          agent token is refused.",
     ),
-    spec(
-        "acquire_lease",
-        Frame(OperationName::Leases(LeaseOpName::AcquireLease)),
-        ("put", "/v1/teams/{team_id}/leases"),
-    )
-    .about(
-        "Before you change something others may change too, take a lease on it: resource \
-         is a name (a ticket id) or a path pattern (src/**, docs/*.md), ttl_seconds how \
-         long (default 300). Refused with LEASE_CONFLICT naming who holds what overlaps \
-         and until when: then work on something else. Release it when done.",
-    ),
-    spec(
-        "extend_lease",
-        Frame(OperationName::Leases(LeaseOpName::ExtendLease)),
-        (POST, "/v1/teams/{team_id}/leases/{lease_id}/extend"),
-    )
-    .about("Keep a lease you hold for ttl_seconds more (default 300), counted from now."),
-    spec(
-        "release_lease",
-        Frame(OperationName::Leases(LeaseOpName::ReleaseLease)),
-        ("delete", "/v1/teams/{team_id}/leases/{lease_id}"),
-    )
-    .about("Give back a lease you hold (lease_id), as soon as you are done with it."),
-    spec(
-        "list_leases",
-        Frame(OperationName::Leases(LeaseOpName::ListLeases)),
-        (GET, "/v1/teams/{team_id}/leases"),
-    )
-    .reads()
-    .about(
-        "Who holds what in your team: the live leases, optionally only one holder's or \
-         only those overlapping a resource (a name or a path pattern).",
-    ),
 ];
 
 fn all() -> impl Iterator<Item = &'static Spec> {
-    TOOLS.iter().chain(MORE.iter())
+    TOOLS.iter().chain(MORE.iter()).chain(held::HELD.iter())
 }
 
 /// The tool named `name`.
@@ -505,6 +477,15 @@ fn operation(
             fields.insert("status".into(), Value::String(status.into()));
             Ok(operation_of(
                 OperationName::Tasks(TaskOpName::ReportTask),
+                fields,
+            )?)
+        }
+        Ask => {
+            fields
+                .entry("wait_seconds")
+                .or_insert_with(|| Value::from(held::ASK_WAIT_SECONDS));
+            Ok(operation_of(
+                OperationName::Approvals(ApprovalOpName::RequestApproval),
                 fields,
             )?)
         }

@@ -67,6 +67,14 @@ impl Fixture {
                 s,
             ),
             "list_leases" => get(format!("/v1/teams/{t}/leases"), s),
+            "request_approval" => post("/v1/approvals".into(), json!({"summary": "x"}), s),
+            "list_approvals" => get("/v1/approvals".into(), s),
+            "get_approval" => get(format!("/v1/approvals/{}", self.approval), s),
+            "decide_approval" => post(
+                format!("/v1/approvals/{}/decision", self.approval),
+                json!({"decision": "deny"}),
+                s,
+            ),
             "extend_lease" => post(
                 format!("/v1/teams/{t}/leases/{}/extend", self.lease),
                 json!({"ttl_seconds": 60}),
@@ -212,6 +220,10 @@ impl Fixture {
             // (as on REST), not told the lease is unknown in its own.
             "acquire_lease" => json!({"team_id": self.team.id, "resource": "docs/*.md"}),
             "list_leases" => json!({"team_id": self.team.id}),
+            "request_approval" => json!({"summary": "x"}),
+            "list_approvals" => json!({}),
+            "get_approval" => json!({"approval_id": self.approval}),
+            "decide_approval" => json!({"approval_id": self.approval, "decision": "deny"}),
             "extend_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
             "release_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),
             "claim_task" => json!({}),

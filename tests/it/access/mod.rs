@@ -142,6 +142,21 @@ const MATRIX: &[(&str, Row)] = &[
     ("release_lease", HOLDER_OR_KEY),
     // Any agent claims for itself (nothing offered to its role: `task: null`).
     ("claim", ANY_AGENT),
+    // Any agent asks, for itself; keys list their own team's, agents what they asked.
+    (
+        "request_approval",
+        [403, 403, 403, 201, 201, 201, 401, 401, 401],
+    ),
+    (
+        "list_approvals",
+        [403, 200, 200, 200, 200, 200, 401, 401, 401],
+    ),
+    ("get_approval", PARTY_OR_KEY),
+    // The key decides; the asker never decides its own; to others it does not exist.
+    (
+        "decide_approval",
+        [403, 200, 404, 403, 404, 404, 401, 401, 401],
+    ),
     ("release", PARTY_ELSE_HIDDEN),
     ("extend", PARTY_ELSE_HIDDEN),
     // The upgrade answers 101; a refusal is the HTTP error before it.
@@ -184,12 +199,17 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("claim_task", "claim", false),
     ("release_task", "release", false),
     ("extend_claim", "extend", false),
+    ("request_approval", "request_approval", false),
+    ("list_approvals", "list_approvals", false),
+    ("get_approval", "get_approval", false),
+    ("decide_approval", "decide_approval", false),
 ];
 
 /// A team `a…` with sender `s`, recipient `r`, bystander `m` and removed `x`; a team
 /// `b…` with `z`. `s` sent `r` a message that wants an answer, and gave `r` task `t1`
 /// and task `t2`, on which `r` has an open question, and offered `t3` to `r`'s role,
-/// which `r` claimed; `s` holds lease `lease` on `fixture/**`.
+/// which `r` claimed; `s` holds lease `lease` on `fixture/**` and asked approval
+/// `approval`.
 struct Fixture {
     team: Team,
     other: Team,
@@ -201,6 +221,7 @@ struct Fixture {
     message: String,
     clarification: String,
     lease: String,
+    approval: String,
 }
 
 async fn fixture(app: &TestApp, n: usize) -> Fixture {
@@ -270,7 +291,19 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
         .as_str()
         .expect("lease id")
         .to_owned();
+    let approval = app
+        .post("/v1/approvals")
+        .token(&s.token)
+        .json(json!({"summary": "fixture"}))
+        .send()
+        .await
+        .expect_status(201);
+    let approval = approval.body["approval"]["approval_id"]
+        .as_str()
+        .expect("approval id")
+        .to_owned();
     Fixture {
+        approval,
         team,
         other,
         s,
@@ -503,8 +536,9 @@ async fn hidden_and_missing_answer_alike() {
             )
             .replace("/t1", "/t-missing")
             .replace("/t2/", "/t-missing/")
-            .replace("/t3/", "/t-missing/");
-        assert_ne!(path, missing, "{op} names a message or task");
+            .replace("/t3/", "/t-missing/")
+            .replace(&fx.approval, "appr_missing");
+        assert_ne!(path, missing, "{op} names a message, task or approval");
         for stranger in [&fx.m, &fx.z] {
             let seen = answer(&app, method.clone(), &path, body.clone(), &stranger.token).await;
             let absent = answer(

@@ -86,6 +86,7 @@ fn team(id: &str) -> TeamRecord {
         loop_guard: Default::default(),
         budgets: Default::default(),
         max_attempts: 3,
+        approvers: Vec::new(),
         created_at: now,
         updated_at: now,
     }

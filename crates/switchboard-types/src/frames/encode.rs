@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::Fields;
-use crate::operation::{AgentOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
+use crate::operation::{AgentOp, ApprovalOp, LeaseOp, MessageOp, Operation, TaskOp, TeamOp};
 
 /// An operation's frame fields (without `type` and `request_id`); `None` for the
 /// operations the socket does not carry.
@@ -128,6 +128,7 @@ fn task_operation_fields(op: &Operation) -> Result<Option<Fields>, serde_json::E
             return merged(f, extend);
         }
         Operation::Leases(op) => return lease_operation_fields(f, op),
+        Operation::Approvals(op) => return approval_operation_fields(f, op),
         _ => return Ok(None),
     }
     Ok(Some(f))
@@ -159,6 +160,27 @@ fn lease_operation_fields(
             Ok(Some(f))
         }
         LeaseOp::ListLeases { query, .. } => merged(f, query),
+    }
+}
+
+fn approval_operation_fields(
+    mut f: Fields,
+    op: &ApprovalOp,
+) -> Result<Option<Fields>, serde_json::Error> {
+    match op {
+        ApprovalOp::RequestApproval(request) => merged(f, request),
+        ApprovalOp::DecideApproval {
+            approval_id,
+            decision,
+        } => {
+            f.insert("approval_id".into(), json!(approval_id));
+            merged(f, decision)
+        }
+        ApprovalOp::GetApproval { approval_id, wait } => {
+            f.insert("approval_id".into(), json!(approval_id));
+            merged(f, wait)
+        }
+        ApprovalOp::ListApprovals(query) => merged(f, query),
     }
 }
 
