@@ -14,6 +14,7 @@ const TRAFFIC_POLL_MS = 250;
 const BOARD_POLL_MS = 1000;
 const TEAM_POLL_MS = 2000;
 const HEALTH_POLL_MS = 3000;
+const APPROVALS_POLL_MS = 1000;
 const STATUSES = ["open", "in-progress", "input-required", "success", "failed", "canceled"];
 
 const S = {
@@ -147,6 +148,7 @@ function start() {
   loop(gen, pollTraffic, TRAFFIC_POLL_MS);
   loop(gen, pollBoard, BOARD_POLL_MS);
   loop(gen, pollHealth, HEALTH_POLL_MS);
+  loop(gen, pollApprovals, APPROVALS_POLL_MS);
 }
 
 /** Runs `step` again and again, `ms` apart (at once while it says more is waiting). */
@@ -709,6 +711,68 @@ async function pollHealth() {
   const dl = $("#health");
   dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { "data-figure": k }, v)]));
   return false;
+}
+
+// ---- approvals ----------------------------------------------------------------------
+
+// The approvals queue (docs/approvals.md): pending ones, newest first. The team key
+// decides from here; an agent token sees the approvals it asked and decides nothing.
+async function pollApprovals() {
+  const res = await api("GET", "/v1/approvals?status=pending&limit=100");
+  if (!res.ok) return false;
+  const pending = res.body.approvals || [];
+  text($("#approvals-count"), pending.length ? "(" + pending.length + ")" : "");
+  text(
+    $("#approvals-summary"),
+    pending.length
+      ? pending.length + (pending.length === 1 ? " approval waits" : " approvals wait") + " for a decision"
+      : "nothing waits for a decision"
+  );
+  const list = $("#approvals");
+  const items = new Map([...list.children].map((li) => [li.dataset.approval, li]));
+  for (const a of pending) {
+    if (!items.has(a.approval_id)) list.append(approvalItem(a));
+    items.delete(a.approval_id);
+  }
+  for (const li of items.values()) li.remove();
+  // Newest first, as the list answers them.
+  for (const a of pending) list.append(list.querySelector('[data-approval="' + CSS.escape(a.approval_id) + '"]'));
+  return false;
+}
+
+function approvalItem(a) {
+  const li = h("li", { class: "card approval", "data-approval": a.approval_id });
+  li.append(
+    h("strong", { class: "summary-line" }, a.summary),
+    h("span", { class: "who" }, "asked by " + a.asked_by + " at " + short(a.created_at) + ", expires " + short(a.expires_at)),
+    a.task_id ? h("span", { class: "role" }, "task " + a.task_id) : null,
+    a.details ? h("pre", {}, a.details) : null
+  );
+  if (isKey()) {
+    const comment = h("input", { class: "comment", placeholder: "comment (optional)", spellcheck: "false" });
+    const buttons = a.options.map((o) => {
+      const b = h("button", { type: "button", "data-decision": o }, o);
+      b.addEventListener("click", () => decideApproval(a, o, comment.value.trim(), li));
+      return b;
+    });
+    li.append(h("div", { class: "row" }, comment, buttons));
+  }
+  return li;
+}
+
+async function decideApproval(a, decision, comment, li) {
+  const body = { decision };
+  if (comment) body.comment = comment;
+  const res = await api("POST", "/v1/approvals/" + enc(a.approval_id) + "/decision", body);
+  const out = $("#approval-result");
+  if (res.ok) {
+    out.classList.remove("error");
+    text(out, "Decided " + a.approval_id + ": " + decision);
+    li.remove();
+  } else {
+    out.classList.add("error");
+    text(out, (res.body.error_code || "error") + " — " + (res.body.error_message || "status " + res.status));
+  }
 }
 
 // ---- wiring -------------------------------------------------------------------------

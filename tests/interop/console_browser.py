@@ -273,6 +273,29 @@ def main():
         assert any(m["sender_agent_id"] == "operator" and m["content"]["text"] == "Operator here: ship it"
                    for m in inbox["messages"]), inbox
 
+        # Approvals: the planner asks; the queue shows it; the person decides from the
+        # console with a comment; the planner reads the decision it waited for.
+        status, asked = rest("POST", "/v1/approvals", TOKENS["planner"], {
+            "summary": "Deploy to production?", "details": "12 migrations",
+            "options": ["deploy", "wait"],
+        })
+        assert status == 201, asked
+        approval_id = asked["approval"]["approval_id"]
+        page.click('nav button[data-view="approvals"]')
+        item = page.locator('li.approval[data-approval="%s"]' % approval_id)
+        expect(item.locator(".summary-line")).to_have_text("Deploy to production?")
+        expect(item.locator("pre")).to_have_text("12 migrations")
+        expect(page.locator("#approvals-count")).to_have_text("(1)")
+        item.locator("input.comment").fill("after 18:00")
+        item.locator('button[data-decision="deploy"]').click()
+        expect(page.locator("#approval-result")).to_have_text("Decided %s: deploy" % approval_id)
+        expect(item).to_have_count(0)
+        expect(page.locator("#approvals-summary")).to_have_text("nothing waits for a decision")
+        status, read = rest("GET", "/v1/approvals/%s?wait_seconds=5" % approval_id, TOKENS["planner"])
+        assert status == 200 and read["approval"]["decision"] == "deploy", read
+        assert read["approval"]["comment"] == "after 18:00" and read["approval"]["decided_with"] == "team_key", read
+        page.screenshot(path=os.path.join(SHOTS, "console-approvals.png"))
+
         # Health shows the team's figures (with a budget the team key set just now).
         status, _ = rest("PATCH", "/v1/teams/" + TEAM, KEY, {"budgets": {"thread_messages_per_day": 500}})
         assert status == 200, status

@@ -476,7 +476,30 @@ async def claims(base, token_a, token_b):
                 "empty": empty["data"]}
 
 
-SCENARIOS = {"leases": leases, "claims": claims, "traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
+async def approvals(base, token_a, token_b):
+    """A asks a person over the stock SDK and waits in one tool call (`request_approval`);
+    B, an approver, finds it with `list_approvals` and decides it with `decide_approval`:
+    A's call returns the decision. A deciding its own is refused."""
+    async with agent(base, token_a) as a, agent(base, token_b) as b:
+        async def approver():
+            for _ in range(200):
+                listed = await b.call("list_approvals", status="pending")
+                if listed["data"]["approvals"]:
+                    found = listed["data"]["approvals"][0]
+                    return await b.call("decide_approval", approval_id=found["approval_id"],
+                                        decision="approve", comment="go ahead")
+                await asyncio.sleep(0.05)
+            raise AssertionError("no pending approval")
+
+        asked, decided = await asyncio.gather(
+            a.call("request_approval", summary="Deploy 4.2?", wait_seconds=20), approver())
+        approval_id = asked["data"]["approval"]["approval_id"]
+        read = await a.call("get_approval", approval_id=approval_id)
+        own = await a.call("decide_approval", approval_id=approval_id, decision="deny")
+        return {"asked": asked, "decided": decided, "read": read["data"], "own": own}
+
+
+SCENARIOS = {"approvals": approvals, "leases": leases, "claims": claims, "traced": traced, "loop": loop, "every_tool": every_tool, "listening": listening, "conversation": conversation, "waiting": waiting, "setup": setup,
              "resources": resources, "stdio": stdio, "isolation": isolation}
 
 

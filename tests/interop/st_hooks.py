@@ -129,6 +129,8 @@ UNSTATEABLE = {
     "card_url": "the agent card must be fetchable (here: a closed loopback port)",
     "callback_url": "checked against the address rules when it is resolved",
     "since_timestamp": "RFC 3339 as the server reads it; the generator's date-times are wider",
+    "decision": "must be one of the approval's own options: state, not shape",
+    "approvers": "each must be a member of the team: state, not shape",
 }
 
 

@@ -113,6 +113,7 @@ async fn a_person_watches_the_team_and_steps_in_from_a_real_browser() {
         result["timeline_latency_ms"]
     );
     for shot in [
+        "console-approvals.png",
         "console-team.png",
         "console-tasks.png",
         "console-traffic.png",

@@ -31,8 +31,8 @@ pub const MAX_OPTIONS: usize = 10;
 pub const MAX_OPTION_CHARS: usize = 64;
 /// The longest a read waits for a decision (`wait_seconds`), as a claim's wait.
 pub const MAX_APPROVAL_WAIT_SECONDS: u64 = 60;
-/// The most approvals one page lists.
-pub const MAX_APPROVAL_PAGE: i64 = 200;
+/// The most approvals one page lists: the inbox's page, as every list's.
+pub const MAX_APPROVAL_PAGE: i64 = crate::inbox::MAX_PAGE;
 /// The most approvals one agent may have pending at once.
 pub const MAX_PENDING_PER_AGENT: i64 = 100;
 /// The most names a team's `approvers` holds.
@@ -69,8 +69,8 @@ pub struct RequestApproval {
         )
     )]
     pub details: Option<String>,
-    /// What the person may answer: 2–10 distinct words of 1–64 characters (default
-    /// `["approve", "deny"]`).
+    /// What the person may answer: 2–10 distinct texts of 1–64 characters, not blank
+    /// (default `["approve", "deny"]`); a decision is one of them, exactly.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(example = json!(["approve", "deny"])))]
     pub options: Option<Vec<String>>,
@@ -129,12 +129,10 @@ impl RequestApproval {
         }
         for (i, option) in options.iter().enumerate() {
             let chars = option.chars().count();
-            if option.trim() != option || !(1..=MAX_OPTION_CHARS).contains(&chars) {
+            if option.trim().is_empty() || chars > MAX_OPTION_CHARS {
                 return Err(ErrorBody::validation(
                     "options",
-                    format!(
-                        "an option is 1 to {MAX_OPTION_CHARS} characters, without surrounding spaces"
-                    ),
+                    format!("an option is 1 to {MAX_OPTION_CHARS} characters, not blank"),
                 ));
             }
             if options[..i].contains(option) {
@@ -261,10 +259,8 @@ pub struct ApprovalQuery {
     #[cfg_attr(feature = "openapi", param(value_type = Option<String>))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub task_id: Option<TaskRef>,
-    /// At most this many (1–200, default 50).
+    /// At most this many (1–100, default 50).
     #[serde(default)]
-    #[cfg_attr(feature = "openapi", param(minimum = 1, maximum = 200))]
-    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 200))]
     pub limit: Option<i64>,
     /// The `next_cursor` of the page before.
     #[serde(default)]
@@ -331,4 +327,35 @@ pub struct ApprovalEvent {
     /// `requested`, `decided` or `expired`.
     pub event: String,
     pub approval: Approval,
+}
+
+/// Approval checkpoints (`docs/approvals.md`): an agent asks, a person (the team key)
+/// or an approver agent decides; the asker reads, or waits for, the outcome.
+#[derive(Debug, Clone, strum::EnumDiscriminants)]
+#[strum_discriminants(
+    name(ApprovalOpName),
+    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
+    strum(serialize_all = "snake_case")
+)]
+pub enum ApprovalOp {
+    /// Ask, as the calling agent, for a decision.
+    RequestApproval(RequestApproval),
+    /// Decide a pending approval (team key, or an agent of the team's `approvers`).
+    DecideApproval {
+        approval_id: ApprovalId,
+        decision: DecideApproval,
+    },
+    /// One approval, at once or once decided (`wait_seconds`).
+    GetApproval {
+        approval_id: ApprovalId,
+        wait: ApprovalWait,
+    },
+    /// The team's approvals, newest first.
+    ListApprovals(ApprovalQuery),
+}
+
+impl From<ApprovalOp> for crate::Operation {
+    fn from(op: ApprovalOp) -> crate::Operation {
+        crate::Operation::Approvals(op)
+    }
 }

@@ -13,6 +13,7 @@ use utoipa::openapi::schema::{Array, ArrayItems, KnownFormat, Object, Schema, Sc
 use utoipa::openapi::{OpenApi, RefOr};
 
 use crate::agents::{AGENT_CAPABILITY_LIMITS, MAX_ADDRESS, MAX_ROLE};
+use crate::approvals;
 use crate::ids::MAX_ID_LEN;
 use crate::inbox::MAX_PAGE;
 use crate::messages::{
@@ -106,6 +107,12 @@ pub enum Rule {
     TraceId,
     /// A lease's resource: a name or a path pattern (`leases::Pattern::parse`).
     Resource,
+    /// A list of `min..=max` distinct entries, each following `each`.
+    Distinct {
+        min: usize,
+        max: usize,
+        each: &'static Rule,
+    },
 }
 
 const ID: &Rule = &Rule::Id;
@@ -258,6 +265,45 @@ pub const FIELDS: &[(&str, &str, Rule)] = &[
         },
     ),
     ("Publish", "thread_id", Rule::Text(MAX_REFERENCE)),
+    (
+        "RequestApproval",
+        "summary",
+        Rule::Text(approvals::MAX_SUMMARY_CHARS),
+    ),
+    (
+        "RequestApproval",
+        "details",
+        Rule::UpTo(approvals::MAX_DETAILS_CHARS),
+    ),
+    (
+        "RequestApproval",
+        "options",
+        Rule::Distinct {
+            min: 2,
+            max: approvals::MAX_OPTIONS,
+            each: &Rule::Text(approvals::MAX_OPTION_CHARS),
+        },
+    ),
+    ("RequestApproval", "task_id", Rule::TaskRef),
+    (
+        "DecideApproval",
+        "decision",
+        Rule::Text(approvals::MAX_OPTION_CHARS),
+    ),
+    (
+        "DecideApproval",
+        "comment",
+        Rule::UpTo(approvals::MAX_COMMENT_CHARS),
+    ),
+    (
+        "UpdateTeam",
+        "approvers",
+        Rule::List {
+            min: 0,
+            max: approvals::MAX_APPROVERS,
+            each: Some(ID),
+        },
+    ),
     ("AcquireLease", "resource", Rule::Resource),
     (
         "AcquireLease",
@@ -289,11 +335,15 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("capability", Rule::CommaText),
     ("resource", Rule::Resource),
     ("holder", Rule::Id),
+    ("asked_by", Rule::Id),
     ("assignee_role", Rule::Text(MAX_ROLE)),
 ];
 
 /// `status` on the agent list is one value, not a list: the enum itself says so.
-const ENUM_PARAMETERS: &[(&str, &str)] = &[("/v1/teams/{team_id}/agents", "status")];
+const ENUM_PARAMETERS: &[(&str, &str)] = &[
+    ("/v1/teams/{team_id}/agents", "status"),
+    ("/v1/approvals", "status"),
+];
 
 fn names<T: VariantArray + Copy + Into<&'static str>>() -> Vec<&'static str> {
     T::VARIANTS.iter().map(|v| (*v).into()).collect()
@@ -375,6 +425,10 @@ fn apply(schema: &mut RefOr<Schema>, rule: &Rule) -> bool {
         (RefOr::T(Schema::Array(array)), Rule::List { min, max, each }) => {
             list(array, *min, *max, *each)
         }
+        (RefOr::T(Schema::Array(array)), Rule::Distinct { min, max, each }) => {
+            array.unique_items = true;
+            list(array, *min, *max, Some(each))
+        }
         (RefOr::T(Schema::Array(array)), Rule::Capabilities(limits)) => list(
             array,
             0,
@@ -453,7 +507,7 @@ fn apply_scalar(object: &mut Object, rule: &Rule) -> bool {
             object.minimum = Some(0.into());
             true
         }
-        Rule::List { .. } | Rule::Capabilities(_) => false,
+        Rule::List { .. } | Rule::Distinct { .. } | Rule::Capabilities(_) => false,
     }
 }
 

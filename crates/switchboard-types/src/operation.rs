@@ -11,13 +11,12 @@ use serde_json::Value;
 use crate::agents::{
     AgentEnvelope, AgentList, AgentQuery, AgentRegistered, AgentRemoved, RegisterAgent, UpdateAgent,
 };
-use crate::approvals::{
-    ApprovalEnvelope, ApprovalList, ApprovalQuery, ApprovalWait, DecideApproval, RequestApproval,
-};
+use crate::approvals::{ApprovalEnvelope, ApprovalList};
+pub use crate::approvals::{ApprovalOp, ApprovalOpName};
 use crate::assistance::{AssistanceResult, RequestAssistance};
 use crate::broadcasts::{BroadcastResult, BroadcastUpdate};
 use crate::claims::{ClaimTask, ExtendClaim, ReleaseTask, TaskClaimed};
-use crate::ids::{AgentId, ApprovalId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
+use crate::ids::{AgentId, ClarificationId, LeaseId, MessageId, TaskRef, TeamId};
 use crate::inbox::{InboxPage, InboxQuery};
 use crate::leases::{AcquireLease, ExtendLease, LeaseEnvelope, LeaseList, LeaseQuery};
 use crate::messages::{
@@ -324,37 +323,6 @@ pub enum LeaseOp {
 impl From<LeaseOp> for Operation {
     fn from(op: LeaseOp) -> Operation {
         Operation::Leases(op)
-    }
-}
-
-/// Approval checkpoints (`docs/approvals.md`): an agent asks, a person (the team key)
-/// or an approver agent decides; the asker reads, or waits for, the outcome.
-#[derive(Debug, Clone, strum::EnumDiscriminants)]
-#[strum_discriminants(
-    name(ApprovalOpName),
-    derive(strum::EnumString, strum::IntoStaticStr, strum::VariantArray, Hash),
-    strum(serialize_all = "snake_case")
-)]
-pub enum ApprovalOp {
-    /// Ask, as the calling agent, for a decision.
-    RequestApproval(RequestApproval),
-    /// Decide a pending approval (team key, or an agent of the team's `approvers`).
-    DecideApproval {
-        approval_id: ApprovalId,
-        decision: DecideApproval,
-    },
-    /// One approval, at once or once decided (`wait_seconds`).
-    GetApproval {
-        approval_id: ApprovalId,
-        wait: ApprovalWait,
-    },
-    /// The team's approvals, newest first.
-    ListApprovals(ApprovalQuery),
-}
-
-impl From<ApprovalOp> for Operation {
-    fn from(op: ApprovalOp) -> Operation {
-        Operation::Approvals(op)
     }
 }
 

@@ -12,8 +12,9 @@ use a2a::{
 use base64::Engine;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use switchboard_types::approvals::{Approval, ApprovalStatus};
 use switchboard_types::task_state::TaskStatus;
-use switchboard_types::tasks::{Task, TaskEvent, TaskEventKind, TaskRequest};
+use switchboard_types::tasks::{Task, TaskDetail, TaskEvent, TaskEventKind, TaskRequest};
 use switchboard_types::time::Timestamp;
 
 use super::member::Member;
@@ -297,6 +298,37 @@ pub fn task(task: &Task, history_length: Option<i32>) -> A2aTask {
     }
 }
 
+/// A task read with its detail: as [`task`], and `input-required` while an approval of
+/// it is pending (`docs/approvals.md`): the task waits on a person, as on a question,
+/// and the status message is the approval's summary.
+pub fn task_detail(detail: &TaskDetail, history_length: Option<i32>) -> A2aTask {
+    let mut shown = task(&detail.task, history_length);
+    let waiting = detail
+        .approvals
+        .iter()
+        .find(|a| a.status == ApprovalStatus::Pending);
+    if let Some(approval) = waiting
+        && matches!(
+            shown.status.state,
+            TaskState::Working | TaskState::Submitted
+        )
+    {
+        shown.status.state = TaskState::InputRequired;
+        shown.status.message = Some(approval_message(&detail.task, approval));
+    }
+    shown
+}
+
+/// What a person is asked, as the status message of a task waiting on an approval.
+fn approval_message(task: &Task, approval: &Approval) -> Message {
+    message(
+        format!("{}-{}", task.task_id, approval.approval_id),
+        Role::Agent,
+        task,
+        vec![Part::text(approval.summary.clone())],
+    )
+}
+
 /// One entry of a task's history as the stream events a client sees: the result as an
 /// artifact when the task finished with one, then the status change. Each carries the
 /// entry's sequence number in `metadata.switchboard.seq` (and as the SSE event id).
@@ -327,7 +359,11 @@ pub fn events(task: &Task, event: &TaskEvent) -> Vec<StreamResponse> {
             },
         ));
     }
-    let state = state_of(event.status, event.kind != TaskEventKind::Submitted);
+    let mut state = state_of(event.status, event.kind != TaskEventKind::Submitted);
+    // A pending approval is input a person must give: the task waits as on a question.
+    if event.kind == TaskEventKind::ApprovalRequested && state == TaskState::Working {
+        state = TaskState::InputRequired;
+    }
     let message = event_message(task, event, &state);
     out.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
         task_id: task.task_id.to_string(),
@@ -348,7 +384,12 @@ fn event_message(task: &Task, event: &TaskEvent, state: &TaskState) -> Option<Me
     let id = format!("{}-event-{}", task.task_id, event.seq);
     match state {
         TaskState::InputRequired => {
-            let question = event.data.get("question").cloned().unwrap_or(Value::Null);
+            let question = event
+                .data
+                .get("question")
+                .or_else(|| event.data.get("summary"))
+                .cloned()
+                .unwrap_or(Value::Null);
             Some(message(id, Role::Agent, task, parts_of(&question)))
         }
         // A progress report's result data; a handoff's or an answer's details.

@@ -222,7 +222,7 @@ async fn unary(
             let request: GetTaskRequest = params.decode()?;
             let history = history_length(request.history_length)?;
             let detail = interface.task(&request.id).await?;
-            shown(dialect, &convert::task(&detail.task, history))
+            shown(dialect, &convert::task_detail(&detail, history))
         }
         "ListTasks" => shown(dialect, &list(interface, params.decode()?).await?),
         "CancelTask" => shown(dialect, &cancel(interface, params.decode()?).await?),

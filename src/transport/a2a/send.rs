@@ -223,5 +223,5 @@ pub async fn blocking(
         }
         detail = feed.next(left).await.map_err(to_a2a)?.detail;
     }
-    Ok(convert::task(&detail.task, history))
+    Ok(convert::task_detail(&detail, history))
 }

@@ -212,7 +212,7 @@ async fn follow(
     let cursor = match start {
         Start::Snapshot => {
             let seq = newest(&detail);
-            let task = json!({ "task": convert::task(&detail.task, None) });
+            let task = json!({ "task": convert::task_detail(&detail, None) });
             if tx.send(event(&id, seq, Ok(task))).await.is_err()
                 || until.reached(detail.task.status)
             {

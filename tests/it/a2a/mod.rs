@@ -3,6 +3,7 @@
 //! through REST. Every JSON-RPC and HTTP error path is checked with plain requests
 //! (`rpc.rs`).
 
+mod approvals;
 mod exact;
 mod js;
 mod outbound;

@@ -8,12 +8,37 @@ use super::{FRAMES, Fixture};
 use crate::support::Agent;
 
 impl Fixture {
+    /// The REST call of an approval operation; its party is the asker, `s`.
+    fn approval_call(&self, op: &str) -> Option<(Method, String, Option<Value>, &Agent)> {
+        let id = &self.approval;
+        Some(match op {
+            "request_approval" => (
+                Method::POST,
+                "/v1/approvals".into(),
+                Some(json!({"summary": "x"})),
+                &self.s,
+            ),
+            "list_approvals" => (Method::GET, "/v1/approvals".into(), None, &self.s),
+            "get_approval" => (Method::GET, format!("/v1/approvals/{id}"), None, &self.s),
+            "decide_approval" => (
+                Method::POST,
+                format!("/v1/approvals/{id}/decision"),
+                Some(json!({"decision": "deny"})),
+                &self.s,
+            ),
+            _ => return None,
+        })
+    }
+
     /// The REST call of an operation: method, path, body, and its party.
     pub(super) fn call(&self, op: &str) -> (Method, String, Option<Value>, &Agent) {
         let (t, msg, clar) = (&self.team.id, &self.message, &self.clarification);
         let (s, r) = (&self.s, &self.r);
         let get = |path: String, party| (Method::GET, path, None, party);
         let post = |path: String, body: Value, party| (Method::POST, path, Some(body), party);
+        if let Some(call) = self.approval_call(op) {
+            return call;
+        }
         match op {
             "healthz" | "readyz" => get(format!("/{op}"), s),
             "metrics_text" => get("/metrics".into(), s),
@@ -67,14 +92,6 @@ impl Fixture {
                 s,
             ),
             "list_leases" => get(format!("/v1/teams/{t}/leases"), s),
-            "request_approval" => post("/v1/approvals".into(), json!({"summary": "x"}), s),
-            "list_approvals" => get("/v1/approvals".into(), s),
-            "get_approval" => get(format!("/v1/approvals/{}", self.approval), s),
-            "decide_approval" => post(
-                format!("/v1/approvals/{}/decision", self.approval),
-                json!({"decision": "deny"}),
-                s,
-            ),
             "extend_lease" => post(
                 format!("/v1/teams/{t}/leases/{}/extend", self.lease),
                 json!({"ttl_seconds": 60}),

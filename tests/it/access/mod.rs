@@ -280,28 +280,7 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
         .as_str()
         .expect("clarification id")
         .to_owned();
-    let lease = app
-        .put(&format!("/v1/teams/{}/leases", team.id))
-        .token(&s.token)
-        .json(json!({"resource": "fixture/**"}))
-        .send()
-        .await
-        .expect_status(200);
-    let lease = lease.body["lease"]["lease_id"]
-        .as_str()
-        .expect("lease id")
-        .to_owned();
-    let approval = app
-        .post("/v1/approvals")
-        .token(&s.token)
-        .json(json!({"summary": "fixture"}))
-        .send()
-        .await
-        .expect_status(201);
-    let approval = approval.body["approval"]["approval_id"]
-        .as_str()
-        .expect("approval id")
-        .to_owned();
+    let (lease, approval) = holds(app, &team, &s).await;
     Fixture {
         approval,
         team,
@@ -315,6 +294,31 @@ async fn fixture(app: &TestApp, n: usize) -> Fixture {
         clarification,
         lease,
     }
+}
+
+/// What `s` holds and waits on: a lease on `fixture/**`, a pending approval.
+async fn holds(app: &TestApp, team: &Team, s: &Agent) -> (String, String) {
+    let lease = app
+        .put(&format!("/v1/teams/{}/leases", team.id))
+        .token(&s.token)
+        .json(json!({"resource": "fixture/**"}))
+        .send()
+        .await
+        .expect_status(200);
+    let approval = app
+        .post("/v1/approvals")
+        .token(&s.token)
+        .json(json!({"summary": "fixture"}))
+        .send()
+        .await
+        .expect_status(201);
+    let id = |res: &crate::support::Res, what: &str| {
+        res.body[what][format!("{what}_id")]
+            .as_str()
+            .expect("an id")
+            .to_owned()
+    };
+    (id(&lease, "lease"), id(&approval, "approval"))
 }
 
 impl Fixture {

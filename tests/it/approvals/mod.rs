@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use crate::support::{Agent, Res, Team, TestApp};
 use crate::wsclient::Ws;
 
+mod cli;
+mod mcp;
 mod refusals;
 
 pub(crate) async fn ask(app: &TestApp, who: &Agent, body: Value) -> Res {
@@ -393,4 +395,29 @@ async fn nothing_of_another_team_and_pages_walk_every_approval_once() {
     }
     ids.reverse();
     assert_eq!(seen, ids);
+}
+
+/// The coder asks before it merges, the team key decides, as `docs/approvals.md` shows:
+/// the queue held it pending; the coder's read is the decision with its comment.
+#[tokio::test]
+async fn the_approvals_walkthrough_works_as_written() {
+    let app = crate::readme::walkthrough_server().await;
+    let script = format!(
+        "{}echo '=== docs/approvals.md'\n{}",
+        crate::readme::readme(),
+        crate::readme::walkthrough("docs/approvals.md", "approvals")
+    );
+    let out = crate::readme::run(&app, &script).await;
+    let answers = crate::readme::page_answers(&out, "docs/approvals.md");
+    assert_eq!(answers.len(), 2, "{out}");
+    let queued = &answers[0]["approvals"][0];
+    assert_eq!(queued["status"], "pending", "{out}");
+    assert_eq!(queued["asked_by"], "coder");
+    assert_eq!(queued["options"], json!(["merge", "hold"]));
+    let read = &answers[1]["approval"];
+    assert_eq!(read["status"], "decided", "{out}");
+    assert_eq!(read["decision"], "merge");
+    assert_eq!(read["comment"], "after the release");
+    assert_eq!(read["decided_with"], "team_key");
+    app.stop().await;
 }
