@@ -713,6 +713,43 @@ async function pollHealth() {
   return false;
 }
 
+// ---- search -------------------------------------------------------------------------
+
+// Search over what the signed-in credential may read (docs/search.md), newest first; a
+// result opens in the detail pane like a timeline entry.
+async function search() {
+  const q = $("#search").value.trim();
+  const list = $("#search-results");
+  list.replaceChildren();
+  if (!q) {
+    text($("#search-summary"), "");
+    return;
+  }
+  const res = await api("GET", "/v1/search?sort=newest&limit=50&q=" + enc(q));
+  const out = $("#search-summary");
+  if (!res.ok) {
+    out.classList.add("error");
+    text(out, (res.body.error_code || "error") + " — " + (res.body.error_message || "status " + res.status));
+    return;
+  }
+  out.classList.remove("error");
+  const results = res.body.results || [];
+  text(out, results.length ? results.length + (results.length === 1 ? " message found" : " messages found") : "nothing found");
+  for (const r of results) {
+    const m = r.message;
+    const li = h(
+      "li",
+      { class: "entry", "data-search-id": m.message_id },
+      h("time", {}, short(m.timestamp)),
+      h("span", { class: "sender" }, m.sender_agent_id),
+      h("span", { class: "recipients" }, "→ " + (r.recipient_agent_ids || []).join(", ")),
+      h("span", { class: "text" }, (m.content && m.content.text) || "")
+    );
+    li.addEventListener("click", () => openMessage(m.message_id));
+    list.append(li);
+  }
+}
+
 // ---- approvals ----------------------------------------------------------------------
 
 // The approvals queue (docs/approvals.md): pending ones, newest first. The team key
@@ -801,6 +838,10 @@ document.addEventListener("DOMContentLoaded", () => {
     if (id) openMessage(id);
   });
   $("#open-thread").addEventListener("click", openThread);
+  $("#search-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    search();
+  });
   $("#answer-send").addEventListener("click", () => taskAction("answer"));
   $("#cancel-task").addEventListener("click", () => taskAction("cancel"));
   $("#reassign").addEventListener("click", () => taskAction("reassign"));

@@ -45,6 +45,10 @@ pub enum Command {
     /// Set a team up from the shell: create a team (admin token), register agents
     /// (team key).
     Admin(crate::cli::AdminArgs),
+    /// Find messages by the words in them: what your agent sent or received, or with a
+    /// team key anything of the team (--url and --token, or SWITCHBOARD_URL and
+    /// SWITCHBOARD_TOKEN).
+    Search(crate::cli::SearchArgs),
     /// Speak MCP on stdin/stdout for an MCP host that launches commands, carried to a
     /// running server's /mcp with an agent token (--url and --token, or SWITCHBOARD_URL
     /// and SWITCHBOARD_TOKEN).

@@ -50,6 +50,7 @@ async fn main() -> ExitCode {
         }) => reset_token(&database).await,
         Command::Admin(args) => switchboard::cli::run_admin(args).await,
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
+        Command::Search(args) => switchboard::cli::run_search(args).await,
         Command::MigrateDb(args) => migrate_db(args).await,
         Command::Serve(args) => {
             let config = match ServerConfig::try_from(&*args) {
@@ -62,6 +63,7 @@ async fn main() -> ExitCode {
             };
             switchboard::telemetry::init(args.log_format);
             let database = config.database.clone();
+            let signals = StopSignals::listen();
             let server = match Server::start(config).await {
                 Ok(server) => server,
                 Err(err) => {
@@ -77,7 +79,7 @@ async fn main() -> ExitCode {
             announce_admin_token(server.admin_token(), &database);
             let stop = server.stop_token();
             tokio::spawn(async move {
-                shutdown_signal().await;
+                signals.recv().await;
                 tracing::info!("shutdown requested; finishing in-flight work");
                 stop.cancel();
             });
@@ -194,30 +196,58 @@ async fn migrate_db(args: MigrateDbArgs) -> ExitCode {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %err, "cannot listen for Ctrl-C");
+/// Ctrl-C and SIGTERM, listened for from the moment this is made: registered before the
+/// server says it is up, so a stop sent right after the banner stops it cleanly. (A
+/// handler registered inside the task that waits for it counted only once that task first
+/// ran: a SIGTERM in between took the default action and killed the process.)
+struct StopSignals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> StopSignals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(signal) => Some(signal),
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot listen for {name}");
+                    None
+                }
+            };
+            StopSignals {
+                interrupt: listen(SignalKind::interrupt(), "Ctrl-C"),
+                terminate: listen(SignalKind::terminate(), "SIGTERM"),
+            }
+        }
+        #[cfg(not(unix))]
+        StopSignals {}
+    }
+
+    /// Resolves on the first of them.
+    async fn recv(self) {
+        #[cfg(unix)]
+        {
+            async fn one(signal: Option<tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                () = one(self.interrupt) => {}
+                () = one(self.terminate) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }

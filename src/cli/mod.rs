@@ -12,9 +12,11 @@ mod admin;
 mod agent;
 mod approval;
 mod lease;
+mod search;
 mod task;
 
 pub use approval::ApprovalCommand;
+pub use search::{SearchArgs, run_search};
 use std::process::ExitCode;
 use switchboard_types::ids::{AgentId, TaskId, TeamId};
 

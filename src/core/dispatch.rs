@@ -146,6 +146,7 @@ impl Core {
             Op::MarkMessageRead(input) => {
                 Reply::MarkedRead(boxed(self.mark_read(caller, input)).await?)
             }
+            Op::SearchMessages(query) => Reply::Search(boxed(self.search(caller, query)).await?),
             Op::RespondToMessage {
                 message_id,
                 response,

@@ -41,6 +41,7 @@ pub mod registry;
 pub mod remotes;
 mod responses;
 pub mod retention;
+mod search;
 pub mod sessions;
 pub mod spans;
 pub mod tasks;

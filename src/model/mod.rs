@@ -339,6 +339,29 @@ pub struct TrafficSpec {
     pub limit: i64,
 }
 
+/// A search of a team's messages (`store/search.rs`): the terms, who reads (`None`: the
+/// team key, every message), the filters and the page.
+#[derive(Debug, Clone)]
+pub struct SearchSpec {
+    pub team: TeamPk,
+    pub terms: switchboard_types::search::SearchTerms,
+    pub viewer: Option<AgentPk>,
+    pub sender: Option<AgentPk>,
+    pub recipient: Option<AgentPk>,
+    pub thread_id: Option<String>,
+    pub message_type: Option<MessageType>,
+    pub kind: Option<MessageKind>,
+    pub cause_by: Option<String>,
+    pub since: Option<Timestamp>,
+    pub until: Option<Timestamp>,
+    pub sort: switchboard_types::search::SearchSort,
+    /// Older than this message key (newest first).
+    pub before: Option<i64>,
+    /// Skip this many of the ranking (relevance).
+    pub offset: i64,
+    pub limit: i64,
+}
+
 /// A message of a team's traffic with the agents it was addressed to.
 #[derive(Debug, Clone)]
 pub struct TrafficRow {

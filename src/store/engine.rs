@@ -23,6 +23,7 @@ use switchboard_types::messages::Priority;
 use switchboard_types::time::Timestamp;
 
 use super::StoreError;
+use crate::model::SearchSpec;
 use crate::model::{
     ActivityCounts, AdminTokenRecord, AgentRecord, ApprovalDecision, ApprovalListSpec,
     ApprovalRecord, Attempt, Bounded, Counts, DueCallback, InboxCounts, InboxEntry, InboxFilter,
@@ -268,6 +269,15 @@ pub trait Tasks {
     ) -> Result<(), StoreError>;
     /// Removes a task's webhook; `false` when it had none of that id.
     async fn delete_webhook(&self, task: TaskPk, webhook_id: String) -> Result<bool, StoreError>;
+}
+}
+
+contract! {
+/// Full-text search over a team's messages (`store/search.rs`).
+pub trait Search {
+    /// One page of the messages `spec` finds, with their recipients, within the page
+    /// byte bound.
+    async fn search_messages(&self, spec: SearchSpec) -> Result<Bounded<TrafficRow>, StoreError>;
 }
 }
 

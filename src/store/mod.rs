@@ -17,6 +17,7 @@ pub(crate) mod filters;
 pub mod lifecycle;
 pub(crate) mod paging;
 pub mod postgres;
+pub(crate) mod search;
 pub(crate) mod sql;
 pub mod sqlite;
 pub(crate) mod typed;

@@ -178,6 +178,19 @@ def main():
         expect(page.locator("#thread li")).to_have_count(2)
         expect(page.locator("#thread")).to_contain_text("Looks good")
 
+        # Search finds a message by a word in it, and opens it.
+        found_id = send("planner", ["worker"], "The quarterly zeppelin budget is ready")
+        page.fill("#search", "zeppelin")
+        page.click("#search-go")
+        hit = page.locator('#search-results li[data-search-id="%s"]' % found_id)
+        expect(hit.locator(".text")).to_have_text("The quarterly zeppelin budget is ready")
+        expect(page.locator("#search-summary")).to_have_text("1 message found")
+        hit.click()
+        expect(page.locator("#detail-body")).to_contain_text(found_id)
+        page.fill("#search", '"budget zeppelin"')
+        page.click("#search-go")
+        expect(page.locator("#search-summary")).to_have_text("nothing found")
+
         # A peer's markup is shown as text, never run or rendered.
         hostile = send("planner", ["worker"], XSS)
         entry = page.locator('li.entry[data-message-id="%s"] .text' % hostile)

@@ -130,6 +130,7 @@ UNSTATEABLE = {
     "callback_url": "checked against the address rules when it is resolved",
     "since_timestamp": "RFC 3339 as the server reads it; the generator's date-times are wider",
     "decision": "must be one of the approval's own options: state, not shape",
+    "q": "at least one letter or digit, at most 10 terms, prefixes of two: Unicode classes and counts",
     "approvers": "each must be a member of the team: state, not shape",
 }
 

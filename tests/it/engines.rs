@@ -25,6 +25,8 @@ const SQLITE_OR_STATIC: &[&str] = &[
     "readme::",
     "deploy::",
     "differential::",
+    // Runs one corpus on both engines itself.
+    "search::differential::",
     // Runs on PostgreSQL itself: what it checks cannot happen on SQLite.
     "traffic::a_follower_on_postgresql_misses_no_message_committed_out_of_order",
     // Drives the core on a SQLite file of its own.

@@ -47,6 +47,7 @@ mod readme;
 mod respond;
 mod retention;
 mod rotation;
+mod search;
 mod send;
 mod services;
 mod stomp;

@@ -16,7 +16,7 @@ use switchboard_types::time::Timestamp;
 use crate::support::{ADMIN, Agent, Team, TestApp};
 
 /// The message's commit time, as its recipient sees it.
-async fn sent_at(app: &TestApp, reader: &Agent, id: &str) -> Timestamp {
+pub(crate) async fn sent_at(app: &TestApp, reader: &Agent, id: &str) -> Timestamp {
     let res = app
         .get(&format!("/v1/messages/{id}"))
         .token(&reader.token)
@@ -45,7 +45,7 @@ async fn exists(app: &TestApp, reader: &Agent, id: &str) -> bool {
 }
 
 /// One retention pass over the (stopped) server's database, as of `now`.
-async fn pass_at(app: &TestApp, now: Timestamp) {
+pub(crate) async fn pass_at(app: &TestApp, now: Timestamp) {
     let store = Store::open(&app.database(), StoreOptions::default())
         .await
         .expect("store");
@@ -72,7 +72,7 @@ async fn pass_at(app: &TestApp, now: Timestamp) {
 }
 
 /// `reader` marks `ids` read, and the team keeps read messages for 60 s.
-async fn read_and_keep_read_for_a_minute(
+pub(crate) async fn read_and_keep_read_for_a_minute(
     app: &TestApp,
     team: &Team,
     reader: &Agent,

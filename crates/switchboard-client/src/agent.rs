@@ -142,6 +142,15 @@ impl Client {
             .await
     }
 
+    /// Finds messages this agent sent or received by the words in them (`docs/search.md`).
+    pub async fn search_messages(
+        &self,
+        query: switchboard_types::search::SearchQuery,
+    ) -> Result<switchboard_types::search::SearchPage, ClientError> {
+        self.call(Operation::Messages(MessageOp::SearchMessages(query)))
+            .await
+    }
+
     /// Publishes under a tag to an address set (MetaGPT's `publish_message`).
     pub async fn publish(
         &self,

@@ -214,6 +214,9 @@ fn messaging_call(op: &Operation) -> Result<RestCall, ClientError> {
         Operation::Messages(MessageOp::GetTrace { trace_id }) => {
             RestCall::get(format!("/v1/traces/{}", seg(trace_id)))
         }
+        Operation::Messages(MessageOp::SearchMessages(query)) => {
+            RestCall::read("/v1/search".into(), query)
+        }
         Operation::Messages(MessageOp::MarkMessageRead(mark)) => {
             RestCall::post("/v1/messages/read".into(), mark)
         }

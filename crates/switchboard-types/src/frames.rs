@@ -316,6 +316,7 @@ fn decode_message(name: MessageOpName, mut f: Fields) -> Result<Operation, Error
             none_left(f)?;
             Operation::Messages(MessageOp::GetMessage { message_id })
         }
+        MessageOpName::SearchMessages => Operation::Messages(MessageOp::SearchMessages(rest(f)?)),
         MessageOpName::GetTrace => {
             let trace_id = take(&mut f, "trace_id")?;
             none_left(f)?;

@@ -44,6 +44,7 @@ mod openapi_rules;
 pub mod operation;
 pub mod publish;
 pub mod routing;
+pub mod search;
 pub mod strict;
 pub mod task_state;
 pub mod tasks;

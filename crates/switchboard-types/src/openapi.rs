@@ -336,6 +336,10 @@ pub const PARAMETERS: &[(&str, Rule)] = &[
     ("resource", Rule::Resource),
     ("holder", Rule::Id),
     ("asked_by", Rule::Id),
+    ("q", Rule::Text(crate::search::MAX_QUERY_CHARS)),
+    ("sender", Rule::Id),
+    ("recipient", Rule::Id),
+    ("until_timestamp", Rule::DateTime),
     ("assignee_role", Rule::Text(MAX_ROLE)),
 ];
 

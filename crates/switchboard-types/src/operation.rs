@@ -25,6 +25,7 @@ use crate::messages::{
 };
 use crate::metrics::TeamMetrics;
 use crate::publish::{Publish, PublishResult, SetWatch, TeamActivity};
+use crate::search::{SearchPage, SearchQuery};
 use crate::tasks::{
     Answer, CallbackSecret, CallbackStatus, Cancel, Clarify, Handoff, TaskDetail, TaskList,
     TaskQuery, TaskRequest, TaskResult, TaskSubmitted, TaskUpdated,
@@ -203,6 +204,8 @@ pub enum MessageOp {
     },
     /// The messages of a trace (W3C trace id): the team key, or an agent party to one.
     GetTrace { trace_id: String },
+    /// Full-text search over what the caller may read (`docs/search.md`).
+    SearchMessages(SearchQuery),
 }
 
 impl From<MessageOp> for Operation {
@@ -535,6 +538,7 @@ pub enum Reply {
     Lease(LeaseEnvelope),
     Leases(LeaseList),
     Approval(Box<ApprovalEnvelope>),
+    Search(SearchPage),
     Approvals(ApprovalList),
 }
 

@@ -117,6 +117,7 @@ pub(crate) mod leases;
 pub(crate) mod messages;
 pub(crate) mod registry;
 pub(crate) mod remotes;
+pub(crate) mod search;
 pub(crate) mod settings;
 pub(crate) mod tasks;
 pub(crate) mod teams;

@@ -18,6 +18,7 @@ mod openapi;
 mod ops;
 mod publish;
 mod requests;
+mod search;
 mod tasks;
 mod teams;
 mod traffic;
@@ -94,6 +95,7 @@ pub fn routes() -> OpenApiRouter<HttpState> {
         .merge(claims::router())
         .merge(leases::router())
         .merge(approvals::router())
+        .merge(search::router())
         .merge(publish::router())
         .merge(ops::router())
         .merge(traffic::router())

@@ -19,6 +19,7 @@ impl Fixture {
                 &self.s,
             ),
             "list_approvals" => (Method::GET, "/v1/approvals".into(), None, &self.s),
+            "search_messages" => (Method::GET, "/v1/search?q=fixture".into(), None, &self.s),
             "get_approval" => (Method::GET, format!("/v1/approvals/{id}"), None, &self.s),
             "decide_approval" => (
                 Method::POST,
@@ -239,6 +240,7 @@ impl Fixture {
             "list_leases" => json!({"team_id": self.team.id}),
             "request_approval" => json!({"summary": "x"}),
             "list_approvals" => json!({}),
+            "search_messages" => json!({"q": "fixture"}),
             "get_approval" => json!({"approval_id": self.approval}),
             "decide_approval" => json!({"approval_id": self.approval, "decision": "deny"}),
             "extend_lease" => json!({"team_id": self.team.id, "lease_id": self.lease}),

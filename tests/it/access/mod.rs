@@ -152,6 +152,11 @@ const MATRIX: &[(&str, Row)] = &[
         [403, 200, 200, 200, 200, 200, 401, 401, 401],
     ),
     ("get_approval", PARTY_OR_KEY),
+    // Each key its own team's messages, each agent what it sent or received.
+    (
+        "search_messages",
+        [403, 200, 200, 200, 200, 200, 401, 401, 401],
+    ),
     // The key decides; the asker never decides its own; to others it does not exist.
     (
         "decide_approval",
@@ -199,6 +204,7 @@ const FRAMES: &[(&str, &str, bool)] = &[
     ("claim_task", "claim", false),
     ("release_task", "release", false),
     ("extend_claim", "extend", false),
+    ("search_messages", "search_messages", false),
     ("request_approval", "request_approval", false),
     ("list_approvals", "list_approvals", false),
     ("get_approval", "get_approval", false),

@@ -52,7 +52,7 @@ async fn adapters_hand_the_model_the_whole_answer(
             &[framework, &app.base, &a.token, &b.token],
         )
         .await;
-        assert_eq!(out["tools"], 34, "{framework}: {out:#}");
+        assert_eq!(out["tools"], 35, "{framework}: {out:#}");
         let text = |key: &str| out[key].as_str().unwrap_or_default().to_owned();
         let sent: Value = serde_json::from_str(&text("sent")).unwrap_or_else(|e| {
             panic!("{framework}: the send's text is its answer ({e}): {out:#}")

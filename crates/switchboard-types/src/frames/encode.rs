@@ -30,6 +30,7 @@ pub(super) fn operation_fields(op: &Operation) -> Result<Option<Fields>, serde_j
         }
         Operation::Messages(MessageOp::GetTrace { trace_id }) => put("trace_id", json!(trace_id)),
         Operation::Messages(MessageOp::MarkMessageRead(mark)) => return merged(f, mark),
+        Operation::Messages(MessageOp::SearchMessages(query)) => return merged(f, query),
         Operation::Messages(MessageOp::RespondToMessage {
             message_id,
             response,

@@ -1,7 +1,7 @@
-//! The tools for what agents hold and wait on: leases on resources, and approvals a
-//! person decides. Apart from `tools.rs` so that each file stays readable.
+//! The tools for what agents hold and wait on — leases on resources, approvals a person
+//! decides — and search. Apart from `tools.rs` so that each file stays readable.
 
-use switchboard_types::{ApprovalOpName, LeaseOpName, OperationName};
+use switchboard_types::{ApprovalOpName, LeaseOpName, MessageOpName, OperationName};
 
 use super::{Ask, Frame, GET, POST, Spec, spec};
 
@@ -10,7 +10,7 @@ use super::{Ask, Frame, GET, POST, Spec, spec};
 /// clients put on a tool call.
 pub(super) const ASK_WAIT_SECONDS: u64 = 30;
 
-pub(super) static HELD: [Spec; 8] = [
+pub(super) static HELD: [Spec; 9] = [
     spec(
         "acquire_lease",
         Frame(OperationName::Leases(LeaseOpName::AcquireLease)),
@@ -80,5 +80,17 @@ pub(super) static HELD: [Spec; 8] = [
     .about(
         "Decide a pending approval with one of its options and an optional comment: only \
          for an agent the team names as an approver, never on its own request.",
+    ),
+    spec(
+        "search_messages",
+        Frame(OperationName::Messages(MessageOpName::SearchMessages)),
+        (GET, "/v1/search"),
+    )
+    .reads()
+    .about(
+        "Find messages by the words in them (their text and their data's strings), among \
+         those you sent or received: q takes words (all must match), \"a phrase\" and \
+         prefix*; filter by sender, recipient, thread_id, message_type, kind, cause_by, \
+         since_timestamp, until_timestamp. Best match first, or sort=newest.",
     ),
 ];

@@ -1,0 +1,22 @@
+-- Full-text search over messages (issue 66): the text and the strings of content.data,
+-- indexed in the message's own transaction by a trigger (every insert path, the batch
+-- one included), removed with the message by another (retention). Contentless: the
+-- text is already in `messages`; `contentless_delete` lets a row go by its rowid.
+-- unicode61 folds case and diacritics; no stemming (PostgreSQL's 'simple' alike).
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    body, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER messages_fts_add AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts (rowid, body) VALUES (new.pk,
+        coalesce(json_extract(new.content, '$.text'), '') || char(10) ||
+        coalesce((SELECT group_concat(value, char(10)) FROM json_tree(new.content, '$.data')
+                  WHERE type = 'text'), ''));
+END;
+CREATE TRIGGER messages_fts_drop AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.pk;
+END;
+INSERT INTO messages_fts (rowid, body)
+SELECT pk, coalesce(json_extract(content, '$.text'), '') || char(10) ||
+           coalesce((SELECT group_concat(value, char(10)) FROM json_tree(messages.content, '$.data')
+                     WHERE type = 'text'), '')
+FROM messages;
