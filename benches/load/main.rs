@@ -26,6 +26,7 @@ mod mcp;
 mod postgres;
 mod publish;
 mod scenarios;
+mod search;
 mod slices;
 mod slow;
 mod soak;
@@ -74,9 +75,10 @@ impl Opts {
     }
 
     fn wants(&self, name: &str) -> bool {
-        // The soak, the checker and the console are long, and `send_ab` compares what
+        // The soak, the checker, the console and the search (1,000,000 messages seeded)
+        // are long, and `send_ab` compares what
         // `BENCH_AB` names: they run only when named.
-        let long = ["soak", "nodes_checker", "console", "send_ab"].contains(&name);
+        let long = ["soak", "nodes_checker", "console", "send_ab", "search"].contains(&name);
         (self.scenarios.is_empty() && !long) || self.scenarios.iter().any(|s| s == name)
     }
 }

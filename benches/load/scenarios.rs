@@ -47,6 +47,7 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("mcp", |o| Box::pin(crate::mcp::mcp(o))),
     ("leases", |o| Box::pin(crate::leases::leases(o))),
     ("claims", |o| Box::pin(crate::claims::claims(o))),
+    ("search", |o| Box::pin(crate::search::search(o))),
     ("a2a", |o| Box::pin(crate::a2a::a2a(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {

@@ -146,11 +146,14 @@ async fn open_source(from: &Path) -> Result<SqliteConnection, StoreError> {
 
 /// Refuses a source with a table or column [`TABLES`] does not name: it would be left
 /// behind without a word. The source is at this binary's schema, so a refusal here is a
-/// migration that forgot the copy (the migrate-db test catches it first).
+/// migration that forgot the copy (the migrate-db test catches it first). The search
+/// index (`messages_fts` and its shadow tables) is not copied: PostgreSQL builds its own
+/// from the messages (a generated column).
 async fn carries_every_column(source: &mut SqliteConnection) -> Result<(), StoreError> {
     let rows = sqlx::query(
         "SELECT m.name, p.name FROM sqlite_master m, pragma_table_info(m.name) p
          WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND m.name <> '_sqlx_migrations'
+           AND m.name NOT LIKE 'messages_fts%'
          ORDER BY m.name, p.cid",
     )
     .fetch_all(&mut *source)

@@ -31,6 +31,8 @@ pub const BEARER: &str = "bearer";
         switchboard_types::tasks::CallbackNotification,
         switchboard_types::tasks::ErrorMessage,
         switchboard_types::claims::TaskOffer,
+        // Named only by a query parameter, which carries no schema along with it.
+        switchboard_types::search::SearchSort,
     )),
     tags(
         (name = "teams", description = "Teams and their communication switch"),
