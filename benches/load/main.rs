@@ -78,7 +78,15 @@ impl Opts {
         // The soak, the checker, the console and the search (1,000,000 messages seeded)
         // are long, and `send_ab` compares what
         // `BENCH_AB` names: they run only when named.
-        let long = ["soak", "nodes_checker", "console", "send_ab", "search"].contains(&name);
+        let long = [
+            "soak",
+            "nodes_checker",
+            "console",
+            "send_ab",
+            "search",
+            "search_postgres",
+        ]
+        .contains(&name);
         (self.scenarios.is_empty() && !long) || self.scenarios.iter().any(|s| s == name)
     }
 }

@@ -48,6 +48,9 @@ pub const ALL: &[(&str, Scenario)] = &[
     ("leases", |o| Box::pin(crate::leases::leases(o))),
     ("claims", |o| Box::pin(crate::claims::claims(o))),
     ("search", |o| Box::pin(crate::search::search(o))),
+    ("search_postgres", |o| {
+        Box::pin(crate::search::search_postgres(o))
+    }),
     ("a2a", |o| Box::pin(crate::a2a::a2a(o))),
     ("soak", |o| Box::pin(crate::soak::soak(o))),
     ("ws_slow_readers", |o| {

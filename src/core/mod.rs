@@ -101,6 +101,8 @@ struct Inner {
     reloading: tokio::sync::Mutex<()>,
     /// Woken when an approval of this node is decided or expires (`approvals`).
     approvals: tokio::sync::Notify,
+    /// Searches reading at once (`search`): the rest wait their turn.
+    searches: tokio::sync::Semaphore,
 }
 
 /// Settings of the core.
@@ -243,6 +245,7 @@ impl Core {
                 fence: fence::Fence::default(),
                 reloading: tokio::sync::Mutex::new(()),
                 approvals: tokio::sync::Notify::new(),
+                searches: tokio::sync::Semaphore::new(search::AT_ONCE),
             }),
         };
         store_epoch(&core, epoch).await?;

@@ -13,6 +13,12 @@ use crate::model::SearchSpec;
 /// A page when the request names no `limit`.
 const DEFAULT_LIMIT: i64 = 20;
 
+/// Searches that read at once on a node; the others wait their turn. A search of a common
+/// word ranks every match, and SQLite's read pool has four connections: eight searches
+/// at once held all of them for seconds, and inbox reads, the health check and the
+/// callback sender timed out behind them (seen in the `search` benchmark).
+pub(super) const AT_ONCE: usize = 2;
+
 impl Core {
     /// `GET /v1/search`.
     pub(super) async fn search(&self, caller: &Caller, q: SearchQuery) -> CoreResult<SearchPage> {
@@ -60,7 +66,15 @@ impl Core {
             offset,
             limit: wanted + 1,
         };
-        let page = self.store().search_messages(spec).await?;
+        let page = {
+            let _turn = self
+                .inner
+                .searches
+                .acquire()
+                .await
+                .map_err(|_| CoreError::internal("the searches' semaphore was closed"))?;
+            self.store().search_messages(spec).await?
+        };
         let mut rows = page.rows;
         let more = rows.len() as i64 > wanted || page.cut;
         rows.truncate(wanted as usize);

@@ -27,9 +27,11 @@ where
 
 impl SearchDialect for Sqlite {
     fn push_matches(q: &mut QueryBuilder<Self>, terms: &SearchTerms) {
+        // The index first (CROSS JOIN keeps that order: left to itself SQLite may walk the
+        // team's messages and ask the index about each).
         q.push(format_args!(
             "SELECT {MESSAGE_COLUMNS}, m.recipient_ids FROM messages_fts f
-             JOIN messages m ON m.pk = f.rowid WHERE messages_fts MATCH "
+             CROSS JOIN messages m ON m.pk = f.rowid WHERE messages_fts MATCH "
         ))
         .push_bind(fts5_query(terms));
     }
@@ -57,9 +59,9 @@ impl SearchDialect for Postgres {
 }
 
 /// FTS5's syntax: each term a quoted phrase of its tokens (letters and digits only, so
-/// nothing needs escaping), `*` after a prefix; terms side by side must all match.
+/// nothing needs escaping), `*` after a prefix; side by side, all must match.
 fn fts5_query(terms: &SearchTerms) -> String {
-    terms
+    let quoted: Vec<String> = terms
         .0
         .iter()
         .map(|t| {
@@ -69,8 +71,8 @@ fn fts5_query(terms: &SearchTerms) -> String {
                 if t.prefix { "*" } else { "" }
             )
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    quoted.join(" ")
 }
 
 /// `to_tsquery`'s syntax: a phrase's tokens joined by `<->`, `:*` after a prefix, terms

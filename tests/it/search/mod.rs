@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::{ADMIN, Agent, Team, TestApp};
 
+mod cli;
 mod differential;
 mod retention;
 
