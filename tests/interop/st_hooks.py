@@ -70,13 +70,20 @@ WAIT_FIELDS = {"wait_seconds": 1}
 
 
 def _short_waits(case) -> None:
-    if not _positive(case) or not isinstance(case.body, dict):
+    if not _positive(case):
         return
-    for field, most in WAIT_FIELDS.items():
-        value = case.body.get(field)
-        # A whole number may come as a float (13.0), which the server takes too.
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:
-            case.body[field] = most
+    # In a body (a claim, an approval's request) or in the query (a read of an approval
+    # that waits for its decision: the stateful phase finds real approval ids).
+    for fields in (case.body, case.query):
+        if not isinstance(fields, dict):
+            continue
+        for field, most in WAIT_FIELDS.items():
+            value = fields.get(field)
+            # A whole number may come as a float (13.0), or as text in a query.
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:
+                fields[field] = most
 
 
 @schemathesis.hook
