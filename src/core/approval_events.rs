@@ -9,14 +9,14 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
 use switchboard_types::approvals::{APPROVAL_EVENTS_TAG, Approval, ApprovalEvent, ApprovalStatus};
-use switchboard_types::messages::{Content, MessageKind, MessageType, Priority};
-use switchboard_types::publish::{TO_ALL, watches};
+use switchboard_types::messages::Priority;
+use switchboard_types::publish::watches;
 
+use super::Core;
 use super::delivery::Outgoing;
-use super::{Core, ids};
-use crate::model::{AgentRecord, ApprovalRecord, NewMessage, PublishFields, TeamRecord};
+use super::lease_events::event_publish;
+use crate::model::{AgentRecord, ApprovalRecord, NewMessage, TeamRecord};
 
 impl Core {
     /// Publishes what happened to `approval` (`view`, as it now stands). Failures are
@@ -74,12 +74,6 @@ fn event_message(
     from: &AgentRecord,
     event: &ApprovalEvent,
 ) -> Result<NewMessage, serde_json::Error> {
-    let body = serde_json::to_value(event)?;
-    let mut data = Map::new();
-    data.insert("type".into(), json!("approval_event"));
-    if let Value::Object(fields) = body.clone() {
-        data.extend(fields);
-    }
     let a = &event.approval;
     let text = match a.status {
         ApprovalStatus::Pending => format!(
@@ -105,29 +99,16 @@ fn event_message(
             )
         }
     };
-    // A request waits on a person: it is as urgent as anything the team sends.
-    let priority = match a.status {
-        ApprovalStatus::Pending => Priority::High,
-        _ => Priority::Normal,
-    };
-    let mut message = NewMessage::new(
-        ids::ordered_id("msg").into(),
+    let mut message = event_publish(
         from,
-        MessageKind::Publish,
-        MessageType::Information,
-        Content {
-            text,
-            data,
-            attachments: Vec::new(),
-        },
-    )
-    .thread(Some(format!("approval:{}", a.approval_id)), None)
-    .published(PublishFields {
-        cause_by: APPROVAL_EVENTS_TAG.to_owned(),
-        send_to: vec![TO_ALL.to_owned()],
-        instruct_content: Some(body),
-        quiet: Vec::new(),
-    });
-    message.priority = priority;
+        (APPROVAL_EVENTS_TAG, "approval_event"),
+        format!("approval:{}", a.approval_id),
+        text,
+        serde_json::to_value(event)?,
+    );
+    // A request waits on a person: it is as urgent as anything the team sends.
+    if a.status == ApprovalStatus::Pending {
+        message.priority = Priority::High;
+    }
     Ok(message)
 }

@@ -99,12 +99,6 @@ impl Core {
 /// The publish carrying `event`: its text one line for people, its data and
 /// `instruct_content` the event for programs.
 fn event_message(from: &AgentRecord, event: &LeaseEvent) -> Result<NewMessage, serde_json::Error> {
-    let body = serde_json::to_value(event)?;
-    let mut data = Map::new();
-    data.insert("type".into(), json!("lease_event"));
-    if let Value::Object(fields) = body.clone() {
-        data.extend(fields);
-    }
     let lease = &event.lease;
     let text = format!(
         "lease {}: {} {} {}{}",
@@ -124,7 +118,31 @@ fn event_message(from: &AgentRecord, event: &LeaseEvent) -> Result<NewMessage, s
             LeaseEventKind::Released | LeaseEventKind::Expired => String::new(),
         }
     );
-    Ok(NewMessage::new(
+    Ok(event_publish(
+        from,
+        (LEASE_EVENTS_TAG, "lease_event"),
+        format!("lease:{}", lease.lease_id),
+        text,
+        serde_json::to_value(event)?,
+    ))
+}
+
+/// A server-made event as a publish from `from` under `tag` to every address, on
+/// `thread`: `text` one line for people, the event (`body`) as `instruct_content` and
+/// again in `content.data` beside `"type": kind`. What lease and approval events share.
+pub(super) fn event_publish(
+    from: &AgentRecord,
+    (tag, kind): (&str, &str),
+    thread: String,
+    text: String,
+    body: Value,
+) -> NewMessage {
+    let mut data = Map::new();
+    data.insert("type".into(), json!(kind));
+    if let Value::Object(fields) = body.clone() {
+        data.extend(fields);
+    }
+    NewMessage::new(
         ids::ordered_id("msg").into(),
         from,
         MessageKind::Publish,
@@ -135,11 +153,11 @@ fn event_message(from: &AgentRecord, event: &LeaseEvent) -> Result<NewMessage, s
             attachments: Vec::new(),
         },
     )
-    .thread(Some(format!("lease:{}", lease.lease_id)), None)
+    .thread(Some(thread), None)
     .published(PublishFields {
-        cause_by: LEASE_EVENTS_TAG.to_owned(),
+        cause_by: tag.to_owned(),
         send_to: vec![TO_ALL.to_owned()],
         instruct_content: Some(body),
         quiet: Vec::new(),
-    }))
+    })
 }
