@@ -132,7 +132,10 @@ impl Core {
                 Some(task)
             }
         };
-        let pending = self.store().pending_approvals_of(me.pk).await?;
+        let pending = self
+            .store()
+            .pending_approvals_of(me.pk, Timestamp::now())
+            .await?;
         if pending >= MAX_PENDING_PER_AGENT {
             return Err(CoreError::new(
                 ErrorCode::RateLimited,
@@ -339,11 +342,6 @@ impl Core {
                 Some(self.find_one_task(&team, viewer, reference).await?.pk)
             }
         };
-        // An expired approval the sweep has not reached yet is still `pending` in its
-        // row: the sweep is run first so that a filter by status answers what a read does.
-        if q.status.is_some() {
-            self.expire_approvals(Timestamp::now()).await?;
-        }
         let rows = self
             .store()
             .list_approvals(
@@ -354,6 +352,7 @@ impl Core {
                     task,
                     before,
                     limit: limit + 1,
+                    now: Timestamp::now(),
                 },
             )
             .await?;

@@ -39,7 +39,7 @@ pub struct ApprovalDecision {
 }
 
 /// Which of a team's approvals a list shows, newest first.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ApprovalListSpec {
     pub status: Option<ApprovalStatus>,
     pub asker: Option<AgentPk>,
@@ -47,4 +47,6 @@ pub struct ApprovalListSpec {
     /// Only those older than this row (a cursor).
     pub before: Option<i64>,
     pub limit: i64,
+    /// What a status filter is decided as of: a pending approval past its time is expired.
+    pub now: Timestamp,
 }

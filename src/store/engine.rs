@@ -292,10 +292,11 @@ pub trait Approvals {
     /// Up to `limit` pending approvals whose time ran out by `now`, now expired.
     async fn expire_approvals(&self, now: Timestamp, limit: i64) -> Result<Vec<ApprovalRecord>, StoreError>;
     async fn approval(&self, team: TeamPk, approval_id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
-    /// A page of the team's approvals, newest first.
+    /// A page of the team's approvals, newest first; a status filter reads a pending
+    /// approval past its time (as of `spec.now`) as expired.
     async fn list_approvals(&self, team: TeamPk, spec: ApprovalListSpec) -> Result<Vec<ApprovalRecord>, StoreError>;
-    /// How many approvals `asker` has pending (its bound).
-    async fn pending_approvals_of(&self, asker: AgentPk) -> Result<i64, StoreError>;
+    /// How many approvals `asker` has pending and unexpired at `now` (its bound).
+    async fn pending_approvals_of(&self, asker: AgentPk, now: Timestamp) -> Result<i64, StoreError>;
     /// A task's approvals, oldest first.
     async fn task_approvals(&self, task: TaskPk) -> Result<Vec<ApprovalRecord>, StoreError>;
     /// How many approvals of every team are pending (the operator's gauge).

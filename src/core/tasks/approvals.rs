@@ -8,13 +8,14 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use switchboard_types::approvals::Approval;
 use switchboard_types::ids::AgentPk;
+use switchboard_types::task_state::Party;
 use switchboard_types::tasks::TaskEventKind;
 use switchboard_types::time::Timestamp;
 
 use super::commit::NotWritten;
-use super::{ATTEMPTS, Change};
+use super::{ATTEMPTS, Loaded};
 use crate::core::Core;
-use crate::model::{ApprovalRecord, TaskEventRecord};
+use crate::model::ApprovalRecord;
 
 impl Core {
     /// Writes `kind` for `approval` (as `view` has it) into its task's history, by
@@ -53,29 +54,27 @@ impl Core {
                 return;
             }
             // The task as it is, one version on: an approval changes no status and
-            // renews no claim.
+            // renews no claim (so not `Loaded::next`, which renews a claim's lease).
             let mut task = current.clone();
             task.version += 1;
             task.updated_at = Timestamp::now().max(current.updated_at);
-            task.history_bytes = task
-                .history_bytes
-                .saturating_add(super::commit::weight(&data));
-            let change = Change {
-                event: TaskEventRecord {
-                    seq: task.version,
-                    kind,
-                    actor_pk: actor,
-                    status: task.status,
-                    data: data.clone(),
-                    created_at: task.updated_at,
-                },
-                expected_version: Some(current.version),
-                actor: Arc::clone(&asker),
-                notices: Vec::new(),
-                callback: (task.status.into(), Value::Null),
-                open_delta: Vec::new(),
-                task,
+            let party = Party {
+                originator: current.originator_pk == asker.pk,
+                assignee: current.assignee_pk == Some(asker.pk),
+                claimant: false,
             };
+            let Some(team) = self.registry().team(approval.team_pk) else {
+                return;
+            };
+            let loaded = Loaded {
+                team,
+                me: Arc::clone(&asker),
+                task: current,
+                party,
+            };
+            let mut change = loaded.change(task, kind, data.clone());
+            // By the approver, or nobody (the team key, the expiry), not by the asker.
+            change.event.actor_pk = actor;
             match self.commit(change).await {
                 Ok(_) => return,
                 Err(NotWritten::Stale) => continue,

@@ -131,11 +131,13 @@ for_each_engine! {
             spec: ApprovalListSpec,
         ) -> Result<Vec<ApprovalRecord>, StoreError> {
             let status: Option<&'static str> = spec.status.map(Into::into);
-            // Built from constants only; an absent filter is a NULL that matches all.
+            // Built from constants only; an absent filter is a NULL that matches all. A
+            // pending row past its time is expired, whether or not the sweep wrote so.
             let sql = format!(
                 "SELECT {APPROVAL_COLUMNS} FROM approvals
                  WHERE team_pk = $1
-                   AND ($2 IS NULL OR status = $2)
+                   AND ($2 IS NULL OR (CASE WHEN status = 'pending' AND expires_at <= $7
+                                            THEN 'expired' ELSE status END) = $2)
                    AND ($3 IS NULL OR asker_pk = $3)
                    AND ($4 IS NULL OR task_pk = $4)
                    AND ($5 IS NULL OR pk < $5)
@@ -148,16 +150,23 @@ for_each_engine! {
                 .bind(spec.task.map(|t| t.0))
                 .bind(spec.before)
                 .bind(spec.limit)
+                .bind(spec.now.micros())
                 .fetch_all(&self.read)
                 .await?;
             rows.iter().map(approval).collect()
         }
 
-        async fn pending_approvals_of(&self, asker: AgentPk) -> Result<i64, StoreError> {
+        async fn pending_approvals_of(
+            &self,
+            asker: AgentPk,
+            now: Timestamp,
+        ) -> Result<i64, StoreError> {
             Ok(sqlx::query_scalar::<Db, i64>(
-                "SELECT COUNT(*) FROM approvals WHERE asker_pk = $1 AND status = 'pending'",
+                "SELECT COUNT(*) FROM approvals
+                 WHERE asker_pk = $1 AND status = 'pending' AND expires_at > $2",
             )
             .bind(asker.0)
+            .bind(now.micros())
             .fetch_one(&self.read)
             .await?)
         }

@@ -12,6 +12,7 @@ use crate::wsclient::Ws;
 mod cli;
 mod mcp;
 mod refusals;
+mod unswept;
 
 pub(crate) async fn ask(app: &TestApp, who: &Agent, body: Value) -> Res {
     app.post("/v1/approvals")
