@@ -113,6 +113,13 @@ impl Core {
         let (team, me) = self.identity().acting_agent(caller)?;
         self.check_can_send(&team, &me)?;
         let (options, ttl, wait) = input.validate()?;
+        // A request that will wait takes its place among the credential's waiting calls
+        // before anything is written: refused, it leaves no approval behind (as a
+        // blocking A2A send leaves no task).
+        let _place = match wait {
+            0 => None,
+            _ => Some(self.live().hold_wait(caller)?),
+        };
         let task = match &input.task_id {
             None => None,
             Some(reference) => {
@@ -176,7 +183,7 @@ impl Core {
         if wait == 0 {
             return Ok(self.approval_view(&team, &record, now));
         }
-        self.wait_for_decision(caller, &team, &record.approval_id, wait)
+        self.wait_for_decision(&team, &record.approval_id, wait)
             .await
     }
 
@@ -256,20 +263,19 @@ impl Core {
         if wait == 0 || found.status != ApprovalStatus::Pending || found.expires_at <= now {
             return Ok(self.approval_view(&team, &found, now));
         }
-        self.wait_for_decision(caller, &team, &approval_id, wait)
-            .await
+        // A waiting call takes one of the credential's places for those.
+        let _place = self.live().hold_wait(caller)?;
+        self.wait_for_decision(&team, &approval_id, wait).await
     }
 
     /// The approval once it is decided or expired, or as it stands after `wait` seconds.
+    /// The caller holds a place among the credential's waiting calls (`Live::hold_wait`).
     async fn wait_for_decision(
         &self,
-        caller: &Caller,
         team: &TeamRecord,
         approval_id: &ApprovalId,
         wait: u64,
     ) -> CoreResult<Approval> {
-        // A waiting call takes one of the credential's places for those.
-        let _place = self.live().hold_wait(caller)?;
         let deadline = Instant::now() + Duration::from_secs(wait);
         loop {
             // Armed before the read: a decision committed after it wakes this wait.

@@ -219,3 +219,44 @@ async fn an_agent_has_at_most_a_hundred_approvals_pending() {
         .await
         .expect_status(201);
 }
+
+/// A request that would wait past the credential's cap of waiting calls is refused before
+/// anything is written: no approval is left behind for a retry to double.
+#[tokio::test]
+async fn a_waiting_request_over_the_cap_leaves_no_approval_behind() {
+    let app = TestApp::start_with(|c| c.ws_max_per_agent = 1).await;
+    let (team, asker, _, _) = setup(&app, "approve-cap").await;
+    let id = approval_id(
+        &ask(&app, &asker, json!({"summary": "First?"}))
+            .await
+            .expect_status(201),
+    );
+    let held = {
+        let read = app
+            .get(&format!("/v1/approvals/{id}?wait_seconds=3"))
+            .token(&asker.token);
+        tokio::spawn(async move { read.send().await.status })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    ask(
+        &app,
+        &asker,
+        json!({"summary": "Second?", "wait_seconds": 5}),
+    )
+    .await
+    .expect_error(429, "RATE_LIMITED");
+    let listed = app
+        .get("/v1/approvals")
+        .token(&team.key)
+        .send()
+        .await
+        .expect_status(200);
+    assert_eq!(
+        listed.body["approvals"].as_array().map(Vec::len),
+        Some(1),
+        "{:#}",
+        listed.body
+    );
+    assert_eq!(held.await.expect("joined"), 200);
+    app.stop().await;
+}
