@@ -120,25 +120,9 @@ impl Core {
             0 => None,
             _ => Some(self.live().hold_wait(caller)?),
         };
-        let task = match &input.task_id {
-            None => None,
-            Some(reference) => {
-                let task = self.find_one_task(&team, Some(me.pk), reference).await?;
-                if task.status.is_final() {
-                    return Err(CoreError::new(
-                        ErrorCode::InvalidTaskTransition,
-                        format!(
-                            "task '{}' is {}: nothing is left to approve",
-                            task.task_id,
-                            task.status.as_str()
-                        ),
-                    )
-                    .with("task_id", task.task_id.as_str())
-                    .with("status", task.status.as_str()));
-                }
-                Some(task)
-            }
-        };
+        let task = self
+            .approval_task(&team, &me, input.task_id.as_ref())
+            .await?;
         let pending = self
             .store()
             .pending_approvals_of(me.pk, Timestamp::now())
@@ -185,6 +169,32 @@ impl Core {
         }
         self.wait_for_decision(&team, &record.approval_id, wait)
             .await
+    }
+
+    /// The task an approval is asked about: one the asker takes part in, not finished.
+    async fn approval_task(
+        &self,
+        team: &TeamRecord,
+        me: &AgentRecord,
+        reference: Option<&switchboard_types::ids::TaskRef>,
+    ) -> CoreResult<Option<crate::model::TaskRecord>> {
+        let Some(reference) = reference else {
+            return Ok(None);
+        };
+        let task = self.find_one_task(team, Some(me.pk), reference).await?;
+        if task.status.is_final() {
+            return Err(CoreError::new(
+                ErrorCode::InvalidTaskTransition,
+                format!(
+                    "task '{}' is {}: nothing is left to approve",
+                    task.task_id,
+                    task.status.as_str()
+                ),
+            )
+            .with("task_id", task.task_id.as_str())
+            .with("status", task.status.as_str()));
+        }
+        Ok(Some(task))
     }
 
     async fn decide_approval(
