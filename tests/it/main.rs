@@ -43,6 +43,7 @@ mod nodes;
 mod otlp;
 mod persistence;
 mod publish;
+mod python_client;
 mod readme;
 mod respond;
 mod retention;

@@ -90,6 +90,15 @@ pub static ADK: Venv = Venv {
     made: OnceLock::new(),
 };
 
+/// Our Python client (`clients/python`, installed editable with its toolkits' frameworks)
+/// and what checks it: pytest, mypy, ruff and `build`.
+pub static CLIENT: Venv = Venv {
+    dir: "pyenv-client",
+    requirements: "tests/interop/requirements-client.txt",
+    probe: "import switchboard_client, pytest, mypy, build, agno, langchain_core",
+    made: OnceLock::new(),
+};
+
 /// Whether the stock Python clients can run here (making the virtualenv on first use);
 /// `false`, with a `SKIPPED` note, when they cannot and are not required.
 pub fn available(test: &str) -> bool {
@@ -107,7 +116,8 @@ pub fn python() -> PathBuf {
 }
 
 impl Venv {
-    fn python(&self) -> PathBuf {
+    /// The virtualenv's interpreter (after [`available_in`] said yes).
+    pub fn python(&self) -> PathBuf {
         match self.ready() {
             Ok(python) => python.clone(),
             Err(why) => panic!("the stock Python clients are not available: {why}"),

@@ -1,0 +1,107 @@
+//! The Python client (`clients/python`): its pytest suite against the server binary this
+//! build made, its strict type check and lint, and its wheel. The suite starts its own
+//! servers (a fresh SQLite file each, on a free port), so it runs once, not per engine.
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use tokio::process::Command;
+
+use crate::python::{CLIENT, available_in, root};
+
+/// A guard against a hang: the suite takes about 30 s alone.
+const LIMIT: Duration = Duration::from_secs(600);
+
+fn client_dir() -> std::path::PathBuf {
+    root().join("clients").join("python")
+}
+
+async fn run(program: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(client_dir())
+        .env("SWITCHBOARD_BIN", env!("CARGO_BIN_EXE_switchboard"))
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(LIMIT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{args:?} ended within {LIMIT:?}"))
+        .expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[tokio::test]
+async fn the_python_clients_suite_passes_against_the_server() {
+    if !available_in(
+        &CLIENT,
+        "python_client::the_python_clients_suite_passes_against_the_server",
+    ) {
+        return;
+    }
+    let out = run(
+        &CLIENT.python(),
+        &["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(" passed"), "pytest ran tests: {stdout}");
+    assert!(!stdout.contains("skipped"), "no test skipped: {stdout}");
+}
+
+#[tokio::test]
+async fn the_python_client_is_strictly_typed_and_linted() {
+    if !available_in(
+        &CLIENT,
+        "python_client::the_python_client_is_strictly_typed_and_linted",
+    ) {
+        return;
+    }
+    let python = CLIENT.python();
+    run(&python, &["-m", "mypy", "--no-incremental"]).await;
+    run(&python, &["-m", "ruff", "check", "--no-cache", "."]).await;
+    run(
+        &python,
+        &["-m", "ruff", "format", "--check", "--no-cache", "."],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn the_python_client_builds_a_wheel() {
+    if !available_in(&CLIENT, "python_client::the_python_client_builds_a_wheel") {
+        return;
+    }
+    let out_dir = tempfile::tempdir().expect("a temporary folder");
+    let out = out_dir.path().to_str().expect("a UTF-8 path");
+    // --no-isolation: the build backend is in the virtualenv already (no second download).
+    run(
+        &CLIENT.python(),
+        &[
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            out,
+            ".",
+        ],
+    )
+    .await;
+    let wheels: Vec<_> = std::fs::read_dir(out_dir.path())
+        .expect("the wheel's folder")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        wheels,
+        [format!("switchboard_client-{version}-py3-none-any.whl")]
+    );
+}
