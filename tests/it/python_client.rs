@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::python::{CLIENT, available_in, root};
+use crate::python::{CLIENT, CREWAI, available_in, root};
 
 /// A guard against a hang: the suite takes about 30 s alone.
 const LIMIT: Duration = Duration::from_secs(600);
@@ -18,9 +18,14 @@ fn client_dir() -> std::path::PathBuf {
 }
 
 async fn run(program: &Path, args: &[&str]) -> Output {
+    run_with(program, args, &[]).await
+}
+
+async fn run_with(program: &Path, args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut command = Command::new(program);
     command
         .args(args)
+        .envs(envs.iter().copied())
         .current_dir(client_dir())
         .env("SWITCHBOARD_BIN", env!("CARGO_BIN_EXE_switchboard"))
         .kill_on_drop(true);
@@ -39,15 +44,24 @@ async fn run(program: &Path, args: &[&str]) -> Output {
 
 #[tokio::test]
 async fn the_python_clients_suite_passes_against_the_server() {
-    if !available_in(
-        &CLIENT,
-        "python_client::the_python_clients_suite_passes_against_the_server",
-    ) {
+    let test = "python_client::the_python_clients_suite_passes_against_the_server";
+    // CrewAI's toolkit example runs in CrewAI's own virtualenv (its pins conflict).
+    if !available_in(&CLIENT, test) || !available_in(&CREWAI, test) {
         return;
     }
-    let out = run(
+    let crewai = CREWAI.python();
+    let out = run_with(
         &CLIENT.python(),
-        &["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        &[
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests",
+        ],
+        &[("SWITCHBOARD_CREWAI_PYTHON", &crewai)],
     )
     .await;
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -29,9 +29,19 @@ def run_example(team: Team, name: str, python: str = sys.executable) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("example", ["langchain_team.py", "agno_team.py"])
+def crewai_python() -> str:
+    """CrewAI's pins conflict with the other frameworks': it has a virtualenv of its own
+    (`target/pyenv-crewai`), which the Rust test that runs this suite names."""
+    python = os.environ.get("SWITCHBOARD_CREWAI_PYTHON")
+    if python is None:
+        pytest.skip("SWITCHBOARD_CREWAI_PYTHON names no interpreter with CrewAI")
+    return python
+
+
+@pytest.mark.parametrize("example", ["langchain_team.py", "agno_team.py", "crewai_team.py"])
 def test_toolkit_example(team: Team, example: str) -> None:
-    assert run_example(team, example) == "The coder counted 6 words."
+    python = crewai_python() if example.startswith("crewai") else sys.executable
+    assert run_example(team, example, python) == "The coder counted 6 words."
     with team.client("planner") as planner:
         (task,) = planner.list_tasks(role="originated").tasks
     assert (task.status, task.assignee_agent_id, task.result_data) == (
