@@ -119,3 +119,36 @@ async fn the_python_client_builds_a_wheel() {
         [format!("switchboard_client-{version}-py3-none-any.whl")]
     );
 }
+
+/// The README's Python example is `clients/python/examples/quickstart.py` as it is, and
+/// runs as the README says: `pip install ./clients/python` into a fresh virtualenv, then
+/// the example against the walkthrough's server and agents.
+#[tokio::test]
+async fn the_readme_python_example_runs_in_a_fresh_virtualenv() {
+    if !available_in(
+        &CLIENT,
+        "python_client::the_readme_python_example_runs_in_a_fresh_virtualenv",
+    ) {
+        return;
+    }
+    let readme = crate::readme::doc("README.md");
+    let example =
+        std::fs::read_to_string(client_dir().join("examples/quickstart.py")).expect("the example");
+    assert!(
+        readme.contains(&format!("```python\n{example}```")),
+        "the README shows examples/quickstart.py as it is"
+    );
+    assert!(example.lines().count() <= 20, "twenty lines");
+    let app = crate::readme::walkthrough_server().await;
+    let script = format!(
+        "{}{}",
+        crate::readme::readme(),
+        crate::readme::walkthrough("README.md", "python")
+    );
+    let out = crate::readme::run(&app, &script).await;
+    assert!(
+        out.trim_end().ends_with("the coder says: {'words': 6}"),
+        "{out}"
+    );
+    app.stop().await;
+}

@@ -91,10 +91,14 @@ pub async fn run(app: &TestApp, script: &str) -> String {
 /// a reader who installed it) and `REPO` naming the repository.
 pub async fn run_in(app: &TestApp, script: &str, dir: Option<&Path>) -> String {
     let script = script.replace("http://localhost:8080", &app.base);
+    // A temporary folder of the run's own: what a page makes under `$TMPDIR` (the Python
+    // example's virtualenv) is not shared with a walkthrough running beside it.
+    let scratch = tempfile::tempdir().expect("a temporary folder");
     let mut command = tokio::process::Command::new("bash");
     command
         .args(["-euo", "pipefail", "-c", &script])
         .env("PATH", path_with_binary())
+        .env("TMPDIR", scratch.path())
         .env("REPO", crate::python::root());
     if let Some(dir) = dir {
         command.current_dir(dir);
@@ -153,7 +157,7 @@ fn readme_answers(stdout: &str) -> Vec<Value> {
 }
 
 /// A server as the README starts it (its admin token), for the walkthroughs.
-pub(super) async fn walkthrough_server() -> TestApp {
+pub(crate) async fn walkthrough_server() -> TestApp {
     TestApp::start_with(|c| c.admin_token = Some(WALKTHROUGH_ADMIN.to_owned())).await
 }
 
