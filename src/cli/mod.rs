@@ -289,12 +289,12 @@ pub enum AdminCommand {
     /// Agents (team key).
     #[command(subcommand)]
     Agent(AdminAgentCommand),
-    /// Replace a lost admin token: sets a new one in the database and prints it (shown
-    /// once). Offline: run it while no server serves a SQLite file (it refuses
-    /// otherwise); on PostgreSQL, restart the nodes afterwards.
     /// List and decide the team's approvals (team key).
     #[command(subcommand)]
     Approval(ApprovalCommand),
+    /// Replace a lost admin token: sets a new one in the database and prints it (shown
+    /// once). Offline: run it while no server serves a SQLite file (it refuses
+    /// otherwise); on PostgreSQL, restart the nodes afterwards.
     ResetToken {
         /// The database, as `serve --database` names it.
         #[arg(long, env = "SWITCHBOARD_DATABASE", default_value = "switchboard.db")]

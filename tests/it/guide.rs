@@ -82,6 +82,25 @@ fn every_flag_has_help_of_its_own() {
     }
 }
 
+/// The same class for commands: every command of the CLI says what it does, in words no
+/// sibling uses. A doc comment that slid onto the next variant (as `admin reset-token`'s
+/// did onto `admin approval`) leaves one command bare and another describing its
+/// neighbour.
+#[test]
+fn every_command_has_help_of_its_own() {
+    fn walk(command: &clap::Command, path: &str) {
+        let mut seen = BTreeSet::new();
+        for sub in command.get_subcommands() {
+            let name = format!("{path} {}", sub.get_name());
+            let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
+            assert!(!about.trim().is_empty(), "`{name}` has no help");
+            assert!(seen.insert(about), "`{name}` repeats a sibling's help");
+            walk(sub, &name);
+        }
+    }
+    walk(&switchboard::config::Cli::command(), "switchboard");
+}
+
 /// The table between the markers of `docs/configuration.md`, made from the flags.
 fn configuration_table() -> String {
     let mut table = String::from("| flag | environment | default | meaning |\n|---|---|---|---|\n");
