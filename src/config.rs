@@ -87,6 +87,14 @@ pub struct HealthcheckArgs {
 /// Settings of `switchboard serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
+    /// A YAML file of settings, each key a flag of `serve` without its dashes
+    /// (`listen: 127.0.0.1:9000`, `allow-private-callbacks: true`, a list for a flag
+    /// given several times). A flag on the command line, or its environment variable,
+    /// wins over the file. Every problem in the file is reported with its line, and
+    /// the server does not start.
+    #[arg(long, env = "SWITCHBOARD_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Address and port to listen on.
     #[arg(long, env = "SWITCHBOARD_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,

@@ -27,6 +27,7 @@
 pub mod callbacks;
 pub mod cli;
 pub mod config;
+pub mod config_file;
 pub mod core;
 pub mod hub;
 pub mod model;
@@ -36,3 +37,4 @@ pub mod store;
 pub mod telemetry;
 pub mod ticks;
 pub mod transport;
+pub mod yaml;

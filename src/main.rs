@@ -17,7 +17,17 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = std::env::args_os().collect();
+    let args = match switchboard::config_file::expand(args, &|var| std::env::var_os(var)) {
+        Ok(args) => args,
+        Err(err) => {
+            for problem in err.problems {
+                print_error(&format!("error: {problem}"));
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     match cli.command {
         Command::Openapi => match switchboard::server::openapi_document().to_pretty_json() {
             Ok(json) => {

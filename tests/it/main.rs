@@ -16,6 +16,7 @@ mod approvals;
 mod budgets;
 mod cli;
 mod client;
+mod config_file;
 mod console;
 mod coordination;
 mod database_files;

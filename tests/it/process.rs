@@ -33,6 +33,13 @@ impl Process {
         )
     }
 
+    /// The server with environment variables `env` and `extra` arguments.
+    pub fn start_with_env(database: &Path, env: &[(&str, &str)], extra: &[&str]) -> Process {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        command.envs(env.iter().copied());
+        Process::spawn(command, database, extra)
+    }
+
     /// The server logging at `rust_log` (`RUST_LOG`; `info` otherwise).
     pub fn start_logging(database: &Path, rust_log: &str) -> Process {
         let mut command = Command::new(env!("CARGO_BIN_EXE_switchboard"));
