@@ -45,6 +45,10 @@ pub enum Command {
     /// Set a team up from the shell: create a team (admin token), register agents
     /// (team key).
     Admin(crate::cli::AdminArgs),
+    /// Make a team what a file says: its settings, agents and outside A2A agents
+    /// (`-f team.yaml`; `--dry-run` shows the plan only). New agents' tokens are shown
+    /// once, or written to `--tokens-out`. The admin token creates a missing team.
+    Apply(crate::cli::ApplyArgs),
     /// Find messages by the words in them: what your agent sent or received, or with a
     /// team key anything of the team (--url and --token, or SWITCHBOARD_URL and
     /// SWITCHBOARD_TOKEN).

@@ -15,19 +15,27 @@ use switchboard::server::{Server, ServerConfig, StartError};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+/// The command line, with `serve --config`'s file read into it; every problem of the
+/// file printed (exit status 2) otherwise.
+fn command_line() -> Result<Cli, ExitCode> {
     let args = std::env::args_os().collect();
-    let args = match switchboard::config_file::expand(args, &|var| std::env::var_os(var)) {
-        Ok(args) => args,
+    match switchboard::config_file::expand(args, &|var| std::env::var_os(var)) {
+        Ok(args) => Ok(Cli::parse_from(args)),
         Err(err) => {
             for problem in err.problems {
                 print_error(&format!("error: {problem}"));
             }
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = match command_line() {
+        Ok(cli) => cli,
+        Err(code) => return code,
     };
-    let cli = Cli::parse_from(args);
     match cli.command {
         Command::Openapi => match switchboard::server::openapi_document().to_pretty_json() {
             Ok(json) => {
@@ -61,6 +69,7 @@ async fn main() -> ExitCode {
         Command::Admin(args) => switchboard::cli::run_admin(args).await,
         Command::Mcp(args) => switchboard::cli::run_mcp(args).await,
         Command::Search(args) => switchboard::cli::run_search(args).await,
+        Command::Apply(args) => switchboard::cli::run_apply(args).await,
         Command::MigrateDb(args) => migrate_db(args).await,
         Command::Serve(args) => {
             let config = match ServerConfig::try_from(&*args) {

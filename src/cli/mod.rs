@@ -10,11 +10,13 @@
 
 mod admin;
 mod agent;
+mod apply;
 mod approval;
 mod lease;
 mod search;
 mod task;
 
+pub use apply::{ApplyArgs, run_apply};
 pub use approval::ApprovalCommand;
 pub use search::{SearchArgs, run_search};
 use std::process::ExitCode;

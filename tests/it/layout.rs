@@ -32,7 +32,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("callbacks", &["core", "ticks"]),
     // Exports the core's spans (as callbacks deliver the core's notifications).
     ("otlp", &["core"]),
-    ("cli", &[]),
+    ("cli", &["yaml"]),
+    // Files a person writes (settings, team files), read with the line of every problem.
+    ("yaml", &[]),
+    ("config_file", &["config", "yaml"]),
     ("telemetry", &["ticks"]),
     // How often background work runs: every component with a timer reads it.
     ("ticks", &[]),

@@ -12,6 +12,7 @@ mod wsclient;
 mod a2a;
 mod access;
 mod agents;
+mod apply;
 mod approvals;
 mod budgets;
 mod cli;

@@ -47,6 +47,19 @@ impl HttpTransport {
     }
 }
 
+impl HttpTransport {
+    /// Registers an outside A2A agent by its card (the team key or the admin token).
+    pub async fn register_remote_agent(
+        &self,
+        team_id: &str,
+        body: &switchboard_types::agents::RegisterRemoteAgent,
+    ) -> Result<switchboard_types::agents::RemoteAgentRegistered, ClientError> {
+        let request = crate::rest::register_remote_agent(team_id, body)?;
+        let answer = perform(&self.http, &self.base, &self.token, &request).await?;
+        serde_json::from_value(answer).map_err(|e| ClientError::Decode(e.to_string()))
+    }
+}
+
 /// Sends one request; the parsed JSON answer on 2xx, the server's error otherwise.
 async fn perform(
     http: &reqwest::Client,

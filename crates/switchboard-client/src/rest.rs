@@ -55,6 +55,15 @@ impl RestCall {
     }
 }
 
+/// `POST /v1/teams/{team_id}/a2a-agents`: registering an outside A2A agent is the A2A
+/// layer's, not an operation of the core, so it is not an [`Operation`].
+pub fn register_remote_agent(
+    team_id: &str,
+    body: &switchboard_types::agents::RegisterRemoteAgent,
+) -> Result<RestCall, ClientError> {
+    RestCall::post(format!("/v1/teams/{}/a2a-agents", seg(team_id)), body)
+}
+
 /// Adds an `Idempotency-Key` to a call.
 fn keyed(
     call: Result<RestCall, ClientError>,

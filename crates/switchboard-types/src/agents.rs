@@ -206,27 +206,55 @@ pub struct AgentQuery {
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateAgent {
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub role: Option<String>,
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub capabilities: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub address: Option<String>,
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub status: Option<AgentStatus>,
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub communication_enabled: Option<bool>,
     /// Replaces the publish addresses; `[]` restores the default (id and role).
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub addresses: Option<Vec<String>>,
     /// Replaces the watched tags.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub watch: Option<Vec<String>>,
 }

@@ -170,6 +170,31 @@ pub fn visible_field(path: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A patch body as the types write it is one the server reads: a field that refuses
+    /// `null` ([`no_null`]) is left out when unset, not written as `null` (found by
+    /// `switchboard apply`, whose settings `PATCH` the server refused field by field).
+    #[test]
+    fn a_patch_the_types_write_is_one_they_read() {
+        fn round_trip<T: serde::Serialize + DeserializeOwned>(body: &T) -> Result<T, ErrorBody> {
+            decode_value(serde_json::to_value(body).expect("serializes"))
+        }
+        let team = crate::teams::UpdateTeam {
+            max_attempts: Some(5),
+            ..Default::default()
+        };
+        assert!(round_trip(&team).is_ok());
+        let agent = crate::agents::UpdateAgent {
+            role: Some("Reviewer".into()),
+            ..Default::default()
+        };
+        assert!(round_trip(&agent).is_ok());
+        let watch = crate::publish::SetWatch {
+            watch: Some(vec!["WriteDesign".into()]),
+            ..Default::default()
+        };
+        assert!(round_trip(&watch).is_ok());
+    }
+
     /// Found by schemathesis: a query parameter named with a NUL was echoed, NUL and
     /// all, into the error message, which the error's own schema refuses.
     #[test]

@@ -163,17 +163,29 @@ pub struct PublishResult {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SetWatch {
     /// When given, must be the calling agent.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<String>))]
     pub agent_id: Option<AgentId>,
     /// The addresses `send_to` is matched against (at most 32; each 1–200 characters).
     /// An empty list restores the default: the agent id and its role.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false, example = json!(["engineer", "Alex"])))]
     pub addresses: Option<Vec<String>>,
     /// The `cause_by` tags taken up as news (at most 64); `prefix*` watches a prefix.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false, example = json!(["WriteDesign", "review.*"])))]
     pub watch: Option<Vec<String>>,
 }

@@ -117,38 +117,70 @@ pub struct TeamView {
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UpdateTeam {
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub name: Option<String>,
     /// Switches sending off (or on) for every member of the team.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub communication_enabled: Option<bool>,
     /// Whether a STOMP team bridge registers unknown agents on first subscription.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub stomp_auto_register: Option<bool>,
     /// The Wise Agents context a message without `context_reference` is handed to the
     /// team's Wise agents in: one the deployment creates at start. `""` clears it.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub stomp_default_context: Option<String>,
     /// Replaces the team's retention (every field: absent or `null` follows the server).
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub retention: Option<Retention>,
     /// Replaces the team's loop guard (a field left out takes its default).
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub loop_guard: Option<LoopGuard>,
     /// Replaces the team's budgets (a field absent or `null`: the server's ceiling). A
     /// team may lower a budget below the server's ceiling, never raise it.
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub budgets: Option<Budgets>,
     /// How many claims a task offered to a role gets before a lease that runs out fails
     /// it (1–100).
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(
         feature = "openapi",
         schema(nullable = false, example = 3, minimum = 1, maximum = 100)
@@ -156,7 +188,11 @@ pub struct UpdateTeam {
     pub max_attempts: Option<u32>,
     /// Replaces the agents (by id, members of the team) that may decide the team's
     /// approvals besides the team key (`[]`: the team key alone).
-    #[serde(default, deserialize_with = "crate::decode::no_null")]
+    #[serde(
+        default,
+        deserialize_with = "crate::decode::no_null",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(nullable = false, value_type = Option<Vec<String>>, example = json!(["release-manager"])))]
     pub approvers: Option<Vec<crate::ids::AgentId>>,
 }
