@@ -16,6 +16,15 @@ use super::{AgentArgs, AgentCommand, Failure, inert, json_object, parse, show, t
 pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
     let c = &args.connection;
     let token = token(c)?;
+    if let AgentCommand::Ws {
+        since,
+        news_only,
+        activity,
+        linger,
+    } = args.command
+    {
+        return super::ws::ws(&c.url, token, since, news_only, activity, linger).await;
+    }
     if let AgentCommand::Listen { since, count } = args.command {
         let client = Client::websocket(&c.url, token).await?;
         return listen(&client, c.json, since, count).await;
@@ -23,7 +32,7 @@ pub(super) async fn agent(args: AgentArgs) -> Result<(), Failure> {
     let client = Client::http(&c.url, token).await?;
     let json = c.json;
     match args.command {
-        AgentCommand::Listen { .. } => Ok(()),
+        AgentCommand::Listen { .. } | AgentCommand::Ws { .. } => Ok(()),
         AgentCommand::Send {
             to,
             text,

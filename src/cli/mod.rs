@@ -15,6 +15,7 @@ mod approval;
 mod lease;
 mod search;
 mod task;
+mod ws;
 
 pub use apply::{ApplyArgs, run_apply};
 pub use approval::ApprovalCommand;
@@ -66,6 +67,23 @@ pub enum AgentCommand {
         /// Stop after this many frames.
         #[arg(long)]
         count: Option<usize>,
+    },
+    /// The WebSocket hub by hand: every frame it pushes printed as one line, every line
+    /// you type (a JSON frame, see docs/websocket.md) sent. At the end of the input it
+    /// waits --linger seconds for answers, then closes.
+    Ws {
+        /// Replay everything after this sequence number (default: after your last ack).
+        #[arg(long)]
+        since: Option<i64>,
+        /// Only the entries that are news for you (publish/watch).
+        #[arg(long)]
+        news_only: bool,
+        /// Also the team's activity, after the replay and at every change.
+        #[arg(long)]
+        activity: bool,
+        /// Seconds to wait for answers after the last line of input.
+        #[arg(long, default_value_t = 1.0)]
+        linger: f64,
     },
     /// Send a message (the contract's SEND_MESSAGE).
     Send {

@@ -379,3 +379,55 @@ async fn the_cli_names_every_way_in_threads_and_says_a_failure_once() {
     assert_eq!(stderr.matches("NO_SUITABLE_AGENT").count(), 1, "{stderr}");
     assert!(stderr.contains("task lonely failed"), "{stderr}");
 }
+
+/// `switchboard agent ws`: the hub by hand, as the WebSocket page types it — frames in
+/// are lines out, lines in are frames out, and the answers to the last lines arrive
+/// before it closes.
+#[tokio::test]
+async fn the_ws_command_types_frames_and_prints_the_answers() {
+    use tokio::io::AsyncWriteExt;
+    let app = TestApp::start().await;
+    let (alice, bob) = shell_team(&app).await;
+    cli_ok(
+        &app,
+        &alice,
+        &["agent", "send", "--to", "bob", "waiting for you"],
+    )
+    .await;
+    let mut child = cli(&app, &bob)
+        .args(["agent", "ws", "--since", "0", "--linger", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(
+            b"{\"type\":\"ping\"}\n{\"type\":\"get_messages\",\"request_id\":\"r1\",\"limit\":5}\n",
+        )
+        .await
+        .expect("typed");
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output())
+        .await
+        .expect("ends after --linger")
+        .expect("runs");
+    assert!(out.status.success());
+    let frames: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let kinds: Vec<&str> = frames.iter().filter_map(|f| f["type"].as_str()).collect();
+    assert_eq!(&kinds[..3], ["hello", "message", "caught_up"], "{frames:?}");
+    assert!(kinds.contains(&"pong"), "{frames:?}");
+    let reply = frames
+        .iter()
+        .find(|f| f["type"] == "reply")
+        .expect("the reply to r1");
+    assert_eq!(reply["request_id"], "r1");
+    assert_eq!(
+        reply["result"]["messages"][0]["content"]["text"],
+        "waiting for you"
+    );
+    app.stop().await;
+}

@@ -193,26 +193,35 @@ fn printed_after<'a>(out: &'a str, prefix: &str) -> &'a str {
         .unwrap_or_else(|| panic!("nothing printed after {prefix}: {out}"))
 }
 
-/// Opens the section's documented `websocat` line against `app`: its URL as written
-/// (host replaced) and its Authorization header, which must name `$variable`.
+/// Opens the section's documented `switchboard agent ws` line against `app`: the URL that
+/// command opens for the flags as written (`--since N`, `--news-only`, `--activity`),
+/// with the token it names, which must be `$variable`. (`cli::the_ws_command_…` runs the
+/// command itself; here the test types the page's frames through its own client.)
 async fn open_documented_line(app: &TestApp, section: &str, variable: &str, token: &str) -> Ws {
     let line = section
         .lines()
-        .find(|l| l.starts_with("websocat "))
-        .expect("a websocat line");
+        .find(|l| l.starts_with("switchboard agent ws "))
+        .expect("a `switchboard agent ws` line");
     assert!(
-        line.contains(&format!(r#"-H "Authorization: Bearer ${variable}""#)),
+        line.contains(&format!(r#"--token "${variable}""#)) && line.contains("--url $SB"),
         "{line}"
     );
-    let url = line
-        .split_whitespace()
-        .nth(1)
-        .expect("url")
-        .trim_matches('"');
-    let path = url
-        .strip_prefix("ws://localhost:8080")
-        .unwrap_or_else(|| panic!("the documented URL is on localhost:8080: {url}"));
-    app.ws_connect(path, Some(token))
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut query = Vec::new();
+    for (i, word) in words.iter().enumerate() {
+        match *word {
+            "--since" => query.push(format!("since={}", words.get(i + 1).expect("a number"))),
+            "--news-only" => query.push("news_only=true".to_owned()),
+            "--activity" => query.push("activity=true".to_owned()),
+            _ => {}
+        }
+    }
+    let path = if query.is_empty() {
+        "/v1/ws".to_owned()
+    } else {
+        format!("/v1/ws?{}", query.join("&"))
+    };
+    app.ws_connect(&path, Some(token))
         .await
         .unwrap_or_else(|(status, body)| panic!("the documented line is refused: {status} {body}"))
 }
@@ -234,10 +243,9 @@ async fn type_lines(ws: &mut Ws, block: &str) {
     }
 }
 
-/// docs/websocket.md: the documented `websocat` line (its URL and header) opened with the
-/// test client after the README's walkthrough, the documented client frames typed into
-/// it, and the documented server frames coming back. (The line itself was checked with
-/// websocat by hand; the tests do not need it installed.)
+/// docs/websocket.md: the documented `switchboard agent ws` line opened with the test
+/// client after the README's walkthrough, the documented client frames typed into it,
+/// and the documented server frames coming back.
 #[tokio::test]
 async fn the_websocket_page_works_as_written() {
     let app = walkthrough_server().await;
