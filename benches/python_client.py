@@ -1,6 +1,7 @@
 """The Python client's figures (issue 67): messages/s one `AsyncClient` sends with 64 in
 flight, and push latency to a `listen()`er — to set beside the Rust bench's
-`send_message` (64 connections) and `ws_push` rows, run in the same session:
+`send_message` (64 connections) and `ws_push` rows, run in the same session. Sends are
+measured over both transports (`AsyncClient(transport="http" | "websocket")`):
 
     cargo build --release --locked --bin switchboard
     target/pyenv-client/bin/python benches/python_client.py target/release/switchboard --duration 8
@@ -33,10 +34,18 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
 
 
-async def send_rate(url: str, token: str, seconds: float, in_flight: int) -> dict[str, float]:
+async def send_rate(
+    url: str, token: str, seconds: float, in_flight: int, transport: str, keys: bool
+) -> dict[str, float]:
     """`in_flight` sends kept going from one AsyncClient for `seconds`."""
     latencies: list[float] = []
-    async with AsyncClient(url, token=token, max_connections=in_flight) as sender:
+    async with AsyncClient(
+        url,
+        token=token,
+        max_connections=in_flight,
+        transport=transport,  # type: ignore[arg-type]
+        idempotency_keys=keys,
+    ) as sender:
         deadline = time.perf_counter() + seconds
 
         async def loop() -> None:
@@ -120,7 +129,13 @@ async def main() -> None:
                     "listener": ("Listener", ["bench"]),
                 },
             )
-            sends = await send_rate(server.url, team.tokens["sender"], args.duration, args.in_flight)
+            sends = {
+                f"{transport}{'' if keys else ' no keys'}": await send_rate(
+                    server.url, team.tokens["sender"], args.duration, args.in_flight, transport, keys
+                )
+                for transport in ("http", "websocket")
+                for keys in (True, False)
+            }
             push = await push_latency(
                 server.url, team.tokens["sender"], team.tokens["listener"], int(args.duration * 100)
             )

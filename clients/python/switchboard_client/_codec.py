@@ -2,7 +2,9 @@
 
 Decoding follows each class's annotations, so a field typed `Task | None` becomes a
 `Task`; fields the server adds later are ignored (a newer server never breaks an older
-client). Encoding leaves out `None`, which the REST API reads as "not given".
+client). Each class's decoder is worked out once, from its annotations, and kept: a
+field that is plain JSON (a string, a number, a list of strings) costs nothing to decode.
+Encoding leaves out `None`, which the REST API reads as "not given".
 """
 
 from __future__ import annotations
@@ -10,71 +12,95 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+Convert = Callable[[Any], Any]
 
-_FIELDS: dict[type[Any], tuple[tuple[str, str, Any], ...]] = {}
-
-
-def _fields(cls: type[Any]) -> tuple[tuple[str, str, Any], ...]:
-    """(attribute, JSON name, annotation) per field, resolved once per class."""
-    known = _FIELDS.get(cls)
-    if known is None:
-        hints = typing.get_type_hints(cls)
-        known = tuple(
-            (f.name, str(f.metadata.get("json", f.name)), hints[f.name])
-            for f in dataclasses.fields(cls)
-        )
-        _FIELDS[cls] = known
-    return known
+_DECODERS: dict[type[Any], Callable[[Mapping[str, Any]], Any]] = {}
 
 
 def decode(cls: type[T], data: Any) -> T:
     """`data` (parsed JSON) as an instance of the dataclass `cls`."""
     if not isinstance(data, Mapping):
         raise TypeError(f"{cls.__name__} expects a JSON object, got {type(data).__name__}")
-    values = {name: _convert(hint, data.get(key)) for name, key, hint in _fields(cls)}
-    return cls(**values)
+    decoder = _DECODERS.get(cls)
+    if decoder is None:
+        decoder = _decoder(cls)
+        _DECODERS[cls] = decoder
+    return typing.cast(T, decoder(data))
 
 
-def _convert(hint: Any, value: Any) -> Any:
-    if value is None:
-        return None
+def _decoder(cls: type[Any]) -> Callable[[Mapping[str, Any]], Any]:
+    hints = typing.get_type_hints(cls)
+    plain: list[tuple[str, str]] = []
+    converted: list[tuple[str, str, Convert]] = []
+    for f in dataclasses.fields(cls):
+        key = str(f.metadata.get("json", f.name))
+        convert = _converter(hints[f.name])
+        if convert is None:
+            plain.append((f.name, key))
+        else:
+            converted.append((f.name, key, convert))
+
+    def decode_one(data: Mapping[str, Any]) -> Any:
+        values = {name: data.get(key) for name, key in plain}
+        for name, key, convert in converted:
+            value = data.get(key)
+            values[name] = None if value is None else convert(value)
+        return cls(**values)
+
+    return decode_one
+
+
+def _converter(hint: Any) -> Convert | None:
+    """How to turn a JSON value into `hint`'s type; `None` when it already is one."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        for arg in typing.get_args(hint):
-            if arg is type(None):
-                continue
-            if dataclasses.is_dataclass(arg) and isinstance(value, Mapping):
-                return decode(typing.cast(type[Any], arg), value)
-            if typing.get_origin(arg) in (list, dict):
-                return _convert(arg, value)
-        return value
-    if origin is list and isinstance(value, list):
-        (item,) = typing.get_args(hint)
-        return [_convert(item, v) for v in value]
-    if origin is dict and isinstance(value, Mapping):
-        _, item = typing.get_args(hint)
-        return {k: _convert(item, v) for k, v in value.items()}
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-        return decode(hint, value)
-    return value
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        models = [a for a in options if dataclasses.is_dataclass(a)]
+        containers = [c for c in (_converter(a) for a in options if a not in models) if c]
+        if models:
+            model = typing.cast(type[Any], models[0])
+            return lambda v: decode(model, v) if isinstance(v, Mapping) else v
+        return containers[0] if containers else None
+    if origin is list:
+        maybe = _converter(typing.get_args(hint)[0])
+        if maybe is None:
+            return None
+        each: Convert = maybe
+        return lambda v: [None if x is None else each(x) for x in v] if isinstance(v, list) else v
+    if origin is dict:
+        maybe = _converter(typing.get_args(hint)[1])
+        if maybe is None:
+            return None
+        value: Convert = maybe
+        return lambda v: (
+            {k: None if x is None else value(x) for k, x in v.items()}
+            if isinstance(v, Mapping)
+            else v
+        )
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        model = hint
+        return lambda v: decode(model, v) if isinstance(v, Mapping) else v
+    return None
 
 
 def encode(value: Any) -> Any:
     """`value` as JSON-ready data: dataclasses as objects without their `None` fields."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): encode(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             str(f.metadata.get("json", f.name)): encode(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if getattr(value, f.name) is not None
         }
-    if isinstance(value, Mapping):
-        return {str(k): encode(v) for k, v in value.items()}
-    if isinstance(value, (str, bytes)):
+    if isinstance(value, bytes):
         return value
     if isinstance(value, Sequence):
         return [encode(v) for v in value]

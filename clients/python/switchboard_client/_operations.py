@@ -28,6 +28,7 @@ class _OperationsBase(Protocol):
         self, verb: str, path: str, answer: type[T], *,
         query: Mapping[str, Any] | None, body: Mapping[str, Any] | None,
         idempotent: bool, idempotency_key: str | None = None,
+        frame: tuple[str, Mapping[str, str]] | None = None,
     ) -> T: ...
 
 
@@ -36,34 +37,34 @@ class Operations(_OperationsBase):
 
     def send_message(self, *, content: models.Content | Mapping[str, Any], message_type: models.MessageType, recipient_agent_ids: Sequence[str], sender_agent_id: str, context_reference: str | None = None, in_reply_to: str | None = None, priority: models.Priority | None = None, requires_response: bool | None = None, response_deadline: models.Timestamp | None = None, route: models.Route | None = None, thread_id: str | None = None, idempotency_key: str | None = None) -> models.SendResult:
         """SEND_MESSAGE: send a message to team members (agent token)."""
-        return self._call("POST", "/v1/messages", models.SendResult, query=None, body={"content": content, "context_reference": context_reference, "in_reply_to": in_reply_to, "message_type": message_type, "priority": priority, "recipient_agent_ids": recipient_agent_ids, "requires_response": requires_response, "response_deadline": response_deadline, "route": route, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key)
+        return self._call("POST", "/v1/messages", models.SendResult, query=None, body={"content": content, "context_reference": context_reference, "in_reply_to": in_reply_to, "message_type": message_type, "priority": priority, "recipient_agent_ids": recipient_agent_ids, "requires_response": requires_response, "response_deadline": response_deadline, "route": route, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key, frame=("send_message", {}))
 
     def get_messages(self, *, agent_id: str | None = None, message_types: str | None = None, senders: str | None = None, priority: models.Priority | None = None, unread_only: bool | None = None, since_timestamp: str | None = None, limit: int | None = None, sort_order: models.SortOrder | None = None, cursor: str | None = None, kinds: str | None = None, thread_id: str | None = None, after_seq: int | None = None, news_only: bool | None = None, cause_by: str | None = None) -> models.InboxPage:
         """GET_MESSAGES: the caller's inbox (agent token), filtered, a page at a time."""
-        return self._call("GET", "/v1/messages", models.InboxPage, query={"agent_id": agent_id, "message_types": message_types, "senders": senders, "priority": priority, "unread_only": unread_only, "since_timestamp": since_timestamp, "limit": limit, "sort_order": sort_order, "cursor": cursor, "kinds": kinds, "thread_id": thread_id, "after_seq": after_seq, "news_only": news_only, "cause_by": cause_by}, body=None, idempotent=False)
+        return self._call("GET", "/v1/messages", models.InboxPage, query={"agent_id": agent_id, "message_types": message_types, "senders": senders, "priority": priority, "unread_only": unread_only, "since_timestamp": since_timestamp, "limit": limit, "sort_order": sort_order, "cursor": cursor, "kinds": kinds, "thread_id": thread_id, "after_seq": after_seq, "news_only": news_only, "cause_by": cause_by}, body=None, idempotent=False, frame=("get_messages", {}))
 
     def get_message(self, *, message_id: str) -> models.MessageDetail:
         """Read one message the caller sent or received, with its responses (and, for the
         sender, who has read it). The team key reads any message of its team, with who
         read it.
         """
-        return self._call("GET", f"/v1/messages/{_segment(message_id)}", models.MessageDetail, query=None, body=None, idempotent=False)
+        return self._call("GET", f"/v1/messages/{_segment(message_id)}", models.MessageDetail, query=None, body=None, idempotent=False, frame=("get_message", {"message_id": message_id}))
 
     def mark_message_read(self, *, agent_id: str, message_ids: Sequence[str]) -> models.MarkReadResult:
         """MARK_MESSAGE_READ: mark messages of the caller's inbox read."""
-        return self._call("POST", "/v1/messages/read", models.MarkReadResult, query=None, body={"agent_id": agent_id, "message_ids": message_ids}, idempotent=False)
+        return self._call("POST", "/v1/messages/read", models.MarkReadResult, query=None, body={"agent_id": agent_id, "message_ids": message_ids}, idempotent=False, frame=("mark_message_read", {}))
 
     def respond_to_message(self, *, original_message_id: str, responder_agent_id: str, response_content: models.ResponseContent | Mapping[str, Any], additional_recipients: Sequence[str] | None = None, route: models.Route | None = None, idempotency_key: str | None = None) -> models.RespondResult:
         """RESPOND_TO_MESSAGE: answer a message that requires a response."""
-        return self._call("POST", f"/v1/messages/{_segment(original_message_id)}/responses", models.RespondResult, query=None, body={"additional_recipients": additional_recipients, "responder_agent_id": responder_agent_id, "response_content": response_content, "route": route}, idempotent=True, idempotency_key=idempotency_key)
+        return self._call("POST", f"/v1/messages/{_segment(original_message_id)}/responses", models.RespondResult, query=None, body={"additional_recipients": additional_recipients, "responder_agent_id": responder_agent_id, "response_content": response_content, "route": route}, idempotent=True, idempotency_key=idempotency_key, frame=("respond_to_message", {"original_message_id": original_message_id}))
 
     def broadcast_update(self, *, content: models.BroadcastContent | Mapping[str, Any], sender_agent_id: str, update_type: models.UpdateType, urgency: models.Urgency, idempotency_key: str | None = None) -> models.BroadcastResult:
         """BROADCAST_UPDATE: send an update to every other member of the team."""
-        return self._call("POST", "/v1/broadcasts", models.BroadcastResult, query=None, body={"content": content, "sender_agent_id": sender_agent_id, "update_type": update_type, "urgency": urgency}, idempotent=True, idempotency_key=idempotency_key)
+        return self._call("POST", "/v1/broadcasts", models.BroadcastResult, query=None, body={"content": content, "sender_agent_id": sender_agent_id, "update_type": update_type, "urgency": urgency}, idempotent=True, idempotency_key=idempotency_key, frame=("broadcast_update", {}))
 
     def request_assistance(self, *, assistance_type: models.AssistanceType, request_details: models.RequestDetails | Mapping[str, Any], requester_agent_id: str, required_capabilities: Sequence[str], target_agents: Sequence[str] | None = None, idempotency_key: str | None = None) -> models.AssistanceResult:
         """REQUEST_ASSISTANCE: ask for help and get the members who can give it, ranked."""
-        return self._call("POST", "/v1/assistance-requests", models.AssistanceResult, query=None, body={"assistance_type": assistance_type, "request_details": request_details, "requester_agent_id": requester_agent_id, "required_capabilities": required_capabilities, "target_agents": target_agents}, idempotent=True, idempotency_key=idempotency_key)
+        return self._call("POST", "/v1/assistance-requests", models.AssistanceResult, query=None, body={"assistance_type": assistance_type, "request_details": request_details, "requester_agent_id": requester_agent_id, "required_capabilities": required_capabilities, "target_agents": target_agents}, idempotent=True, idempotency_key=idempotency_key, frame=("request_assistance", {}))
 
     def search_messages(self, *, q: str | None = None, sender: str | None = None, recipient: str | None = None, thread_id: str | None = None, message_type: models.MessageType | None = None, kind: models.MessageKind | None = None, cause_by: str | None = None, since_timestamp: str | None = None, until_timestamp: str | None = None, sort: models.SearchSort | None = None, limit: int | None = None, cursor: str | None = None) -> models.SearchPage:
         """Find messages by the words in them: their text and the strings of their data. An
@@ -72,19 +73,19 @@ class Operations(_OperationsBase):
         `prefix*`; the filters are the inbox's. Best match first (`sort=relevance`, each
         engine's own ranking) or newest first.
         """
-        return self._call("GET", "/v1/search", models.SearchPage, query={"q": q, "sender": sender, "recipient": recipient, "thread_id": thread_id, "message_type": message_type, "kind": kind, "cause_by": cause_by, "since_timestamp": since_timestamp, "until_timestamp": until_timestamp, "sort": sort, "limit": limit, "cursor": cursor}, body=None, idempotent=False)
+        return self._call("GET", "/v1/search", models.SearchPage, query={"q": q, "sender": sender, "recipient": recipient, "thread_id": thread_id, "message_type": message_type, "kind": kind, "cause_by": cause_by, "since_timestamp": since_timestamp, "until_timestamp": until_timestamp, "sort": sort, "limit": limit, "cursor": cursor}, body=None, idempotent=False, frame=("search_messages", {}))
 
     def publish(self, *, cause_by: str, content: models.Content | Mapping[str, Any], instruct_content: models.JsonValue | None = None, send_to: Sequence[str] | None = None, sender_agent_id: str | None = None, thread_id: str | None = None, idempotency_key: str | None = None) -> models.PublishResult:
         """Publish a message under a tag (`cause_by`) to an address set (`send_to`)."""
-        return self._call("POST", "/v1/publish", models.PublishResult, query=None, body={"cause_by": cause_by, "content": content, "instruct_content": instruct_content, "send_to": send_to, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key)
+        return self._call("POST", "/v1/publish", models.PublishResult, query=None, body={"cause_by": cause_by, "content": content, "instruct_content": instruct_content, "send_to": send_to, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key, frame=("publish", {}))
 
     def set_watch(self, *, addresses: Sequence[str] | None = None, agent_id: str | None = None, watch: Sequence[str] | None = None) -> models.AgentEnvelope:
         """Replace the calling agent's watched tags and/or addresses."""
-        return self._call("PUT", "/v1/watch", models.AgentEnvelope, query=None, body={"addresses": addresses, "agent_id": agent_id, "watch": watch}, idempotent=False)
+        return self._call("PUT", "/v1/watch", models.AgentEnvelope, query=None, body={"addresses": addresses, "agent_id": agent_id, "watch": watch}, idempotent=False, frame=("set_watch", {}))
 
     def get_activity(self) -> models.TeamActivity:
         """The calling agent's team's activity (as `GET /v1/teams/{team_id}/activity`)."""
-        return self._call("GET", "/v1/activity", models.TeamActivity, query=None, body=None, idempotent=False)
+        return self._call("GET", "/v1/activity", models.TeamActivity, query=None, body=None, idempotent=False, frame=("get_activity", {}))
 
     def get_trace(self, *, trace_id: str) -> models.TraceView:
         """The messages of a trace (W3C trace id), oldest first, from the server's own
@@ -93,7 +94,7 @@ class Operations(_OperationsBase):
         the trace in its team; an agent, the trace of any message it sent or received
         (`docs/tracing.md`).
         """
-        return self._call("GET", f"/v1/traces/{_segment(trace_id)}", models.TraceView, query=None, body=None, idempotent=False)
+        return self._call("GET", f"/v1/traces/{_segment(trace_id)}", models.TraceView, query=None, body=None, idempotent=False, frame=("get_trace", {"trace_id": trace_id}))
 
     def whoami(self) -> models.WhoAmI:
         """Who the token belongs to: its kind, team and agent id."""
@@ -103,51 +104,51 @@ class Operations(_OperationsBase):
         """Submit a TaskRequest (agent token; the registry by message also takes the team
         key).
         """
-        return self._call("POST", "/v1/tasks", models.TaskSubmitted, query=None, body={"assignee_role": assignee_role, "callback_url": callback_url, "data": data, "description": description, "originating_agent_id": originating_agent_id, "parent_task_id": parent_task_id, "priority": priority, "required_capabilities": required_capabilities, "target_agent_id": target_agent_id, "task_id": task_id}, idempotent=False)
+        return self._call("POST", "/v1/tasks", models.TaskSubmitted, query=None, body={"assignee_role": assignee_role, "callback_url": callback_url, "data": data, "description": description, "originating_agent_id": originating_agent_id, "parent_task_id": parent_task_id, "priority": priority, "required_capabilities": required_capabilities, "target_agent_id": target_agent_id, "task_id": task_id}, idempotent=False, frame=("TaskRequest", {}))
 
     def get_task(self, *, task_id: str) -> models.TaskDetail:
         """A task with its full history and callback deliveries (its originator and any
         assignee, past or present, and the team key).
         """
-        return self._call("GET", f"/v1/tasks/{_segment(task_id)}", models.TaskDetail, query=None, body=None, idempotent=False)
+        return self._call("GET", f"/v1/tasks/{_segment(task_id)}", models.TaskDetail, query=None, body=None, idempotent=False, frame=("get_task", {"task_id": task_id}))
 
     def list_tasks(self, *, role: models.TaskRole | None = None, status: str | None = None, limit: int | None = None, cursor: str | None = None, target_agent_id: str | None = None, assignee_role: str | None = None) -> models.TaskList:
         """The caller's tasks (agent token), newest first: those it originated and those it
         is or was assigned.
         """
-        return self._call("GET", "/v1/tasks", models.TaskList, query={"role": role, "status": status, "limit": limit, "cursor": cursor, "target_agent_id": target_agent_id, "assignee_role": assignee_role}, body=None, idempotent=False)
+        return self._call("GET", "/v1/tasks", models.TaskList, query={"role": role, "status": status, "limit": limit, "cursor": cursor, "target_agent_id": target_agent_id, "assignee_role": assignee_role}, body=None, idempotent=False, frame=("list_tasks", {}))
 
     def report_task(self, *, task_id: str, status: models.TaskResponseStatus, result_data: models.JsonValue | None = None) -> models.TaskUpdated:
         """Report progress (`in-progress`) or the result (`success`, `failed`) (the
         assignee); the originator gets each `TaskResponse`.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/result", models.TaskUpdated, query=None, body={"result_data": result_data, "status": status}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/result", models.TaskUpdated, query=None, body={"result_data": result_data, "status": status}, idempotent=False, frame=("TaskResponse", {"task_id": task_id}))
 
     def handoff_task(self, *, task_id: str, new_agent_id: str, reason: str, current_agent_id: str | None = None) -> models.TaskUpdated:
         """Hand the task to another agent (its assignee or originator)."""
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/handoff", models.TaskUpdated, query=None, body={"current_agent_id": current_agent_id, "new_agent_id": new_agent_id, "reason": reason}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/handoff", models.TaskUpdated, query=None, body={"current_agent_id": current_agent_id, "new_agent_id": new_agent_id, "reason": reason}, idempotent=False, frame=("HandoffNotification", {"task_id": task_id}))
 
     def request_clarification(self, *, task_id: str, question: str) -> models.TaskUpdated:
         """Ask the originator a question (the assignee); the task becomes `input-required`
         and the originator gets a `ClarificationRequest` with its `clarification_id`.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications", models.TaskUpdated, query=None, body={"question": question}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications", models.TaskUpdated, query=None, body={"question": question}, idempotent=False, frame=("ClarificationRequest", {"task_id": task_id}))
 
     def answer_clarification(self, *, task_id: str, clarification_id: str, answer: str) -> models.TaskUpdated:
         """Answer the open question (the originator); the answer joins the task's context,
         the task resumes, and the assignee gets a `ClarificationResponse`.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications/{_segment(clarification_id)}/answer", models.TaskUpdated, query=None, body={"answer": answer}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications/{_segment(clarification_id)}/answer", models.TaskUpdated, query=None, body={"answer": answer}, idempotent=False, frame=("ClarificationResponse", {"task_id": task_id, "clarification_id": clarification_id}))
 
     def cancel_task(self, *, task_id: str, reason: str | None = None) -> models.TaskUpdated:
         """Cancel the task (the originator); the assignee gets a failed `TaskResponse` with
         `result_data.canceled: true`.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False, frame=("cancel_task", {"task_id": task_id}))
 
     def claim_task(self, *, lease_seconds: int | None = None, wait_seconds: int | None = None) -> models.TaskClaimed:
         """Claim the next task offered to the caller's role (agent token)."""
-        return self._call("POST", "/v1/tasks/claim", models.TaskClaimed, query=None, body={"lease_seconds": lease_seconds, "wait_seconds": wait_seconds}, idempotent=False)
+        return self._call("POST", "/v1/tasks/claim", models.TaskClaimed, query=None, body={"lease_seconds": lease_seconds, "wait_seconds": wait_seconds}, idempotent=False, frame=("claim_task", {}))
 
     def extend_claim(self, *, task_id: str, lease_seconds: int | None = None) -> models.TaskUpdated:
         """Renew a claim's lease without a progress report (its claimer): it ends
@@ -155,13 +156,13 @@ class Operations(_OperationsBase):
         lease from now. For a long step with nothing to report yet; a progress report
         renews it too.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/extend", models.TaskUpdated, query=None, body={"lease_seconds": lease_seconds}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/extend", models.TaskUpdated, query=None, body={"lease_seconds": lease_seconds}, idempotent=False, frame=("extend_claim", {"task_id": task_id}))
 
     def release_task(self, *, task_id: str, reason: str | None = None) -> models.TaskUpdated:
         """Give a claimed task back to its role (its claimer): open again, offered to the
         role's online agents; its attempts stay counted.
         """
-        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/release", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False)
+        return self._call("POST", f"/v1/tasks/{_segment(task_id)}/release", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False, frame=("release_task", {"task_id": task_id}))
 
     def request_approval(self, *, summary: str, details: str | None = None, expires_in_seconds: int | None = None, options: Sequence[str] | None = None, task_id: str | None = None, wait_seconds: int | None = None) -> models.ApprovalEnvelope:
         """Ask a person to decide (agent token). The approval is pending until the team key
@@ -170,48 +171,48 @@ class Operations(_OperationsBase):
         outcome as an approval event in its inbox, pushed on every transport; `GET
         /v1/approvals/{approval_id}` with `wait_seconds` waits for it.
         """
-        return self._call("POST", "/v1/approvals", models.ApprovalEnvelope, query=None, body={"details": details, "expires_in_seconds": expires_in_seconds, "options": options, "summary": summary, "task_id": task_id, "wait_seconds": wait_seconds}, idempotent=False)
+        return self._call("POST", "/v1/approvals", models.ApprovalEnvelope, query=None, body={"details": details, "expires_in_seconds": expires_in_seconds, "options": options, "summary": summary, "task_id": task_id, "wait_seconds": wait_seconds}, idempotent=False, frame=("request_approval", {}))
 
     def get_approval(self, *, approval_id: str, wait_seconds: int | None = None) -> models.ApprovalEnvelope:
         """One approval; with `wait_seconds`, answered once it is decided or expired, or
         when the wait is over (still `pending`).
         """
-        return self._call("GET", f"/v1/approvals/{_segment(approval_id)}", models.ApprovalEnvelope, query={"wait_seconds": wait_seconds}, body=None, idempotent=False)
+        return self._call("GET", f"/v1/approvals/{_segment(approval_id)}", models.ApprovalEnvelope, query={"wait_seconds": wait_seconds}, body=None, idempotent=False, frame=("get_approval", {"approval_id": approval_id}))
 
     def list_approvals(self, *, status: models.ApprovalStatus | None = None, asked_by: str | None = None, task_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> models.ApprovalList:
         """The team's approvals, newest first: the team key and approver agents see every
         one, an agent the ones it asked.
         """
-        return self._call("GET", "/v1/approvals", models.ApprovalList, query={"status": status, "asked_by": asked_by, "task_id": task_id, "limit": limit, "cursor": cursor}, body=None, idempotent=False)
+        return self._call("GET", "/v1/approvals", models.ApprovalList, query={"status": status, "asked_by": asked_by, "task_id": task_id, "limit": limit, "cursor": cursor}, body=None, idempotent=False, frame=("list_approvals", {}))
 
     def decide_approval(self, *, approval_id: str, decision: str, comment: str | None = None) -> models.ApprovalEnvelope:
         """Decide a pending approval with one of its options: the team key, or an agent the
         team names in its `approvers` (never the asker). A decided or expired approval
         is not decided again.
         """
-        return self._call("POST", f"/v1/approvals/{_segment(approval_id)}/decision", models.ApprovalEnvelope, query=None, body={"comment": comment, "decision": decision}, idempotent=False)
+        return self._call("POST", f"/v1/approvals/{_segment(approval_id)}/decision", models.ApprovalEnvelope, query=None, body={"comment": comment, "decision": decision}, idempotent=False, frame=("decide_approval", {"approval_id": approval_id}))
 
     def acquire_lease(self, *, team_id: str, resource: str, exclusive: bool | None = None, reason: str | None = None, ttl_seconds: int | None = None) -> models.LeaseEnvelope:
         """Take a lease on a resource, as the calling agent (agent token). Asking again for
         a resource you hold, of the same kind, renews that lease.
         """
-        return self._call("PUT", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseEnvelope, query=None, body={"exclusive": exclusive, "reason": reason, "resource": resource, "ttl_seconds": ttl_seconds}, idempotent=False)
+        return self._call("PUT", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseEnvelope, query=None, body={"exclusive": exclusive, "reason": reason, "resource": resource, "ttl_seconds": ttl_seconds}, idempotent=False, frame=("acquire_lease", {"team_id": team_id}))
 
     def extend_lease(self, *, team_id: str, lease_id: str, ttl_seconds: int | None = None) -> models.LeaseEnvelope:
         """Renew a lease (its holder): it now ends `ttl_seconds` (default 300) from now."""
-        return self._call("POST", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}/extend", models.LeaseEnvelope, query=None, body={"ttl_seconds": ttl_seconds}, idempotent=False)
+        return self._call("POST", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}/extend", models.LeaseEnvelope, query=None, body={"ttl_seconds": ttl_seconds}, idempotent=False, frame=("extend_lease", {"team_id": team_id, "lease_id": lease_id}))
 
     def release_lease(self, *, team_id: str, lease_id: str) -> models.LeaseEnvelope:
         """Release a lease: its holder, or the team key (or the admin) for any of the
         team's.
         """
-        return self._call("DELETE", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}", models.LeaseEnvelope, query=None, body=None, idempotent=False)
+        return self._call("DELETE", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}", models.LeaseEnvelope, query=None, body=None, idempotent=False, frame=("release_lease", {"team_id": team_id, "lease_id": lease_id}))
 
     def list_leases(self, *, team_id: str, holder: str | None = None, resource: str | None = None) -> models.LeaseList:
         """The team's live leases, oldest first (any member, the team key, the admin);
         optionally one holder's, or those overlapping a resource.
         """
-        return self._call("GET", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseList, query={"holder": holder, "resource": resource}, body=None, idempotent=False)
+        return self._call("GET", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseList, query={"holder": holder, "resource": resource}, body=None, idempotent=False, frame=("list_leases", {"team_id": team_id}))
 
     def create_team(self, *, name: str, team_id: str | None = None) -> models.TeamCreated:
         """Create a team (admin token). Answers the team key, once."""
@@ -324,6 +325,7 @@ class _AsyncOperationsBase(Protocol):
         self, verb: str, path: str, answer: type[T], *,
         query: Mapping[str, Any] | None, body: Mapping[str, Any] | None,
         idempotent: bool, idempotency_key: str | None = None,
+        frame: tuple[str, Mapping[str, str]] | None = None,
     ) -> T: ...
 
 
@@ -332,34 +334,34 @@ class AsyncOperations(_AsyncOperationsBase):
 
     async def send_message(self, *, content: models.Content | Mapping[str, Any], message_type: models.MessageType, recipient_agent_ids: Sequence[str], sender_agent_id: str, context_reference: str | None = None, in_reply_to: str | None = None, priority: models.Priority | None = None, requires_response: bool | None = None, response_deadline: models.Timestamp | None = None, route: models.Route | None = None, thread_id: str | None = None, idempotency_key: str | None = None) -> models.SendResult:
         """SEND_MESSAGE: send a message to team members (agent token)."""
-        return await self._call("POST", "/v1/messages", models.SendResult, query=None, body={"content": content, "context_reference": context_reference, "in_reply_to": in_reply_to, "message_type": message_type, "priority": priority, "recipient_agent_ids": recipient_agent_ids, "requires_response": requires_response, "response_deadline": response_deadline, "route": route, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key)
+        return await self._call("POST", "/v1/messages", models.SendResult, query=None, body={"content": content, "context_reference": context_reference, "in_reply_to": in_reply_to, "message_type": message_type, "priority": priority, "recipient_agent_ids": recipient_agent_ids, "requires_response": requires_response, "response_deadline": response_deadline, "route": route, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key, frame=("send_message", {}))
 
     async def get_messages(self, *, agent_id: str | None = None, message_types: str | None = None, senders: str | None = None, priority: models.Priority | None = None, unread_only: bool | None = None, since_timestamp: str | None = None, limit: int | None = None, sort_order: models.SortOrder | None = None, cursor: str | None = None, kinds: str | None = None, thread_id: str | None = None, after_seq: int | None = None, news_only: bool | None = None, cause_by: str | None = None) -> models.InboxPage:
         """GET_MESSAGES: the caller's inbox (agent token), filtered, a page at a time."""
-        return await self._call("GET", "/v1/messages", models.InboxPage, query={"agent_id": agent_id, "message_types": message_types, "senders": senders, "priority": priority, "unread_only": unread_only, "since_timestamp": since_timestamp, "limit": limit, "sort_order": sort_order, "cursor": cursor, "kinds": kinds, "thread_id": thread_id, "after_seq": after_seq, "news_only": news_only, "cause_by": cause_by}, body=None, idempotent=False)
+        return await self._call("GET", "/v1/messages", models.InboxPage, query={"agent_id": agent_id, "message_types": message_types, "senders": senders, "priority": priority, "unread_only": unread_only, "since_timestamp": since_timestamp, "limit": limit, "sort_order": sort_order, "cursor": cursor, "kinds": kinds, "thread_id": thread_id, "after_seq": after_seq, "news_only": news_only, "cause_by": cause_by}, body=None, idempotent=False, frame=("get_messages", {}))
 
     async def get_message(self, *, message_id: str) -> models.MessageDetail:
         """Read one message the caller sent or received, with its responses (and, for the
         sender, who has read it). The team key reads any message of its team, with who
         read it.
         """
-        return await self._call("GET", f"/v1/messages/{_segment(message_id)}", models.MessageDetail, query=None, body=None, idempotent=False)
+        return await self._call("GET", f"/v1/messages/{_segment(message_id)}", models.MessageDetail, query=None, body=None, idempotent=False, frame=("get_message", {"message_id": message_id}))
 
     async def mark_message_read(self, *, agent_id: str, message_ids: Sequence[str]) -> models.MarkReadResult:
         """MARK_MESSAGE_READ: mark messages of the caller's inbox read."""
-        return await self._call("POST", "/v1/messages/read", models.MarkReadResult, query=None, body={"agent_id": agent_id, "message_ids": message_ids}, idempotent=False)
+        return await self._call("POST", "/v1/messages/read", models.MarkReadResult, query=None, body={"agent_id": agent_id, "message_ids": message_ids}, idempotent=False, frame=("mark_message_read", {}))
 
     async def respond_to_message(self, *, original_message_id: str, responder_agent_id: str, response_content: models.ResponseContent | Mapping[str, Any], additional_recipients: Sequence[str] | None = None, route: models.Route | None = None, idempotency_key: str | None = None) -> models.RespondResult:
         """RESPOND_TO_MESSAGE: answer a message that requires a response."""
-        return await self._call("POST", f"/v1/messages/{_segment(original_message_id)}/responses", models.RespondResult, query=None, body={"additional_recipients": additional_recipients, "responder_agent_id": responder_agent_id, "response_content": response_content, "route": route}, idempotent=True, idempotency_key=idempotency_key)
+        return await self._call("POST", f"/v1/messages/{_segment(original_message_id)}/responses", models.RespondResult, query=None, body={"additional_recipients": additional_recipients, "responder_agent_id": responder_agent_id, "response_content": response_content, "route": route}, idempotent=True, idempotency_key=idempotency_key, frame=("respond_to_message", {"original_message_id": original_message_id}))
 
     async def broadcast_update(self, *, content: models.BroadcastContent | Mapping[str, Any], sender_agent_id: str, update_type: models.UpdateType, urgency: models.Urgency, idempotency_key: str | None = None) -> models.BroadcastResult:
         """BROADCAST_UPDATE: send an update to every other member of the team."""
-        return await self._call("POST", "/v1/broadcasts", models.BroadcastResult, query=None, body={"content": content, "sender_agent_id": sender_agent_id, "update_type": update_type, "urgency": urgency}, idempotent=True, idempotency_key=idempotency_key)
+        return await self._call("POST", "/v1/broadcasts", models.BroadcastResult, query=None, body={"content": content, "sender_agent_id": sender_agent_id, "update_type": update_type, "urgency": urgency}, idempotent=True, idempotency_key=idempotency_key, frame=("broadcast_update", {}))
 
     async def request_assistance(self, *, assistance_type: models.AssistanceType, request_details: models.RequestDetails | Mapping[str, Any], requester_agent_id: str, required_capabilities: Sequence[str], target_agents: Sequence[str] | None = None, idempotency_key: str | None = None) -> models.AssistanceResult:
         """REQUEST_ASSISTANCE: ask for help and get the members who can give it, ranked."""
-        return await self._call("POST", "/v1/assistance-requests", models.AssistanceResult, query=None, body={"assistance_type": assistance_type, "request_details": request_details, "requester_agent_id": requester_agent_id, "required_capabilities": required_capabilities, "target_agents": target_agents}, idempotent=True, idempotency_key=idempotency_key)
+        return await self._call("POST", "/v1/assistance-requests", models.AssistanceResult, query=None, body={"assistance_type": assistance_type, "request_details": request_details, "requester_agent_id": requester_agent_id, "required_capabilities": required_capabilities, "target_agents": target_agents}, idempotent=True, idempotency_key=idempotency_key, frame=("request_assistance", {}))
 
     async def search_messages(self, *, q: str | None = None, sender: str | None = None, recipient: str | None = None, thread_id: str | None = None, message_type: models.MessageType | None = None, kind: models.MessageKind | None = None, cause_by: str | None = None, since_timestamp: str | None = None, until_timestamp: str | None = None, sort: models.SearchSort | None = None, limit: int | None = None, cursor: str | None = None) -> models.SearchPage:
         """Find messages by the words in them: their text and the strings of their data. An
@@ -368,19 +370,19 @@ class AsyncOperations(_AsyncOperationsBase):
         `prefix*`; the filters are the inbox's. Best match first (`sort=relevance`, each
         engine's own ranking) or newest first.
         """
-        return await self._call("GET", "/v1/search", models.SearchPage, query={"q": q, "sender": sender, "recipient": recipient, "thread_id": thread_id, "message_type": message_type, "kind": kind, "cause_by": cause_by, "since_timestamp": since_timestamp, "until_timestamp": until_timestamp, "sort": sort, "limit": limit, "cursor": cursor}, body=None, idempotent=False)
+        return await self._call("GET", "/v1/search", models.SearchPage, query={"q": q, "sender": sender, "recipient": recipient, "thread_id": thread_id, "message_type": message_type, "kind": kind, "cause_by": cause_by, "since_timestamp": since_timestamp, "until_timestamp": until_timestamp, "sort": sort, "limit": limit, "cursor": cursor}, body=None, idempotent=False, frame=("search_messages", {}))
 
     async def publish(self, *, cause_by: str, content: models.Content | Mapping[str, Any], instruct_content: models.JsonValue | None = None, send_to: Sequence[str] | None = None, sender_agent_id: str | None = None, thread_id: str | None = None, idempotency_key: str | None = None) -> models.PublishResult:
         """Publish a message under a tag (`cause_by`) to an address set (`send_to`)."""
-        return await self._call("POST", "/v1/publish", models.PublishResult, query=None, body={"cause_by": cause_by, "content": content, "instruct_content": instruct_content, "send_to": send_to, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key)
+        return await self._call("POST", "/v1/publish", models.PublishResult, query=None, body={"cause_by": cause_by, "content": content, "instruct_content": instruct_content, "send_to": send_to, "sender_agent_id": sender_agent_id, "thread_id": thread_id}, idempotent=True, idempotency_key=idempotency_key, frame=("publish", {}))
 
     async def set_watch(self, *, addresses: Sequence[str] | None = None, agent_id: str | None = None, watch: Sequence[str] | None = None) -> models.AgentEnvelope:
         """Replace the calling agent's watched tags and/or addresses."""
-        return await self._call("PUT", "/v1/watch", models.AgentEnvelope, query=None, body={"addresses": addresses, "agent_id": agent_id, "watch": watch}, idempotent=False)
+        return await self._call("PUT", "/v1/watch", models.AgentEnvelope, query=None, body={"addresses": addresses, "agent_id": agent_id, "watch": watch}, idempotent=False, frame=("set_watch", {}))
 
     async def get_activity(self) -> models.TeamActivity:
         """The calling agent's team's activity (as `GET /v1/teams/{team_id}/activity`)."""
-        return await self._call("GET", "/v1/activity", models.TeamActivity, query=None, body=None, idempotent=False)
+        return await self._call("GET", "/v1/activity", models.TeamActivity, query=None, body=None, idempotent=False, frame=("get_activity", {}))
 
     async def get_trace(self, *, trace_id: str) -> models.TraceView:
         """The messages of a trace (W3C trace id), oldest first, from the server's own
@@ -389,7 +391,7 @@ class AsyncOperations(_AsyncOperationsBase):
         the trace in its team; an agent, the trace of any message it sent or received
         (`docs/tracing.md`).
         """
-        return await self._call("GET", f"/v1/traces/{_segment(trace_id)}", models.TraceView, query=None, body=None, idempotent=False)
+        return await self._call("GET", f"/v1/traces/{_segment(trace_id)}", models.TraceView, query=None, body=None, idempotent=False, frame=("get_trace", {"trace_id": trace_id}))
 
     async def whoami(self) -> models.WhoAmI:
         """Who the token belongs to: its kind, team and agent id."""
@@ -399,51 +401,51 @@ class AsyncOperations(_AsyncOperationsBase):
         """Submit a TaskRequest (agent token; the registry by message also takes the team
         key).
         """
-        return await self._call("POST", "/v1/tasks", models.TaskSubmitted, query=None, body={"assignee_role": assignee_role, "callback_url": callback_url, "data": data, "description": description, "originating_agent_id": originating_agent_id, "parent_task_id": parent_task_id, "priority": priority, "required_capabilities": required_capabilities, "target_agent_id": target_agent_id, "task_id": task_id}, idempotent=False)
+        return await self._call("POST", "/v1/tasks", models.TaskSubmitted, query=None, body={"assignee_role": assignee_role, "callback_url": callback_url, "data": data, "description": description, "originating_agent_id": originating_agent_id, "parent_task_id": parent_task_id, "priority": priority, "required_capabilities": required_capabilities, "target_agent_id": target_agent_id, "task_id": task_id}, idempotent=False, frame=("TaskRequest", {}))
 
     async def get_task(self, *, task_id: str) -> models.TaskDetail:
         """A task with its full history and callback deliveries (its originator and any
         assignee, past or present, and the team key).
         """
-        return await self._call("GET", f"/v1/tasks/{_segment(task_id)}", models.TaskDetail, query=None, body=None, idempotent=False)
+        return await self._call("GET", f"/v1/tasks/{_segment(task_id)}", models.TaskDetail, query=None, body=None, idempotent=False, frame=("get_task", {"task_id": task_id}))
 
     async def list_tasks(self, *, role: models.TaskRole | None = None, status: str | None = None, limit: int | None = None, cursor: str | None = None, target_agent_id: str | None = None, assignee_role: str | None = None) -> models.TaskList:
         """The caller's tasks (agent token), newest first: those it originated and those it
         is or was assigned.
         """
-        return await self._call("GET", "/v1/tasks", models.TaskList, query={"role": role, "status": status, "limit": limit, "cursor": cursor, "target_agent_id": target_agent_id, "assignee_role": assignee_role}, body=None, idempotent=False)
+        return await self._call("GET", "/v1/tasks", models.TaskList, query={"role": role, "status": status, "limit": limit, "cursor": cursor, "target_agent_id": target_agent_id, "assignee_role": assignee_role}, body=None, idempotent=False, frame=("list_tasks", {}))
 
     async def report_task(self, *, task_id: str, status: models.TaskResponseStatus, result_data: models.JsonValue | None = None) -> models.TaskUpdated:
         """Report progress (`in-progress`) or the result (`success`, `failed`) (the
         assignee); the originator gets each `TaskResponse`.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/result", models.TaskUpdated, query=None, body={"result_data": result_data, "status": status}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/result", models.TaskUpdated, query=None, body={"result_data": result_data, "status": status}, idempotent=False, frame=("TaskResponse", {"task_id": task_id}))
 
     async def handoff_task(self, *, task_id: str, new_agent_id: str, reason: str, current_agent_id: str | None = None) -> models.TaskUpdated:
         """Hand the task to another agent (its assignee or originator)."""
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/handoff", models.TaskUpdated, query=None, body={"current_agent_id": current_agent_id, "new_agent_id": new_agent_id, "reason": reason}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/handoff", models.TaskUpdated, query=None, body={"current_agent_id": current_agent_id, "new_agent_id": new_agent_id, "reason": reason}, idempotent=False, frame=("HandoffNotification", {"task_id": task_id}))
 
     async def request_clarification(self, *, task_id: str, question: str) -> models.TaskUpdated:
         """Ask the originator a question (the assignee); the task becomes `input-required`
         and the originator gets a `ClarificationRequest` with its `clarification_id`.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications", models.TaskUpdated, query=None, body={"question": question}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications", models.TaskUpdated, query=None, body={"question": question}, idempotent=False, frame=("ClarificationRequest", {"task_id": task_id}))
 
     async def answer_clarification(self, *, task_id: str, clarification_id: str, answer: str) -> models.TaskUpdated:
         """Answer the open question (the originator); the answer joins the task's context,
         the task resumes, and the assignee gets a `ClarificationResponse`.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications/{_segment(clarification_id)}/answer", models.TaskUpdated, query=None, body={"answer": answer}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/clarifications/{_segment(clarification_id)}/answer", models.TaskUpdated, query=None, body={"answer": answer}, idempotent=False, frame=("ClarificationResponse", {"task_id": task_id, "clarification_id": clarification_id}))
 
     async def cancel_task(self, *, task_id: str, reason: str | None = None) -> models.TaskUpdated:
         """Cancel the task (the originator); the assignee gets a failed `TaskResponse` with
         `result_data.canceled: true`.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/cancel", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False, frame=("cancel_task", {"task_id": task_id}))
 
     async def claim_task(self, *, lease_seconds: int | None = None, wait_seconds: int | None = None) -> models.TaskClaimed:
         """Claim the next task offered to the caller's role (agent token)."""
-        return await self._call("POST", "/v1/tasks/claim", models.TaskClaimed, query=None, body={"lease_seconds": lease_seconds, "wait_seconds": wait_seconds}, idempotent=False)
+        return await self._call("POST", "/v1/tasks/claim", models.TaskClaimed, query=None, body={"lease_seconds": lease_seconds, "wait_seconds": wait_seconds}, idempotent=False, frame=("claim_task", {}))
 
     async def extend_claim(self, *, task_id: str, lease_seconds: int | None = None) -> models.TaskUpdated:
         """Renew a claim's lease without a progress report (its claimer): it ends
@@ -451,13 +453,13 @@ class AsyncOperations(_AsyncOperationsBase):
         lease from now. For a long step with nothing to report yet; a progress report
         renews it too.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/extend", models.TaskUpdated, query=None, body={"lease_seconds": lease_seconds}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/extend", models.TaskUpdated, query=None, body={"lease_seconds": lease_seconds}, idempotent=False, frame=("extend_claim", {"task_id": task_id}))
 
     async def release_task(self, *, task_id: str, reason: str | None = None) -> models.TaskUpdated:
         """Give a claimed task back to its role (its claimer): open again, offered to the
         role's online agents; its attempts stay counted.
         """
-        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/release", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False)
+        return await self._call("POST", f"/v1/tasks/{_segment(task_id)}/release", models.TaskUpdated, query=None, body={"reason": reason}, idempotent=False, frame=("release_task", {"task_id": task_id}))
 
     async def request_approval(self, *, summary: str, details: str | None = None, expires_in_seconds: int | None = None, options: Sequence[str] | None = None, task_id: str | None = None, wait_seconds: int | None = None) -> models.ApprovalEnvelope:
         """Ask a person to decide (agent token). The approval is pending until the team key
@@ -466,48 +468,48 @@ class AsyncOperations(_AsyncOperationsBase):
         outcome as an approval event in its inbox, pushed on every transport; `GET
         /v1/approvals/{approval_id}` with `wait_seconds` waits for it.
         """
-        return await self._call("POST", "/v1/approvals", models.ApprovalEnvelope, query=None, body={"details": details, "expires_in_seconds": expires_in_seconds, "options": options, "summary": summary, "task_id": task_id, "wait_seconds": wait_seconds}, idempotent=False)
+        return await self._call("POST", "/v1/approvals", models.ApprovalEnvelope, query=None, body={"details": details, "expires_in_seconds": expires_in_seconds, "options": options, "summary": summary, "task_id": task_id, "wait_seconds": wait_seconds}, idempotent=False, frame=("request_approval", {}))
 
     async def get_approval(self, *, approval_id: str, wait_seconds: int | None = None) -> models.ApprovalEnvelope:
         """One approval; with `wait_seconds`, answered once it is decided or expired, or
         when the wait is over (still `pending`).
         """
-        return await self._call("GET", f"/v1/approvals/{_segment(approval_id)}", models.ApprovalEnvelope, query={"wait_seconds": wait_seconds}, body=None, idempotent=False)
+        return await self._call("GET", f"/v1/approvals/{_segment(approval_id)}", models.ApprovalEnvelope, query={"wait_seconds": wait_seconds}, body=None, idempotent=False, frame=("get_approval", {"approval_id": approval_id}))
 
     async def list_approvals(self, *, status: models.ApprovalStatus | None = None, asked_by: str | None = None, task_id: str | None = None, limit: int | None = None, cursor: str | None = None) -> models.ApprovalList:
         """The team's approvals, newest first: the team key and approver agents see every
         one, an agent the ones it asked.
         """
-        return await self._call("GET", "/v1/approvals", models.ApprovalList, query={"status": status, "asked_by": asked_by, "task_id": task_id, "limit": limit, "cursor": cursor}, body=None, idempotent=False)
+        return await self._call("GET", "/v1/approvals", models.ApprovalList, query={"status": status, "asked_by": asked_by, "task_id": task_id, "limit": limit, "cursor": cursor}, body=None, idempotent=False, frame=("list_approvals", {}))
 
     async def decide_approval(self, *, approval_id: str, decision: str, comment: str | None = None) -> models.ApprovalEnvelope:
         """Decide a pending approval with one of its options: the team key, or an agent the
         team names in its `approvers` (never the asker). A decided or expired approval
         is not decided again.
         """
-        return await self._call("POST", f"/v1/approvals/{_segment(approval_id)}/decision", models.ApprovalEnvelope, query=None, body={"comment": comment, "decision": decision}, idempotent=False)
+        return await self._call("POST", f"/v1/approvals/{_segment(approval_id)}/decision", models.ApprovalEnvelope, query=None, body={"comment": comment, "decision": decision}, idempotent=False, frame=("decide_approval", {"approval_id": approval_id}))
 
     async def acquire_lease(self, *, team_id: str, resource: str, exclusive: bool | None = None, reason: str | None = None, ttl_seconds: int | None = None) -> models.LeaseEnvelope:
         """Take a lease on a resource, as the calling agent (agent token). Asking again for
         a resource you hold, of the same kind, renews that lease.
         """
-        return await self._call("PUT", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseEnvelope, query=None, body={"exclusive": exclusive, "reason": reason, "resource": resource, "ttl_seconds": ttl_seconds}, idempotent=False)
+        return await self._call("PUT", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseEnvelope, query=None, body={"exclusive": exclusive, "reason": reason, "resource": resource, "ttl_seconds": ttl_seconds}, idempotent=False, frame=("acquire_lease", {"team_id": team_id}))
 
     async def extend_lease(self, *, team_id: str, lease_id: str, ttl_seconds: int | None = None) -> models.LeaseEnvelope:
         """Renew a lease (its holder): it now ends `ttl_seconds` (default 300) from now."""
-        return await self._call("POST", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}/extend", models.LeaseEnvelope, query=None, body={"ttl_seconds": ttl_seconds}, idempotent=False)
+        return await self._call("POST", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}/extend", models.LeaseEnvelope, query=None, body={"ttl_seconds": ttl_seconds}, idempotent=False, frame=("extend_lease", {"team_id": team_id, "lease_id": lease_id}))
 
     async def release_lease(self, *, team_id: str, lease_id: str) -> models.LeaseEnvelope:
         """Release a lease: its holder, or the team key (or the admin) for any of the
         team's.
         """
-        return await self._call("DELETE", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}", models.LeaseEnvelope, query=None, body=None, idempotent=False)
+        return await self._call("DELETE", f"/v1/teams/{_segment(team_id)}/leases/{_segment(lease_id)}", models.LeaseEnvelope, query=None, body=None, idempotent=False, frame=("release_lease", {"team_id": team_id, "lease_id": lease_id}))
 
     async def list_leases(self, *, team_id: str, holder: str | None = None, resource: str | None = None) -> models.LeaseList:
         """The team's live leases, oldest first (any member, the team key, the admin);
         optionally one holder's, or those overlapping a resource.
         """
-        return await self._call("GET", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseList, query={"holder": holder, "resource": resource}, body=None, idempotent=False)
+        return await self._call("GET", f"/v1/teams/{_segment(team_id)}/leases", models.LeaseList, query={"holder": holder, "resource": resource}, body=None, idempotent=False, frame=("list_leases", {"team_id": team_id}))
 
     async def create_team(self, *, name: str, team_id: str | None = None) -> models.TeamCreated:
         """Create a team (admin token). Answers the team key, once."""

@@ -117,6 +117,48 @@ _FAMILIES: dict[str, type[SwitchboardError]] = {
 }
 
 
+# The HTTP status the server answers each code with over REST; a refusal that came over
+# the WebSocket (no HTTP status of its own) carries the same one.
+STATUS: dict[str, int] = {
+    **dict.fromkeys(["VALIDATION_ERROR", "MESSAGE_TOO_LONG", "INVALID_RECIPIENT"], 400),
+    "UNAUTHORIZED": 401,
+    **dict.fromkeys(["FORBIDDEN", "COMMUNICATION_DISABLED"], 403),
+    **dict.fromkeys(
+        [
+            "NOT_FOUND",
+            "AGENT_NOT_FOUND",
+            "MESSAGE_NOT_FOUND",
+            "TASK_NOT_FOUND",
+            "LEASE_NOT_FOUND",
+            "APPROVAL_NOT_FOUND",
+        ],
+        404,
+    ),
+    "METHOD_NOT_ALLOWED": 405,
+    **dict.fromkeys(
+        [
+            "CONFLICT",
+            "AGENT_ALREADY_REGISTERED",
+            "RESPONSE_NOT_REQUIRED",
+            "RESPONSE_DEADLINE_PASSED",
+            "INVALID_TASK_TRANSITION",
+            "NO_SUITABLE_AGENT",
+            "LOOP_DETECTED",
+            "LEASE_CONFLICT",
+            "APPROVAL_CLOSED",
+        ],
+        409,
+    ),
+    "PAYLOAD_TOO_LARGE": 413,
+    "URI_TOO_LONG": 414,
+    "REQUEST_TIMEOUT": 408,
+    "HEADERS_TOO_LARGE": 431,
+    "RATE_LIMITED": 429,
+    "UNAVAILABLE": 503,
+    "INTERNAL_ERROR": 500,
+}
+
+
 def from_body(status: int, body: Any) -> SwitchboardError:
     """The exception for an error body (`CoreError` in the OpenAPI document)."""
     if not isinstance(body, Mapping) or "error_code" not in body:
