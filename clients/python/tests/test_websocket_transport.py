@@ -132,3 +132,23 @@ def test_refusals_over_the_socket_are_the_same(team: Team) -> None:
             assert (conflict.value.error_code, conflict.value.status) == ("LEASE_CONFLICT", 409)
 
     asyncio.run(scenario())
+
+
+def test_sends_without_keys(team: Team) -> None:
+    """`idempotency_keys=False`: each send is its own message (no key to make two one)."""
+
+    async def scenario() -> int:
+        async with AsyncClient(
+            team.url, token=team.tokens["planner"], transport="websocket", idempotency_keys=False
+        ) as planner:
+            for _ in range(3):
+                await planner.send_message(
+                    sender_agent_id="planner",
+                    recipient_agent_ids=["coder"],
+                    message_type="information",
+                    content={"text": "same words"},
+                )
+        async with AsyncClient(team.url, token=team.tokens["coder"]) as coder:
+            return (await coder.get_messages()).total_count
+
+    assert asyncio.run(scenario()) == 3
