@@ -136,6 +136,20 @@ async fn a_team_file_applied_twice_changes_the_server_once() {
     // Again, with the team key this time: nothing to change.
     let (code, out, _) = apply(&app, team_key, dir.path(), &["-f", "team.yaml"]).await;
     assert_eq!((code, out.trim()), (0, "team squad: nothing to change"));
+    app.stop().await;
+}
+
+/// An edited file and `--prune`: one setting, one agent changed, one gone, in an order
+/// the server accepts; and then nothing again.
+#[tokio::test]
+async fn an_edited_file_changes_what_differs_and_prune_removes() {
+    let app = TestApp::start().await;
+    let dir = tempfile::tempdir().expect("a folder");
+    std::fs::write(dir.path().join("team.yaml"), TEAM).expect("written");
+    let args = ["-f", "team.yaml", "--tokens-out", "tokens.yaml"];
+    let (code, _, _) = apply(&app, ADMIN, dir.path(), &args).await;
+    assert_eq!(code, 0);
+    let team_key = &tokens(dir.path())[0].1;
     // An edit, and --prune: one setting, one agent changed, one gone.
     let edited = TEAM
         .replace("max_attempts: 5", "max_attempts: 4")

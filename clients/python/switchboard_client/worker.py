@@ -109,7 +109,8 @@ class Worker:
         shutdown_grace: float = 10.0,
         since: int | None = None,
     ) -> None:
-        self.client = AsyncClient(url, token)
+        # An agent token: its task reports and questions go as frames (docs/python.md).
+        self.client = AsyncClient(url, token, transport="websocket")
         self.concurrency = concurrency
         self.claim_offers = claim_offers
         self.lease_seconds = lease_seconds
