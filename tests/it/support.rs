@@ -499,7 +499,7 @@ impl TestApp {
             .expect("examples folder");
         if !example.exists() {
             let built = tokio::process::Command::new(env!("CARGO"))
-                .args(["build", "--example", name])
+                .args(["build", "-p", "switchboard-client", "--example", name])
                 .status()
                 .await
                 .expect("cargo runs");

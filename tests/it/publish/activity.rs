@@ -69,7 +69,7 @@ async fn team_activity_says_who_has_news_and_when_the_team_is_idle() {
     app.stop().await;
 }
 
-/// `examples/metagpt_loop.rs`: MetaGPT's A → B → C → D loop with publish and watch only,
+/// `crates/switchboard-client/examples/metagpt_loop.rs`: MetaGPT's A → B → C → D loop with publish and watch only,
 /// three rounds, ending when the team is idle.
 #[tokio::test]
 async fn the_metagpt_loop_example_runs_until_the_team_is_idle() {

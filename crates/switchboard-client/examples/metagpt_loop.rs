@@ -19,7 +19,7 @@
 //! Each agent has its own client and WebSocket, as five processes would.
 //!
 //! ```sh
-//! cargo run --example metagpt_loop -- --url http://127.0.0.1:8080 --admin-token <admin token>
+//! cargo run -p switchboard-client --example metagpt_loop -- --url http://127.0.0.1:8080 --admin-token <admin token>
 //! ```
 
 use std::time::Duration;

@@ -12,7 +12,7 @@
 //! own client and WebSocket, as four processes would.
 //!
 //! ```sh
-//! cargo run --example team_loop -- --url http://127.0.0.1:8080 --admin-token <admin token>
+//! cargo run -p switchboard-client --example team_loop -- --url http://127.0.0.1:8080 --admin-token <admin token>
 //! ```
 
 use std::time::Duration;
