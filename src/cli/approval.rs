@@ -36,6 +36,7 @@ pub enum ApprovalCommand {
     },
     /// One approval; with --wait, once decided or expired.
     Show {
+        /// The approval, as `approval request` printed it.
         approval_id: String,
         /// Seconds to wait for the decision (at most 60).
         #[arg(long)]
@@ -52,6 +53,7 @@ pub enum ApprovalCommand {
     },
     /// Decide a pending approval (team key, or an agent the team names as an approver).
     Decide {
+        /// The approval, as `approval list` shows it.
         approval_id: String,
         /// One of the approval's options.
         decision: String,

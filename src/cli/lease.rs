@@ -4,7 +4,49 @@
 use switchboard_client::Client;
 use switchboard_types::leases::{AcquireLease, ExtendLease, Lease, LeaseQuery};
 
-use super::{Failure, LeaseCommand, inert, show};
+use clap::Subcommand;
+
+use super::{Failure, inert, show};
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Take a lease on a name or a path pattern (src/**, docs/*.md, T-42).
+    Take {
+        /// A name or a path pattern.
+        resource: String,
+        /// Seconds it lives unless extended (default 300, at most 86400).
+        #[arg(long)]
+        ttl: Option<u64>,
+        /// Shared: coexists with other shared leases, not with an exclusive one.
+        #[arg(long)]
+        shared: bool,
+        /// Why, for the others who meet it.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Renew a lease you hold.
+    Extend {
+        /// The lease, as `lease take` printed it.
+        lease_id: String,
+        /// Seconds from now (default 300).
+        #[arg(long)]
+        ttl: Option<u64>,
+    },
+    /// Give a lease back.
+    Release {
+        /// The lease, as `lease take` printed it.
+        lease_id: String,
+    },
+    /// The team's live leases.
+    List {
+        /// Only this agent's.
+        #[arg(long)]
+        holder: Option<String>,
+        /// Only those overlapping this name or pattern.
+        #[arg(long)]
+        resource: Option<String>,
+    },
+}
 
 pub(super) async fn lease(
     client: &Client,

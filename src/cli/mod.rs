@@ -19,6 +19,7 @@ mod ws;
 
 pub use apply::{ApplyArgs, run_apply};
 pub use approval::ApprovalCommand;
+pub use lease::LeaseCommand;
 pub use search::{SearchArgs, run_search};
 use std::process::ExitCode;
 use switchboard_types::ids::{AgentId, TaskId, TeamId};
@@ -110,8 +111,10 @@ pub enum AgentCommand {
     },
     /// GET_MESSAGES: your inbox, newest first.
     Inbox {
+        /// Only what you have not marked read.
         #[arg(long)]
         unread: bool,
+        /// At most this many entries (1–100).
         #[arg(long, default_value_t = 20)]
         limit: i64,
         /// Oldest first instead.
@@ -120,12 +123,15 @@ pub enum AgentCommand {
     },
     /// MARK_MESSAGE_READ.
     Read {
+        /// The messages to mark read (their ids, as the inbox shows them).
         #[arg(required = true)]
         message_ids: Vec<String>,
     },
     /// RESPOND_TO_MESSAGE.
     Respond {
+        /// The message you answer.
         message_id: String,
+        /// Your answer.
         text: String,
         /// completed, partial, unable or delegated.
         #[arg(long, default_value = "completed")]
@@ -133,6 +139,7 @@ pub enum AgentCommand {
     },
     /// BROADCAST_UPDATE to the whole team.
     Broadcast {
+        /// One line: what happened.
         summary: String,
         /// progress, discovery, issue or completion.
         #[arg(long = "type", default_value = "progress")]
@@ -140,15 +147,18 @@ pub enum AgentCommand {
         /// info, attention, action_required or critical.
         #[arg(long, default_value = "info")]
         urgency: String,
+        /// More words, if the summary is not enough.
         #[arg(long, default_value = "")]
         details: String,
     },
     /// REQUEST_ASSISTANCE.
     Assist {
+        /// What you need help with.
         description: String,
         /// expertise, resources, review or collaboration.
         #[arg(long = "type", default_value = "expertise")]
         assistance_type: String,
+        /// The capabilities a helper needs, comma-separated.
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
     },
@@ -164,64 +174,44 @@ pub enum AgentCommand {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum LeaseCommand {
-    /// Take a lease on a name or a path pattern (src/**, docs/*.md, T-42).
-    Take {
-        resource: String,
-        /// Seconds it lives unless extended (default 300, at most 86400).
-        #[arg(long)]
-        ttl: Option<u64>,
-        /// Shared: coexists with other shared leases, not with an exclusive one.
-        #[arg(long)]
-        shared: bool,
-        /// Why, for the others who meet it.
-        #[arg(long)]
-        reason: Option<String>,
-    },
-    /// Renew a lease you hold.
-    Extend {
-        lease_id: String,
-        /// Seconds from now (default 300).
-        #[arg(long)]
-        ttl: Option<u64>,
-    },
-    /// Give a lease back.
-    Release { lease_id: String },
-    /// The team's live leases.
-    List {
-        /// Only this agent's.
-        #[arg(long)]
-        holder: Option<String>,
-        /// Only those overlapping this name or pattern.
-        #[arg(long)]
-        resource: Option<String>,
-    },
-}
-
-#[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Submit a TaskRequest.
     Submit(SubmitTask),
     /// A task with its history.
-    Show { task_id: String },
+    Show {
+        /// The task (`id` or `id@originator`).
+        task_id: String,
+    },
     /// Hand a task to another agent.
     Handoff {
+        /// The task you hold.
         task_id: String,
+        /// The agent who takes it over.
         #[arg(long)]
         to: String,
+        /// Why, for the new assignee and the originator.
         #[arg(long)]
         reason: String,
     },
     /// Ask the originator a question.
-    Clarify { task_id: String, question: String },
+    Clarify {
+        /// The task you hold.
+        task_id: String,
+        /// What you ask the originator.
+        question: String,
+    },
     /// Answer a task's open question.
     Answer {
+        /// The task you submitted.
         task_id: String,
+        /// The question, as `task show` lists it.
         clarification_id: String,
+        /// Your answer.
         answer: String,
     },
     /// Report progress.
     Progress {
+        /// The task you hold.
         task_id: String,
         /// result_data, JSON.
         #[arg(long)]
@@ -229,19 +219,25 @@ pub enum TaskCommand {
     },
     /// Report success.
     Complete {
+        /// The task you hold.
         task_id: String,
+        /// The result (result_data), JSON.
         #[arg(long)]
         data: Option<String>,
     },
     /// Report failure.
     Fail {
+        /// The task you hold.
         task_id: String,
+        /// What went wrong (result_data), JSON.
         #[arg(long)]
         data: Option<String>,
     },
     /// Cancel a task you submitted.
     Cancel {
+        /// The task you submitted.
         task_id: String,
+        /// Why, for the assignee.
         #[arg(long)]
         reason: Option<String>,
     },
@@ -256,12 +252,15 @@ pub enum TaskCommand {
     },
     /// Give a task you claimed back to its role.
     Release {
+        /// The task you claimed.
         task_id: String,
+        /// Why, in the task's history.
         #[arg(long)]
         reason: Option<String>,
     },
     /// Keep a task you claimed without reporting progress (renew its lease).
     Extend {
+        /// The task you claimed.
         task_id: String,
         /// Seconds from now the lease ends (1–3600; default the claim's own lease).
         #[arg(long)]
@@ -272,7 +271,9 @@ pub enum TaskCommand {
 /// `task submit`'s arguments.
 #[derive(Debug, Args)]
 pub struct SubmitTask {
+    /// What is to be done.
     description: String,
+    /// Its id (unique among your tasks); generated when absent.
     #[arg(long)]
     task_id: Option<TaskId>,
     /// Required capabilities, comma-separated.
@@ -326,7 +327,9 @@ pub enum AdminCommand {
 pub enum TeamCommand {
     /// Create a team; prints its key (shown once).
     Create {
+        /// A name for people.
         name: String,
+        /// Its id (1–64 of A-Z a-z 0-9 . _ -); generated when absent.
         #[arg(long)]
         team_id: Option<TeamId>,
     },
@@ -344,11 +347,15 @@ pub enum TeamCommand {
 pub enum AdminAgentCommand {
     /// Register an agent; prints its token (shown once).
     Register {
+        /// The team it joins.
         #[arg(long)]
         team: String,
+        /// Its id in the team.
         agent_id: String,
+        /// What it does, for people and for work offered to a role.
         #[arg(long, default_value = "agent")]
         role: String,
+        /// What it can do, comma-separated (found by capability).
         #[arg(long, value_delimiter = ',')]
         capabilities: Vec<String>,
     },

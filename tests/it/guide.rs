@@ -83,22 +83,43 @@ fn every_flag_has_help_of_its_own() {
 }
 
 /// The same class for commands: every command of the CLI says what it does, in words no
-/// sibling uses. A doc comment that slid onto the next variant (as `admin reset-token`'s
-/// did onto `admin approval`) leaves one command bare and another describing its
-/// neighbour.
+/// sibling uses, and every argument says what it is. A doc comment that slid onto the
+/// next variant (as `admin reset-token`'s did onto `admin approval`) leaves one command
+/// bare and another describing its neighbour; an argument without one shows `--help`
+/// a name and nothing else (43 of them did).
 #[test]
-fn every_command_has_help_of_its_own() {
-    fn walk(command: &clap::Command, path: &str) {
+fn every_command_and_argument_has_help_of_its_own() {
+    fn walk(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
         let mut seen = BTreeSet::new();
         for sub in command.get_subcommands() {
             let name = format!("{path} {}", sub.get_name());
             let about = sub.get_about().map(ToString::to_string).unwrap_or_default();
             assert!(!about.trim().is_empty(), "`{name}` has no help");
             assert!(seen.insert(about), "`{name}` repeats a sibling's help");
-            walk(sub, &name);
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+                if !matches!(id, "help" | "version")
+                    && !arg.is_global_set()
+                    && help.trim().is_empty()
+                {
+                    missing.push(format!("`{name}` <{id}>"));
+                }
+            }
+            walk(sub, &name, missing);
         }
     }
-    walk(&switchboard::config::Cli::command(), "switchboard");
+    let mut missing = Vec::new();
+    walk(
+        &switchboard::config::Cli::command(),
+        "switchboard",
+        &mut missing,
+    );
+    assert!(
+        missing.is_empty(),
+        "arguments without help:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// The table between the markers of `docs/configuration.md`, made from the flags.
