@@ -280,7 +280,9 @@ class AsyncClient(AsyncOperations):
             try:
                 return _codec.decode(answer, await self._frames.call(frame_type, fields))
             except errors.ConnectionFailed:
-                wait = self._policy.delay(attempt, httpx.ConnectError("closed"), safe)
+                # The frame may have reached the server before the connection went:
+                # sent again only when that cannot do it twice (a read, or a keyed send).
+                wait = self._policy.delay(attempt, httpx.ReadError("closed"), safe)
                 if wait is None:
                     raise
             await asyncio.sleep(wait)
